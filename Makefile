@@ -1,0 +1,49 @@
+# The two commands the README promises: `make install` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install test lint fmt bench bench-smoke system-deps clean
+
+install: system-deps $(BIN)/diag
+
+# System packages the tests need (headless Chromium for the report test, Slurm+munge for the
+# multi-node test). Best effort: a machine without apt or root still gets the Python side.
+system-deps:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  need=""; \
+	  command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
+	  command -v slurmctld >/dev/null 2>&1 || need="$$need slurm-wlm munge"; \
+	  if [ -n "$$need" ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need) \
+	      || echo "warning: could not install$$need; the tests that need them will skip"; \
+	  fi; \
+	else echo "note: not root or no apt-get; skipping system packages (chromium, slurm)"; fi
+
+$(BIN)/diag: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,test]'
+	@touch $@
+
+test:
+	$(BIN)/pytest -q
+
+lint:
+	$(BIN)/ruff check diag tests bench samples
+	$(BIN)/ruff format --check diag tests bench samples
+	$(BIN)/mypy
+
+fmt:
+	$(BIN)/ruff format diag tests bench samples
+	$(BIN)/ruff check --fix diag tests bench samples
+
+bench:
+	$(BIN)/python -m bench.run --write BENCHMARKS.md
+
+bench-smoke:
+	$(BIN)/python -m bench.run --smoke
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,265 @@
+"""Typed, frozen records of one capture, and the one versioned bundle format.
+
+Everything diag writes or reads is one of these records: probes produce them, the classifier
+reads them, the renderers turn them into views. They are msgspec Structs because a day-long
+watch holds thousands of samples: msgspec encodes and decodes them an order of magnitude faster
+than dataclasses + json, validates types on load, and imports in milliseconds.
+
+Compatibility rule: a new field always gets a default, so bundles written by an older diag
+still load (``diag report old.json``). Removing or retyping a field bumps ``SCHEMA_VERSION``.
+
+Identity: a process is keyed by ``(host, pid)``; ``host`` is "" for a single-host capture and
+is filled in by ``diag merge`` / ``--slurm-job``. Stacks are interned: threads carry a
+``stack_id`` into ``Bundle.stacks`` so a stack that stays the same for a day is stored once.
+Times ending in ``_s`` are Unix epoch seconds unless the name says otherwise (``duration_s``).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+# Verdict states, in the order a person reads them.
+STATES: Tuple[str, ...] = ("progressing", "slow", "idle", "deadlocked", "exited", "unknown")
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of every record: immutable, keyword-only, defaults left out of the JSON."""
+
+
+class Frame(Record):
+    """One Python frame as py-spy reports it (innermost first in a stack)."""
+
+    name: str
+    filename: str = ""
+    line: int = 0
+    module: Optional[str] = None
+
+
+class Stack(Record):
+    """A Python call stack, innermost frame first, shared by id between threads and samples."""
+
+    frames: Tuple[Frame, ...] = ()
+
+
+class IoCounters(Record):
+    """/proc/P/io: rchar/wchar count every read()/write() (page cache too); *_bytes hit storage."""
+
+    rchar: int = 0
+    wchar: int = 0
+    syscr: int = 0
+    syscw: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+
+
+class ThreadSample(Record):
+    """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
+
+    tid: int
+    name: str = ""
+    state: str = "?"  # R S D Z T t X I, "?" when unreadable
+    utime_ticks: int = 0
+    stime_ticks: int = 0
+    wchan: Optional[str] = None
+    # /proc/P/task/T/syscall: "running", "none" (not in a syscall), a name ("futex") or "nr_N".
+    syscall: Optional[str] = None
+    syscall_nr: Optional[int] = None
+    futex_addr: Optional[str] = None  # hex string: addresses exceed JSON's safe integers
+    futex_op: Optional[int] = None
+    voluntary_ctxt_switches: Optional[int] = None
+    nonvoluntary_ctxt_switches: Optional[int] = None
+    # Joined from `py-spy dump` by OS thread id; None for native-only threads.
+    py_thread_name: Optional[str] = None
+    stack_id: Optional[str] = None
+    py_active: Optional[bool] = None
+    owns_gil: Optional[bool] = None
+
+
+class ProcessSample(Record):
+    """One process at one instant. ``status`` is alive | zombie | exited | unreadable."""
+
+    pid: int
+    host: str = ""
+    t_s: float = 0.0
+    status: str = "alive"
+    state: str = "?"
+    utime_ticks: int = 0
+    stime_ticks: int = 0
+    rss_bytes: int = 0
+    vms_bytes: int = 0
+    num_threads: int = 0
+    io: Optional[IoCounters] = None
+    threads: Tuple[ThreadSample, ...] = ()
+    listen_ports: Tuple[int, ...] = ()
+    # Python stacks: ok | not-python | failed (see the sample's failures) | skipped
+    py_status: str = "skipped"
+    exit_code: Optional[int] = None
+
+
+class LogSample(Record):
+    """One log file at one instant; ``tail`` lines are already redacted."""
+
+    path: str
+    pids: Tuple[int, ...] = ()
+    exists: bool = True
+    size_bytes: int = 0
+    lines: int = 0
+    mtime_s: float = 0.0
+    inode: int = 0
+    head: Tuple[str, ...] = ()
+    tail: Tuple[str, ...] = ()
+
+
+class GpuProcess(Record):
+    pid: int
+    used_memory_bytes: Optional[int] = None
+
+
+class GpuDevice(Record):
+    index: int
+    uuid: str = ""
+    name: str = ""
+    util_gpu_pct: Optional[float] = None
+    util_mem_pct: Optional[float] = None
+    mem_used_bytes: Optional[int] = None
+    mem_total_bytes: Optional[int] = None
+    power_w: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    sm_clock_mhz: Optional[int] = None
+    temperature_c: Optional[float] = None
+    processes: Tuple[GpuProcess, ...] = ()
+
+
+class GpuSample(Record):
+    """NVML at one instant. ``available`` False (no driver, no GPU) is normal, not a failure."""
+
+    available: bool = False
+    reason: Optional[str] = None
+    driver_version: Optional[str] = None
+    devices: Tuple[GpuDevice, ...] = ()
+
+
+class ProbeFailure(Record):
+    """A probe that failed or timed out; the rest of the sample is kept."""
+
+    probe: str
+    reason: str
+    duration_s: float = 0.0
+    pid: Optional[int] = None
+    host: str = ""
+    sample: Optional[int] = None
+
+
+class Sample(Record):
+    """Everything read in one sampling round; each process record has its own timestamp."""
+
+    index: int
+    t_s: float
+    duration_s: float = 0.0
+    processes: Tuple[ProcessSample, ...] = ()
+    logs: Tuple[LogSample, ...] = ()
+    gpu: Optional[GpuSample] = None
+    failures: Tuple[ProbeFailure, ...] = ()
+    probe_timings_s: Dict[str, float] = {}
+
+
+class ProcessInfo(Record):
+    """What does not change about a process: identity, role, rank, redacted argv and env."""
+
+    pid: int
+    host: str = ""
+    ppid: Optional[int] = None
+    name: str = ""
+    exe: Optional[str] = None
+    cmdline: Tuple[str, ...] = ()
+    # launcher | worker | rank | server | helper | process
+    role: str = "process"
+    rank: Optional[int] = None
+    local_rank: Optional[int] = None
+    world_size: Optional[int] = None
+    rank_source: Optional[str] = None  # e.g. "env:RANK", "argv:--tp-rank", "title:..._TP3"
+    env: Dict[str, str] = {}
+    start_time_s: Optional[float] = None
+    first_seen_sample: int = 0
+
+
+class HostInfo(Record):
+    hostname: str = ""
+    kernel: str = ""
+    machine: str = ""
+    cpu_count: int = 0
+    clk_tck: int = 100
+    page_size_bytes: int = 4096
+    boot_time_s: Optional[float] = None
+    python_version: str = ""
+    diag_version: str = ""
+    pyspy_version: Optional[str] = None
+
+
+class Target(Record):
+    """What was asked for: a PID, or a command diag launched (``launched``)."""
+
+    root_pid: Optional[int] = None
+    command: Tuple[str, ...] = ()
+    launched: bool = False
+    exit_code: Optional[int] = None
+    log_paths: Tuple[str, ...] = ()
+    hosts: Tuple[str, ...] = ()
+
+
+class Evidence(Record):
+    """One observation behind a verdict; ``section`` is the report anchor that shows it."""
+
+    signal: str
+    detail: str
+    ranks: Tuple[int, ...] = ()
+    pids: Tuple[int, ...] = ()
+    samples: Tuple[int, ...] = ()
+    section: str = ""
+
+
+class Suspect(Record):
+    pid: int
+    rank: Optional[int] = None
+    host: str = ""
+    reason: str = ""
+
+
+class RankClass(Record):
+    """Ranks whose main-thread stacks match (LLNL STAT's equivalence classes)."""
+
+    signature: str
+    label: str
+    ranks: Tuple[int, ...] = ()
+    pids: Tuple[int, ...] = ()
+    stack_id: Optional[str] = None
+
+
+class Verdict(Record):
+    state: str
+    confidence: float = 0.0
+    summary: str = ""
+    evidence: Tuple[Evidence, ...] = ()
+    suspects: Tuple[Suspect, ...] = ()
+    classes: Tuple[RankClass, ...] = ()
+    exit_code: Optional[int] = None
+
+
+class Bundle(Record, omit_defaults=False):
+    """The whole capture: what `diag report` renders and `diag merge` combines."""
+
+    schema_version: int = SCHEMA_VERSION
+    created_s: float = 0.0
+    host: HostInfo = HostInfo()
+    target: Target = Target()
+    processes: Tuple[ProcessInfo, ...] = ()
+    stacks: Dict[str, Stack] = {}
+    samples: Tuple[Sample, ...] = ()
+    failures: Tuple[ProbeFailure, ...] = ()
+    verdict: Optional[Verdict] = None
+    # False when a watch was cut short (SIGKILL, full disk) and rebuilt from its journal.
+    complete: bool = True

@@ -1,0 +1,73 @@
+"""The one door to /proc: every read goes through a ``ProcFS`` whose root can be swapped.
+
+Tests point the root at a directory of recorded files (``tests/data/proc/...``) so the parsers
+run on real text from real kernels without a live process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional, Union
+
+
+class ProcFS:
+    def __init__(self, root: Union[str, Path] = "/proc") -> None:
+        self.root = Path(root)
+
+    def path(self, pid: int, *parts: str) -> Path:
+        return self.root.joinpath(str(pid), *parts)
+
+    def task_path(self, pid: int, tid: int, *parts: str) -> Path:
+        return self.root.joinpath(str(pid), "task", str(tid), *parts)
+
+    def read_text(self, pid: int, *parts: str) -> str:
+        """Read a /proc file; raises OSError (ENOENT when the process is gone)."""
+        with open(self.path(pid, *parts), "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def read_task_text(self, pid: int, tid: int, name: str) -> str:
+        with open(self.task_path(pid, tid, name), "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+
+    def read_bytes(self, pid: int, *parts: str) -> bytes:
+        with open(self.path(pid, *parts), "rb") as fh:
+            return fh.read()
+
+    def try_read_text(self, pid: int, *parts: str) -> Optional[str]:
+        try:
+            return self.read_text(pid, *parts)
+        except OSError:
+            return None
+
+    def tids(self, pid: int) -> List[int]:
+        try:
+            return sorted(int(n) for n in os.listdir(self.path(pid, "task")) if n.isdigit())
+        except OSError:
+            return []
+
+    def pids(self) -> List[int]:
+        try:
+            return sorted(int(n) for n in os.listdir(self.root) if n.isdigit())
+        except OSError:
+            return []
+
+    def readlink(self, pid: int, *parts: str) -> Optional[str]:
+        try:
+            return os.readlink(self.path(pid, *parts))
+        except OSError:
+            return None
+
+    def fds(self, pid: int) -> List[int]:
+        try:
+            return sorted(int(n) for n in os.listdir(self.path(pid, "fd")) if n.isdigit())
+        except OSError:
+            return []
+
+    def read_global(self, *parts: str) -> Optional[str]:
+        """A host-wide file such as /proc/net/tcp or /proc/stat."""
+        try:
+            with open(self.root.joinpath(*parts), "rb") as fh:
+                return fh.read().decode("utf-8", "replace")
+        except OSError:
+            return None
