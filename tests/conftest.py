@@ -1,0 +1,112 @@
+"""Shared fixtures: start real programs with a readiness handshake, run the real CLI.
+
+A program under test prints a line containing ``READY`` to stdout once it has reached the state
+the test wants to observe (threads blocked, server listening, ranks in their barrier). The test
+waits for that line instead of sleeping, then inspects the live process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+SCENARIOS = REPO / "samples" / "scenarios"
+DIAG = [sys.executable, "-m", "diag"]
+
+
+class Started:
+    """A program started in its own process group; ``lines`` holds what it printed up to READY."""
+
+    def __init__(self, proc: "subprocess.Popen[str]", lines: List[str]) -> None:
+        self.proc = proc
+        self.lines = lines
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_ready(
+    argv: Sequence[str],
+    timeout_s: float = 60.0,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[Path] = None,
+) -> Started:
+    """Start ``argv`` in a new session and block until it prints READY (or fail the test)."""
+    full_env = dict(os.environ)
+    full_env["PYTHONUNBUFFERED"] = "1"
+    if env:
+        full_env.update(env)
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=full_env,
+        cwd=str(cwd) if cwd else None,
+        start_new_session=True,
+    )
+    started = Started(proc, [])
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), True)
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            started.stop()
+            pytest.fail(f"{argv} exited before READY: {''.join(started.lines)[-2000:]}")
+        started.lines.append(line)
+        if "READY" in line:
+            return started
+    started.stop()
+    pytest.fail(f"{argv} not READY within {timeout_s}s: {''.join(started.lines)[-2000:]}")
+
+
+@pytest.fixture
+def spawn() -> Iterator[object]:
+    """``spawn(argv, ...)`` starts a program and waits for READY; all are killed at teardown."""
+    started: List[Started] = []
+
+    def _spawn(argv: Sequence[str], **kwargs: object) -> Started:
+        s = start_ready(argv, **kwargs)  # type: ignore[arg-type]
+        started.append(s)
+        return s
+
+    yield _spawn
+    for s in started:
+        s.stop()
+
+
+def run_diag(
+    args: Sequence[str], timeout_s: float = 120.0, cwd: Optional[Path] = None
+) -> "subprocess.CompletedProcess[str]":
+    """Run the real CLI in a subprocess, as a user would."""
+    return subprocess.run(
+        [*DIAG, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=str(cwd) if cwd else None,
+    )
