@@ -132,6 +132,8 @@ class GpuDevice(Record):
     sm_clock_mhz: Optional[int] = None
     temperature_c: Optional[float] = None
     processes: Tuple[GpuProcess, ...] = ()
+    pci_bus_id: str = ""
+    error: Optional[str] = None  # e.g. "GPU is lost": the device answered nothing else
 
 
 class GpuSample(Record):
@@ -141,6 +143,35 @@ class GpuSample(Record):
     reason: Optional[str] = None
     driver_version: Optional[str] = None
     devices: Tuple[GpuDevice, ...] = ()
+
+
+class RasRank(Record):
+    """One rank of a communicator as NCCL RAS reports it (``missing``: it did not answer)."""
+
+    rank: int
+    host: str = ""
+    pid: Optional[int] = None
+    cuda_dev: Optional[int] = None
+    missing: bool = False
+    dead: bool = False
+    async_error: int = 0
+    aborted: bool = False
+    coll_counts: Dict[str, int] = {}
+
+
+class RasCommunicator(Record):
+    comm_hash: str
+    size: int = 0
+    missing_ranks: int = 0
+    ranks: Tuple[RasRank, ...] = ()
+
+
+class RasSnapshot(Record):
+    """One `ncclras` query. Old NCCL (no ``-f json``) leaves only the redacted ``text``."""
+
+    nccl_version: str = ""
+    communicators: Tuple[RasCommunicator, ...] = ()
+    text: str = ""
 
 
 class ProbeFailure(Record):
@@ -165,6 +196,7 @@ class Sample(Record):
     gpu: Optional[GpuSample] = None
     failures: Tuple[ProbeFailure, ...] = ()
     probe_timings_s: Dict[str, float] = {}
+    ras: Optional[RasSnapshot] = None
 
 
 class ProcessInfo(Record):
@@ -209,6 +241,56 @@ class Target(Record):
     exit_code: Optional[int] = None
     log_paths: Tuple[str, ...] = ()
     hosts: Tuple[str, ...] = ()
+
+
+class CollectiveRecord(Record):
+    """One Flight Recorder entry: a collective (or p2p op) as one rank recorded it."""
+
+    seq: int  # collective_seq_id (p2p_seq_id for p2p ops)
+    op: str  # profiling_name, e.g. "nccl:all_reduce"
+    state: str = ""  # scheduled | started | completed
+    is_p2p: bool = False
+    created_s: Optional[float] = None
+    sizes: str = ""  # input sizes, compact, e.g. "[[4]]"
+
+
+class RankCollectives(Record):
+    """Flight Recorder view of one rank in one process group (seq ids count per group)."""
+
+    rank: int
+    pg: str = ""
+    pg_ranks: Tuple[int, ...] = ()
+    host: str = ""
+    pid: Optional[int] = None
+    source: str = ""  # the dump file
+    dumped_s: Optional[float] = None
+    last_enqueued_seq: Optional[int] = None
+    last_started_seq: Optional[int] = None
+    last_completed_seq: Optional[int] = None
+    recent: Tuple[CollectiveRecord, ...] = ()  # the last few entries, oldest first
+
+
+class LogSignal(Record):
+    """One kind of NCCL/CUDA log line seen for one rank: how often, the last one, when."""
+
+    kind: str  # nccl_warn | nccl_error | watchdog_timeout | cuda_error | xid | nccl_info
+    count: int = 0
+    last_line: str = ""
+    last_t_s: Optional[float] = None
+    path: str = ""
+
+
+class RankNcclLog(Record):
+    """NCCL evidence from one rank's logs, including torch watchdog sequence numbers."""
+
+    rank: Optional[int] = None
+    pid: Optional[int] = None
+    host: str = ""
+    signals: Tuple[LogSignal, ...] = ()
+    timeout_seq: Optional[int] = None
+    timeout_op: Optional[str] = None
+    last_enqueued_seq: Optional[int] = None
+    last_completed_seq: Optional[int] = None
 
 
 class Evidence(Record):
@@ -261,5 +343,7 @@ class Bundle(Record, omit_defaults=False):
     samples: Tuple[Sample, ...] = ()
     failures: Tuple[ProbeFailure, ...] = ()
     verdict: Optional[Verdict] = None
+    collectives: Tuple[RankCollectives, ...] = ()  # Flight Recorder dumps found
+    nccl_logs: Tuple[RankNcclLog, ...] = ()
     # False when a watch was cut short (SIGKILL, full disk) and rebuilt from its journal.
     complete: bool = True
