@@ -104,6 +104,7 @@ class LogSample(Record):
     """One log file at one instant; ``tail`` lines are already redacted."""
 
     path: str
+    host: str = ""
     pids: Tuple[int, ...] = ()
     exists: bool = True
     size_bytes: int = 0
@@ -121,6 +122,7 @@ class GpuProcess(Record):
 
 class GpuDevice(Record):
     index: int
+    host: str = ""  # set by diag merge: device indexes repeat on every host
     uuid: str = ""
     name: str = ""
     util_gpu_pct: Optional[float] = None
@@ -230,6 +232,26 @@ class HostInfo(Record):
     python_version: str = ""
     diag_version: str = ""
     pyspy_version: Optional[str] = None
+
+
+class HostEntry(Record):
+    """One host of a merged (multi-node) bundle: its identity, whether it was captured, and its
+    clock. ``clock_offset_s`` is this host's clock minus the reference clock, *measured* (the
+    Slurm controller timestamps a line each node prints); None when nothing measured it.
+    ``start_offset_s`` is how far this host's first sample lies from the reference host's after
+    any measured correction: skew and staggered starts are shown, never silently absorbed."""
+
+    name: str
+    status: str = "ok"  # ok | failed (no bundle from this host)
+    reason: str = ""
+    info: HostInfo = HostInfo()
+    clock_offset_s: Optional[float] = None
+    clock_offset_error_s: Optional[float] = None  # upper bound on the measurement's error
+    clock_source: str = ""  # "srun-stdout" when measured; "" when not
+    start_offset_s: Optional[float] = None
+    samples: int = 0
+    samples_dropped: int = 0  # samples past the shortest host's series, left out of the merge
+    complete: bool = True
 
 
 class Target(Record):
