@@ -1,0 +1,292 @@
+"""Launch mode (``diag capture|watch -- CMD ...``): run the user's command as diag's child.
+
+Why each choice:
+
+* **Own session / process group** (``start_new_session``): a terminal Ctrl-C reaches diag
+  only, and diag forwards it to the whole group of the child *first* - so a launched server
+  (and the ranks it forked) sees the same SIGINT it would see without diag - and only then
+  writes the report. Its stdin is /dev/null: a process group that is not the terminal's
+  foreground group would be stopped by SIGTTIN if it read the terminal.
+* **Tee**: stdout/stderr go to the terminal unchanged and as they arrive (progress bars
+  included), and to ``PATH.log`` beside the report, line by line. The terminal is the user's
+  own output; the log file lands beside a report meant to be attached to tickets, so every line
+  written there passes through ``scrub`` (the Redactor's scrubbing of known secret values).
+* **Exit code**: Popen's convention, so it is unambiguous: ``N >= 0`` is ``exit(N)``, ``-S``
+  means killed by signal ``S`` (a shell would show ``128 + S``).
+
+diag does not propagate the child's exit code as its own: diag's exit codes keep the meaning
+the table in ``diag.errors`` gives them (use ``--fail-on exited`` to fail on an exit).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import IO, Callable, Dict, List, Optional, Sequence, Type, Union
+
+from diag.errors import EXIT_NO_TARGET, EXIT_OUTPUT, EXIT_USAGE, DiagError
+
+_CHUNK_BYTES = 65536
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+class _Tee:
+    """Copies one pipe to the terminal (raw, as it arrives) and to the log (scrubbed lines)."""
+
+    def __init__(
+        self,
+        pipe: IO[bytes],
+        terminal: Optional[IO[bytes]],
+        log: IO[bytes],
+        log_lock: threading.Lock,
+        scrub: Callable[[str], str],
+    ) -> None:
+        self._pipe = pipe
+        self._terminal = terminal
+        self._log = log
+        self._log_lock = log_lock
+        self._scrub = scrub
+        self._partial = b""
+        self.thread = threading.Thread(target=self._run, name="diag-tee", daemon=True)
+
+    def _to_terminal(self, chunk: bytes) -> None:
+        if self._terminal is None:
+            return
+        try:
+            self._terminal.write(chunk)
+            self._terminal.flush()
+        except (OSError, ValueError):
+            # The terminal went away (`diag watch -- cmd | head`): keep logging regardless.
+            self._terminal = None
+
+    def _to_log(self, lines: List[bytes]) -> None:
+        text = b"".join(lines).decode("utf-8", "replace")
+        data = self._scrub(text).encode("utf-8", "replace")
+        with self._log_lock:
+            try:
+                self._log.write(data)
+                self._log.flush()
+            except (OSError, ValueError):
+                pass  # a full disk must not kill the child's output to the terminal
+
+    def _run(self) -> None:
+        fd = self._pipe.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, _CHUNK_BYTES)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            self._to_terminal(chunk)
+            data = self._partial + chunk
+            cut = data.rfind(b"\n") + 1
+            self._partial = data[cut:]
+            if cut:
+                self._to_log([data[:cut]])
+            if len(self._partial) > _CHUNK_BYTES:  # a line that never ends (a progress bar)
+                self._to_log([self._partial])
+                self._partial = b""
+        if self._partial:
+            self._to_log([self._partial, b"\n"])
+            self._partial = b""
+        self._pipe.close()
+
+
+class LaunchedCommand:
+    """A running child started by ``launch``: its PID, its exit code once it ended, its log."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        argv: Sequence[str],
+        log_path: Path,
+        log_fh: IO[bytes],
+        tees: List[_Tee],
+    ) -> None:
+        self._proc = proc
+        self.argv = tuple(argv)
+        self.log_path = log_path
+        self._log_fh = log_fh
+        self._tees = tees
+        self.started_s = time.time()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def poll(self) -> Optional[int]:
+        """The exit code once the child ended (reaping it), else None."""
+        return self._proc.poll()
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self._proc.returncode
+
+    def forward(self, signum: int) -> None:
+        """Send ``signum`` to the child's whole process group, as a terminal would."""
+        if self._proc.returncode is not None:
+            return
+        try:
+            os.killpg(self._proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, timeout_s: float) -> Optional[int]:
+        """Wait up to ``timeout_s`` for the child to exit; its exit code, or None."""
+        try:
+            return self._proc.wait(timeout=max(timeout_s, 0.0))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def drain(self, timeout_s: float = 2.0) -> None:
+        """Wait for the tee threads to copy what the child wrote before it exited.
+
+        A grandchild that keeps the pipes open keeps the tees running: they are daemon threads,
+        so after ``timeout_s`` diag stops waiting for them rather than hanging.
+        """
+        deadline = time.monotonic() + timeout_s
+        for tee in self._tees:
+            tee.thread.join(max(deadline - time.monotonic(), 0.0))
+
+    def close(self) -> None:
+        self.drain(0.5)
+        try:
+            self._log_fh.close()
+        except OSError:
+            pass
+
+
+def launch(
+    argv: Sequence[str],
+    log_path: Union[str, Path],
+    *,
+    scrub: Callable[[str], str] = _identity,
+    terminal_out: Optional[IO[bytes]] = None,
+    terminal_err: Optional[IO[bytes]] = None,
+    env: Optional[Dict[str, str]] = None,
+) -> LaunchedCommand:
+    """Start ``argv`` in its own session, teeing stdout/stderr to the terminal and ``log_path``.
+
+    ``terminal_out``/``terminal_err`` default to diag's own stdout/stderr.
+    """
+    if not argv:
+        raise DiagError("no command given after --", "write: diag watch -- CMD ARGS...", EXIT_USAGE)
+    path = Path(log_path)
+    try:
+        log_fh = open(path, "wb")  # noqa: SIM115 - owned by LaunchedCommand, closed in close()
+    except OSError as exc:
+        raise DiagError(
+            f"cannot write {path}: {exc.strerror or exc}",
+            "choose a writable location with -o PATH",
+            EXIT_OUTPUT,
+        ) from exc
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+        )
+    except OSError as exc:
+        log_fh.close()
+        raise DiagError(
+            f"cannot run {argv[0]}: {exc.strerror or exc}",
+            "check the command after -- (is it installed, on PATH, executable?)",
+            EXIT_NO_TARGET,
+        ) from exc
+    out = terminal_out if terminal_out is not None else sys.stdout.buffer
+    err = terminal_err if terminal_err is not None else sys.stderr.buffer
+    lock = threading.Lock()
+    assert proc.stdout is not None and proc.stderr is not None
+    tees = [
+        _Tee(proc.stdout, out, log_fh, lock, scrub),
+        _Tee(proc.stderr, err, log_fh, lock, scrub),
+    ]
+    for tee in tees:
+        tee.thread.start()
+    return LaunchedCommand(proc, argv, path, log_fh, tees)
+
+
+def describe_exit(code: Optional[int]) -> str:
+    """``exit code 3`` / ``killed by SIGTERM`` / ``still running``: for status lines and logs."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class StopRequest:
+    """Set when diag is asked to stop (SIGINT/SIGTERM); the watch loop sleeps on it."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.signum: Optional[int] = None
+        self.count = 0
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+    def set(self, signum: Optional[int] = None) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+        self._event.set()
+
+    def wait(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s``; True as soon as a stop was requested."""
+        return self._event.wait(max(timeout_s, 0.0))
+
+
+class SignalForwarding:
+    """Context manager: SIGINT/SIGTERM request a stop, forwarded to the child's group first.
+
+    Forwarding happens inside the handler, before diag does anything else, so the child reacts
+    as if diag were not there. Each further signal is forwarded again (a second Ctrl-C to a
+    server that ignores the first behaves as without diag). Outside the main thread (where
+    Python cannot install handlers) it does nothing, and the caller keeps its own handling.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, stop: StopRequest, child: Optional[LaunchedCommand] = None) -> None:
+        self.stop = stop
+        self.child = child
+        self._previous: Dict[int, object] = {}
+
+    def _handle(self, signum: int, _frame: Optional[FrameType]) -> None:
+        if self.child is not None:
+            self.child.forward(signum)
+        self.stop.set(signum)
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self.stop
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous.clear()
