@@ -367,5 +367,7 @@ class Bundle(Record, omit_defaults=False):
     verdict: Optional[Verdict] = None
     collectives: Tuple[RankCollectives, ...] = ()  # Flight Recorder dumps found
     nccl_logs: Tuple[RankNcclLog, ...] = ()
+    # Multi-node: one entry per host (diag merge / --slurm-job); empty for a single host.
+    hosts: Tuple[HostEntry, ...] = ()
     # False when a watch was cut short (SIGKILL, full disk) and rebuilt from its journal.
     complete: bool = True
