@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import msgspec
 
@@ -104,10 +104,14 @@ def write_bundle(bundle: Bundle, path: Union[str, Path]) -> None:
 class JournalWriter:
     """Append-only journal of a watch: header once, one flushed+fsynced line per sample."""
 
-    def __init__(self, path: Union[str, Path]) -> None:
+    def __init__(
+        self, path: Union[str, Path], scrub: Optional[Callable[[bytes], bytes]] = None
+    ) -> None:
         self.path = Path(path)
+        # ``scrub`` (Redactor.scrub_bytes) runs on every line last, as on every file diag writes.
+        self._scrub = scrub
         try:
-            self._fh = open(self.path, "ab")
+            self._fh = open(self.path, "ab")  # noqa: SIM115 - held until close()
         except OSError as exc:
             raise DiagError(
                 f"cannot write {self.path}: {exc.strerror or exc}",
@@ -116,9 +120,19 @@ class JournalWriter:
             ) from exc
 
     def _append(self, obj: Any) -> None:
-        self._fh.write(_encoder.encode(obj) + b"\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        data = _encoder.encode(obj)
+        if self._scrub is not None:
+            data = self._scrub(data)
+        try:
+            self._fh.write(data + b"\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:  # a full disk: the lines already synced stay readable
+            raise DiagError(
+                f"cannot append to {self.path}: {exc.strerror or exc}",
+                "free disk space; the samples written so far render with diag report",
+                EXIT_OUTPUT,
+            ) from exc
 
     def header(
         self,
