@@ -31,6 +31,51 @@ def cli() -> None:
     """
 
 
+@cli.command()
+@click.option("--pid", type=int, required=True, help="PID of the job (launcher or any rank).")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=0.0),
+    default=2.0,
+    show_default=True,
+    help="Seconds between samples.",
+)
+@click.option(
+    "--count", type=click.IntRange(min=1), default=3, show_default=True, help="Samples."
+)
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Output path; written as PATH.json (default diag-<pid>-<time>.json here).",
+)
+@click.option(
+    "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
+)
+def capture(
+    pid: int, interval_s: float, count: int, out: Optional[str], log_paths: List[str]
+) -> None:
+    """Snapshot every process of a job N times and write a JSON bundle."""
+    from diag.capture import run_capture
+
+    result = run_capture(
+        pid, interval_s=interval_s, count=count, out=out, log_paths=tuple(log_paths)
+    )
+    for note in result.notes:
+        click.echo(f"diag: note: {note}", err=True)
+    processes = result.bundle.processes
+    ranks = sorted({p.rank for p in processes if p.rank is not None})
+    click.echo(
+        f"captured {len(result.bundle.samples)} sample(s) of {len(processes)} process(es)"
+        + (f", ranks {','.join(map(str, ranks))}" if ranks else "")
+    )
+    for path in result.written:
+        click.echo(f"wrote {path}")
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Console entry point: run click, then map any failure to one line and an exit code."""
     try:

@@ -1,0 +1,221 @@
+"""Per-thread kernel state from /proc/P/task/T: what every OS thread is doing right now.
+
+Python stacks only cover Python threads; NCCL, gloo and CUDA threads are native and only the
+kernel knows what they wait on. Three files answer that cheaply and without pausing the target:
+
+- ``stat``: name, state, CPU ticks. The name is in parentheses and may itself contain ``)``
+  or spaces, so the fields are split after the LAST ``)``.
+- ``syscall``: ``running`` | ``-1 SP PC`` (not in a syscall) | ``NR a0 .. a5 SP PC``. For a
+  futex wait, a0 is the futex address: threads waiting on the same lock share it, which is how
+  a lock cycle or a "everyone waits on one thing" shows up without any stack.
+- ``wchan`` and ``status`` (context switches: a thread whose voluntary switches do not move
+  sleeps; one whose ticks rise is spinning).
+
+Parsers are pure functions of the file text; ``read_threads`` is the thin I/O around them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+from diag.model import ThreadSample
+from diag.probes.procfs import ProcFS
+
+# The syscalls that matter for "what is this thread waiting on", by architecture. Everything
+# else is recorded as nr_N (the number stays in syscall_nr).
+SYSCALL_NAMES: Dict[str, Dict[int, str]] = {
+    "x86_64": {
+        0: "read",
+        1: "write",
+        7: "poll",
+        23: "select",
+        34: "pause",
+        35: "nanosleep",
+        43: "accept",
+        45: "recvfrom",
+        47: "recvmsg",
+        61: "wait4",
+        202: "futex",
+        219: "restart_syscall",
+        228: "clock_gettime",
+        230: "clock_nanosleep",
+        232: "epoll_wait",
+        247: "waitid",
+        270: "pselect6",
+        271: "ppoll",
+        281: "epoll_pwait",
+        288: "accept4",
+        441: "epoll_pwait2",
+        449: "futex_waitv",
+    },
+    "aarch64": {
+        22: "epoll_pwait",
+        63: "read",
+        64: "write",
+        72: "pselect6",
+        73: "ppoll",
+        98: "futex",
+        101: "nanosleep",
+        115: "clock_nanosleep",
+        128: "restart_syscall",
+        202: "accept",
+        207: "recvfrom",
+        212: "recvmsg",
+        242: "accept4",
+        260: "wait4",
+        441: "epoll_pwait2",
+        449: "futex_waitv",
+    },
+}
+
+FUTEX_CMD_MASK = 0x7F  # op & 0x7f = FUTEX_WAIT(0), WAKE(1), WAIT_BITSET(9)...; 0x80 = private
+
+
+class TaskStat(NamedTuple):
+    """The /proc/P[/task/T]/stat fields diag uses (field numbers as in proc(5))."""
+
+    name: str
+    state: str
+    ppid: int
+    utime_ticks: int  # field 14
+    stime_ticks: int  # field 15
+    num_threads: int  # field 20
+    start_ticks: int  # field 22, since boot
+    vsize_bytes: int  # field 23
+    rss_pages: int  # field 24
+    exit_code: Optional[int]  # field 52 (waitpid status), Linux >= 3.5
+
+
+class SyscallInfo(NamedTuple):
+    syscall: Optional[str]  # "running" | "none" | a name | "nr_N"; None if unreadable
+    nr: Optional[int] = None
+    futex_addr: Optional[str] = None
+    futex_op: Optional[int] = None
+
+
+def parse_task_stat(text: str) -> TaskStat:
+    """Parse a stat line; the name is between the first ``(`` and the LAST ``)``."""
+    open_at = text.index("(")
+    close_at = text.rindex(")")
+    name = text[open_at + 1 : close_at]
+    rest = text[close_at + 1 :].split()
+    # rest[0] is field 3 (state): field N is rest[N - 3].
+
+    def field(n: int) -> int:
+        return int(rest[n - 3]) if len(rest) > n - 3 else 0
+
+    exit_code = int(rest[52 - 3]) if len(rest) > 52 - 3 else None
+    return TaskStat(
+        name=name,
+        state=rest[0],
+        ppid=field(4),
+        utime_ticks=field(14),
+        stime_ticks=field(15),
+        num_threads=field(20),
+        start_ticks=field(22),
+        vsize_bytes=field(23),
+        rss_pages=field(24),
+        exit_code=exit_code,
+    )
+
+
+def decode_wait_status(status: Optional[int]) -> Optional[int]:
+    """waitpid status (stat field 52) -> exit code, or -SIGNAL when killed (Popen's convention)."""
+    if status is None:
+        return None
+    if status & 0x7F:
+        return -(status & 0x7F)
+    return (status >> 8) & 0xFF
+
+
+def parse_status(text: str) -> Dict[str, str]:
+    """``Key:\\tvalue`` lines of /proc/P/status into a dict (values stripped)."""
+    out: Dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def ctxt_switches(status: Dict[str, str]) -> Tuple[Optional[int], Optional[int]]:
+    def num(key: str) -> Optional[int]:
+        value = status.get(key)
+        return int(value) if value is not None and value.isdigit() else None
+
+    return num("voluntary_ctxt_switches"), num("nonvoluntary_ctxt_switches")
+
+
+def parse_syscall(text: str, machine: str = "x86_64") -> SyscallInfo:
+    """Parse /proc/P/task/T/syscall in its three forms; unknown text gives syscall None."""
+    parts = text.split()
+    if not parts:
+        return SyscallInfo(None)
+    if parts[0] == "running":
+        return SyscallInfo("running")
+    try:
+        nr = int(parts[0])
+    except ValueError:
+        return SyscallInfo(None)
+    if nr == -1:
+        return SyscallInfo("none", nr=-1)
+    name = SYSCALL_NAMES.get(machine, {}).get(nr, f"nr_{nr}")
+    if name == "futex" and len(parts) >= 3:
+        addr = int(parts[1], 16)
+        op = int(parts[2], 16)
+        return SyscallInfo(name, nr=nr, futex_addr=hex(addr), futex_op=op)
+    return SyscallInfo(name, nr=nr)
+
+
+def parse_wchan(text: str) -> Optional[str]:
+    """``0`` (running, or no permission) and empty text mean "no wait channel"."""
+    value = text.strip()
+    return None if value in ("", "0") else value
+
+
+def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[ThreadSample]:
+    """One thread's sample; None if it exited between listing and reading."""
+    try:
+        stat = parse_task_stat(procfs.read_task_text(pid, tid, "stat"))
+    except (OSError, ValueError, IndexError):
+        return None
+    wchan: Optional[str] = None
+    sys_info = SyscallInfo(None)
+    vol: Optional[int] = None
+    nonvol: Optional[int] = None
+    try:
+        wchan = parse_wchan(procfs.read_task_text(pid, tid, "wchan"))
+    except OSError:
+        pass
+    try:
+        sys_info = parse_syscall(procfs.read_task_text(pid, tid, "syscall"), machine)
+    except OSError:  # EACCES without ptrace-read rights, ENOENT if it just exited
+        pass
+    try:
+        vol, nonvol = ctxt_switches(parse_status(procfs.read_task_text(pid, tid, "status")))
+    except OSError:
+        pass
+    return ThreadSample(
+        tid=tid,
+        name=stat.name,
+        state=stat.state,
+        utime_ticks=stat.utime_ticks,
+        stime_ticks=stat.stime_ticks,
+        wchan=wchan,
+        syscall=sys_info.syscall,
+        syscall_nr=sys_info.nr,
+        futex_addr=sys_info.futex_addr,
+        futex_op=sys_info.futex_op,
+        voluntary_ctxt_switches=vol,
+        nonvoluntary_ctxt_switches=nonvol,
+    )
+
+
+def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, ...]:
+    """Every OS thread of ``pid`` (native ones included), in TID order."""
+    out: List[ThreadSample] = []
+    for tid in procfs.tids(pid):
+        sample = read_thread(procfs, pid, tid, machine)
+        if sample is not None:
+            out.append(sample)
+    return tuple(out)
