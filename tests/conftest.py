@@ -100,13 +100,18 @@ def spawn() -> Iterator[object]:
 
 
 def run_diag(
-    args: Sequence[str], timeout_s: float = 120.0, cwd: Optional[Path] = None
+    args: Sequence[str],
+    timeout_s: float = 120.0,
+    cwd: Optional[Path] = None,
+    env: Optional[Dict[str, str]] = None,
+    wrapper: Sequence[str] = (),
 ) -> "subprocess.CompletedProcess[str]":
-    """Run the real CLI in a subprocess, as a user would."""
+    """Run the real CLI in a subprocess, as a user would (``wrapper``: e.g. setpriv ...)."""
     return subprocess.run(
-        [*DIAG, *args],
+        [*wrapper, *DIAG, *args],
         capture_output=True,
         text=True,
         timeout=timeout_s,
         cwd=str(cwd) if cwd else None,
+        env=env,
     )
