@@ -1,0 +1,174 @@
+"""Wire a watch (or a launched capture) together: target, outputs, signals, the loop.
+
+Outputs sit side by side under one base path (``-o PATH.html`` -> base ``PATH``):
+
+* ``PATH.html`` / ``PATH.md`` / ``PATH.json`` - the report of the current window, rewritten
+  atomically after every sample through ``capture.write_outputs`` (the same seam capture
+  uses, so both commands write the same kinds of file, scrubbed the same way);
+* ``PATH.jsonl`` - the journal of every sample (``diag report PATH.jsonl`` renders all);
+* ``PATH.log`` - a launched command's stdout/stderr, secrets scrubbed.
+
+A launched command is never killed behind the user's back: when sampling ends by
+``--count``/``--duration`` diag stays attached (tee, signal forwarding) until the command
+exits, then records the exit code. The exception is ``--fail-on``: a watchdog that fired
+terminates the job it launched (SIGTERM to its group, SIGKILL after a grace period), because a
+CI step must not hang on the deadlock it just reported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Callable, FrozenSet, NamedTuple, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.capture import check_target, require_pyspy, write_outputs
+from diag.errors import EXIT_FAIL_ON, EXIT_OUTPUT, DiagError
+from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, launch
+from diag.model import Bundle, Verdict
+from diag.probes.procfs import ProcFS
+from diag.redact import Redactor
+from diag.sampler import Collector
+from diag.watch import WatchOptions, WatchResult, run_watch
+
+_KNOWN_SUFFIXES = (".html", ".json", ".jsonl", ".md", ".log")
+
+
+class Outputs(NamedTuple):
+    base: Path
+
+    def with_ext(self, ext: str) -> Path:
+        return self.base.parent / f"{self.base.name}{ext}"
+
+
+def output_base(out: Optional[str], name: str, now_s: Optional[float] = None) -> Outputs:
+    """Base path of every output, checked writable before anything starts."""
+    if out:
+        path = Path(out)
+        base = path.with_suffix("") if path.suffix in _KNOWN_SUFFIXES else path
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "job"
+        base = Path.cwd() / f"diag-{slug}-{stamp}"
+    parent = base.parent if str(base.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise DiagError(
+            f"cannot write {base}.*: directory {parent} does not exist or is not writable",
+            "choose a writable location with -o PATH",
+            EXIT_OUTPUT,
+        )
+    return Outputs(base)
+
+
+def _classify(bundle: Bundle) -> Verdict:
+    from diag.classify import classify
+
+    return classify(bundle)
+
+
+class Attached(NamedTuple):
+    collector: Collector
+    launched: Optional[LaunchedCommand]
+    command: Tuple[str, ...]  # redacted argv of a launched command
+
+
+def launch_attached(
+    argv: Sequence[str],
+    outputs: Outputs,
+    log_paths: Sequence[str],
+    pyspy: str,
+    forwarding: SignalForwarding,
+) -> Attached:
+    """Start ``argv`` and a Collector on it; secrets of its env and argv are known first."""
+    env = dict(os.environ)
+    redactor = Redactor()
+    redactor.add_environ(env)
+    command = redactor.scrub_argv(argv)
+    scrubber = [redactor]  # the tee scrubs with the richest redactor known (see below)
+    log_path = outputs.with_ext(".log")
+    launched = launch(argv, log_path, scrub=lambda text: scrubber[0].scrub(text), env=env)
+    forwarding.child = launched
+    if forwarding.stop.requested and forwarding.stop.signum is not None:
+        launched.forward(forwarding.stop.signum)  # Ctrl-C arrived while we were starting it
+    collector = Collector(launched.pid, log_paths=(str(log_path), *log_paths), pyspy=pyspy)
+    collector.redactor.add_environ(env)
+    collector.redactor.scrub_argv(argv)
+    # From now on the collector's redactor also learns the secrets of every process the
+    # command forks (their environments), and the log tee uses it.
+    scrubber[0] = collector.redactor
+    return Attached(collector, launched, command)
+
+
+def attach(
+    pid: Optional[int],
+    argv: Sequence[str],
+    outputs: Outputs,
+    log_paths: Sequence[str],
+    forwarding: SignalForwarding,
+) -> Attached:
+    pyspy = require_pyspy()
+    if argv:
+        return launch_attached(argv, outputs, log_paths, pyspy, forwarding)
+    assert pid is not None
+    check_target(pid, ProcFS())
+    return Attached(Collector(pid, log_paths=tuple(log_paths), pyspy=pyspy), None, ())
+
+
+def run_session(
+    *,
+    pid: Optional[int],
+    argv: Sequence[str],
+    out: Optional[str],
+    options: WatchOptions,
+    log_paths: Sequence[str] = (),
+    echo: Callable[[str], None],
+    journal: bool = True,
+) -> Tuple[WatchResult, Outputs]:
+    """Attach (or launch), watch until a stop condition, and write the final outputs."""
+    outputs = output_base(out, Path(argv[0]).name if argv else str(pid))
+    stop = StopRequest()
+    forwarding = SignalForwarding(stop)
+    with forwarding:
+        attached = attach(pid, argv, outputs, log_paths, forwarding)
+        redactor = attached.collector.redactor
+        json_path = outputs.with_ext(".json")
+
+        def writer(bundle: Bundle, final: bool) -> None:
+            write_outputs(bundle, json_path, redactor)
+
+        opts = msgspec.structs.replace(
+            options, journal_path=outputs.with_ext(".jsonl") if journal else None
+        )
+        try:
+            result = run_watch(
+                attached.collector,
+                opts,
+                writer=writer,
+                classify=_classify,
+                echo=echo,
+                stop=stop,
+                launched=attached.launched,
+                command=attached.command,
+                journal_scrub=redactor.scrub_bytes,
+                on_waiting=lambda: echo(
+                    f"diag: sampling done, report in {outputs.with_ext('.html')}; "
+                    "waiting for the command to exit (Ctrl-C is forwarded to it)"
+                ),
+            )
+        finally:
+            if attached.launched is not None:
+                attached.launched.close()
+    return result, outputs
+
+
+def fail_on_error(result: WatchResult, fail_on: FrozenSet[str], outputs: Outputs) -> DiagError:
+    state = result.verdict.state if result.verdict is not None else "unknown"
+    held = f"for {result.consecutive} consecutive samples" if result.consecutive > 1 else "at exit"
+    return DiagError(
+        f"verdict {state} (--fail-on {','.join(sorted(fail_on))}) held {held}",
+        f"evidence in {outputs.with_ext('.html')} and {outputs.with_ext('.jsonl')}",
+        EXIT_FAIL_ON,
+    )
