@@ -31,8 +31,8 @@ def cli() -> None:
     """
 
 
-@cli.command()
-@click.option("--pid", type=int, required=True, help="PID of the job (launcher or any rank).")
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--pid", type=int, default=None, help="PID of the job (launcher or any rank).")
 @click.option(
     "--interval",
     "interval_s",
@@ -41,9 +41,7 @@ def cli() -> None:
     show_default=True,
     help="Seconds between samples.",
 )
-@click.option(
-    "--count", type=click.IntRange(min=1), default=3, show_default=True, help="Samples."
-)
+@click.option("--count", type=click.IntRange(min=1), default=3, show_default=True, help="Samples.")
 @click.option(
     "-o",
     "--output",
@@ -55,11 +53,35 @@ def cli() -> None:
 @click.option(
     "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
 )
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(
-    pid: int, interval_s: float, count: int, out: Optional[str], log_paths: List[str]
+    pid: Optional[int],
+    interval_s: float,
+    count: int,
+    out: Optional[str],
+    log_paths: List[str],
+    command: List[str],
 ) -> None:
-    """Snapshot every process of a job N times and write a JSON bundle."""
+    """Snapshot every process of a job N times and write a JSON bundle.
+
+    With `-- CMD ARGS...` diag launches the command, captures it from its first second, and
+    records its exit code (its output is teed to PATH.log).
+    """
     from diag.capture import run_capture
+
+    if command or pid is None:
+        from diag.watch_session import capture_launched, require_one_target
+
+        require_one_target(pid, command, "capture")
+        capture_launched(
+            argv=command,
+            interval_s=interval_s,
+            count=count,
+            out=out,
+            log_paths=log_paths,
+            echo=lambda line: click.echo(line, err=True),
+        )
+        return
 
     result = run_capture(
         pid, interval_s=interval_s, count=count, out=out, log_paths=tuple(log_paths)
@@ -74,6 +96,76 @@ def capture(
     )
     for path in result.written:
         click.echo(f"wrote {path}")
+
+
+@cli.command(context_settings={"allow_interspersed_args": False})
+@click.option("--pid", type=int, default=None, help="PID of the job (launcher or any rank).")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds between samples.",
+)
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after N samples.")
+@click.option("--duration", default=None, help="Stop after this long: 90s, 15m, 2h, 1d.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Report path PATH.html; PATH.jsonl (journal), .json, .md, .log go beside it.",
+)
+@click.option(
+    "--fail-on",
+    default=None,
+    metavar="STATES",
+    help="Comma-separated verdicts (e.g. deadlocked,idle) that end the watch with exit code 10.",
+)
+@click.option(
+    "--fail-after",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Consecutive samples a --fail-on verdict must hold.",
+)
+@click.option(
+    "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def watch(
+    pid: Optional[int],
+    interval_s: float,
+    count: Optional[int],
+    duration: Optional[str],
+    out: Optional[str],
+    fail_on: Optional[str],
+    fail_after: int,
+    log_paths: List[str],
+    command: List[str],
+) -> None:
+    """Sample a job (--pid P, or launch `-- CMD ARGS...`) until stopped, keeping the report current.
+
+    One status line per sample on stderr; the HTML report is rewritten atomically after every
+    sample and a crash-safe journal PATH.jsonl grows by one line per sample. Ctrl-C / SIGTERM
+    (forwarded to a launched command first) end it with a final report.
+    """
+    from diag.watch_session import watch_command
+
+    watch_command(
+        pid=pid,
+        argv=command,
+        interval_s=interval_s,
+        count=count,
+        duration=duration,
+        out=out,
+        fail_on=fail_on,
+        fail_after=fail_after,
+        log_paths=log_paths,
+        echo=lambda line: click.echo(line, err=True),
+    )
 
 
 def main(argv: Optional[List[str]] = None) -> None:

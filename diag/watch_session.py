@@ -21,14 +21,14 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable, FrozenSet, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
 from diag.capture import check_target, require_pyspy, write_outputs
-from diag.errors import EXIT_FAIL_ON, EXIT_OUTPUT, DiagError
-from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, launch
-from diag.model import Bundle, Verdict
+from diag.errors import EXIT_FAIL_ON, EXIT_OUTPUT, EXIT_USAGE, DiagError
+from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, describe_exit, launch
+from diag.model import STATES, Bundle, Verdict
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor
 from diag.sampler import Collector
@@ -172,3 +172,116 @@ def fail_on_error(result: WatchResult, fail_on: FrozenSet[str], outputs: Outputs
         f"evidence in {outputs.with_ext('.html')} and {outputs.with_ext('.jsonl')}",
         EXIT_FAIL_ON,
     )
+
+
+_DURATION_UNITS_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration_s(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``2h``, ``1d`` -> seconds."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise DiagError(
+            f"invalid duration {text!r}", "write e.g. --duration 90s, 15m, 2h", EXIT_USAGE
+        )
+    return float(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
+
+
+def parse_states(text: Optional[str]) -> FrozenSet[str]:
+    """``deadlocked,idle`` -> the set of verdict states, each checked against ``STATES``."""
+    if not text:
+        return frozenset()
+    states = frozenset(s.strip().lower() for s in text.split(",") if s.strip())
+    unknown = sorted(states - set(STATES))
+    if unknown:
+        raise DiagError(
+            f"unknown verdict state(s) for --fail-on: {', '.join(unknown)}",
+            f"choose from {', '.join(STATES)}",
+            EXIT_USAGE,
+        )
+    return states
+
+
+def _summary(result: WatchResult, outputs: Outputs, journal: bool) -> List[str]:
+    verdict = result.verdict
+    lines = [
+        f"verdict: {verdict.state}" + (f" - {verdict.summary}" if verdict.summary else "")
+        if verdict is not None
+        else "verdict: none (no sample taken)"
+    ]
+    if result.target.launched:
+        lines.append(f"command: {describe_exit(result.child_exit_code)}")
+    exts = [".html", ".md", ".json"] + ([".jsonl"] if journal else [])
+    if result.target.launched:
+        exts.append(".log")
+    lines += [f"wrote {outputs.with_ext(ext)}" for ext in exts if outputs.with_ext(ext).exists()]
+    return lines
+
+
+def require_one_target(pid: Optional[int], argv: Sequence[str], verb: str) -> None:
+    if (pid is None) == (not argv):
+        raise DiagError(
+            "give either --pid P or a command after --",
+            f"diag {verb} --pid 1234  or  diag {verb} -- python train.py",
+            EXIT_USAGE,
+        )
+
+
+def watch_command(
+    *,
+    pid: Optional[int],
+    argv: Sequence[str],
+    interval_s: float,
+    count: Optional[int],
+    duration: Optional[str],
+    out: Optional[str],
+    fail_on: Optional[str],
+    fail_after: int,
+    log_paths: Sequence[str],
+    echo: Callable[[str], None],
+) -> None:
+    """``diag watch``: status lines and the summary go to ``echo`` (stderr); raises
+    ``DiagError(EXIT_FAIL_ON)`` once the evidence is written if ``--fail-on`` fired."""
+    require_one_target(pid, argv, "watch")
+    if count is not None and duration is not None:
+        raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
+    states = parse_states(fail_on)
+    options = WatchOptions(
+        interval_s=interval_s,
+        count=count,
+        duration_s=parse_duration_s(duration) if duration is not None else None,
+        fail_on=states,
+        fail_after=fail_after,
+    )
+    result, outputs = run_session(
+        pid=pid, argv=argv, out=out, options=options, log_paths=log_paths, echo=echo
+    )
+    for line in _summary(result, outputs, journal=True):
+        echo(line)
+    if result.fail_on_hit:
+        raise fail_on_error(result, states, outputs)
+
+
+def capture_launched(
+    *,
+    argv: Sequence[str],
+    interval_s: float,
+    count: int,
+    out: Optional[str],
+    log_paths: Sequence[str],
+    echo: Callable[[str], None],
+) -> None:
+    """``diag capture -- CMD``: ``count`` samples from the command's first second, then (if it
+    still runs) stay attached until it exits and record its exit code; no journal."""
+    options = WatchOptions(interval_s=interval_s, count=count, window_samples=count + 1)
+    result, outputs = run_session(
+        pid=None,
+        argv=argv,
+        out=out,
+        options=options,
+        log_paths=log_paths,
+        echo=echo,
+        journal=False,
+    )
+    for line in _summary(result, outputs, journal=False):
+        echo(line)
