@@ -53,6 +53,13 @@ def cli() -> None:
 @click.option(
     "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
 )
+@click.option(
+    "--slurm-job",
+    "slurm_job",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Capture every node of this running Slurm job (srun --overlap) and merge.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(
     pid: Optional[int],
@@ -61,6 +68,7 @@ def capture(
     out: Optional[str],
     log_paths: List[str],
     command: List[str],
+    slurm_job: Optional[int] = None,
 ) -> None:
     """Snapshot every process of a job N times and write a JSON bundle.
 
@@ -69,6 +77,13 @@ def capture(
     """
     from diag.capture import run_capture
 
+    if slurm_job is not None:
+        if pid is not None or command:
+            raise click.UsageError("--slurm-job takes neither --pid nor a command")
+        from diag.merge_cmd import run_slurm_capture
+
+        _echo_merged(run_slurm_capture(slurm_job, count=count, interval_s=interval_s, out=out))
+        return
     if command or pid is None:
         from diag.watch_session import capture_launched, require_one_target
 
@@ -166,6 +181,54 @@ def watch(
         log_paths=log_paths,
         echo=lambda line: click.echo(line, err=True),
     )
+
+
+@cli.command()
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Output path; written as PATH.json (default diag-merged-<time>.json here).",
+)
+def merge(bundles: List[str], out: Optional[str]) -> None:
+    """Merge bundles captured on several hosts into one verdict and report.
+
+    For bundles collected any way (kubectl exec, pdsh); hosts are labelled by hostname, and
+    how far apart their clocks/samples were is shown. An unreadable bundle is recorded and the
+    merge is made from the rest.
+    """
+    from diag.merge_cmd import run_merge
+
+    _echo_merged(run_merge(bundles, out))
+
+
+def _echo_merged(result: Any) -> None:
+    for note in result.notes:
+        click.echo(f"diag: {note}", err=True)
+    bundle = result.bundle
+    ranks = sorted({p.rank for p in bundle.processes if p.rank is not None})
+    hosts = [h for h in bundle.hosts if h.status == "ok"]
+    click.echo(
+        f"merged {len(hosts)} of {len(bundle.hosts)} host(s): {len(bundle.samples)} sample(s) "
+        f"of {len(bundle.processes)} process(es)"
+        + (f", ranks {','.join(map(str, ranks))}" if ranks else "")
+    )
+    for path in result.written:
+        click.echo(f"wrote {path}")
+
+
+@cli.command("slurm-node", hidden=True)
+@click.argument("job_id", type=int)
+@click.option("--count", type=click.IntRange(min=1), default=3)
+@click.option("--interval", "interval_s", type=click.FloatRange(min=0.0), default=2.0)
+def slurm_node(job_id: int, count: int, interval_s: float) -> None:
+    """Per-node half of --slurm-job (started by srun): bundle to stdout, line protocol."""
+    from diag.slurm_node import run_node
+
+    sys.exit(run_node(job_id, count=count, interval_s=interval_s))
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -1,0 +1,80 @@
+"""``diag merge`` and ``diag capture --slurm-job``: from per-host bundles to the written report.
+
+Both end the same way as a single-host capture - verdict, then ``capture.write_outputs`` (JSON
+bundle, and the HTML/Markdown reports where the report step is installed) - so a merged bundle
+is classified and rendered by the very same code, only with ranks from several hosts.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.bundle_io import load_bundle
+from diag.capture import json_output_path, write_outputs
+from diag.errors import DiagError
+from diag.merge import HostPart, MissingHost, describe_hosts, merge_bundles
+from diag.model import Bundle
+from diag.redact import Redactor
+
+
+class MergeResult(NamedTuple):
+    bundle: Bundle
+    written: Tuple[Path, ...]
+    notes: Tuple[str, ...]
+
+
+def _with_verdict(bundle: Bundle) -> Bundle:
+    """The verdict across every rank of every host (when the classifier is installed)."""
+    try:
+        from diag.classify import classify  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        return bundle
+    return msgspec.structs.replace(bundle, verdict=classify(bundle))
+
+
+def _output_path(out: Optional[str], stem: str) -> Path:
+    if out:
+        return json_output_path(out, 0)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return json_output_path(str(Path.cwd() / f"diag-{stem}-{stamp}.json"), 0)
+
+
+def finish(bundle: Bundle, out: Optional[str], stem: str, notes: Sequence[str]) -> MergeResult:
+    path = _output_path(out, stem)
+    bundle = _with_verdict(bundle)
+    # Per-host bundles were scrubbed where they were taken; this pass applies the generic
+    # patterns (tokens in argv, user:pass@ URLs) once more over the merged whole.
+    written = write_outputs(bundle, path, Redactor())
+    return MergeResult(bundle, written, (*notes, *describe_hosts(bundle)))
+
+
+def run_merge(paths: Sequence[str], out: Optional[str] = None) -> MergeResult:
+    """Merge bundle files; an unreadable one is recorded as a failed host, not fatal."""
+    parts: List[HostPart] = []
+    missing: List[MissingHost] = []
+    first_error: Optional[DiagError] = None
+    for path in paths:
+        try:
+            parts.append(HostPart(bundle=load_bundle(path)))
+        except DiagError as exc:
+            first_error = first_error or exc
+            missing.append(MissingHost(name=Path(path).name, reason=exc.one_line()))
+    if not parts and first_error is not None:
+        raise first_error
+    out_path = _output_path(out, "merged")  # checked before the work, like capture
+    return finish(merge_bundles(parts, missing), str(out_path), "merged", ())
+
+
+def run_slurm_capture(
+    job_id: int, *, count: int, interval_s: float, out: Optional[str] = None
+) -> MergeResult:
+    """``diag capture --slurm-job``: every node of the job, merged; failed nodes recorded."""
+    from diag.slurm import capture_job
+
+    out_path = _output_path(out, f"slurm-{job_id}")  # checked before the work
+    bundle = capture_job(job_id, count=count, interval_s=interval_s)
+    return finish(bundle, str(out_path), f"slurm-{job_id}", ())

@@ -1,0 +1,243 @@
+"""``diag capture --slurm-job JOBID``: capture every node of a running Slurm job, merge.
+
+Why srun: it is the transport the cluster already trusts. ``srun --overlap --jobid J
+--ntasks-per-node=1`` starts one collector per node *inside the job's allocation* without
+taking resources from it (``--overlap`` shares the job's CPUs/memory), so no ssh keys, no
+daemons, no open ports. Each node finds the job's processes itself (``probes.slurm_procs``),
+samples them with the ordinary single-host ``Collector``, and sends its bundle back on stdout.
+
+The wire (``diag.slurm_wire``): srun forwards stdout in messages of at most 1 KiB and only keeps
+*lines* whole, so a bundle travels as compressed, base64 chunks of short lines, each tagged with
+its node and sequence number - lines from different nodes may interleave, chunks are put back
+together per node. The controller also pings every node through srun's stdin (forwarded to all
+tasks) and reads the pongs: NTP's round-trip estimate gives each node's clock offset with an
+error bound of half the round trip. Offsets are recorded and shown, not applied.
+
+A node that fails (srun error, node down, no job process there, timeout) becomes a recorded
+failure and the merged bundle is made from the rest; only "no node at all" is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+from diag.errors import EXIT_MISSING_TOOL, EXIT_NO_TARGET, EXIT_REMOTE, DiagError
+from diag.merge import HostPart, MissingHost, merge_bundles
+from diag.model import Bundle
+from diag.probes.slurm_procs import EXCLUDE_ENV
+from diag.slurm_wire import PING, Gathered
+
+# Time for a node to start Python, find the job and write its bundle, on top of the sampling.
+_NODE_SLACK_S = 60.0
+_MAX_PONGS = 3
+
+if TYPE_CHECKING:
+    Lines = queue.Queue[Tuple[float, Optional[str]]]
+
+
+class JobInfo:
+    __slots__ = ("job_id", "nodes", "state")
+
+    def __init__(self, job_id: int, state: str, nodes: Tuple[str, ...]) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.nodes = nodes
+
+
+def parse_job_line(text: str) -> Dict[str, str]:
+    """``scontrol show job -o`` (one line of ``Key=Value``) as a dict; values may hold spaces
+    only in fields diag does not read (Command, WorkDir), which later keys then split off."""
+    fields: Dict[str, str] = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def _run(argv: Sequence[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout_s, env=_srun_env()
+        )
+    except FileNotFoundError:
+        raise DiagError(
+            f"{argv[0]} not found: this host is not a Slurm client",
+            "run diag on a login node of the cluster (where squeue/srun work)",
+            EXIT_MISSING_TOOL,
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise DiagError(
+            f"`{' '.join(argv)}` did not answer within {timeout_s:g}s",
+            "check that slurmctld is up (scontrol ping)",
+            EXIT_REMOTE,
+        ) from None
+
+
+def _srun_env(marker: Optional[str] = None) -> Dict[str, str]:
+    """Our environment without the SLURM_* of any job diag itself runs in (srun would take them
+    for options of the new step); the marker lets nodes leave the controller out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    if marker is not None:
+        env[EXCLUDE_ENV] = marker
+    return env
+
+
+def job_info(job_id: int) -> JobInfo:
+    """State and node names of a job; a DiagError with its remedy when it is not running."""
+    shown = _run(["scontrol", "show", "job", "-o", str(job_id)])
+    if shown.returncode != 0 or "JobState=" not in shown.stdout:
+        why = (shown.stderr or shown.stdout).strip() or f"exit code {shown.returncode}"
+        raise DiagError(
+            f"Slurm job {job_id} not found ({why})",
+            "check the job id with squeue",
+            EXIT_NO_TARGET,
+        )
+    fields = parse_job_line(shown.stdout.splitlines()[0])
+    state = fields.get("JobState", "?")
+    nodelist = fields.get("NodeList", "")
+    if state != "RUNNING" or nodelist in ("", "(null)"):
+        raise DiagError(
+            f"Slurm job {job_id} is {state}, not RUNNING",
+            "capture a running job (squeue -t R)",
+            EXIT_NO_TARGET,
+        )
+    names = _run(["scontrol", "show", "hostnames", nodelist])
+    nodes = tuple(n for n in names.stdout.split() if n) or (nodelist,)
+    return JobInfo(job_id, state, nodes)
+
+
+def node_command(
+    job_id: int, count: int, interval_s: float, diag_cmd: Sequence[str] = ()
+) -> List[str]:
+    """What each node runs: this same diag (same interpreter path) in its hidden node mode."""
+    base = list(diag_cmd) or [sys.executable, "-m", "diag"]
+    return [
+        *base,
+        "slurm-node",
+        str(job_id),
+        "--count",
+        str(count),
+        "--interval",
+        f"{interval_s:g}",
+    ]
+
+
+def srun_argv(job: JobInfo, command: Sequence[str]) -> List[str]:
+    n = str(len(job.nodes))
+    return [
+        "srun",
+        "--overlap",  # share the job's resources: take nothing from it
+        f"--jobid={job.job_id}",
+        f"--nodes={n}",
+        f"--ntasks={n}",
+        "--ntasks-per-node=1",
+        "--kill-on-bad-exit=0",  # one node failing must not end the others
+        "--job-name=diag",
+        *command,
+    ]
+
+
+def _pump(stream: Optional[IO[str]], out: Lines) -> None:
+    for line in stream if stream is not None else ():
+        out.put((time.time(), line))
+    out.put((time.time(), None))
+
+
+def run_srun(argv: Sequence[str], nodes: Sequence[str], timeout_s: float) -> Gathered:
+    """Start srun, ping the nodes as they say hello, collect every line until all nodes are
+    done, srun exits or the deadline passes (then srun is stopped and what arrived is kept)."""
+    marker = f"{os.uname().nodename.split('.')[0]}:{os.getpid()}"
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_srun_env(marker),
+        )
+    except FileNotFoundError:
+        raise DiagError(
+            "srun not found: this host is not a Slurm client",
+            "run diag on a login node of the cluster",
+            EXIT_MISSING_TOOL,
+        ) from None
+    lines: Lines = queue.Queue()
+    errors: Lines = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    threading.Thread(target=_pump, args=(proc.stderr, errors), daemon=True).start()
+    gathered = Gathered(nodes)
+
+    def ping() -> None:
+        if proc.stdin is not None and not proc.stdin.closed:
+            try:
+                proc.stdin.write(f"{PING} {time.time():.6f}\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+
+    eof = False
+    while not eof and not gathered.all_done():
+        left = timeout_s - (time.monotonic() - started)
+        if left <= 0:
+            gathered.timed_out = True
+            break
+        try:
+            recv_s, line = lines.get(timeout=min(left, 1.0))
+        except queue.Empty:
+            continue
+        if line is None:
+            eof = True
+            break
+        event = gathered.feed(line, recv_s)
+        if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
+            ping()
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    if gathered.timed_out or not eof:
+        proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+    while True:  # srun's own messages ("srun: error: node3: task 2: Exited with ...")
+        try:
+            _, text = errors.get(timeout=0.5)
+        except queue.Empty:
+            break
+        if text is None:
+            break
+        gathered.stderr.append(text.rstrip("\n"))
+    gathered.returncode = proc.returncode
+    gathered.elapsed_s = time.monotonic() - started
+    return gathered
+
+
+def capture_job(
+    job_id: int,
+    *,
+    count: int = 3,
+    interval_s: float = 2.0,
+    timeout_s: Optional[float] = None,
+    diag_cmd: Sequence[str] = (),
+) -> Bundle:
+    """Capture every node of a running job and merge; failed nodes are recorded."""
+    job = job_info(job_id)
+    limit_s = timeout_s if timeout_s is not None else (count - 1) * interval_s + _NODE_SLACK_S
+    argv = srun_argv(job, node_command(job_id, count, interval_s, diag_cmd))
+    gathered = run_srun(argv, job.nodes, limit_s)
+    parts: List[HostPart] = gathered.parts()
+    missing: List[MissingHost] = gathered.missing(limit_s)
+    return merge_bundles(parts, missing)

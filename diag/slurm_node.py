@@ -1,0 +1,156 @@
+"""The per-node half of ``--slurm-job``: what ``diag slurm-node JOBID`` does on every node.
+
+It is started by the controller's ``srun --overlap`` as a step of the job it inspects, finds
+that job's processes on this node (``probes.slurm_procs``: cgroup, environ, ``scontrol
+listpids``), samples them with the ordinary ``Collector`` (several roots: the batch script and
+each step's tasks), and writes the redacted bundle to stdout in the ``slurm_wire`` line format.
+It also answers the controller's pings so the controller can measure this node's clock offset.
+Secrets are scrubbed *here*, by the redactor that read these processes' environments: the
+controller never sees the raw values.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, List, Optional, Tuple
+
+import msgspec
+
+from diag.bundle_io import encode_bundle
+from diag.capture import build_bundle, require_pyspy
+from diag.errors import EXIT_NO_TARGET, DiagError
+from diag.model import Bundle, ProbeFailure, Sample
+from diag.probes.procfs import ProcFS
+from diag.probes.slurm_procs import EXCLUDE_ENV, find_job_processes, job_roots, parents
+from diag.sampler import Collector
+from diag.slurm_wire import PING, TAG, encode_chunks
+
+_LISTPIDS_TIMEOUT_S = 10.0
+
+
+def node_name() -> str:
+    """Slurm's name for this node (what the job's NodeList says), else the short hostname."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+class _Out:
+    """Whole lines to stdout from two threads (the capture and the ping answerer)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            self._stream.write(text + "\n")
+            self._stream.flush()
+
+
+def _answer_pings(stdin: IO[str], out: _Out, node: str) -> None:
+    for line in stdin:
+        if line.startswith(PING + " "):
+            ctrl = line.split()[2] if len(line.split()) > 2 else "0"
+            out.line(f"{TAG} pong {node} {ctrl} {time.time():.6f}")
+
+
+def _listpids(job_id: int) -> Tuple[Optional[str], Optional[ProbeFailure]]:
+    t0 = time.monotonic()
+    try:
+        done = subprocess.run(
+            ["scontrol", "listpids", str(job_id)],
+            capture_output=True,
+            text=True,
+            timeout=_LISTPIDS_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        if done.returncode == 0:
+            return done.stdout, None
+        reason = (done.stderr.strip() or f"exit code {done.returncode}")[:300]
+    failure = ProbeFailure(
+        probe="slurm-listpids", reason=reason, duration_s=round(time.monotonic() - t0, 3)
+    )
+    return None, failure
+
+
+def _excluded(node: str) -> List[int]:
+    """This collector, its parent, and the controller when it runs on this node (inside the
+    job: it is a process of the job but not one to diagnose)."""
+    pids = [os.getpid(), os.getppid()]
+    host, _, pid = os.environ.get(EXCLUDE_ENV, "").rpartition(":")
+    if pid.isdigit() and host in (node, socket.gethostname().split(".")[0]):
+        pids.append(int(pid))
+    return pids
+
+
+def collect_node(
+    job_id: int, count: int, interval_s: float, node: str, procfs: Optional[ProcFS] = None
+) -> Tuple[Bundle, bytes]:
+    """Sample every process of ``job_id`` on this node: the bundle and its JSON, scrubbed by
+    the redactor that read these processes' environments. DiagError when there is none."""
+    procfs = procfs if procfs is not None else ProcFS()
+    listpids, listpids_failure = _listpids(job_id)
+    own_step = os.environ.get("SLURM_STEP_ID") or os.environ.get("SLURM_STEPID")
+    found = find_job_processes(procfs, job_id, own_step, _excluded(node), listpids)
+    if not found:
+        raise DiagError(
+            f"no process of Slurm job {job_id} on node {node}",
+            "the job's processes on this node may have exited (see squeue / sacct)",
+            EXIT_NO_TARGET,
+        )
+    roots = job_roots(found, parents(procfs, found))
+    collector = Collector(
+        roots[0], extra_roots=roots[1:], procfs=procfs, pyspy=require_pyspy(), host=node
+    )
+    created_s = time.time()
+    samples: List[Sample] = []
+    for index in range(count):
+        if index:
+            time.sleep(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
+        if samples and not collector.alive():
+            break
+        samples.append(collector.take_sample(index).sample)
+    bundle = build_bundle(collector, samples, created_s)
+    if listpids_failure is not None:
+        bundle = msgspec.structs.replace(
+            bundle,
+            failures=(*bundle.failures, msgspec.structs.replace(listpids_failure, host=node)),
+        )
+    return bundle, collector.redactor.scrub_bytes(encode_bundle(bundle))
+
+
+def run_node(
+    job_id: int,
+    *,
+    count: int,
+    interval_s: float,
+    stdin: Optional[IO[str]] = None,
+    stdout: Optional[IO[str]] = None,
+) -> int:
+    """Capture this node and stream the result; every failure is reported on the wire too."""
+    node = node_name()
+    out = _Out(stdout if stdout is not None else sys.stdout)
+    out.line(f"{TAG} hello {node} {time.time():.6f}")
+    threading.Thread(
+        target=_answer_pings, args=(stdin if stdin is not None else sys.stdin, out, node),
+        daemon=True,
+    ).start()  # fmt: skip
+    code = 0
+    try:
+        _, scrubbed_json = collect_node(job_id, count, interval_s, node)
+        for line in encode_chunks(node, scrubbed_json):
+            out.line(line)
+    except DiagError as exc:
+        out.line(f"{TAG} error {node} {exc.one_line()}")
+        code = exc.exit_code
+    except Exception as exc:  # a bug on one node must still leave a reason for the report
+        out.line(f"{TAG} error {node} internal error: {type(exc).__name__}: {exc}")
+        code = 1
+    out.line(f"{TAG} done {node}")
+    return code
