@@ -109,6 +109,9 @@ class LogSample(Record):
     exists: bool = True
     size_bytes: int = 0
     lines: int = 0
+    # False: the file was already huge when first seen, so ``lines`` counts from diag's first
+    # sample (deltas stay exact; the absolute number is "lines since diag attached").
+    lines_exact: bool = True
     mtime_s: float = 0.0
     inode: int = 0
     head: Tuple[str, ...] = ()
