@@ -6,10 +6,12 @@ marked ``exited``, unreaped ones ``zombie`` with their exit code), then runs, al
 dump, plus the listening-socket and log probes. Each ``ProcessSample`` carries the time its own
 /proc read started, so rates stay right when one process is slow to read.
 
-Stacks use py-spy in its default *blocking* mode (decided with the stacks probe): it pauses the
-target for ~8 ms at 64 threads, but on Python < 3.11 ``--nonblocking`` cannot find OS thread
-ids, and without them stacks cannot be joined to the /proc thread records (futex address, CPU
-ticks) - the join is the point. Pass ``pyspy=None`` to collect without stacks.
+Stacks: ``probes.stacks.dump_stacks`` runs py-spy ``--nonblocking`` on Python >= 3.11 (no
+pause) and blocking below (there ``--nonblocking`` cannot find OS thread ids, and without them
+stacks cannot be joined to the /proc thread records - the join is the point; a blocking dump
+pauses the target ~8 ms at 64 threads). Zombies are not dumped. A non-Python process gets
+``py_status`` "not-python" and no failure record; every other dump failure is recorded with its
+reason. Pass ``pyspy=None`` to collect without stacks.
 
 ``take_sample`` returns only what is new (processes first seen or whose role changed, stacks
 not seen before), which is exactly what a ``diag watch`` journal line needs; ``processes`` and
@@ -21,7 +23,8 @@ from __future__ import annotations
 import errno
 import platform
 import time
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from functools import partial
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -35,7 +38,6 @@ from diag.model import (
     Stack,
     Target,
 )
-from diag.probes import stacks as stacks_probe
 from diag.probes.env import parse_environ, select_env
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
@@ -52,6 +54,15 @@ from diag.probes.proctree import (
 from diag.probes.resources import read_resources
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import listen_ports
+from diag.probes.stacks import (
+    KIND_GONE,
+    KIND_NOT_PYTHON,
+    KIND_ZOMBIE,
+    PyThreadDump,
+    StackError,
+    dump_stacks,
+    join_stacks,
+)
 from diag.probes.threads import decode_wait_status, read_threads
 from diag.redact import Redactor
 
@@ -64,6 +75,11 @@ class SampleDelta(NamedTuple):
     sample: Sample
     new_processes: Tuple[ProcessInfo, ...]
     new_stacks: Dict[str, Stack]
+
+
+class _StackOutcome(NamedTuple):
+    dumps: Optional[List[PyThreadDump]]
+    error: Optional[StackError]
 
 
 class Collector:
@@ -95,7 +111,7 @@ class Collector:
         self._ranks: Dict[int, RankInfo] = {}
         self._parents: Dict[int, Optional[int]] = {}
         self._exit_codes: Dict[int, Optional[int]] = {}
-        self._logs = LogTracker(self.redactor, list(log_paths))
+        self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
 
     def host_info(self) -> HostInfo:
         if self._host_info is None:
@@ -125,7 +141,7 @@ class Collector:
         new = [pid for pid in pids if pid not in self.processes]
         results = run_all(
             [
-                ProbeCall("identity", lambda p=pid: read_identity(self.procfs, p), 5.0, pid)
+                ProbeCall("identity", partial(read_identity, self.procfs, pid), 5.0, pid)
                 for pid in new
             ]
         )
@@ -151,7 +167,7 @@ class Collector:
             start_s = None
             if host.boot_time_s is not None:
                 start_s = host.boot_time_s + ident.stat.start_ticks / host.clk_tck
-            env = {k: self.redactor.scrub(v) for k, v in select_env(envs[pid]).items()}
+            env = select_env(envs[pid], self.redactor)
             self.processes[pid] = ProcessInfo(
                 pid=pid,
                 host=self.host,
@@ -206,58 +222,80 @@ class Collector:
         )
 
     def _read_logs(self, pids: List[int]) -> Tuple[LogSample, ...]:
-        self._logs.discover(self.procfs, pids)
+        self._logs.discover(pids)
         return self._logs.sample()
 
     # -- the round ---------------------------------------------------------------------------
 
+    def _dump(self, pid: int) -> _StackOutcome:
+        try:
+            dumps = dump_stacks(pid, self.probe_timeout_s, self.pyspy or "", self.procfs)
+        except StackError as exc:
+            return _StackOutcome(None, exc)
+        return _StackOutcome(dumps, None)
+
     def take_sample(self, index: int) -> SampleDelta:
         t0 = time.time()
         started = time.monotonic()
-        tree = self._tree()
+        tree = descendants(self.root_pid)
         new_processes = self._discover(tree, index)
+        in_tree = set(tree)
         live = [pid for pid in tree if pid in self.processes]
-        gone = [pid for pid in self.processes if pid not in set(tree)]
+        gone = [pid for pid in self.processes if pid not in in_tree]
         timeout_s = self.probe_timeout_s
-        proc_calls = [
-            ProbeCall("proc", lambda p=pid: self._read_proc(p), timeout_s, pid) for pid in live
+        calls: List[ProbeCall[Any]] = [
+            ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live
         ]
-        stack_pids = [pid for pid in live if self.pyspy]
-        stack_calls = [
-            ProbeCall(
-                "stacks",
-                lambda p=pid: stacks_probe.dump_stacks(p, timeout_s, self.pyspy or ""),
-                timeout_s + _STACKS_GRACE_S,
-                pid,
-            )
-            for pid in stack_pids
-        ]
-        other_calls: List[ProbeCall[object]] = [
-            ProbeCall("sockets", lambda: listen_ports(self.procfs, live), timeout_s),
-            ProbeCall("logs", lambda: self._read_logs(live), timeout_s),
-        ]
-        results = run_all([*proc_calls, *stack_calls, *other_calls])  # type: ignore[list-item]
+        if self.pyspy:
+            calls += [
+                ProbeCall("stacks", partial(self._dump, pid), timeout_s + _STACKS_GRACE_S, pid)
+                for pid in live
+            ]
+        calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
+        calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
+        results = run_all(calls)
+
         failures: List[ProbeFailure] = []
         timings: Dict[str, float] = {}
-        for call, result in zip([*proc_calls, *stack_calls, *other_calls], results):
+        procs: Dict[int, ProcessSample] = {}
+        outcomes: Dict[int, _StackOutcome] = {}
+        ports: Dict[int, Tuple[int, ...]] = {}
+        logs: Tuple[LogSample, ...] = ()
+        for call, result in zip(calls, results):
             timings[call.probe] = max(timings.get(call.probe, 0.0), round(result.duration_s, 4))
-            if result.failure is not None:
-                failures.append(
-                    msgspec.structs.replace(result.failure, host=self.host, sample=index)
-                )
-        n_proc, n_stack = len(proc_calls), len(stack_calls)
-        proc_results = results[:n_proc]
-        stack_results = dict(zip(stack_pids, results[n_proc : n_proc + n_stack]))
-        ports_result, logs_result = results[n_proc + n_stack :]
-        ports: Dict[int, Tuple[int, ...]] = ports_result.value or {}  # type: ignore[assignment]
+            failure = result.failure
+            value = result.value
+            if isinstance(value, _StackOutcome) and value.error is not None:
+                outcomes[call.pid or 0] = value
+                if value.error.kind not in (KIND_NOT_PYTHON, KIND_ZOMBIE, KIND_GONE):
+                    failure = ProbeFailure(
+                        probe="stacks",
+                        reason=str(value.error),
+                        duration_s=round(result.duration_s, 4),
+                        pid=call.pid,
+                    )
+            if failure is not None:
+                failures.append(msgspec.structs.replace(failure, host=self.host, sample=index))
+                if call.probe == "stacks" and call.pid is not None:
+                    outcomes.setdefault(call.pid, _StackOutcome(None, None))
+            if value is None:
+                continue
+            if call.probe == "proc":
+                procs[call.pid or 0] = value
+            elif call.probe == "stacks":
+                outcomes.setdefault(call.pid or 0, value)
+            elif call.probe == "sockets":
+                ports = value
+            elif call.probe == "logs":
+                logs = value
 
         samples: List[ProcessSample] = []
         new_stacks: Dict[str, Stack] = {}
-        for pid, result in zip(live, proc_results):
-            sample = result.value
-            if not isinstance(sample, ProcessSample):
-                sample = ProcessSample(pid=pid, host=self.host, t_s=t0, status="unreadable")
-            sample = self._with_stacks(sample, stack_results.get(pid), new_stacks)
+        for pid in live:
+            sample = procs.get(pid) or ProcessSample(
+                pid=pid, host=self.host, t_s=t0, status="unreadable"
+            )
+            sample = self._with_stacks(sample, outcomes.get(pid), new_stacks)
             samples.append(msgspec.structs.replace(sample, listen_ports=ports.get(pid, ())))
         for pid in gone:
             samples.append(
@@ -269,8 +307,7 @@ class Collector:
                     exit_code=self._exit_codes.get(pid),
                 )
             )
-        logs = logs_result.value if isinstance(logs_result.value, tuple) else ()
-        sample = Sample(
+        result_sample = Sample(
             index=index,
             t_s=t0,
             duration_s=round(time.monotonic() - started, 4),
@@ -279,25 +316,21 @@ class Collector:
             failures=tuple(failures),
             probe_timings_s=timings,
         )
-        return SampleDelta(sample, new_processes, new_stacks)
+        return SampleDelta(result_sample, new_processes, new_stacks)
 
     def _with_stacks(
-        self, sample: ProcessSample, result: object, new_stacks: Dict[str, Stack]
+        self, sample: ProcessSample, outcome: Optional[_StackOutcome], new_stacks: Dict[str, Stack]
     ) -> ProcessSample:
         """Join a py-spy dump to the thread records and set ``py_status``."""
-        if sample.status != "alive" or result is None:
+        if sample.status != "alive" or outcome is None:
             return sample
-        failure = getattr(result, "failure", None)
-        dumps = getattr(result, "value", None)
-        if failure is not None:
-            reason = str(getattr(failure, "reason", "")).lower()
-            status = "not-python" if "not a python" in reason else "failed"
+        if outcome.dumps is None:
+            kind = outcome.error.kind if outcome.error is not None else ""
+            status = "not-python" if kind == KIND_NOT_PYTHON else "failed"
             return msgspec.structs.replace(sample, py_status=status)
-        if dumps is None:
-            return sample
-        threads, interned = stacks_probe.join_stacks(sample.threads, dumps)
-        for stack_id, stack in interned.items():
-            if stack_id not in self.stacks:
-                self.stacks[stack_id] = stack
-                new_stacks[stack_id] = stack
+        threads, interned = join_stacks(sample.threads, outcome.dumps, sample.pid)
+        for sid, stack in interned.items():
+            if sid not in self.stacks:
+                self.stacks[sid] = stack
+                new_stacks[sid] = stack
         return msgspec.structs.replace(sample, threads=threads, py_status="ok")
