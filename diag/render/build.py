@@ -1,0 +1,420 @@
+"""Bundle (+ verdict) → ReportView: the single place where report content is decided.
+
+Pure: no I/O, no clock, no environment, so the same bundle always gives the same view (golden
+tests) and the three renderers (HTML, Markdown, terminal) only format what is here. Bounded:
+every list a long capture could grow (failures, log lines, stack runs, matrix columns,
+timeline points) is capped here, which keeps a day-long bundle's report to a few MB.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from diag.model import Bundle, LogSample, ProbeFailure, Verdict
+from diag.render import fmt
+from diag.render.index import BundleIndex, main_thread
+from diag.render.matrix import build_matrix
+from diag.render.ranks import build_futex_groups, build_ranks
+from diag.render.series import build_gpu, spark
+from diag.render.series import build_timelines as _timelines
+from diag.render.stacks import StackRegistry, top
+from diag.render.view import (
+    Banner,
+    EnvDiff,
+    EnvRow,
+    EvidenceView,
+    FailureRow,
+    LogView,
+    Matrix,
+    Meta,
+    ProcCommand,
+    RankSummary,
+    ReportView,
+    SuspectView,
+    TimingRow,
+)
+
+MAX_FAILURES = 200
+MAX_LOG_HEAD = 40
+MAX_LOG_TAIL = 80
+MAX_LINE_CHARS = 400
+MAX_ENV_ROWS = 200
+
+# Report anchors an Evidence.section may name (the verdict links its evidence to them).
+SECTIONS: Dict[str, str] = {
+    "verdict": "Verdict",
+    "evidence": "Evidence",
+    "timelines": "Timelines",
+    "matrix": "Stack matrix",
+    "ranks": "Ranks",
+    "stacks": "Distinct stacks",
+    "futex": "Futex wait groups",
+    "gpu": "GPU",
+    "env": "Environment",
+    "host": "Host",
+    "logs": "Logs",
+    "failures": "Probe failures",
+}
+# Other words a classifier may use for the same sections.
+_ALIASES = {
+    "stack": "matrix",
+    "classes": "matrix",
+    "cpu": "timelines",
+    "io": "timelines",
+    "rss": "timelines",
+    "memory": "timelines",
+    "timeline": "timelines",
+    "log": "logs",
+    "threads": "ranks",
+    "ports": "ranks",
+    "exit": "ranks",
+    "process": "ranks",
+    "nvml": "gpu",
+    "environment": "env",
+    "probes": "failures",
+}
+_RANK_SECTION = re.compile(r"^(?:rank)[-_ ]?(\d+)$")
+_PID_SECTION = re.compile(r"^(?:pid)[-_ ]?(\d+)$")
+_STATE_CSS = {
+    "progressing": "ok",
+    "slow": "warn",
+    "idle": "info",
+    "deadlocked": "bad",
+    "exited": "bad",
+}
+
+
+def resolve_verdict(bundle: Bundle) -> Tuple[Optional[Verdict], str]:
+    """The bundle's verdict, else one computed now (old or cut-short bundles), else none."""
+    if bundle.verdict is not None:
+        return bundle.verdict, "bundle"
+    try:
+        from diag import classify as classify_mod
+    except ImportError:
+        return None, "none"
+    classify = getattr(classify_mod, "classify", None)
+    if classify is None or not bundle.samples:
+        return None, "none"
+    try:
+        verdict = classify(bundle)
+    except Exception:  # the report must still render when the classifier cannot
+        return None, "none"
+    return (verdict, "computed") if isinstance(verdict, Verdict) else (None, "none")
+
+
+def build_view(
+    bundle: Bundle, verdict: Optional[Verdict] = None, source: str = "bundle"
+) -> ReportView:
+    if verdict is None and source == "bundle":
+        verdict = bundle.verdict
+    if verdict is None:
+        source = "none"
+    index = BundleIndex(bundle, verdict)
+    reg = StackRegistry(index.stacks)
+    futex_groups, futex_labels, futex_note = build_futex_groups(index)
+    ranks = build_ranks(index, reg, futex_labels)
+    matrix = build_matrix(index, reg)
+    failures, failures_more = _failures(index)
+    return ReportView(
+        meta=_meta(index, verdict),
+        banner=_banner(index, verdict, source),
+        evidence=_evidence(index, verdict),
+        timelines=_timelines(index),
+        matrix=matrix,
+        ranks=ranks,
+        rank_table=_rank_table(index, reg, matrix),
+        stacks=reg.views(),
+        futex_groups=futex_groups,
+        futex_note=futex_note,
+        gpu=build_gpu(index),
+        env_common=_env_common(index),
+        env_diffs=_env_diffs(index),
+        host_facts=_host_facts(bundle),
+        commands=_commands(index),
+        logs=_logs(index),
+        failures=failures,
+        failures_more=failures_more,
+        timings=_timings(bundle),
+    )
+
+
+def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:
+    b = index.bundle
+    state = verdict.state if verdict is not None else "no verdict"
+    cmd = (
+        fmt.command(b.target.command)
+        if b.target.command
+        else (f"pid {b.target.root_pid}" if b.target.root_pid else "")
+    )
+    return Meta(
+        title=fmt.clip(f"diag: {state} · {cmd or 'capture'}", 120),
+        created=fmt.utc(b.created_s),
+        span=f"{fmt.utc(index.t_first_s)} → {fmt.utc(index.t_last_s)} ({fmt.duration(index.t_last_s - index.t_first_s)})",
+        samples=len(b.samples),
+        processes=len(index.procs),
+        hosts=tuple(h for h in index.hosts if h),
+        complete=b.complete,
+        command=cmd,
+        diag_version=b.host.diag_version,
+        schema_version=b.schema_version,
+    )
+
+
+def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Banner:
+    if verdict is None:
+        return Banner(
+            state="no verdict",
+            css="none",
+            has_verdict=False,
+            source="none",
+            summary="This bundle carries no verdict and none could be computed.",
+        )
+    suspects = []
+    for s in verdict.suspects:
+        proc = index.proc_for_pid(s.pid, s.host)
+        label = (
+            proc.label if proc is not None else (f"rank {s.rank}" if s.rank is not None else "pid")
+        )
+        label += f" (pid {s.pid}{', ' + s.host if s.host else ''})"
+        suspects.append(
+            SuspectView(label=label, reason=s.reason, anchor=proc.anchor if proc else "")
+        )
+    return Banner(
+        state=verdict.state,
+        css=_STATE_CSS.get(verdict.state, "none"),
+        has_verdict=True,
+        source=source,
+        confidence_pct=int(round(verdict.confidence * 100)),
+        summary=verdict.summary,
+        suspects=tuple(suspects),
+    )
+
+
+def section_anchor(
+    index: BundleIndex, section: str, ranks: Sequence[int], pids: Sequence[int]
+) -> str:
+    key = section.strip().lower().lstrip("#")
+    if key in SECTIONS:
+        return key
+    if key in _ALIASES:
+        return _ALIASES[key]
+    m = _RANK_SECTION.match(key)
+    if m and int(m.group(1)) in index.by_rank:
+        return index.by_rank[int(m.group(1))].anchor
+    m = _PID_SECTION.match(key)
+    proc = index.proc_for_pid(int(m.group(1))) if m else None
+    if proc is not None:
+        return proc.anchor
+    if ranks and ranks[0] in index.by_rank:
+        return index.by_rank[ranks[0]].anchor
+    proc = index.proc_for_pid(pids[0]) if pids else None
+    return proc.anchor if proc is not None else "ranks"
+
+
+def _evidence(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[EvidenceView, ...]:
+    if verdict is None:
+        return ()
+    titles = {p.anchor: p.label for p in index.procs}
+    out = []
+    for ev in verdict.evidence:
+        anchor = section_anchor(index, ev.section, ev.ranks, ev.pids)
+        out.append(
+            EvidenceView(
+                signal=ev.signal,
+                detail=ev.detail,
+                anchor=anchor,
+                section_title=SECTIONS.get(anchor) or titles.get(anchor, anchor),
+                ranks_text=(("rank " if len(ev.ranks) == 1 else "ranks ") + fmt.runs(ev.ranks))
+                if ev.ranks
+                else "",
+                samples_text=("samples " + fmt.runs(ev.samples)) if ev.samples else "",
+            )
+        )
+    return tuple(out)
+
+
+def _env_common(index: BundleIndex) -> Tuple[EnvRow, ...]:
+    envs = [p.info.env for p in index.procs if p.info.env]
+    if not envs:
+        return ()
+    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
+    rows = [EnvRow(name=k, value=fmt.clip(v, MAX_LINE_CHARS)) for k, v in sorted(common.items())]
+    return tuple(rows[:MAX_ENV_ROWS])
+
+
+def _env_diffs(index: BundleIndex) -> Tuple[EnvDiff, ...]:
+    envs = [p.info.env for p in index.procs if p.info.env]
+    common = (
+        {k for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])} if envs else set()
+    )
+    out = []
+    for proc in index.procs:
+        own = {k: v for k, v in proc.info.env.items() if k not in common}
+        if own:
+            rows = tuple(
+                EnvRow(name=k, value=fmt.clip(v, MAX_LINE_CHARS))
+                for k, v in sorted(own.items())[:MAX_ENV_ROWS]
+            )
+            out.append(EnvDiff(label=proc.label, rows=rows))
+    return tuple(out)
+
+
+def _host_facts(bundle: Bundle) -> Tuple[Tuple[str, str], ...]:
+    h = bundle.host
+    facts = [
+        ("hostname", h.hostname),
+        ("kernel", h.kernel),
+        ("machine", h.machine),
+        ("CPUs", str(h.cpu_count) if h.cpu_count else ""),
+        ("clock ticks/s", str(h.clk_tck)),
+        ("booted", fmt.utc(h.boot_time_s) if h.boot_time_s else ""),
+        ("Python", h.python_version),
+        ("diag", h.diag_version),
+        ("py-spy", h.pyspy_version or ""),
+        ("bundle schema", str(bundle.schema_version)),
+        (
+            "complete",
+            "yes" if bundle.complete else "no: the watch was cut short, rebuilt from its journal",
+        ),
+    ]
+    return tuple((k, v) for k, v in facts if v)
+
+
+def _rank_table(index: BundleIndex, reg: StackRegistry, matrix: Matrix) -> Tuple[RankSummary, ...]:
+    last_letter = {row.anchor: row.cells[-1].letter for row in matrix.rows if row.cells}
+    clk = index.bundle.host.clk_tck or 100
+    out = []
+    for proc in index.procs:
+        last = proc.last
+        if last is None:
+            continue
+        first = proc.samples[0][1]
+        span = last.t_s - first.t_s
+        ticks = (last.utime_ticks + last.stime_ticks) - (first.utime_ticks + first.stime_ticks)
+        thread = main_thread(last)
+        out.append(
+            RankSummary(
+                label=proc.label,
+                anchor=proc.anchor,
+                pid=proc.key[1],
+                host=proc.key[0],
+                status=last.status,
+                state=last.state,
+                cpu_pct=f"{max(0, ticks) / clk / span * 100:.0f}%" if span > 0 else "–",
+                rss=fmt.size(last.rss_bytes),
+                threads=last.num_threads or len(last.threads),
+                signature=last_letter.get(proc.anchor, ""),
+                top=top(reg.get(thread.stack_id)) if thread is not None else "",
+                suspect=proc.is_suspect,
+            )
+        )
+    return tuple(out)
+
+
+def _commands(index: BundleIndex) -> Tuple[ProcCommand, ...]:
+    out: List[ProcCommand] = []
+    target = index.bundle.target
+    if target.command:
+        out.append(
+            ProcCommand(
+                label="launched by diag" if target.launched else "target",
+                command=fmt.command(target.command),
+            )
+        )
+    seen = set()
+    for proc in index.procs:
+        cmd = fmt.command(proc.info.cmdline)
+        if cmd and cmd not in seen:
+            seen.add(cmd)
+            out.append(ProcCommand(label=proc.label, command=fmt.clip(cmd, 4000)))
+    return tuple(out)
+
+
+def _growth(deltas: Sequence[int]) -> str:
+    parts: List[str] = []
+    prev: Optional[int] = None
+    count = 0
+    for d in [*deltas, None]:  # type: ignore[list-item]
+        if d == prev:
+            count += 1
+            continue
+        if prev is not None:
+            parts.append(f"{prev:+d}" + (f" ×{count}" if count > 1 else ""))
+        prev, count = d, 1
+    text = ", ".join(parts[:40])
+    return text + (f", … ({len(parts) - 40} more changes)" if len(parts) > 40 else "")
+
+
+def _logs(index: BundleIndex) -> Tuple[LogView, ...]:
+    series: Dict[str, List[Tuple[float, LogSample]]] = {}
+    for sample in index.bundle.samples:
+        for log in sample.logs:
+            series.setdefault(log.path, []).append((sample.t_s, log))
+    out = []
+    for path, items in series.items():
+        last = items[-1][1]
+        deltas = [b.lines - a.lines for (_, a), (_, b) in zip(items, items[1:])]
+        head = tuple(fmt.clip(x, MAX_LINE_CHARS) for x in last.head[:MAX_LOG_HEAD])
+        tail = tuple(fmt.clip(x, MAX_LINE_CHARS) for x in last.tail[-MAX_LOG_TAIL:])
+        out.append(
+            LogView(
+                path=path,
+                exists=last.exists,
+                lines=last.lines,
+                size=fmt.size(last.size_bytes),
+                growth=_growth(deltas) if deltas else "one sample",
+                spark=spark(
+                    [(t, float(x.size_bytes)) for t, x in items],
+                    index.t_first_s,
+                    index.t_last_s,
+                    max(float(x.size_bytes) for _, x in items),
+                    fmt.size,
+                ),
+                head=head,
+                tail=tail,
+                skipped_lines=max(0, last.lines - len(head) - len(tail)),
+            )
+        )
+    return tuple(out)
+
+
+def _target(index: BundleIndex, f: ProbeFailure) -> str:
+    if f.pid is None:
+        return f.host or "job"
+    proc = index.proc_for_pid(f.pid, f.host)
+    return f"{proc.label} (pid {f.pid})" if proc is not None else f"pid {f.pid}"
+
+
+def _failures(index: BundleIndex) -> Tuple[Tuple[FailureRow, ...], int]:
+    all_failures: List[ProbeFailure] = list(index.bundle.failures)
+    for sample in index.bundle.samples:
+        all_failures.extend(sample.failures)
+    rows = tuple(
+        FailureRow(
+            sample=str(f.sample) if f.sample is not None else "–",
+            probe=f.probe,
+            target=_target(index, f),
+            reason=fmt.clip(f.reason, MAX_LINE_CHARS),
+            duration=f"{f.duration_s * 1000:.0f} ms",
+        )
+        for f in all_failures[:MAX_FAILURES]
+    )
+    return rows, max(0, len(all_failures) - MAX_FAILURES)
+
+
+def _timings(bundle: Bundle) -> Tuple[TimingRow, ...]:
+    values: Dict[str, List[float]] = {}
+    for sample in bundle.samples:
+        values.setdefault("whole sample", []).append(sample.duration_s)
+        for probe, secs in sample.probe_timings_s.items():
+            values.setdefault(probe, []).append(secs)
+    return tuple(
+        TimingRow(
+            probe=p,
+            mean_ms=f"{sum(v) / len(v) * 1000:.1f}",
+            max_ms=f"{max(v) * 1000:.1f}",
+            count=len(v),
+        )
+        for p, v in values.items()
+    )

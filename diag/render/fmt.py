@@ -1,0 +1,82 @@
+"""How numbers, times and sample ranges read in every report format (HTML, Markdown, terminal).
+
+Kept in one place so the three outputs print the same value the same way, and deterministic
+(UTC, fixed precision) so golden files do not depend on the machine that renders them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Iterable, List, Optional, Sequence
+
+
+def utc(t_s: float) -> str:
+    if t_s <= 0:
+        return "unknown time"
+    stamp = datetime.datetime.fromtimestamp(t_s, tz=datetime.timezone.utc)
+    return stamp.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes} min {sec} s" if sec else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def size(num_bytes: Optional[float]) -> str:
+    if num_bytes is None:
+        return "–"
+    value = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"
+
+
+def number(value: Optional[float], unit: str = "", digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    text = f"{value:.{digits}f}"
+    return f"{text} {unit}".strip() if unit not in ("%",) else f"{text}%"
+
+
+def runs(values: Iterable[int]) -> str:
+    """``[0,1,2,5,7,8]`` → ``"0–2, 5, 7–8"``: how sample and rank lists read everywhere."""
+    ordered = sorted(set(values))
+    parts: List[str] = []
+    start = prev = None
+    for v in ordered:
+        if start is None:
+            start = prev = v
+        elif prev is not None and v == prev + 1:
+            prev = v
+        else:
+            parts.append(_span(start, prev))
+            start = prev = v
+    if start is not None:
+        parts.append(_span(start, prev))
+    return ", ".join(parts)
+
+
+def _span(start: int, end: Optional[int]) -> str:
+    return str(start) if end is None or end == start else f"{start}–{end}"
+
+
+def clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def command(argv: Sequence[str]) -> str:
+    return " ".join(_quote(a) for a in argv)
+
+
+def _quote(arg: str) -> str:
+    if arg and all(c.isalnum() or c in "-_./=:,@+%" for c in arg):
+        return arg
+    return "'" + arg.replace("'", "'\\''") + "'"

@@ -1,0 +1,183 @@
+"""The rank × sample matrix of main-thread stack signatures: "rank 2 is the odd one" at a glance.
+
+Each cell is a letter for the signature (A = the most common), coloured by class. Consecutive
+samples in which no rank changed collapse into one column (a deadlock of 100 samples is one
+wide column, not 100), and a cell is marked odd when most ranks of that column share one
+signature and this one does not - the rank a maintainer should read first.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from diag.model import ProcessSample
+from diag.render import fmt
+from diag.render.index import BundleIndex, Proc, main_thread
+from diag.render.stacks import Signature, StackRegistry, chain, signature, top
+from diag.render.view import ClassView, LegendEntry, Matrix, MatrixCell, MatrixRow
+
+MAX_COLUMNS = 60
+PALETTE = 8
+
+# Cells without a Python stack: (signature key, letter, description)
+_SPECIAL: Dict[str, Tuple[str, str]] = {
+    "absent": ("", "not sampled"),
+    "exited": ("✕", "process exited"),
+    "zombie": ("z", "zombie: exited, not reaped by its parent"),
+    "nostack": ("·", "no Python stack (not Python, or py-spy failed)"),
+}
+
+Key = Tuple[str, ...]  # ("sig", ...) or ("special", name)
+
+
+def _cell_key(ps: Optional[ProcessSample], reg: StackRegistry) -> Tuple[Key, Optional[str]]:
+    if ps is None:
+        return ("special", "absent"), None
+    if ps.status in ("exited", "zombie"):
+        return ("special", ps.status), None
+    thread = main_thread(ps)
+    stack = reg.get(thread.stack_id) if thread is not None else None
+    if thread is None or stack is None:
+        return ("special", "nostack"), None
+    return _sig_key(signature(stack)), thread.stack_id
+
+
+def _sig_key(sig: Signature) -> Key:
+    return ("sig", *(f"{n}\x00{f}" for n, f in sig))
+
+
+def ranks_text(procs: Sequence[Proc]) -> str:
+    ranks = [p.info.rank for p in procs if p.info.rank is not None]
+    others = [p.label for p in procs if p.info.rank is None]
+    parts = []
+    if ranks:
+        parts.append(("rank " if len(ranks) == 1 else "ranks ") + fmt.runs(ranks))
+    parts.extend(others)
+    return ", ".join(parts)
+
+
+def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
+    samples = [s.index for s in index.bundle.samples]
+    procs = [p for p in index.procs if p.samples]
+    grid: List[List[Key]] = []
+    stack_of: Dict[Key, str] = {}
+    for proc in procs:
+        by_index = dict(proc.samples)
+        row = []
+        for i in samples:
+            key, stack_id = _cell_key(by_index.get(i), reg)
+            row.append(key)
+            if stack_id is not None:
+                stack_of[key] = stack_id
+        grid.append(row)
+    # Collapse runs of samples where no row changed.
+    spans: List[Tuple[int, int]] = []
+    for c in range(len(samples)):
+        if spans and all(row[c] == row[spans[-1][0]] for row in grid):
+            spans[-1] = (spans[-1][0], c)
+        else:
+            spans.append((c, c))
+    note = ""
+    if len(spans) > MAX_COLUMNS:
+        step = len(spans) / MAX_COLUMNS
+        note = f"showing {MAX_COLUMNS} of {len(spans)} distinct columns, evenly spaced"
+        spans = [spans[int(k * step)] for k in range(MAX_COLUMNS)]
+    counts: Dict[Key, int] = {}
+    for row in grid:
+        for key in row:
+            if key[0] == "sig":
+                counts[key] = counts.get(key, 0) + 1
+    order = sorted(counts, key=lambda k: -counts[k])  # stable: first seen wins ties
+    letters = {k: _letter(n) for n, k in enumerate(order)}
+    css = {k: f"c{n % PALETTE}" for n, k in enumerate(order)}
+    holders: Dict[Key, List[Proc]] = {}
+    rows = []
+    for proc, row in zip(procs, grid):
+        cells = []
+        for a, b in spans:
+            key = row[a]
+            column = [r[a] for r in grid if r[a] != ("special", "absent")]
+            majority = max(column.count(k) for k in set(column)) if column else 0
+            odd = len(column) >= 3 and majority * 2 > len(column) and column.count(key) < majority
+            odd = odd and key != ("special", "absent")
+            label = _column_label(samples, a, b)
+            cells.append(
+                MatrixCell(
+                    letter=letters.get(key, _SPECIAL.get(key[-1], ("?", ""))[0]),
+                    css=css.get(key, "sp"),
+                    title=f"{proc.label}, sample {label}: {_describe(key, stack_of, reg)}",
+                    odd=odd,
+                )
+            )
+            if proc not in holders.setdefault(key, []):
+                holders[key].append(proc)
+        rows.append(
+            MatrixRow(
+                label=proc.label, anchor=proc.anchor, suspect=proc.is_suspect, cells=tuple(cells)
+            )
+        )
+    legend = []
+    for key in order:
+        stack = reg.get(stack_of.get(key))
+        anchor, _ = reg.ref(stack_of.get(key))
+        legend.append(
+            LegendEntry(
+                letter=letters[key],
+                css=css[key],
+                top=top(stack),
+                where=chain(stack) if stack is not None else "",
+                ranks_text=ranks_text(holders.get(key, [])),
+                stack_anchor=anchor,
+            )
+        )
+    for name, (letter, text) in _SPECIAL.items():
+        key = ("special", name)
+        if key in holders and letter:
+            legend.append(
+                LegendEntry(
+                    letter=letter, css="sp", top=text, where="", ranks_text=ranks_text(holders[key])
+                )
+            )
+    columns = tuple(_column_label(samples, a, b) for a, b in spans)
+    return Matrix(
+        columns=columns,
+        rows=tuple(rows),
+        legend=tuple(legend),
+        classes=_classes(index, reg),
+        note=note,
+    )
+
+
+def _describe(key: Key, stack_of: Dict[Key, str], reg: StackRegistry) -> str:
+    if key[0] == "special":
+        return _SPECIAL.get(key[1], ("", key[1]))[1]
+    return top(reg.get(stack_of.get(key)))
+
+
+def _column_label(samples: Sequence[int], a: int, b: int) -> str:
+    return str(samples[a]) if a == b else f"{samples[a]}–{samples[b]}"
+
+
+def _letter(n: int) -> str:
+    text = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, 26)
+        text = chr(ord("A") + r) + text
+    return text
+
+
+def _classes(index: BundleIndex, reg: StackRegistry) -> Tuple[ClassView, ...]:
+    if index.verdict is None:
+        return ()
+    out = []
+    for rc in index.verdict.classes:
+        procs = [p for p in index.procs if p.key[1] in rc.pids]
+        text = ranks_text(procs) if procs else ("ranks " + fmt.runs(rc.ranks) if rc.ranks else "")
+        if not procs and rc.ranks:
+            text = ("rank " if len(rc.ranks) == 1 else "ranks ") + fmt.runs(rc.ranks)
+        anchor, _ = reg.ref(rc.stack_id, f"class {rc.label}")
+        out.append(
+            ClassView(label=rc.label, ranks_text=text, signature=rc.signature, stack_anchor=anchor)
+        )
+    return tuple(out)

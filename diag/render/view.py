@@ -1,0 +1,307 @@
+"""The report's view-model: plain, typed, already-formatted data the templates only loop over.
+
+Every decision (what is odd, which anchor an evidence item links to, how a number is printed,
+which samples a timeline keeps) is made while building these records, so the HTML template,
+the Markdown and the terminal summary stay dumb and agree with each other, and golden tests can
+compare one JSON document instead of scraping HTML. Frozen msgspec Structs: cheap to build by
+the hundred thousand and encodable as-is for the golden files.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import msgspec
+
+
+class View(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every view record."""
+
+
+class Link(View):
+    text: str
+    anchor: str = ""
+
+
+class SuspectView(View):
+    label: str
+    reason: str = ""
+    anchor: str = ""
+
+
+class Banner(View):
+    state: str
+    css: str
+    has_verdict: bool
+    source: str  # "bundle" | "computed" | "none"
+    confidence_pct: Optional[int] = None
+    summary: str = ""
+    suspects: Tuple[SuspectView, ...] = ()
+
+
+class EvidenceView(View):
+    signal: str
+    detail: str
+    anchor: str
+    section_title: str
+    ranks_text: str = ""
+    samples_text: str = ""
+
+
+class Meta(View):
+    title: str
+    created: str
+    span: str
+    samples: int
+    processes: int
+    hosts: Tuple[str, ...] = ()
+    complete: bool = True
+    command: str = ""
+    diag_version: str = ""
+    schema_version: int = 1
+
+
+class Spark(View):
+    """One inline-SVG sparkline: ``points`` is the polyline, already scaled to the box."""
+
+    points: str = ""
+    last: str = "–"
+    peak: str = ""
+    empty: bool = True
+
+
+class TimelineRow(View):
+    label: str
+    anchor: str
+    suspect: bool
+    sparks: Tuple[Spark, ...]
+
+
+class TimelineGroup(View):
+    host: str
+    rows: Tuple[TimelineRow, ...]
+
+
+class Timelines(View):
+    metrics: Tuple[str, ...]
+    scales: Tuple[str, ...]
+    groups: Tuple[TimelineGroup, ...]
+    width: int
+    height: int
+    note: str = ""
+
+
+class MatrixCell(View):
+    letter: str
+    css: str
+    title: str
+    odd: bool = False
+
+
+class MatrixRow(View):
+    label: str
+    anchor: str
+    suspect: bool
+    cells: Tuple[MatrixCell, ...]
+
+
+class LegendEntry(View):
+    letter: str
+    css: str
+    top: str
+    where: str
+    ranks_text: str
+    stack_anchor: str = ""
+
+
+class ClassView(View):
+    label: str
+    ranks_text: str
+    signature: str
+    stack_anchor: str = ""
+
+
+class Matrix(View):
+    columns: Tuple[str, ...]
+    rows: Tuple[MatrixRow, ...]
+    legend: Tuple[LegendEntry, ...]
+    classes: Tuple[ClassView, ...] = ()
+    note: str = ""
+
+
+class ThreadRow(View):
+    tid: int
+    name: str
+    state: str
+    wchan: str
+    syscall: str
+    futex: str
+    futex_anchor: str
+    cpu_delta_ticks: int
+    cpu_pct: str
+    top: str
+    stack_anchor: str
+
+
+class StackRun(View):
+    samples: str
+    stack_anchor: str
+    stack_label: str
+    top: str
+    change: str = ""
+
+
+class PyThreadView(View):
+    name: str
+    tid: int
+    runs: Tuple[StackRun, ...]
+    changes: int
+    note: str = ""
+
+
+class NativeGroup(View):
+    count: int
+    name: str
+    state: str
+    wchan: str
+
+
+class RankView(View):
+    anchor: str
+    title: str
+    host: str
+    pid: int
+    rank: Optional[int]
+    suspect: bool
+    suspect_reason: str
+    status: str
+    facts: Tuple[Tuple[str, str], ...]
+    threads: Tuple[ThreadRow, ...]
+    threads_note: str
+    py_threads: Tuple[PyThreadView, ...]
+    native: Tuple[NativeGroup, ...]
+    native_count: int
+    main_stack_anchor: str = ""
+
+
+class FrameView(View):
+    name: str
+    where: str
+
+
+class StackView(View):
+    anchor: str
+    label: str
+    frames: Tuple[FrameView, ...]
+    used_by: str
+
+
+class FutexGroup(View):
+    label: str
+    anchor: str
+    addr: str
+    owner: str
+    owner_anchor: str
+    waiters: int
+    threads: str
+    op: str
+    samples_seen: int
+
+
+class EnvRow(View):
+    name: str
+    value: str
+
+
+class EnvDiff(View):
+    label: str
+    rows: Tuple[EnvRow, ...]
+
+
+class ProcCommand(View):
+    label: str
+    command: str
+
+
+class LogView(View):
+    path: str
+    exists: bool
+    lines: int
+    size: str
+    growth: str
+    spark: Spark
+    head: Tuple[str, ...]
+    tail: Tuple[str, ...]
+    skipped_lines: int
+
+
+class FailureRow(View):
+    sample: str
+    probe: str
+    target: str
+    reason: str
+    duration: str
+
+
+class TimingRow(View):
+    probe: str
+    mean_ms: str
+    max_ms: str
+    count: int
+
+
+class GpuRow(View):
+    index: int
+    name: str
+    util: str
+    mem: str
+    power: str
+    temp: str
+    pids: str
+    util_spark: Spark
+    power_spark: Spark
+
+
+class Gpu(View):
+    available: bool
+    note: str
+    rows: Tuple[GpuRow, ...] = ()
+
+
+class RankSummary(View):
+    """One line per process for the terminal summary and the Markdown table."""
+
+    label: str
+    anchor: str
+    pid: int
+    host: str
+    status: str
+    state: str
+    cpu_pct: str
+    rss: str
+    threads: int
+    signature: str
+    top: str
+    suspect: bool
+
+
+class ReportView(View):
+    meta: Meta
+    banner: Banner
+    evidence: Tuple[EvidenceView, ...]
+    timelines: Timelines
+    matrix: Matrix
+    ranks: Tuple[RankView, ...]
+    rank_table: Tuple[RankSummary, ...]
+    stacks: Tuple[StackView, ...]
+    futex_groups: Tuple[FutexGroup, ...]
+    futex_note: str
+    gpu: Gpu
+    env_common: Tuple[EnvRow, ...]
+    env_diffs: Tuple[EnvDiff, ...]
+    host_facts: Tuple[Tuple[str, str], ...]
+    commands: Tuple[ProcCommand, ...]
+    logs: Tuple[LogView, ...]
+    failures: Tuple[FailureRow, ...]
+    failures_more: int
+    timings: Tuple[TimingRow, ...]
