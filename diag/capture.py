@@ -31,6 +31,7 @@ from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import find_pyspy
 from diag.redact import Redactor
+from diag.render.outputs import write_reports
 from diag.sampler import Collector
 
 PTRACE_REMEDY = "run diag as root or as the target's user, or grant CAP_SYS_PTRACE"
@@ -122,9 +123,9 @@ def build_bundle(collector: Collector, samples: Sequence[Sample], created_s: flo
 
 
 def write_outputs(bundle: Bundle, json_path: Path, redactor: Redactor) -> Tuple[Path, ...]:
-    """Write every output file; the report step adds PATH.html / PATH.md here."""
+    """Write every output file: PATH.json, then PATH.html and PATH.md (all scrubbed)."""
     atomic_write_bytes(json_path, redactor.scrub_bytes(encode_bundle(bundle)))
-    return (json_path,)
+    return (json_path, *write_reports(bundle, json_path, redactor))
 
 
 def _stack_notes(processes: Sequence[ProcessInfo], last: Sample) -> List[str]:
