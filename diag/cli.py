@@ -220,6 +220,33 @@ def _echo_merged(result: Any) -> None:
         click.echo(f"wrote {path}")
 
 
+@cli.command()
+@click.argument("bundle", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="HTML path (default: beside the bundle); the Markdown goes beside it as .md.",
+)
+def report(bundle: str, out: Optional[str]) -> None:
+    """Re-render a bundle (.json, or a .jsonl journal, even cut short) as HTML + Markdown."""
+    from diag.render.outputs import run_report
+
+    for path in run_report(bundle, out):
+        click.echo(f"wrote {path}")
+
+
+@cli.command()
+@click.argument("bundle", type=click.Path(dir_okay=False))
+def summary(bundle: str) -> None:
+    """Print a bundle's verdict and per-rank table."""
+    from diag.render.outputs import summary_text
+
+    click.echo(summary_text(bundle), nl=False)
+
+
 @cli.command("slurm-node", hidden=True)
 @click.argument("job_id", type=int)
 @click.option("--count", type=click.IntRange(min=1), default=3)

@@ -49,3 +49,21 @@ def write_reports(
     atomic_write_bytes(html_out, scrub.scrub_bytes(render_html(view).encode("utf-8")))
     atomic_write_bytes(md_out, scrub.scrub_bytes(render_markdown(view).encode("utf-8")))
     return html_out, md_out
+
+
+def run_report(
+    bundle_path: Union[str, Path], out: Optional[Union[str, Path]] = None
+) -> Tuple[Path, Path]:
+    """``diag report``: re-render any bundle (old, cut-short, journal) beside it or at ``out``."""
+    from diag.bundle_io import load_bundle
+
+    bundle = load_bundle(bundle_path)
+    return write_reports(bundle, bundle_path, Redactor(), html_path=out)
+
+
+def summary_text(bundle_path: Union[str, Path]) -> str:
+    """``diag summary``: the verdict and the per-rank table, for a terminal."""
+    from diag.bundle_io import load_bundle
+    from diag.render.terminal import render_summary
+
+    return Redactor().scrub(render_summary(view_of(load_bundle(bundle_path))))
