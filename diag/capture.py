@@ -29,7 +29,7 @@ from diag.errors import (
 )
 from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
-from diag.probes.stacks import find_pyspy
+from diag.probes.stacks import KIND_PERMISSION, find_pyspy
 from diag.redact import Redactor
 from diag.render.outputs import write_reports
 from diag.sampler import Collector
@@ -178,6 +178,12 @@ def run_capture(
             f"writing the {len(samples)} sample(s) taken"
         )
     notes.extend(_stack_notes(list(collector.processes.values()), samples[-1]))
+    denied = sorted(p for p, kind in collector.stack_errors.items() if kind == KIND_PERMISSION)
+    if denied:
+        notes.append(
+            f"no permission to read the Python stacks of PID(s) {', '.join(map(str, denied))} - "
+            + PTRACE_REMEDY
+        )
     bundle = build_bundle(collector, samples, created_s)
     written = write_outputs(bundle, json_path, collector.redactor)
     return CaptureResult(bundle, written, tuple(notes))

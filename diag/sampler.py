@@ -48,6 +48,7 @@ from diag.probes.proctree import (
     assign_roles,
     descendants,
     detect_rank,
+    infer_dead_rank,
     read_identity,
     title_of,
 )
@@ -111,6 +112,8 @@ class Collector:
         self._ranks: Dict[int, RankInfo] = {}
         self._parents: Dict[int, Optional[int]] = {}
         self._exit_codes: Dict[int, Optional[int]] = {}
+        # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
+        self.stack_errors: Dict[int, str] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
 
     def host_info(self) -> HostInfo:
@@ -159,6 +162,8 @@ class Collector:
             self._ranks[pid] = detect_rank(
                 env, ident.cmdline, title_of(ident.cmdline, ident.stat.name)
             )
+        zombies = {pid for pid, ident in identities.items() if ident.stat.state == "Z"}
+        self._ranks.update(infer_dead_rank(self._parents, self._ranks, zombies))
         roles = assign_roles(self.root_pid, self._parents, self._ranks)
         host = self.host_info()
         changed: List[ProcessInfo] = []
@@ -250,10 +255,12 @@ class Collector:
             calls += [
                 ProbeCall("stacks", partial(self._dump, pid), timeout_s + _STACKS_GRACE_S, pid)
                 for pid in live
+                if pid not in self._exit_codes  # a zombie seen before: nothing to dump
             ]
         calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
+        self.stack_errors = {}
 
         failures: List[ProbeFailure] = []
         timings: Dict[str, float] = {}
@@ -267,6 +274,7 @@ class Collector:
             value = result.value
             if isinstance(value, _StackOutcome) and value.error is not None:
                 outcomes[call.pid or 0] = value
+                self.stack_errors[call.pid or 0] = value.error.kind
                 if value.error.kind not in (KIND_NOT_PYTHON, KIND_ZOMBIE, KIND_GONE):
                     failure = ProbeFailure(
                         probe="stacks",

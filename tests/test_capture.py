@@ -74,6 +74,8 @@ def test_rank_job_ranks_found_and_zombie_marked(spawn, tmp_path: Path) -> None:
         assert (info.rank, info.role, info.rank_source) == (rank, "rank", "env:RANK")
         assert info.world_size == 3 and info.env.get("RANK") == str(rank)
         assert _last(bundle, pids[rank]).py_status == "ok"
+    # Dead before diag looked (no environ left): its rank is the one WORLD_SIZE misses.
+    assert (infos[pids[1]].rank, infos[pids[1]].rank_source) == (1, "inferred:missing-rank")
     zombie = _last(bundle, pids[1])
     assert zombie.status == "zombie" and zombie.exit_code == 3
     assert zombie.threads == ()

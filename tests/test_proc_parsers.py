@@ -12,6 +12,7 @@ from diag.probes.proctree import (
     RankInfo,
     assign_roles,
     detect_rank,
+    infer_dead_rank,
     parse_cmdline,
     read_identity,
     title_of,
@@ -151,3 +152,14 @@ def test_roles_by_tree_position() -> None:
     assert roles == {1: "launcher", 2: "rank", 3: "rank", 4: "helper", 5: "helper", 6: "worker"}
     assert assign_roles(9, {9: None}, {}) == {9: "process"}
     assert assign_roles(9, {9: None, 10: 9}, {}) == {9: "launcher", 10: "worker"}
+
+
+def test_dead_rank_inferred_only_when_unambiguous() -> None:
+    parents = {1: None, 2: 1, 3: 1, 4: 1, 5: 1}
+    ranks = {pid: RankInfo(pid - 2, None, 4, "env:RANK") for pid in (2, 3, 5)}
+    assert infer_dead_rank(parents, ranks, {4}) == {
+        4: RankInfo(2, None, 4, "inferred:missing-rank")
+    }
+    assert infer_dead_rank(parents, ranks, set()) == {}  # no zombie: a helper, not a rank
+    two_missing = {pid: RankInfo(pid - 2, None, 5, "env:RANK") for pid in (2, 3, 5)}
+    assert infer_dead_rank(parents, two_missing, {4}) == {}

@@ -12,7 +12,8 @@ Rank detection, first match wins (``rank_source`` records which):
    carry ``RANK=0..N``, and reading both as ranks would give two "rank 0"s;
 3. the process title set with setproctitle: ``sglang::scheduler_TP3``,
    ``sglang::scheduler_DP1_TP3`` (TP index), ``VllmWorker rank=2``, ``VLLM::Worker_TP1``;
-4. otherwise only a role from the tree position.
+4. otherwise only a role from the tree position; except that a zombie child whose environ is
+   gone takes the one rank its siblings' WORLD_SIZE is missing (``inferred:missing-rank``).
 
 Roles: ``rank`` (holds a rank), ``helper`` (a descendant of a rank that inherited the same rank
 from the same source, e.g. a forked DataLoader worker), ``launcher`` (has ranked descendants,
@@ -23,7 +24,7 @@ Parsers and the rank/role rules are pure; ``read_identity`` and ``descendants`` 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 import psutil
 
@@ -180,6 +181,32 @@ def assign_roles(
         else:
             roles[pid] = "process"
     return roles
+
+
+def infer_dead_rank(
+    parents: Mapping[int, Optional[int]], ranks: Mapping[int, RankInfo], zombies: Set[int]
+) -> Dict[int, RankInfo]:
+    """A zombie's environ is gone, so a rank that died before diag looked has no rank. When
+    its ranked siblings share one WORLD_SIZE and exactly one rank of it is missing, and exactly
+    one unranked zombie sibling exists, that zombie is the missing rank (``inferred:...``)."""
+    children: Dict[int, List[int]] = {}
+    for pid, ppid in parents.items():
+        if ppid is not None:
+            children.setdefault(ppid, []).append(pid)
+    out: Dict[int, RankInfo] = {}
+    for kids in children.values():
+        ranked = [ranks[k] for k in kids if k in ranks and ranks[k].rank is not None]
+        worlds = {r.world_size for r in ranked}
+        dead = [k for k in kids if k in zombies and ranks.get(k, RankInfo()).rank is None]
+        if not ranked or len(worlds) != 1 or len(dead) != 1:
+            continue
+        world = worlds.pop()
+        if world is None:
+            continue
+        missing = set(range(world)) - {r.rank for r in ranked}
+        if len(missing) == 1:
+            out[dead[0]] = RankInfo(missing.pop(), None, world, "inferred:missing-rank")
+    return out
 
 
 def parse_cmdline(raw: bytes) -> Tuple[str, ...]:
