@@ -1,0 +1,283 @@
+"""The verdict: a pure function from a bundle's sample series to progressing / slow / idle /
+deadlocked / exited (or unknown), with evidence, suspects and rank equivalence classes.
+
+The rules are ordered the way an on-call engineer reasons, and each guards against one
+classic misread (see domain notes, "What a naive classifier gets wrong"):
+
+1. Nothing sampled -> unknown. Every process gone -> exited.
+2. A rank died while its peers are still there and nothing progresses -> deadlocked: the peers
+   wait for a rank that will never come (suspect: the dead rank).
+3. The job's own output moves (log growth that is not a "still waiting" heartbeat, or bytes
+   written by a process whose stack or compute moves) -> progressing.
+4. Processes work without visible output: CPU burning *outside* known waits, reads rising,
+   memory growing, a GPU at full power -> slow ("looks hung, isn't"). CPU spent spinning in
+   a known wait (CUDA synchronize, a collective) is not work; one long C call holding the GIL
+   is (the frame is not a wait).
+5. Nothing moves: a rank waiting on a peer, a lock cycle, or a GPU spinning at idle power ->
+   deadlocked; waits that something outside can end (a listening port, an event loop, accept,
+   a timed sleep that wakes) -> idle; waits only on each other -> deadlocked, less sure.
+
+Launchers and helpers (torchrun, resource trackers, ``sleep``) are kept out of the decision:
+participants are the ranks, or failing that the processes that are not merely waiting on
+their children.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+from diag.equivalence import odd_classes, rank_classes
+from diag.findings import PROGRESS, STUCK, WORK, Context, Finding, run_sources
+from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
+from diag.progress import log_growth
+from diag.signals import COMPUTE_PCT, ProcSignals, extract
+from diag.verdict_rules import (
+    dead_story,
+    evidence_for,
+    lock_story,
+    peer_story,
+    work_story,
+)
+from diag.verdict_text import group_by_wait, size, waits_phrase, who
+from diag.waits import CHILD, LOCK, PEER
+
+READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
+RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
+WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
+# Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
+# not doors: only another part of the job can end them.
+DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
+_HELPER_MARKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
+
+
+def _is_helper(p: ProcSignals) -> bool:
+    text = " ".join(p.info.cmdline) + " " + p.info.name
+    return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
+
+
+def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
+    ranked = [p for p in procs if p.rank is not None]
+    if ranked:
+        parents = {p.info.ppid for p in ranked if p.info.ppid}
+        dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
+        return ranked + dead_siblings
+    cands = [p for p in procs if not _is_helper(p) and p.info.role != "launcher"]
+    cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
+    python = [p for p in cands if p.py_ok or p.dead]
+    return python or cands or list(procs)
+
+
+def _verdict(state: str, confidence: float, summary: str, **kw: Any) -> Verdict:
+    clamped = round(max(0.0, min(1.0, confidence)), 2)
+    return Verdict(state=state, confidence=clamped, summary=summary, **kw)
+
+
+def classify(bundle: Bundle) -> Verdict:
+    """The verdict for a bundle; never raises on a well-formed bundle."""
+    if not bundle.samples:
+        return _verdict(
+            "unknown",
+            0.0,
+            "unknown: no samples were taken - nothing to judge",
+            exit_code=bundle.target.exit_code,
+        )
+    procs = extract(bundle)
+    last = bundle.samples[-1]
+    if not any(ps.status == "alive" for ps in last.processes):
+        return _exited(bundle, procs)
+    parts = participants(procs)
+    logs = log_growth(bundle)
+    ctx = Context(bundle=bundle, procs=procs, participants=parts, logs=logs)
+    findings = run_sources(ctx)
+    classes = tuple(rank_classes(bundle, parts))
+    intervals = max((p.intervals for p in procs), default=0)
+    state, confidence, summary, evidence, suspects = _decide(ctx, findings, classes, intervals)
+    evidence = evidence + [f.evidence for f in findings]
+    suspects = suspects + [s for f in findings for s in f.suspects]
+    if intervals == 0:
+        confidence *= 0.5
+        summary += " (one sample: no deltas, so progress cannot be measured - capture more)"
+        evidence.insert(
+            0,
+            Evidence(
+                signal="single-sample",
+                section="timeline",
+                detail="only one sample: CPU, I/O and log deltas unknown",
+            ),
+        )
+    elif intervals == 1:
+        confidence *= 0.85
+    if parts and not any(p.py_ok for p in parts):
+        confidence *= 0.8
+    return _verdict(
+        state,
+        confidence,
+        summary,
+        evidence=tuple(evidence),
+        suspects=_dedupe(suspects),
+        classes=classes,
+    )
+
+
+def _dedupe(suspects: Sequence[Suspect]) -> Tuple[Suspect, ...]:
+    seen = set()
+    out = []
+    for s in suspects:
+        if (s.host, s.pid) not in seen:
+            seen.add((s.host, s.pid))
+            out.append(s)
+    return tuple(out)
+
+
+def _exited(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
+    code = bundle.target.exit_code
+    root = next((p for p in procs if p.pid == bundle.target.root_pid), None)
+    if code is None and root is not None:
+        code = root.exit_code
+    gone_at = max((p.dead_since for p in procs if p.dead_since is not None), default=None)
+    code_text = f" (exit code {code})" if code is not None else ""
+    detail = f"no process of the target is alive in sample {bundle.samples[-1].index}"
+    evidence = [
+        Evidence(
+            signal="exited",
+            detail=detail,
+            pids=tuple(p.pid for p in procs),
+            samples=(gone_at,) if gone_at is not None else (),
+            section="timeline",
+        )
+    ]
+    return _verdict(
+        "exited",
+        0.95,
+        f"exited: the target is gone{code_text}",
+        evidence=tuple(evidence),
+        exit_code=code,
+    )
+
+
+def _decide(
+    ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
+) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
+    parts = ctx.participants
+    alive = [p for p in parts if not p.dead]
+    dead = [p for p in parts if p.dead]
+    ev = evidence_for(ctx, classes)
+    leans = {f.lean for f in findings}
+
+    progress_logs = [lg for lg in ctx.logs if lg.progress]
+    writers = [
+        p
+        for p in alive
+        if p.write_delta_bytes >= WRITE_MIN_BYTES and (p.compute_intervals or p.main_moved)
+    ]
+    progressing = bool(progress_logs or writers or PROGRESS in leans)
+
+    half = max(1, (intervals + 1) // 2)
+    workers = [p for p in alive if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half]
+    readers = [p for p in alive if p.read_delta_bytes >= READ_MIN_BYTES]
+    growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
+    if intervals == 0:  # no deltas: a thread running outside any wait is all we can see
+        workers = [p for p in alive if p.main_wait is not None and p.main_wait.kind is None]
+    working = workers or readers or growers or WORK in leans
+
+    peer_waiters = [p for p in alive if p.main_family == PEER]
+    lockers = [p for p in alive if p.lock_waiters]
+
+    if dead and alive and not progressing:
+        summary, suspects = dead_story(dead, alive, ctx)
+        return "deadlocked", 0.9 if peer_waiters else 0.75, summary, ev, suspects
+    if progressing and intervals > 0:
+        return _progressing(progress_logs, writers, workers, alive, ev, dead)
+    if working:
+        summary, suspects = work_story(workers, readers, growers, alive, peer_waiters)
+        confidence = 0.8 if (workers or readers) else 0.6
+        return "slow", confidence, summary, ev, suspects
+    odd = odd_classes(classes)
+    if peer_waiters:
+        summary, suspects, confidence = peer_story(peer_waiters, alive, odd, classes, ctx)
+        return "deadlocked", confidence, summary, ev, suspects
+    distinct_locks = {addr for p in lockers for _, addr, _ in p.lock_waiters if addr}
+    ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
+    doors = [
+        p
+        for p in alive
+        if (p.main_wait is not None and p.main_wait.kind in DOOR_KINDS) or p.main_wakeups > 0
+    ]
+    cycle = len(distinct_locks) >= 2
+    if lockers and cycle:
+        summary, suspects = lock_story(lockers)
+        return "deadlocked", 0.8, summary, ev, suspects
+    if STUCK in leans:
+        return (
+            "deadlocked",
+            0.65,
+            "deadlocked: the GPU reads busy at idle power and nothing "
+            f"else moves ({waits_phrase(group_by_wait(alive)[:2])}) - a kernel waits on a "
+            "peer that never arrives; kill the job and restart",
+            ev,
+            [],
+        )
+    if lockers and not (ports or doors):
+        summary, suspects = lock_story(lockers)
+        return "deadlocked", 0.6, summary, ev, suspects
+    if ports or doors:
+        groups = group_by_wait(alive)
+        port_text = f", {', '.join(':' + str(p) for p in ports[:4])} listening" if ports else ""
+        summary = (
+            f"idle: nothing moves, no rank waits on a peer{port_text}; "
+            f"{waits_phrase(groups[:3])} - healthy, waiting for work"
+        )
+        return "idle", 0.8 if ports else 0.6, summary, ev, []
+    blocked = [p for p in alive if p.main_family in (LOCK, None) or p.main_wait is None]
+    groups = group_by_wait(alive)
+    summary = (
+        f"deadlocked: nothing moves and nothing outside can wake it (no listening port, "
+        f"event loop or timer): {waits_phrase(groups[:3])} - the waits are on each other"
+    )
+    suspects = [
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="blocked with no CPU, I/O or output")
+        for p in blocked[:4]
+    ]
+    return "deadlocked", 0.5, summary, ev, suspects
+
+
+def _progressing(
+    progress_logs: Sequence[object],
+    writers: Sequence[ProcSignals],
+    workers: Sequence[ProcSignals],
+    alive: Sequence[ProcSignals],
+    ev: List[Evidence],
+    dead: Sequence[ProcSignals],
+) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
+    bits: List[str] = []
+    for lg in progress_logs[:2]:
+        bits.append(
+            f"log {getattr(lg, 'path', '?').rsplit('/', 1)[-1]} grew "
+            f"{getattr(lg, 'grew_lines', 0)} lines ({size(getattr(lg, 'grew_bytes', 0))})"
+        )
+    if writers and not progress_logs:
+        total = sum(p.write_delta_bytes for p in writers)
+        bits.append(
+            f"{who(writers)} wrote {size(total)} while {'its' if len(writers) == 1 else 'their'}"
+            " stacks moved"
+        )
+    if workers:
+        bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
+    confidence = 0.85 if progress_logs else 0.7
+    suspects: List[Suspect] = []
+    if dead:
+        bits.append(f"but {who(dead)} exited")
+        confidence -= 0.2
+        suspects = [
+            Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="exited during the run")
+            for p in dead
+        ]
+    return "progressing", confidence, "progressing: " + "; ".join(bits), ev, suspects
+
+
+def verdict_line(verdict: Optional[Verdict]) -> str:
+    """The one line ``diag capture`` prints at the end."""
+    if verdict is None:
+        return "verdict: unknown"
+    return f"verdict: {verdict.summary} (confidence {verdict.confidence:.2f})"

@@ -1,0 +1,319 @@
+"""The stories behind each verdict: evidence items, suspects and the one-sentence summary.
+
+``classify`` decides the state; these functions explain it in terms a person can act on and
+name who to look at: the rank that died, the rank whose stack differs, the bottleneck the
+others wait for, the threads of a lock cycle.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Set, Tuple
+
+from diag.findings import Context
+from diag.model import Evidence, RankClass, Suspect
+from diag.signals import COMPUTE_PCT, ProcSignals
+from diag.verdict_text import group_by_wait, size, verb, waits_phrase, where, who
+from diag.waits import PEER
+
+SPIN_PCT = 30.0
+
+
+def _suspect(p: ProcSignals, reason: str, rank: Optional[int] = None) -> Suspect:
+    return Suspect(pid=p.pid, rank=p.rank if rank is None else rank, host=p.key[0], reason=reason)
+
+
+def _section(p: ProcSignals) -> str:
+    return f"rank-{p.rank}" if p.rank is not None else f"pid-{p.pid}"
+
+
+def _missing_ranks(ctx: Context) -> List[int]:
+    sizes = {p.info.world_size for p in ctx.participants if p.info.world_size}
+    if len(sizes) != 1:
+        return []
+    seen = {p.rank for p in ctx.participants if p.rank is not None}
+    return [r for r in range(sizes.pop()) if r not in seen]
+
+
+def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
+    """The observations every verdict shows, whatever the state."""
+    ev: List[Evidence] = []
+    for p in ctx.participants:
+        samples = tuple(p.samples)
+        if p.dead:
+            code = f" with exit code {p.exit_code}" if p.exit_code is not None else ""
+            ev.append(
+                Evidence(
+                    signal="exited",
+                    detail=f"{p.name} (pid {p.pid}) is "
+                    f"{p.statuses[-1]}{code} since sample {p.dead_since}",
+                    ranks=_r(p),
+                    pids=(p.pid,),
+                    samples=samples,
+                    section="timeline",
+                )
+            )
+            continue
+        if p.compute_pct >= COMPUTE_PCT:
+            ev.append(
+                Evidence(
+                    signal="cpu",
+                    detail=f"{p.name} burns {p.compute_pct:.0f}% of a "
+                    f"core in `{p.hot_label}` ({p.compute_intervals} of "
+                    f"{p.intervals} intervals)",
+                    ranks=_r(p),
+                    pids=(p.pid,),
+                    samples=samples,
+                    section=_section(p),
+                )
+            )
+        if p.spin_pct >= SPIN_PCT:
+            ev.append(
+                Evidence(
+                    signal="spin",
+                    detail=f"{p.name} spins {p.spin_pct:.0f}% of a "
+                    f"core in `{p.spin_label}` with an unchanged stack: a wait, "
+                    "not progress",
+                    ranks=_r(p),
+                    pids=(p.pid,),
+                    samples=samples,
+                    section=_section(p),
+                )
+            )
+        if p.read_delta_bytes >= 1 << 20:
+            ev.append(
+                Evidence(
+                    signal="io",
+                    detail=f"{p.name} read {size(p.read_delta_bytes)} in {p.window_s:.1f} s",
+                    ranks=_r(p),
+                    pids=(p.pid,),
+                    samples=samples,
+                    section="timeline",
+                )
+            )
+        if abs(p.rss_delta_bytes) >= 16 << 20:
+            ev.append(
+                Evidence(
+                    signal="memory",
+                    detail=f"{p.name} RSS "
+                    f"{'+' if p.rss_delta_bytes > 0 else ''}"
+                    f"{size(p.rss_delta_bytes)} (now {size(p.rss_last_bytes)})",
+                    ranks=_r(p),
+                    pids=(p.pid,),
+                    samples=samples,
+                    section="timeline",
+                )
+            )
+        for tid, addr, frame in p.lock_waiters:
+            ev.append(
+                Evidence(
+                    signal="futex",
+                    detail=f"{p.name} thread {tid} blocked on lock "
+                    f"{addr or '?'} in `{frame}` in every sample",
+                    ranks=_r(p),
+                    pids=(p.pid,),
+                    samples=samples,
+                    section="futex",
+                )
+            )
+    for lg in ctx.logs:
+        name = lg.path.rsplit("/", 1)[-1]
+        if lg.heartbeat:
+            detail = f"log {name} only repeats a waiting line: not progress"
+        elif lg.grew:
+            detail = (
+                f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)}) in "
+                f"{len(lg.samples)} of {lg.intervals} intervals"
+            )
+        else:
+            detail = (
+                f"log {name} silent during the capture (bursty logs: silence alone proves little)"
+            )
+        ev.append(
+            Evidence(signal="log", detail=detail, pids=lg.pids, samples=lg.samples, section="logs")
+        )
+    ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
+    if ports:
+        owners = [p for p in ctx.procs if p.listen_ports and not p.dead]
+        ev.append(
+            Evidence(
+                signal="ports",
+                detail=f"{who(owners)} listen on " + ", ".join(f":{port}" for port in ports[:8]),
+                pids=tuple(p.pid for p in owners),
+                section="matrix",
+            )
+        )
+    if len(classes) > 1:
+        text = "; ".join(f"{_members(c)}: {c.label}" for c in classes[:5])
+        ev.append(
+            Evidence(
+                signal="stacks",
+                detail=f"main-thread stacks differ: {text}",
+                ranks=tuple(r for c in classes for r in c.ranks),
+                section="matrix",
+            )
+        )
+    return ev
+
+
+def _r(p: ProcSignals) -> Tuple[int, ...]:
+    return (p.rank,) if p.rank is not None else ()
+
+
+def _members(c: RankClass) -> str:
+    if c.ranks:
+        return ("rank " if len(c.ranks) == 1 else "ranks ") + ",".join(map(str, c.ranks))
+    return ("pid " if len(c.pids) == 1 else "pids ") + ",".join(map(str, c.pids))
+
+
+def dead_story(
+    dead: Sequence[ProcSignals], alive: Sequence[ProcSignals], ctx: Context
+) -> Tuple[str, List[Suspect]]:
+    """A rank died while its peers are still there, waiting for it."""
+    missing = _missing_ranks(ctx)
+    suspects: List[Suspect] = []
+    names: List[str] = []
+    for p in dead:
+        rank = p.rank
+        if rank is None and len(dead) == 1 and len(missing) == 1:
+            rank = missing[0]  # a zombie has no environ; it is the rank nobody else is
+        code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
+        label = f"rank {rank}" if rank is not None else "pid"
+        names.append(
+            f"{label} (pid {p.pid}, {p.statuses[-1]}{code})"
+            if rank is not None
+            else f"pid {p.pid} ({p.statuses[-1]}{code})"
+        )
+        suspects.append(_suspect(p, f"{p.statuses[-1]}{code} while its peers wait", rank))
+    waiting = waits_phrase(group_by_wait(alive)[:2])
+    subject = " and ".join(names)
+    summary = (
+        f"deadlocked: {subject} {verb(dead, 'exited', 'exited')} while {waiting} - "
+        "they will never finish; kill the job, read the dead rank's log, restart"
+    )
+    return summary, suspects
+
+
+def peer_story(
+    waiters: Sequence[ProcSignals],
+    alive: Sequence[ProcSignals],
+    odd: Sequence[RankClass],
+    classes: Sequence[RankClass],
+    ctx: Context,
+) -> Tuple[str, List[Suspect], float]:
+    """Ranks wait on peers and nothing moves: find the rank they wait for."""
+    suspects: List[Suspect] = []
+    odd_pids: Set[int] = {pid for c in odd for pid in c.pids}
+    others = [p for p in alive if p.main_family != PEER]
+    for p in others:
+        suspects.append(
+            _suspect(p, f"not in the collective its peers wait in: waits in {where(p)}")
+        )
+    for p in alive:
+        if p.pid in odd_pids and p not in others:
+            suspects.append(_suspect(p, f"stack differs from its peers: {where(p)}"))
+    missing = _missing_ranks(ctx)
+    text = waits_phrase(group_by_wait([p for p in waiters if p.pid not in odd_pids])[:3])
+    if suspects:
+        culprits = [p for p in alive if p.pid in {s.pid for s in suspects}]
+        odd_text = waits_phrase(group_by_wait(culprits)[:2])
+        summary = (
+            f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
+            f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
+            f"kill the job and look at {who(culprits)}"
+        )
+        confidence = 0.85
+    elif missing:
+        summary = (
+            f"deadlocked: {text}; rank(s) {','.join(map(str, missing[:8]))} of the world "
+            "never showed up - kill the job and look for the missing rank"
+        )
+        confidence = 0.75
+    elif len(group_by_wait(waiters)) > 1:
+        summary = (
+            f"deadlocked: {text} - the ranks wait in different places (a mismatched "
+            "collective) with no CPU, I/O or log progress; kill the job and compare "
+            "their code paths"
+        )
+        confidence = 0.75
+    else:
+        summary = (
+            f"deadlocked: {text}, all in the same place with no CPU, I/O or log "
+            "progress - a peer outside this capture, or a mismatched collective; kill "
+            "the job"
+        )
+        confidence = 0.7
+    spinners = [p for p in waiters if p.spin_pct >= SPIN_PCT]
+    if spinners:
+        spins = verb(spinners, "spins", "spin")
+        summary += f" ({who(spinners)} {spins} a core in the wait: not progress)"
+    return summary, suspects, confidence
+
+
+def lock_story(lockers: Sequence[ProcSignals]) -> Tuple[str, List[Suspect]]:
+    parts = []
+    suspects = []
+    for p in lockers:
+        threads = ", ".join(f"`{frame}` on {addr or '?'}" for _, addr, frame in p.lock_waiters[:4])
+        parts.append(
+            f"{p.name} has {len(p.lock_waiters)} thread"
+            f"{'s' if len(p.lock_waiters) != 1 else ''} blocked on locks ({threads})"
+        )
+        suspects.append(_suspect(p, f"threads blocked on locks in every sample: {threads}"))
+    summary = (
+        "deadlocked: " + "; ".join(parts[:2]) + " with no CPU, I/O or log progress - "
+        "a lock cycle; dump it with py-spy, kill it and fix the lock order"
+    )
+    return summary, suspects
+
+
+def work_story(
+    workers: Sequence[ProcSignals],
+    readers: Sequence[ProcSignals],
+    growers: Sequence[ProcSignals],
+    alive: Sequence[ProcSignals],
+    peer_waiters: Sequence[ProcSignals],
+) -> Tuple[str, List[Suspect]]:
+    """Someone is working without visible output: name it, and those waiting for it."""
+    busy: List[ProcSignals] = []
+    for p in [*workers, *readers, *growers]:
+        if p not in busy:
+            busy.append(p)
+    parts: List[str] = []
+    suspects: List[Suspect] = []
+    for p in busy[:3]:
+        rss = (
+            f", RSS {'+' if p.rss_delta_bytes >= 0 else ''}{size(p.rss_delta_bytes)}"
+            if abs(p.rss_delta_bytes) >= 16 << 20
+            else ""
+        )
+        if p in workers and p.intervals == 0:
+            text = f"{p.name} runs in `{p.hot_label}` outside any known wait"
+        elif p in workers:
+            one_call = (
+                ", one long call: same stack in every sample"
+                if p.main_moved == 0 and p.intervals >= 1
+                else ""
+            )
+            text = (
+                f"{p.name} is CPU-bound in `{p.hot_label}` ({p.compute_pct:.0f}% of a core "
+                f"in {p.compute_intervals} of {p.intervals} intervals{one_call}{rss})"
+            )
+        elif p in readers:
+            rate = p.read_delta_bytes / p.window_s if p.window_s > 0 else 0.0
+            text = (
+                f"{p.name} reads {size(rate)}/s ({size(p.read_delta_bytes)} in "
+                f"{p.window_s:.1f} s) at {p.cpu_pct:.0f}% CPU in {where(p)} - I/O-bound"
+            )
+        else:
+            text = (
+                f"{p.name} grows memory ({size(p.rss_delta_bytes)} RSS) in `{p.hot_label or '?'}`"
+            )
+        parts.append(text)
+        reason = "the bottleneck its peers wait for: " if peer_waiters else "busy: "
+        suspects.append(_suspect(p, reason + text.split(" ", 2)[-1]))
+    if not parts:
+        parts.append("the GPU computes (see the gpu evidence) while the CPU side waits")
+    waiting = [p for p in alive if p not in busy and p.main_wait is not None and p.main_wait.kind]
+    tail = waits_phrase(group_by_wait(waiting)[:2])
+    summary = "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
+    return summary, suspects

@@ -1,0 +1,308 @@
+"""Which frames, wait channels and syscalls are *known waits*, and what each one waits for.
+
+The verdict hinges on one question per thread: is it doing work, or waiting? CPU alone cannot
+answer it: the CUDA runtime spins a core inside ``cudaStreamSynchronize``, gloo/NCCL spin in
+collectives, and a GIL-holding C call burns 100% in a frame that is no wait at all. So a thread
+is classified by its Python stack first (py-spy names the function it is parked in), then by
+the kernel (wchan/syscall) for native threads and for C calls py-spy cannot see into.
+
+Each wait has a *kind*, and the kinds fall into families the classifier reasons about:
+
+- ``peer``: waits on another rank (collectives, barriers, rendezvous, CUDA synchronize). A job
+  where nothing moves and some rank waits on a peer is deadlocked.
+- ``serve``: the healthy waits of a ready service: event loops (epoll/select), accept, workers
+  reading an empty request queue. Nothing moving in these is idle.
+- ``lock``: blocked on a lock/condition from user code - the ingredient of a lock cycle.
+- ``child``: a launcher waiting for its children (torchrun, subprocess.wait).
+- ``sleep``: timed sleeps, polling loops.
+
+Frame names from py-spy >= 0.4 are qualified (``Queue.get``, ``f.<locals>.wrapper``), so rules
+match the last dotted component, optionally restricted to a file suffix.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+
+from diag.model import Frame
+
+PEER = "peer"
+SERVE = "serve"
+LOCK = "lock"
+CHILD = "child"
+SLEEP = "sleep"
+
+# kind -> family
+FAMILY: Dict[str, str] = {
+    "collective": PEER,
+    "rendezvous": PEER,
+    "synchronize": PEER,
+    "event-loop": SERVE,
+    "accept": SERVE,
+    "queue": SERVE,
+    "socket-read": SERVE,
+    "stdin": SERVE,
+    "lock": LOCK,
+    "condition": LOCK,
+    "join": LOCK,
+    "child": CHILD,
+    "sleep": SLEEP,
+}
+
+# Most specific wins when a stack matches several rules (a queue get runs Condition.wait).
+_PRIORITY: Dict[str, int] = {
+    "collective": 9,
+    "rendezvous": 9,
+    "synchronize": 9,
+    "child": 7,
+    "queue": 6,
+    "event-loop": 6,
+    "accept": 6,
+    "socket-read": 5,
+    "join": 4,
+    "condition": 3,
+    "lock": 3,
+    "sleep": 2,
+    "stdin": 2,
+}
+
+_COLLECTIVES = frozenset(
+    [
+        "all_reduce",
+        "all_reduce_coalesced",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "all_gather_coalesced",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+        "barrier",
+        "monitored_barrier",
+        "send",
+        "recv",
+        "batch_isend_irecv",
+        "_store_based_barrier",
+        "_wait_for_workers",
+        "_barrier",
+        "wait_stream",
+    ]
+)
+_RENDEZVOUS = frozenset(
+    [
+        "init_process_group",
+        "_new_process_group_helper",
+        "new_group",
+        "rendezvous",
+        "_create_c10d_store",
+        "_env_rendezvous_handler",
+        "_tcp_rendezvous_handler",
+        "next_rendezvous",
+        "_rendezvous",
+        "init_device_mesh",
+    ]
+)
+
+
+class _Rule(NamedTuple):
+    names: frozenset  # type: ignore[type-arg]
+    file_suffixes: Tuple[str, ...]  # empty: any file
+    kind: str
+
+
+_RULES: Tuple[_Rule, ...] = (
+    _Rule(_COLLECTIVES, ("distributed_c10d.py", "c10d_logger.py", "distributed.py"), "collective"),
+    _Rule(frozenset({"all_reduce", "barrier", "all_gather", "broadcast"}), (), "collective"),
+    _Rule(
+        _RENDEZVOUS,
+        ("distributed_c10d.py", "rendezvous.py", "api.py", "device_mesh.py"),
+        "rendezvous",
+    ),
+    _Rule(frozenset({"synchronize", "current_stream_synchronize"}), (), "synchronize"),
+    _Rule(frozenset({"get", "_get"}), ("queue.py", "queues.py"), "queue"),
+    _Rule(
+        frozenset({"recv", "recv_bytes", "_recv_bytes", "_recv", "_poll", "poll", "wait"}),
+        ("multiprocessing/connection.py",),
+        "queue",
+    ),
+    _Rule(frozenset({"select", "poll"}), ("selectors.py",), "event-loop"),
+    _Rule(
+        frozenset({"_run_once", "run_forever", "run_until_complete"}),
+        ("base_events.py",),
+        "event-loop",
+    ),
+    _Rule(frozenset({"serve_forever", "handle_request"}), ("socketserver.py",), "event-loop"),
+    _Rule(frozenset({"accept"}), ("socket.py",), "accept"),
+    _Rule(frozenset({"readinto", "recv", "recv_into"}), ("socket.py",), "socket-read"),
+    _Rule(frozenset({"_wait_for_tstate_lock", "join"}), ("threading.py",), "join"),
+    _Rule(frozenset({"wait", "wait_for"}), ("threading.py",), "condition"),
+    _Rule(frozenset({"acquire"}), ("threading.py",), "lock"),
+    _Rule(
+        frozenset({"wait", "_wait", "_try_wait", "communicate", "poll", "join"}),
+        ("subprocess.py", "popen_fork.py", "process.py", "pool.py"),
+        "child",
+    ),
+    _Rule(
+        frozenset({"_monitor_workers", "_invoke_run", "run", "monitor", "wait"}),
+        (
+            "elastic/agent/server/api.py",
+            "local_elastic_agent.py",
+            "subprocess_handler.py",
+            "api.py",
+        ),
+        "child",
+    ),
+    _Rule(frozenset({"sleep"}), ("tasks.py",), "sleep"),
+    _Rule(frozenset({"readline", "read"}), ("<stdin>",), "stdin"),
+)
+
+# Kernel wait channels (prefix match) and syscalls -> kind, for native threads and C calls.
+_WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
+    ("futex_", "lock"),
+    ("do_epoll_wait", "event-loop"),
+    ("ep_poll", "event-loop"),
+    ("do_select", "event-loop"),
+    ("core_sys_select", "event-loop"),
+    ("do_sys_poll", "event-loop"),
+    ("poll_schedule_timeout", "event-loop"),
+    ("hrtimer_nanosleep", "sleep"),
+    ("do_nanosleep", "sleep"),
+    ("inet_csk_accept", "accept"),
+    ("sk_wait_data", "socket-read"),
+    ("unix_stream_read_generic", "socket-read"),
+    ("wait_woken", "socket-read"),
+    ("pipe_read", "queue"),
+    ("pipe_wait", "queue"),
+    ("do_wait", "child"),
+    ("sigsuspend", "sleep"),
+)
+_SYSCALLS: Dict[str, str] = {
+    "futex": "lock",
+    "futex_waitv": "lock",
+    "epoll_wait": "event-loop",
+    "epoll_pwait": "event-loop",
+    "epoll_pwait2": "event-loop",
+    "select": "event-loop",
+    "pselect6": "event-loop",
+    "poll": "event-loop",
+    "ppoll": "event-loop",
+    "accept": "accept",
+    "accept4": "accept",
+    "recvfrom": "socket-read",
+    "recvmsg": "socket-read",
+    "nanosleep": "sleep",
+    "clock_nanosleep": "sleep",
+    "pause": "sleep",
+    "wait4": "child",
+    "waitid": "child",
+}
+
+# Library code a wait passes through on its way to the caller; scanning stops after the first
+# frame outside these, so a user function named `get` deep in a stack is not a queue wait.
+_LIBRARY_MARKERS = (
+    "site-packages/",
+    "dist-packages/",
+    "lib/python",
+    "<frozen",
+    "torch/",
+    "multiprocessing/",
+    "asyncio/",
+    "concurrent/",
+    "http/",
+    "importlib/",
+)
+# py-spy's short filenames drop the directory; these stdlib modules are plumbing too.
+_STDLIB_FILES = frozenset(
+    [
+        "threading.py",
+        "queue.py",
+        "selectors.py",
+        "socket.py",
+        "socketserver.py",
+        "subprocess.py",
+        "ssl.py",
+        "connection.py",
+        "queues.py",
+        "pool.py",
+        "popen_fork.py",
+        "base_events.py",
+        "tasks.py",
+        "events.py",
+        "synchronize.py",
+        "server.py",
+    ]
+)
+
+
+# Decorator frames that say nothing about where a thread is (c10d's logging wrappers, nn.Module).
+WRAPPERS = frozenset(
+    {"wrapper", "inner", "_fn", "decorate_context", "_call_impl", "_wrapped_call_impl", "__call__"}
+)
+
+
+def short_name(frame_name: str) -> str:
+    """``Queue.get`` -> ``get``; ``f.<locals>.wrapper`` -> ``wrapper``."""
+    return frame_name.rsplit(".", 1)[-1] if "." in frame_name else frame_name
+
+
+def is_library(frame: Frame) -> bool:
+    name = frame.filename
+    return (
+        any(marker in name for marker in _LIBRARY_MARKERS)
+        or name.rsplit("/", 1)[-1] in _STDLIB_FILES
+    )
+
+
+def frame_kind(frame: Frame) -> Optional[str]:
+    """The wait kind a single frame names, or None when it is not a known wait."""
+    name = short_name(frame.name)
+    for rule in _RULES:
+        if name in rule.names and (
+            not rule.file_suffixes or frame.filename.endswith(rule.file_suffixes)
+        ):
+            return rule.kind
+    return None
+
+
+def stack_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int]]:
+    """(kind, frame index) of the most specific known wait near the top of a stack, or None.
+
+    Frames are innermost first. Scanning covers the library frames at the top plus the first
+    user frame below them (a user's own ``barrier`` wrapper still counts), then stops.
+    """
+    best: Optional[Tuple[str, int]] = None
+    for index, frame in enumerate(frames):
+        kind = frame_kind(frame)
+        if kind is not None and (best is None or _PRIORITY[kind] > _PRIORITY[best[0]]):
+            best = (kind, index)
+        if not is_library(frame):
+            break
+    return best
+
+
+def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:
+    """The wait kind the kernel reports for a sleeping thread, or None."""
+    if syscall and syscall in _SYSCALLS:
+        return _SYSCALLS[syscall]
+    if wchan and wchan != "0":
+        for prefix, kind in _WCHAN_PREFIXES:
+            if wchan.startswith(prefix):
+                return kind
+    return None
+
+
+def family(kind: Optional[str]) -> Optional[str]:
+    return FAMILY.get(kind) if kind else None
+
+
+def frame_label(frame: Frame) -> str:
+    """How a frame is named in summaries: ``dequantize_int4`` or ``Queue.get``."""
+    return frame.name

@@ -1,0 +1,465 @@
+"""Table-driven verdicts on hand-built series: the edges a naive classifier gets wrong."""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+import pytest
+from series import CUDA, QUEUE, SELECTORS, SOCKETSERVER, THREADING, TORCH, Proc, Thr, build
+
+from diag.classify import classify
+from diag.model import Bundle, Verdict
+
+ALL_REDUCE = [
+    ("all_reduce", TORCH),
+    ("wrapper", "/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py"),
+    ("train_step", "/job/train.py"),
+    ("main", "/job/train.py"),
+]
+BARRIER = [("barrier", TORCH), ("refresh_cache", "/job/train.py"), ("main", "/job/train.py")]
+SYNC = [("synchronize", CUDA), ("train_step", "/job/train.py"), ("main", "/job/train.py")]
+DEQUANT = [
+    ("dequantize_int4", "/job/load.py"),
+    ("load_weights", "/job/load.py"),
+    ("main", "/job/load.py"),
+]
+TRAIN_A = [("forward", "/job/model.py"), ("train_step", "/job/train.py")]
+TRAIN_B = [("backward", "/job/model.py"), ("train_step", "/job/train.py")]
+
+
+def ranks(n: int, stack: object = ALL_REDUCE, **kw: object) -> List[Proc]:
+    return [Proc(pid=100 + r, rank=r, world_size=n, ppid=99, stack=stack, **kw) for r in range(n)]  # type: ignore[arg-type]
+
+
+def _divergent() -> Bundle:
+    procs = ranks(4)
+    procs[2] = Proc(pid=102, rank=2, world_size=4, ppid=99, stack=BARRIER)
+    return build(
+        [
+            Proc(
+                pid=99,
+                role="launcher",
+                stack=[
+                    (
+                        "_monitor_workers",
+                        "/venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py",
+                    )
+                ],
+                wchan="hrtimer_nanosleep",
+                syscall="clock_nanosleep",
+                cmdline=("torchrun",),
+            ),
+            *procs,
+        ]
+    )
+
+
+def _sleeper_diverges() -> Bundle:
+    procs = ranks(3)
+    procs[1] = Proc(
+        pid=101,
+        rank=1,
+        world_size=3,
+        ppid=99,
+        stack=[("rebuild_cache", "/job/train.py"), ("main", "/job/train.py")],
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+    )
+    return build(procs)
+
+
+def _spinning_sync() -> Bundle:
+    return build(ranks(4, stack=SYNC, cpu_pct=100.0, state="R", wchan="0", syscall="running"))
+
+
+def _load_time() -> Bundle:
+    procs = ranks(4, stack=BARRIER)
+    procs[0] = Proc(
+        pid=100,
+        rank=0,
+        world_size=4,
+        ppid=99,
+        stack=DEQUANT,
+        cpu_pct=98.0,
+        state="R",
+        wchan="0",
+        syscall="running",
+        rss_mb_per_s=150.0,
+    )
+    return build(procs, n=4)
+
+
+def _bursty_silent_log() -> Bundle:
+    procs = ranks(2, stack=TRAIN_A, cpu_pct=90.0, state="R", wchan="0", syscall="running")
+    log = [(5000, 50, ("step 40 loss 1.2",))] * 3
+    return build(procs, logs={"/job/train.log": log})
+
+
+def _bursty_log_grows_once() -> Bundle:
+    procs = ranks(
+        2, stack=[TRAIN_A, TRAIN_B, TRAIN_A], cpu_pct=90.0, state="R", wchan="0", syscall="running"
+    )
+    log = [
+        (5000, 50, ("step 40 loss 1.2",)),
+        (5000, 50, ("step 40 loss 1.2",)),
+        (5200, 52, ("step 40 loss 1.2", "step 41 loss 1.1", "step 42 loss 1.0")),
+    ]
+    return build(procs, logs={"/job/train.log": log})
+
+
+def _heartbeat_log() -> Bundle:
+    log = [
+        (
+            1000 + 60 * i,
+            10 + i,
+            tuple(f"[W] still waiting for rank 3 after {30 * j} s" for j in range(i + 1)),
+        )
+        for i in range(3)
+    ]
+    return build(ranks(3), logs={"/job/train.log": log})
+
+
+def _training_logs() -> Bundle:
+    procs = ranks(
+        2,
+        stack=[TRAIN_A, ALL_REDUCE, TRAIN_B],
+        cpu_pct=80.0,
+        state="R",
+        wchan="0",
+        syscall="running",
+        wchar_per_s=3000,
+    )
+    log = [(100 * i, i, tuple(f"step {k} loss 0.{k}" for k in range(i))) for i in (1, 5, 9)]
+    return build(procs, logs={"/job/train.log": log})
+
+
+def _idle_server() -> Bundle:
+    server = Proc(
+        pid=200,
+        role="process",
+        stack=[("select", SELECTORS), ("serve_forever", SOCKETSERVER), ("main", "/srv/app.py")],
+        wchan="do_select",
+        syscall="select",
+        ports=(8080,),
+    )
+    workers = [
+        Proc(
+            pid=201 + k,
+            ppid=200,
+            role="worker",
+            stack=[("wait", THREADING), ("Queue.get", QUEUE), ("worker_loop", "/srv/app.py")],
+        )
+        for k in range(3)
+    ]
+    return build([server, *workers])
+
+
+def _lock_cycle() -> Bundle:
+    main = Proc(
+        pid=300,
+        role="process",
+        stack=[("Thread.join", THREADING), ("main", "/x/locks.py")],
+        futex_addr="0x10",
+        threads=[
+            Thr(
+                1,
+                stack=[("worker_a", "/x/locks.py"), ("Thread.run", THREADING)],
+                futex_addr="0xaa0",
+            ),
+            Thr(
+                2,
+                stack=[("worker_b", "/x/locks.py"), ("Thread.run", THREADING)],
+                futex_addr="0xbb0",
+            ),
+        ],
+    )
+    return build([main])
+
+
+def _gil_call() -> Bundle:
+    return build(
+        [
+            Proc(
+                pid=400,
+                role="process",
+                stack=[("catastrophic_match", "/x/regex.py"), ("main", "/x/regex.py")],
+                cpu_pct=99.0,
+                state="R",
+                wchan="0",
+                syscall="running",
+            )
+        ]
+    )
+
+
+def _slow_read() -> Bundle:
+    return build(
+        [
+            Proc(
+                pid=500,
+                role="process",
+                stack=[("read_chunk", "/x/load.py"), ("main", "/x/load.py")],
+                cpu_pct=3.0,
+                wchan="hrtimer_nanosleep",
+                syscall="clock_nanosleep",
+                rchar_per_s=4e6,
+            )
+        ]
+    )
+
+
+def _gpu_idle_power() -> Bundle:
+    procs = ranks(2, stack=[("forward", "/job/model.py"), ("main", "/job/train.py")])
+    return build(procs, gpu=[(100.0, 70.0, 700.0, (100, 101))])
+
+
+def _gpu_full_power() -> Bundle:
+    procs = ranks(2, stack=[("forward", "/job/model.py"), ("main", "/job/train.py")])
+    return build(procs, gpu=[(100.0, 620.0, 700.0, (100, 101))])
+
+
+def _one_sample_divergent() -> Bundle:
+    procs = ranks(3)
+    procs[2] = Proc(pid=102, rank=2, world_size=3, ppid=99, stack=BARRIER)
+    return build(procs, n=1)
+
+
+def _one_sample_busy() -> Bundle:
+    return build(
+        [
+            Proc(
+                pid=400,
+                role="process",
+                stack=DEQUANT,
+                cpu_pct=99.0,
+                state="R",
+                wchan="0",
+                syscall="running",
+            )
+        ],
+        n=1,
+    )
+
+
+def _dead_rank() -> Bundle:
+    init = [
+        ("_new_process_group_helper", TORCH),
+        ("init_process_group", TORCH),
+        ("<module>", "/job/train.py"),
+    ]
+    procs = ranks(3, stack=init)
+    procs[2] = Proc(pid=102, rank=None, ppid=99, status=["zombie"] * 3, exit_code=3)
+    return build(procs)
+
+
+def _rank_dies_midway() -> Bundle:
+    procs = ranks(3)
+    procs[1] = Proc(
+        pid=101,
+        rank=1,
+        world_size=3,
+        ppid=99,
+        stack=ALL_REDUCE,
+        status=["alive", "zombie", "zombie"],
+        exit_code=1,
+    )
+    return build(procs)
+
+
+def _busy_launcher() -> Bundle:
+    launcher = Proc(
+        pid=99,
+        role="launcher",
+        cmdline=("torchrun",),
+        stack=[("_monitor_workers", "/x/api.py")],
+        cpu_pct=40.0,
+        state="R",
+        wchan="0",
+        syscall="running",
+    )
+    tracker = Proc(
+        pid=98,
+        role="helper",
+        cmdline=("python", "-c", "from multiprocessing.resource_tracker import main"),
+        stack=[("main", "/usr/lib/python3.11/multiprocessing/resource_tracker.py")],
+        wchan="pipe_read",
+        syscall="read",
+    )
+    procs = ranks(3)
+    procs[1] = Proc(pid=101, rank=1, world_size=3, ppid=99, stack=BARRIER)
+    return build([launcher, tracker, *procs])
+
+
+def _mismatch_tie() -> Bundle:
+    procs = ranks(2)
+    procs[1] = Proc(pid=101, rank=1, world_size=2, ppid=99, stack=BARRIER)
+    return build(procs)
+
+
+def _polling_sleeper() -> Bundle:
+    return build(
+        [
+            Proc(
+                pid=600,
+                role="process",
+                stack=[("wait_for_file", "/x/poll.py")],
+                wchan="hrtimer_nanosleep",
+                syscall="clock_nanosleep",
+                wakeups_per_s=1.0,
+                cpu_pct=0.5,
+            )
+        ]
+    )
+
+
+def _queue_cycle() -> Bundle:
+    qs = [("Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py"), ("ask", "/x/pipe.py")]
+    parent = Proc(pid=700, role="process", stack=qs, wchan="pipe_read", syscall="read")
+    child = Proc(pid=701, ppid=700, role="worker", stack=qs, wchan="pipe_read", syscall="read")
+    return build([parent, child])
+
+
+def _all_exited() -> Bundle:
+    return build([Proc(pid=800, status=["alive", "exited", "exited"], exit_code=2)], target_exit=2)
+
+
+def _no_samples() -> Bundle:
+    return build([], n=0)
+
+
+CheckFn = Callable[[Verdict], None]
+
+
+def _suspect_ranks(v: Verdict) -> List[Optional[int]]:
+    return [s.rank for s in v.suspects]
+
+
+CASES: List[Tuple[str, Callable[[], Bundle], str, CheckFn]] = [
+    (
+        "divergent collective",
+        _divergent,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [2] and "barrier" in v.summary),
+    ),
+    (
+        "rank sleeps elsewhere",
+        _sleeper_diverges,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [1] and "rebuild_cache" in v.summary),
+    ),
+    (
+        "spinning synchronize at 100% CPU",
+        _spinning_sync,
+        "deadlocked",
+        lambda v: _assert("spin" in v.summary and any(e.signal == "spin" for e in v.evidence)),
+    ),
+    (
+        "load-time dequantization",
+        _load_time,
+        "slow",
+        lambda v: _assert(
+            _suspect_ranks(v) == [0]
+            and "dequantize_int4" in v.summary
+            and "don't kill" in v.summary
+            and "1\u20133" in v.summary
+        ),
+    ),
+    ("bursty log, silent now", _bursty_silent_log, "slow", lambda v: None),
+    (
+        "bursty log, grew once",
+        _bursty_log_grows_once,
+        "progressing",
+        lambda v: _assert("train.log" in v.summary),
+    ),
+    (
+        "heartbeat log while stuck",
+        _heartbeat_log,
+        "deadlocked",
+        lambda v: _assert(any("repeats a waiting line" in e.detail for e in v.evidence)),
+    ),
+    ("training loop that logs", _training_logs, "progressing", lambda v: None),
+    (
+        "idle server with queue workers",
+        _idle_server,
+        "idle",
+        lambda v: _assert(":8080" in v.summary and not v.suspects),
+    ),
+    (
+        "lock cycle",
+        _lock_cycle,
+        "deadlocked",
+        lambda v: _assert([s.pid for s in v.suspects] == [300] and "0xaa0" in v.summary),
+    ),
+    (
+        "long GIL-holding C call",
+        _gil_call,
+        "slow",
+        lambda v: _assert("one long call" in v.summary and [s.pid for s in v.suspects] == [400]),
+    ),
+    ("throttled read", _slow_read, "slow", lambda v: _assert("I/O-bound" in v.summary)),
+    (
+        "GPU 100% util at idle power",
+        _gpu_idle_power,
+        "deadlocked",
+        lambda v: _assert(any(e.section == "gpu" for e in v.evidence)),
+    ),
+    ("GPU 100% util at full power", _gpu_full_power, "slow", lambda v: None),
+    (
+        "one sample, divergent",
+        _one_sample_divergent,
+        "deadlocked",
+        lambda v: _assert(v.confidence <= 0.5 and "one sample" in v.summary),
+    ),
+    ("one sample, busy", _one_sample_busy, "slow", lambda v: _assert(v.confidence <= 0.5)),
+    (
+        "zombie rank, peers in init",
+        _dead_rank,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [2] and [s.pid for s in v.suspects] == [102]),
+    ),
+    (
+        "rank dies mid-capture",
+        _rank_dies_midway,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [1]),
+    ),
+    (
+        "busy launcher does not dominate",
+        _busy_launcher,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [1]),
+    ),
+    (
+        "two ranks in different collectives",
+        _mismatch_tie,
+        "deadlocked",
+        lambda v: _assert("different places" in v.summary),
+    ),
+    ("polling sleeper", _polling_sleeper, "idle", lambda v: None),
+    (
+        "processes wait on each other's queues",
+        _queue_cycle,
+        "deadlocked",
+        lambda v: _assert(v.confidence <= 0.6),
+    ),
+    (
+        "target exited",
+        _all_exited,
+        "exited",
+        lambda v: _assert(v.exit_code == 2 and "exit code 2" in v.summary),
+    ),
+    ("zero samples", _no_samples, "unknown", lambda v: _assert(v.confidence == 0.0)),
+]
+
+
+def _assert(ok: bool) -> None:
+    assert ok
+
+
+@pytest.mark.parametrize("name,make,state,check", CASES, ids=[c[0] for c in CASES])
+def test_verdict(name: str, make: Callable[[], Bundle], state: str, check: CheckFn) -> None:
+    verdict = classify(make())
+    assert verdict.state == state, verdict.summary
+    assert 0.0 <= verdict.confidence <= 1.0
+    assert verdict.summary.startswith(state)
+    check(verdict)
