@@ -18,7 +18,10 @@ import time
 from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
+import msgspec
+
 from diag.bundle_io import atomic_write_bytes, encode_bundle
+from diag.classify import classify
 from diag.errors import (
     EXIT_MISSING_TOOL,
     EXIT_NO_TARGET,
@@ -185,5 +188,6 @@ def run_capture(
             + PTRACE_REMEDY
         )
     bundle = build_bundle(collector, samples, created_s)
+    bundle = msgspec.structs.replace(bundle, verdict=classify(bundle))
     written = write_outputs(bundle, json_path, collector.redactor)
     return CaptureResult(bundle, written, tuple(notes))

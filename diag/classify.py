@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple
 
+import diag.collectives  # noqa: F401  (registers the Flight Recorder/NCCL/RAS evidence sources)
 from diag.equivalence import odd_classes, rank_classes
 from diag.findings import PROGRESS, STUCK, WORK, Context, Finding, run_sources
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict

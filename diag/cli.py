@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 import click
 
 from diag import __version__
-from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
+from diag.errors import EXIT_FAIL_ON, EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,6 +60,14 @@ def cli() -> None:
     default=None,
     help="Capture every node of this running Slurm job (srun --overlap) and merge.",
 )
+@click.option(
+    "--fail-on",
+    "fail_on",
+    default=None,
+    metavar="STATES",
+    help="Comma-separated verdicts (e.g. deadlocked,slow) that make capture exit with code 10 "
+    "(after writing its outputs).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(
     pid: Optional[int],
@@ -69,6 +77,7 @@ def capture(
     log_paths: List[str],
     command: List[str],
     slurm_job: Optional[int] = None,
+    fail_on: Optional[str] = None,
 ) -> None:
     """Snapshot every process of a job N times and write a JSON bundle.
 
@@ -98,6 +107,9 @@ def capture(
         )
         return
 
+    from diag.watch_session import parse_states
+
+    fail_states = parse_states(fail_on)
     result = run_capture(
         pid, interval_s=interval_s, count=count, out=out, log_paths=tuple(log_paths)
     )
@@ -111,6 +123,16 @@ def capture(
     )
     for path in result.written:
         click.echo(f"wrote {path}")
+    from diag.classify import verdict_line
+
+    verdict = result.bundle.verdict
+    click.echo(verdict_line(verdict))
+    if verdict is not None and verdict.state in fail_states:
+        raise DiagError(
+            f"verdict {verdict.state} matched --fail-on {','.join(sorted(fail_states))}",
+            f"evidence in {result.written[0]}" if result.written else "",
+            EXIT_FAIL_ON,
+        )
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
