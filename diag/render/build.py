@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, LogSample, ProbeFailure, Verdict
 from diag.render import fmt
+from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex, main_thread
 from diag.render.matrix import build_matrix
 from diag.render.ranks import build_futex_groups, build_ranks
@@ -51,6 +52,9 @@ SECTIONS: Dict[str, str] = {
     "stacks": "Distinct stacks",
     "futex": "Futex wait groups",
     "gpu": "GPU",
+    "collectives": "Collectives (Flight Recorder, NCCL RAS)",
+    "nccl-logs": "NCCL log lines",
+    "hosts": "Hosts",
     "env": "Environment",
     "host": "Host",
     "logs": "Logs",
@@ -66,6 +70,13 @@ _ALIASES = {
     "memory": "timelines",
     "timeline": "timelines",
     "log": "logs",
+    "flight-recorder": "collectives",
+    "fr": "collectives",
+    "ras": "collectives",
+    "nccl": "nccl-logs",
+    "nccl_logs": "nccl-logs",
+    "host": "host",
+    "nodes": "hosts",
     "threads": "ranks",
     "ports": "ranks",
     "exit": "ranks",
@@ -136,6 +147,10 @@ def build_view(
         failures=failures,
         failures_more=failures_more,
         timings=_timings(bundle),
+        collectives=build_collectives(index),
+        ras=build_ras(index),
+        nccl_logs=build_nccl_logs(index),
+        hosts=build_hosts(bundle),
     )
 
 
@@ -150,7 +165,8 @@ def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:
     return Meta(
         title=fmt.clip(f"diag: {state} · {cmd or 'capture'}", 120),
         created=fmt.utc(b.created_s),
-        span=f"{fmt.utc(index.t_first_s)} → {fmt.utc(index.t_last_s)} ({fmt.duration(index.t_last_s - index.t_first_s)})",
+        span=f"{fmt.utc(index.t_first_s)} → {fmt.utc(index.t_last_s)} "
+        f"({fmt.duration(index.t_last_s - index.t_first_s)})",
         samples=len(b.samples),
         processes=len(index.procs),
         hosts=tuple(h for h in index.hosts if h),
@@ -185,7 +201,7 @@ def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Bann
         css=_STATE_CSS.get(verdict.state, "none"),
         has_verdict=True,
         source=source,
-        confidence_pct=int(round(verdict.confidence * 100)),
+        confidence_pct=round(verdict.confidence * 100),
         summary=verdict.summary,
         suspects=tuple(suspects),
     )
@@ -347,19 +363,20 @@ def _growth(deltas: Sequence[int]) -> str:
 
 
 def _logs(index: BundleIndex) -> Tuple[LogView, ...]:
-    series: Dict[str, List[Tuple[float, LogSample]]] = {}
+    series: Dict[Tuple[str, str], List[Tuple[float, LogSample]]] = {}
     for sample in index.bundle.samples:
         for log in sample.logs:
-            series.setdefault(log.path, []).append((sample.t_s, log))
+            series.setdefault((log.host, log.path), []).append((sample.t_s, log))
     out = []
-    for path, items in series.items():
+    for (host, path), items in series.items():
         last = items[-1][1]
         deltas = [b.lines - a.lines for (_, a), (_, b) in zip(items, items[1:])]
         head = tuple(fmt.clip(x, MAX_LINE_CHARS) for x in last.head[:MAX_LOG_HEAD])
         tail = tuple(fmt.clip(x, MAX_LINE_CHARS) for x in last.tail[-MAX_LOG_TAIL:])
         out.append(
             LogView(
-                path=path,
+                path=f"{host}:{path}" if host else path,
+                lines_exact=last.lines_exact,
                 exists=last.exists,
                 lines=last.lines,
                 size=fmt.size(last.size_bytes),

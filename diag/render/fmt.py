@@ -21,7 +21,7 @@ def duration(seconds: float) -> str:
     seconds = max(0.0, seconds)
     if seconds < 60:
         return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
-    minutes, sec = divmod(int(round(seconds)), 60)
+    minutes, sec = divmod(round(seconds), 60)
     if minutes < 60:
         return f"{minutes} min {sec} s" if sec else f"{minutes} min"
     hours, minutes = divmod(minutes, 60)

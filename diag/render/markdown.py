@@ -40,7 +40,8 @@ def _suspect_stack(view: ReportView) -> Optional[str]:
     stack = by_anchor.get(chosen.main_stack_anchor)
     if stack is None:
         return None
-    return f"### Stack of the suspect: {chosen.title} (main thread, innermost first)\n\n{_stack_block(stack)}"
+    title = f"### Stack of the suspect: {chosen.title} (main thread, innermost first)"
+    return f"{title}\n\n{_stack_block(stack)}"
 
 
 def render_markdown(view: ReportView) -> str:

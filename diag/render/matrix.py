@@ -8,7 +8,7 @@ signature and this one does not - the rank a maintainer should read first.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from diag.model import ProcessSample
 from diag.render import fmt
@@ -90,15 +90,15 @@ def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
     order = sorted(counts, key=lambda k: -counts[k])  # stable: first seen wins ties
     letters = {k: _letter(n) for n, k in enumerate(order)}
     css = {k: f"c{n % PALETTE}" for n, k in enumerate(order)}
+    peers = _peers(procs)
+    majority = [_majority([row[a] for p, row in zip(procs, grid) if p in peers]) for a, _ in spans]
     holders: Dict[Key, List[Proc]] = {}
     rows = []
     for proc, row in zip(procs, grid):
         cells = []
-        for a, b in spans:
+        for col, (a, b) in enumerate(spans):
             key = row[a]
-            column = [r[a] for r in grid if r[a] != ("special", "absent")]
-            majority = max(column.count(k) for k in set(column)) if column else 0
-            odd = len(column) >= 3 and majority * 2 > len(column) and column.count(key) < majority
+            odd = proc in peers and majority[col] is not None and key != majority[col]
             odd = odd and key != ("special", "absent")
             label = _column_label(samples, a, b)
             cells.append(
@@ -148,6 +148,21 @@ def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
     )
 
 
+def _peers(procs: Sequence[Proc]) -> Set[Proc]:
+    """Who should look alike: the ranks; without ranks, every non-launcher process."""
+    ranks = {p for p in procs if p.info.rank is not None}
+    return ranks if ranks else {p for p in procs if p.info.role not in ("launcher", "helper")}
+
+
+def _majority(column: Sequence[Key]) -> Optional[Key]:
+    """The signature most peers share, if more than half of (at least three) peers do."""
+    present = [k for k in column if k != ("special", "absent")]
+    if len(present) < 3:
+        return None
+    best = max(set(present), key=present.count)
+    return best if present.count(best) * 2 > len(present) else None
+
+
 def _describe(key: Key, stack_of: Dict[Key, str], reg: StackRegistry) -> str:
     if key[0] == "special":
         return _SPECIAL.get(key[1], ("", key[1]))[1]
@@ -173,9 +188,12 @@ def _classes(index: BundleIndex, reg: StackRegistry) -> Tuple[ClassView, ...]:
     out = []
     for rc in index.verdict.classes:
         procs = [p for p in index.procs if p.key[1] in rc.pids]
-        text = ranks_text(procs) if procs else ("ranks " + fmt.runs(rc.ranks) if rc.ranks else "")
-        if not procs and rc.ranks:
+        if procs:
+            text = ranks_text(procs)
+        elif rc.ranks:
             text = ("rank " if len(rc.ranks) == 1 else "ranks ") + fmt.runs(rc.ranks)
+        else:
+            text = ""
         anchor, _ = reg.ref(rc.stack_id, f"class {rc.label}")
         out.append(
             ClassView(label=rc.label, ranks_text=text, signature=rc.signature, stack_anchor=anchor)

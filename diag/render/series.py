@@ -24,7 +24,7 @@ Point = Tuple[float, Optional[float]]  # (t_s, value or None when unknown)
 
 def downsample(points: Sequence[Point], limit: int = MAX_POINTS) -> List[Point]:
     """At most ``limit`` points, each the maximum of its bucket (spikes survive)."""
-    known = [(t, v) for t, v in points if v is not None]
+    known: List[Point] = [(t, v) for t, v in points if v is not None]
     if len(known) <= limit:
         return known
     out: List[Point] = []
@@ -90,7 +90,11 @@ def _log_bytes(bundle: Bundle, proc: Proc) -> List[Point]:
     out: List[Point] = []
     pid = proc.key[1]
     for sample in bundle.samples:
-        mine = [log.size_bytes for log in sample.logs if pid in log.pids]
+        mine = [
+            log.size_bytes
+            for log in sample.logs
+            if pid in log.pids and log.host in ("", proc.key[0])
+        ]
         if mine:
             out.append((sample.t_s, float(sum(mine))))
     return out
@@ -105,7 +109,9 @@ def _gpu_points(bundle: Bundle, proc: Proc, field: str) -> List[Point]:
         values = [
             getattr(d, field)
             for d in sample.gpu.devices
-            if getattr(d, field) is not None and any(p.pid == pid for p in d.processes)
+            if getattr(d, field) is not None
+            and d.host in ("", proc.key[0])
+            and any(p.pid == pid for p in d.processes)
         ]
         if values:
             out.append((sample.t_s, sum(values) / len(values)))
@@ -192,21 +198,23 @@ def build_gpu(index: BundleIndex) -> Gpu:
         return Gpu(available=False, note="no GPU sample in this bundle")
     if not last.available:
         return Gpu(available=False, note=last.reason or "NVML not available")
-    util: Dict[int, List[Point]] = {}
-    power: Dict[int, List[Point]] = {}
+    util: Dict[Tuple[str, int], List[Point]] = {}
+    power: Dict[Tuple[str, int], List[Point]] = {}
     for sample in bundle.samples:
         if sample.gpu is None or not sample.gpu.available:
             continue
         for d in sample.gpu.devices:
-            util.setdefault(d.index, []).append((sample.t_s, d.util_gpu_pct))
-            power.setdefault(d.index, []).append((sample.t_s, d.power_w))
+            util.setdefault((d.host, d.index), []).append((sample.t_s, d.util_gpu_pct))
+            power.setdefault((d.host, d.index), []).append((sample.t_s, d.power_w))
     rows = []
     for d in last.devices:
         owners = []
         for p in d.processes:
-            proc = index.proc_for_pid(p.pid)
+            proc = index.proc_for_pid(p.pid, d.host)
             owners.append(f"{proc.label} ({p.pid})" if proc is not None else str(p.pid))
-        limit = d.power_limit_w or max((v or 0.0 for _, v in power.get(d.index, [])), default=0.0)
+        limit = d.power_limit_w or max(
+            (v or 0.0 for _, v in power.get((d.host, d.index), [])), default=0.0
+        )
         mem = (
             f"{fmt.size(d.mem_used_bytes)} / {fmt.size(d.mem_total_bytes)}"
             if d.mem_used_bytes is not None
@@ -215,7 +223,9 @@ def build_gpu(index: BundleIndex) -> Gpu:
         rows.append(
             GpuRow(
                 index=d.index,
-                name=d.name,
+                name=(f"{d.host}: " if d.host else "")
+                + (d.name or "?")
+                + (f" ({d.error})" if d.error else ""),
                 util=fmt.number(d.util_gpu_pct, "%"),
                 mem=mem,
                 power=fmt.number(d.power_w, "W")
@@ -223,10 +233,18 @@ def build_gpu(index: BundleIndex) -> Gpu:
                 temp=fmt.number(d.temperature_c, "°C"),
                 pids=", ".join(owners) or "–",
                 util_spark=spark(
-                    util.get(d.index, []), index.t_first_s, index.t_last_s, 100.0, _show("pct")
+                    util.get((d.host, d.index), []),
+                    index.t_first_s,
+                    index.t_last_s,
+                    100.0,
+                    _show("pct"),
                 ),
                 power_spark=spark(
-                    power.get(d.index, []), index.t_first_s, index.t_last_s, limit, _show("w")
+                    power.get((d.host, d.index), []),
+                    index.t_first_s,
+                    index.t_last_s,
+                    limit,
+                    _show("w"),
                 ),
             )
         )

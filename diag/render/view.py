@@ -18,18 +18,18 @@ class View(msgspec.Struct, frozen=True, kw_only=True):
     """Base of every view record."""
 
 
-class Link(View):
+class Link(View, frozen=True):
     text: str
     anchor: str = ""
 
 
-class SuspectView(View):
+class SuspectView(View, frozen=True):
     label: str
     reason: str = ""
     anchor: str = ""
 
 
-class Banner(View):
+class Banner(View, frozen=True):
     state: str
     css: str
     has_verdict: bool
@@ -39,7 +39,7 @@ class Banner(View):
     suspects: Tuple[SuspectView, ...] = ()
 
 
-class EvidenceView(View):
+class EvidenceView(View, frozen=True):
     signal: str
     detail: str
     anchor: str
@@ -48,7 +48,7 @@ class EvidenceView(View):
     samples_text: str = ""
 
 
-class Meta(View):
+class Meta(View, frozen=True):
     title: str
     created: str
     span: str
@@ -61,7 +61,7 @@ class Meta(View):
     schema_version: int = 1
 
 
-class Spark(View):
+class Spark(View, frozen=True):
     """One inline-SVG sparkline: ``points`` is the polyline, already scaled to the box."""
 
     points: str = ""
@@ -70,19 +70,19 @@ class Spark(View):
     empty: bool = True
 
 
-class TimelineRow(View):
+class TimelineRow(View, frozen=True):
     label: str
     anchor: str
     suspect: bool
     sparks: Tuple[Spark, ...]
 
 
-class TimelineGroup(View):
+class TimelineGroup(View, frozen=True):
     host: str
     rows: Tuple[TimelineRow, ...]
 
 
-class Timelines(View):
+class Timelines(View, frozen=True):
     metrics: Tuple[str, ...]
     scales: Tuple[str, ...]
     groups: Tuple[TimelineGroup, ...]
@@ -91,21 +91,21 @@ class Timelines(View):
     note: str = ""
 
 
-class MatrixCell(View):
+class MatrixCell(View, frozen=True):
     letter: str
     css: str
     title: str
     odd: bool = False
 
 
-class MatrixRow(View):
+class MatrixRow(View, frozen=True):
     label: str
     anchor: str
     suspect: bool
     cells: Tuple[MatrixCell, ...]
 
 
-class LegendEntry(View):
+class LegendEntry(View, frozen=True):
     letter: str
     css: str
     top: str
@@ -114,14 +114,14 @@ class LegendEntry(View):
     stack_anchor: str = ""
 
 
-class ClassView(View):
+class ClassView(View, frozen=True):
     label: str
     ranks_text: str
     signature: str
     stack_anchor: str = ""
 
 
-class Matrix(View):
+class Matrix(View, frozen=True):
     columns: Tuple[str, ...]
     rows: Tuple[MatrixRow, ...]
     legend: Tuple[LegendEntry, ...]
@@ -129,7 +129,7 @@ class Matrix(View):
     note: str = ""
 
 
-class ThreadRow(View):
+class ThreadRow(View, frozen=True):
     tid: int
     name: str
     state: str
@@ -143,7 +143,7 @@ class ThreadRow(View):
     stack_anchor: str
 
 
-class StackRun(View):
+class StackRun(View, frozen=True):
     samples: str
     stack_anchor: str
     stack_label: str
@@ -151,7 +151,7 @@ class StackRun(View):
     change: str = ""
 
 
-class PyThreadView(View):
+class PyThreadView(View, frozen=True):
     name: str
     tid: int
     runs: Tuple[StackRun, ...]
@@ -159,14 +159,14 @@ class PyThreadView(View):
     note: str = ""
 
 
-class NativeGroup(View):
+class NativeGroup(View, frozen=True):
     count: int
     name: str
     state: str
     wchan: str
 
 
-class RankView(View):
+class RankView(View, frozen=True):
     anchor: str
     title: str
     host: str
@@ -184,19 +184,19 @@ class RankView(View):
     main_stack_anchor: str = ""
 
 
-class FrameView(View):
+class FrameView(View, frozen=True):
     name: str
     where: str
 
 
-class StackView(View):
+class StackView(View, frozen=True):
     anchor: str
     label: str
     frames: Tuple[FrameView, ...]
     used_by: str
 
 
-class FutexGroup(View):
+class FutexGroup(View, frozen=True):
     label: str
     anchor: str
     addr: str
@@ -208,25 +208,26 @@ class FutexGroup(View):
     samples_seen: int
 
 
-class EnvRow(View):
+class EnvRow(View, frozen=True):
     name: str
     value: str
 
 
-class EnvDiff(View):
+class EnvDiff(View, frozen=True):
     label: str
     rows: Tuple[EnvRow, ...]
 
 
-class ProcCommand(View):
+class ProcCommand(View, frozen=True):
     label: str
     command: str
 
 
-class LogView(View):
+class LogView(View, frozen=True):
     path: str
     exists: bool
     lines: int
+    lines_exact: bool
     size: str
     growth: str
     spark: Spark
@@ -235,7 +236,7 @@ class LogView(View):
     skipped_lines: int
 
 
-class FailureRow(View):
+class FailureRow(View, frozen=True):
     sample: str
     probe: str
     target: str
@@ -243,14 +244,14 @@ class FailureRow(View):
     duration: str
 
 
-class TimingRow(View):
+class TimingRow(View, frozen=True):
     probe: str
     mean_ms: str
     max_ms: str
     count: int
 
 
-class GpuRow(View):
+class GpuRow(View, frozen=True):
     index: int
     name: str
     util: str
@@ -262,13 +263,13 @@ class GpuRow(View):
     power_spark: Spark
 
 
-class Gpu(View):
+class Gpu(View, frozen=True):
     available: bool
     note: str
     rows: Tuple[GpuRow, ...] = ()
 
 
-class RankSummary(View):
+class RankSummary(View, frozen=True):
     """One line per process for the terminal summary and the Markdown table."""
 
     label: str
@@ -285,7 +286,47 @@ class RankSummary(View):
     suspect: bool
 
 
-class ReportView(View):
+class CollectiveRow(View, frozen=True):
+    who: str
+    anchor: str
+    pg: str
+    enqueued: str
+    started: str
+    completed: str
+    behind: int
+    last_op: str
+    source: str
+
+
+class NcclLogRow(View, frozen=True):
+    who: str
+    anchor: str
+    kind: str
+    count: int
+    last_line: str
+    when: str
+    seqs: str
+
+
+class RasRow(View, frozen=True):
+    comm: str
+    size: int
+    missing: str
+    dead: str
+    launched: str
+
+
+class HostRow(View, frozen=True):
+    name: str
+    status: str
+    clock_offset: str
+    start_offset: str
+    samples: int
+    dropped: int
+    complete: bool
+
+
+class ReportView(View, frozen=True):
     meta: Meta
     banner: Banner
     evidence: Tuple[EvidenceView, ...]
@@ -305,3 +346,7 @@ class ReportView(View):
     failures: Tuple[FailureRow, ...]
     failures_more: int
     timings: Tuple[TimingRow, ...]
+    collectives: Tuple[CollectiveRow, ...] = ()
+    ras: Tuple[RasRow, ...] = ()
+    nccl_logs: Tuple[NcclLogRow, ...] = ()
+    hosts: Tuple[HostRow, ...] = ()
