@@ -39,8 +39,10 @@ from diag.model import (
     Target,
 )
 from diag.probes.env import parse_environ, select_env
+from diag.probes.gpu import GpuProbe
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
+from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import (
     Identity,
@@ -115,6 +117,9 @@ class Collector:
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
+        # NVML in a killable subprocess; NCCL RAS only where `ncclras` is installed.
+        self.gpu_probe = GpuProbe(timeout_s=probe_timeout_s)
+        self.ras_probe = RasProbe(timeout_s=probe_timeout_s, scrub=self.redactor.scrub)
 
     def host_info(self) -> HostInfo:
         if self._host_info is None:
@@ -259,6 +264,9 @@ class Collector:
             ]
         calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
+        calls.append(self.gpu_probe.call())
+        if self.ras_probe.available():
+            calls.append(self.ras_probe.call())
         results = run_all(calls)
         self.stack_errors = {}
 
@@ -268,6 +276,7 @@ class Collector:
         outcomes: Dict[int, _StackOutcome] = {}
         ports: Dict[int, Tuple[int, ...]] = {}
         logs: Tuple[LogSample, ...] = ()
+        gpu = ras = None
         for call, result in zip(calls, results):
             timings[call.probe] = max(timings.get(call.probe, 0.0), round(result.duration_s, 4))
             failure = result.failure
@@ -296,6 +305,10 @@ class Collector:
                 ports = value
             elif call.probe == "logs":
                 logs = value
+            elif call.probe == "gpu":
+                gpu = value
+            elif call.probe == "ncclras":
+                ras = value
 
         samples: List[ProcessSample] = []
         new_stacks: Dict[str, Stack] = {}
@@ -321,8 +334,10 @@ class Collector:
             duration_s=round(time.monotonic() - started, 4),
             processes=tuple(sorted(samples, key=lambda s: s.pid)),
             logs=logs,
+            gpu=gpu,
             failures=tuple(failures),
             probe_timings_s=timings,
+            ras=ras,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
 
