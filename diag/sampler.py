@@ -116,6 +116,7 @@ class Collector:
         self._exit_codes: Dict[int, Optional[int]] = {}
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
+        self._identity_failures: List[ProbeFailure] = []
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
         # NVML in a killable subprocess; NCCL RAS only where `ncclras` is installed.
         self.gpu_probe = GpuProbe(timeout_s=probe_timeout_s)
@@ -149,10 +150,17 @@ class Collector:
         new = [pid for pid in pids if pid not in self.processes]
         results = run_all(
             [
-                ProbeCall("identity", partial(read_identity, self.procfs, pid), 5.0, pid)
+                ProbeCall(
+                    "identity", partial(read_identity, self.procfs, pid), self.probe_timeout_s, pid
+                )
                 for pid in new
             ]
         )
+        self._identity_failures = [
+            r.failure
+            for r in results
+            if r.failure is not None and "No such file" not in r.failure.reason  # just exited
+        ]
         envs: Dict[int, Dict[str, str]] = {}
         identities: Dict[int, Identity] = {}
         for pid, result in zip(new, results):
@@ -270,7 +278,10 @@ class Collector:
         results = run_all(calls)
         self.stack_errors = {}
 
-        failures: List[ProbeFailure] = []
+        failures = [
+            msgspec.structs.replace(f, host=self.host, sample=index)
+            for f in self._identity_failures
+        ]
         timings: Dict[str, float] = {}
         procs: Dict[int, ProcessSample] = {}
         outcomes: Dict[int, _StackOutcome] = {}
