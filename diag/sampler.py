@@ -255,7 +255,7 @@ class Collector:
     def take_sample(self, index: int) -> SampleDelta:
         t0 = time.time()
         started = time.monotonic()
-        tree = descendants(self.root_pid)
+        tree = self._tree()
         new_processes = self._discover(tree, index)
         in_tree = set(tree)
         live = [pid for pid in tree if pid in self.processes]
