@@ -15,6 +15,7 @@ import msgspec
 
 from diag.bundle_io import load_bundle
 from diag.capture import json_output_path, write_outputs
+from diag.classify import classify
 from diag.errors import DiagError
 from diag.merge import HostPart, MissingHost, describe_hosts, merge_bundles
 from diag.model import Bundle
@@ -28,11 +29,7 @@ class MergeResult(NamedTuple):
 
 
 def _with_verdict(bundle: Bundle) -> Bundle:
-    """The verdict across every rank of every host (when the classifier is installed)."""
-    try:
-        from diag.classify import classify  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        return bundle
+    """The verdict across every rank of every host: the same classifier as one host's."""
     return msgspec.structs.replace(bundle, verdict=classify(bundle))
 
 
