@@ -111,13 +111,13 @@ _PATTERNS: Tuple[Tuple[Pattern[str], str], ...] = (
     ),
     # scheme://user:pass@host and scheme://token@host: the whole userinfo goes.
     (
-        re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@\"'\\<>]+@"),
+        re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s/?#@\"'\\<>]|<redacted>)+@"),
         r"\1" + PLACEHOLDER + "@",
     ),
     # Authorization / Proxy-Authorization headers: everything after the scheme word.
     (
         re.compile(
-            r"((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+)?)"
+            r"((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest)\s+|(?!(?:bearer|basic|token|digest)\s)))"
             + _VALUE,
             re.IGNORECASE,
         ),
@@ -203,7 +203,13 @@ def worth_learning(value: str) -> bool:
     stripped = value.strip()
     if len(stripped) < MIN_SECRET_CHARS or stripped.lower() in _TRIVIAL_VALUES:
         return False
-    return not re.fullmatch(r"[\d.,:+-]+", stripped)
+    if re.fullmatch(r"[\d.,:+-]+", stripped):
+        return False  # ports, counts, versions, IP addresses: scrubbing them mangles numbers
+    try:
+        float(stripped)
+    except ValueError:
+        return True
+    return False
 
 
 def _spellings(value: str) -> Set[str]:

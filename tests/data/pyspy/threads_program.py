@@ -11,6 +11,7 @@ Works on Python 3.9+ (threading.get_native_id).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -36,6 +37,28 @@ def main_sleeper(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def _state(tid: int) -> str:
+    with open(f"/proc/self/task/{tid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def wait_until_parked(threads: "list[threading.Thread]") -> None:
+    """READY only once every waiter sleeps inside its target function (not at the barrier)."""
+    targets = {"lock_waiter", "wait"}
+    for _ in range(2000):
+        frames = sys._current_frames()
+        parked = all(
+            t.ident in frames
+            and frames[t.ident].f_code.co_name in targets
+            and _state(t.native_id or 0) == "S"
+            for t in threads
+        )
+        if parked:
+            return
+        time.sleep(0.005)
+    raise SystemExit("waiters never parked")
+
+
 def main() -> None:
     LOCK.acquire()
     tids = {}
@@ -59,7 +82,7 @@ def main() -> None:
         t.start()
     ready.wait()
     tids["MainThread"] = threading.get_native_id()
-    time.sleep(0.2)  # let the waiters reach their lock / event
+    wait_until_parked(threads)
     print("READY " + " ".join(f"{n!r}={t}" for n, t in tids.items()), flush=True)
     main_sleeper(600)
 
