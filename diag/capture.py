@@ -31,6 +31,7 @@ from diag.errors import (
     DiagError,
 )
 from diag.model import Bundle, ProcessInfo, Sample
+from diag.probes.flight_recorder import enrich_bundle
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION, find_pyspy
 from diag.redact import Redactor
@@ -150,6 +151,7 @@ def run_capture(
     log_paths: Sequence[str] = (),
     procfs: Optional[ProcFS] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
+    fr_dirs: Sequence[str] = (),
 ) -> CaptureResult:
     procfs = procfs if procfs is not None else ProcFS()
     check_target(pid, procfs)
@@ -188,6 +190,8 @@ def run_capture(
             + PTRACE_REMEDY
         )
     bundle = build_bundle(collector, samples, created_s)
+    # Flight Recorder dumps (rank env prefixes, --fr-dir) and the NCCL lines of the logs.
+    bundle = enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
     bundle = msgspec.structs.replace(bundle, verdict=classify(bundle))
     written = write_outputs(bundle, json_path, collector.redactor)
     return CaptureResult(bundle, written, tuple(notes))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import click
 
@@ -68,6 +68,14 @@ def cli() -> None:
     help="Comma-separated verdicts (e.g. deadlocked,slow) that make capture exit with code 10 "
     "(after writing its outputs).",
 )
+@click.option(
+    "--fr-dir",
+    "fr_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, besides the "
+    "ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(
     pid: Optional[int],
@@ -78,6 +86,7 @@ def capture(
     command: List[str],
     slurm_job: Optional[int] = None,
     fail_on: Optional[str] = None,
+    fr_dirs: Tuple[str, ...] = (),
 ) -> None:
     """Snapshot every process of a job N times and write a JSON bundle.
 
@@ -111,7 +120,12 @@ def capture(
 
     fail_states = parse_states(fail_on)
     result = run_capture(
-        pid, interval_s=interval_s, count=count, out=out, log_paths=tuple(log_paths)
+        pid,
+        interval_s=interval_s,
+        count=count,
+        out=out,
+        log_paths=tuple(log_paths),
+        fr_dirs=tuple(fr_dirs),
     )
     for note in result.notes:
         click.echo(f"diag: note: {note}", err=True)

@@ -22,10 +22,14 @@ import json
 import os
 import pickle
 import re
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from diag.model import CollectiveRecord, ProcessInfo, RankCollectives
+import msgspec
+
+from diag.model import Bundle, CollectiveRecord, ProbeFailure, ProcessInfo, RankCollectives
+from diag.probes.runner import ProbeCall, run_all
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
@@ -229,3 +233,39 @@ def merge_records(*groups: Iterable[RankCollectives]) -> Tuple[RankCollectives, 
             if old is None or (rec.dumped_s or 0.0) >= (old.dumped_s or 0.0):
                 best[key] = rec
     return tuple(sorted(best.values(), key=lambda r: (r.host, r.pg, r.rank)))
+
+
+def enrich_bundle(
+    bundle: Bundle,
+    fr_dirs: Sequence[str] = (),
+    scrub: Callable[[str], str] = str,
+    timeout_s: float = 20.0,
+) -> Bundle:
+    """End of a capture or watch: attach the Flight Recorder dumps and the NCCL log summary.
+
+    Both reads run under the runner's timeout (a dump on a hung NFS mount must not hang diag);
+    a failure or an unreadable dump becomes a ``ProbeFailure`` in the bundle, never an error.
+    """
+    from diag.probes import nccl_logs  # here: nccl_logs is a sibling probe, not a dependency
+
+    fr_call = ProbeCall("flight-recorder", partial(collect, bundle.processes, fr_dirs), timeout_s)
+    log_call = ProbeCall(
+        "nccl-logs",
+        partial(nccl_logs.collect, bundle.samples, bundle.processes, scrub),
+        timeout_s,
+    )
+    calls: List[ProbeCall[Any]] = [fr_call, log_call]
+    fr_result, log_result = run_all(calls)
+    failures = [r.failure for r in (fr_result, log_result) if r.failure is not None]
+    records: Tuple[RankCollectives, ...] = bundle.collectives
+    if fr_result.value is not None:
+        found, problems = fr_result.value
+        records = merge_records(bundle.collectives, found)
+        failures += [ProbeFailure(probe="flight-recorder", reason=p) for p in problems]
+    logs = log_result.value if log_result.value is not None else bundle.nccl_logs
+    return msgspec.structs.replace(
+        bundle,
+        collectives=records,
+        nccl_logs=logs,
+        failures=(*bundle.failures, *failures),
+    )
