@@ -43,7 +43,7 @@ def _cell_key(ps: Optional[ProcessSample], reg: StackRegistry) -> Tuple[Key, Opt
 
 
 def _sig_key(sig: Signature) -> Key:
-    return ("sig", *(f"{n}\x00{f}" for n, f in sig))
+    return ("sig", *(f"{n}\x00{f}\x00{line}" for n, f, line in sig))
 
 
 def ranks_text(procs: Sequence[Proc]) -> str:

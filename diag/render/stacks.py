@@ -1,8 +1,9 @@
 """Stack identity for the report: signatures, the distinct-stack registry and stack diffs.
 
-Two ranks "do the same thing" when their main threads run the same functions, not when the
-line numbers match (a rank inside a loop moves between lines), so signatures drop line numbers,
-as LLNL STAT's equivalence classes do. Each distinct stack is rendered once in the report and
+Two ranks "do the same thing" when their main threads run the same functions from the same
+call sites: signatures keep the line numbers of user frames (a rank at line 30 of a script
+while its peers wait at line 28 is the odd one) and drop them for library frames (versions
+differ across nodes), the same rule as the verdict's equivalence classes (diag.equivalence). Each distinct stack is rendered once in the report and
 referenced everywhere else by its label (S1, S2, ...), which keeps a day-long capture small.
 """
 
@@ -14,12 +15,13 @@ from typing import Dict, List, Optional, Set, Tuple
 from diag.model import Frame, Stack
 from diag.render import fmt
 from diag.render.view import FrameView, StackView
+from diag.waits import is_library
 
-Signature = Tuple[Tuple[str, str], ...]
+Signature = Tuple[Tuple[str, str, int], ...]
 
 
 def signature(stack: Stack) -> Signature:
-    return tuple((f.name, f.filename) for f in stack.frames)
+    return tuple((f.name, f.filename, 0 if is_library(f) else f.line) for f in stack.frames)
 
 
 def where(frame: Frame) -> str:
