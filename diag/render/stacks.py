@@ -3,8 +3,9 @@
 Two ranks "do the same thing" when their main threads run the same functions from the same
 call sites: signatures keep the line numbers of user frames (a rank at line 30 of a script
 while its peers wait at line 28 is the odd one) and drop them for library frames (versions
-differ across nodes), the same rule as the verdict's equivalence classes (diag.equivalence). Each distinct stack is rendered once in the report and
-referenced everywhere else by its label (S1, S2, ...), which keeps a day-long capture small.
+differ across nodes), the same rule as the verdict's equivalence classes (diag.equivalence).
+Each distinct stack is rendered once in the report and referenced everywhere else by its label
+(S1, S2, ...), which keeps a day-long capture small.
 """
 
 from __future__ import annotations
