@@ -27,6 +27,7 @@ from diag.errors import EXIT_NO_TARGET, DiagError
 from diag.model import Bundle, ProbeFailure, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.slurm_procs import EXCLUDE_ENV, find_job_processes, job_roots, parents
+from diag.redact import Redactor
 from diag.sampler import Collector
 from diag.slurm_wire import PING, TAG, encode_chunks
 
@@ -49,6 +50,11 @@ class _Out:
         with self._lock:
             self._stream.write(text + "\n")
             self._stream.flush()
+
+
+def _one_line(text: str) -> str:
+    """A reason for the wire: secret-shaped text scrubbed, one short line."""
+    return " ".join(Redactor().scrub(text).split())[:500]
 
 
 def _answer_pings(stdin: IO[str], out: _Out, node: str) -> None:
@@ -147,10 +153,10 @@ def run_node(
         for line in encode_chunks(node, scrubbed_json):
             out.line(line)
     except DiagError as exc:
-        out.line(f"{TAG} error {node} {exc.one_line()}")
+        out.line(f"{TAG} error {node} {_one_line(exc.one_line())}")
         code = exc.exit_code
     except Exception as exc:  # a bug on one node must still leave a reason for the report
-        out.line(f"{TAG} error {node} internal error: {type(exc).__name__}: {exc}")
+        out.line(f"{TAG} error {node} {_one_line(f'internal error: {type(exc).__name__}: {exc}')}")
         code = 1
     out.line(f"{TAG} done {node}")
     return code

@@ -18,7 +18,7 @@ from conftest import run_diag
 from diag.bundle_io import load_bundle, write_bundle
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_REMOTE, DiagError
 from diag.merge import HostPart, MissingHost, describe_hosts, merge_bundles
-from diag.model import Bundle, GpuDevice, GpuSample
+from diag.model import Bundle, GpuDevice, GpuSample, RankCollectives, RankNcclLog
 
 DATA = Path(__file__).resolve().parent / "data" / "merge"
 
@@ -202,3 +202,16 @@ def test_cli_merge_nothing_readable(tmp_path: Path) -> None:
     done = run_diag(["merge", str(tmp_path / "nope.json"), "-o", str(tmp_path / "m")])
     assert done.returncode == EXIT_BAD_BUNDLE
     assert done.stderr.count("\n") == 1 and "cannot read" in done.stderr
+
+
+def test_per_rank_evidence_is_kept_and_labelled(two_hosts: Tuple[Bundle, Bundle]) -> None:
+    a, b = two_hosts
+    a = msgspec.structs.replace(a, nccl_logs=(RankNcclLog(rank=0, timeout_seq=7),))
+    b = msgspec.structs.replace(
+        b,
+        nccl_logs=(RankNcclLog(rank=1, timeout_seq=7),),
+        collectives=(RankCollectives(rank=1, last_completed_seq=6),),
+    )
+    merged = merge_bundles([HostPart(bundle=a), HostPart(bundle=b)])
+    assert [(x.host, x.rank) for x in merged.nccl_logs] == [("node-a", 0), ("node-b", 1)]
+    assert [(x.host, x.rank) for x in merged.collectives] == [("node-b", 1)]
