@@ -42,7 +42,7 @@ def _state(tid: int) -> str:
         return fh.read().rsplit(")", 1)[1].split()[0]
 
 
-def wait_until_parked(threads: "list[threading.Thread]") -> None:
+def wait_until_parked(threads: list[threading.Thread]) -> None:
     """READY only once every waiter sleeps inside its target function (not at the barrier)."""
     targets = {"lock_waiter", "wait"}
     for _ in range(2000):
