@@ -24,7 +24,7 @@ import errno
 import platform
 import time
 from functools import partial
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import msgspec
 
@@ -45,6 +45,7 @@ from diag.probes.logs import LogTracker
 from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import (
+    POOL_WORKER_FILES,
     Identity,
     RankInfo,
     assign_roles,
@@ -52,6 +53,7 @@ from diag.probes.proctree import (
     detect_rank,
     infer_dead_rank,
     read_identity,
+    start_order_groups,
     title_of,
 )
 from diag.probes.resources import read_resources
@@ -114,6 +116,8 @@ class Collector:
         self._ranks: Dict[int, RankInfo] = {}
         self._parents: Dict[int, Optional[int]] = {}
         self._exit_codes: Dict[int, Optional[int]] = {}
+        self._cmdlines: Dict[int, Tuple[str, ...]] = {}
+        self._start_ticks: Dict[int, int] = {}
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
         self._identity_failures: List[ProbeFailure] = []
@@ -172,6 +176,8 @@ class Collector:
             identities[pid] = ident
             envs[pid] = env
             self._parents[pid] = ident.stat.ppid
+            self._cmdlines[pid] = ident.cmdline
+            self._start_ticks[pid] = ident.stat.start_ticks
             self._ranks[pid] = detect_rank(
                 env, ident.cmdline, title_of(ident.cmdline, ident.stat.name)
             )
@@ -203,12 +209,62 @@ class Collector:
                 first_seen_sample=index,
             )
             changed.append(self.processes[pid])
-        for pid, info in list(self.processes.items()):
-            role = roles.get(pid, info.role)
-            if pid not in identities and role != info.role:
-                self.processes[pid] = msgspec.structs.replace(info, role=role)
-                changed.append(self.processes[pid])
+        changed.extend(self._refresh(roles, skip=set(identities)))
         return tuple(changed)
+
+    def _refresh(self, roles: Dict[int, str], skip: Set[int]) -> List[ProcessInfo]:
+        """Re-issue the ProcessInfos whose role or rank changed (a journal keeps the last)."""
+        changed: List[ProcessInfo] = []
+        for pid, info in list(self.processes.items()):
+            rank = self._ranks.get(pid, RankInfo())
+            role = roles.get(pid, info.role)
+            if pid in skip or (role, rank.rank, rank.source) == (
+                info.role,
+                info.rank,
+                info.rank_source,
+            ):
+                continue
+            self.processes[pid] = msgspec.structs.replace(
+                info,
+                role=role,
+                rank=rank.rank,
+                rank_source=rank.source,
+                world_size=info.world_size if info.world_size is not None else rank.world_size,
+            )
+            changed.append(self.processes[pid])
+        return changed
+
+    def _infer_start_order(self, samples: Sequence[ProcessSample]) -> List[ProcessInfo]:
+        """Ranks of spawned/forked sibling groups by start order (``start_order_groups``),
+        once every live member's stacks are in and none runs a worker-pool loop."""
+        if not self.pyspy:
+            return []
+        by_pid = {s.pid: s for s in samples}
+        dead = {pid for pid, s in by_pid.items() if s.status in ("zombie", "exited")}
+        groups = start_order_groups(
+            self._parents, self._ranks, self._cmdlines, self._start_ticks, dead
+        )
+        inferred = False
+        for group in groups:
+            live = [by_pid[p] for p in group if p in by_pid and by_pid[p].status == "alive"]
+            if any(s.py_status != "ok" for s in live) or any(self._in_pool(s) for s in live):
+                continue
+            for rank, pid in enumerate(group):
+                local = self._ranks.get(pid, RankInfo()).local_rank
+                self._ranks[pid] = RankInfo(rank, local, len(group), "inferred:start-order")
+            inferred = True
+        if not inferred:
+            return []
+        return self._refresh(assign_roles(self.root_pid, self._parents, self._ranks), set())
+
+    def _in_pool(self, sample: ProcessSample) -> bool:
+        for thread in sample.threads:
+            stack = self.stacks.get(thread.stack_id or "")
+            if stack and any(
+                marker in frame.filename for frame in stack.frames for marker in POOL_WORKER_FILES
+            ):
+                return True
+        return False
 
     # -- one process -------------------------------------------------------------------------
 
@@ -339,6 +395,10 @@ class Collector:
                     exit_code=self._exit_codes.get(pid),
                 )
             )
+        inferred = {info.pid: info for info in self._infer_start_order(samples)}
+        if inferred:
+            kept = tuple(info for info in new_processes if info.pid not in inferred)
+            new_processes = (*kept, *inferred.values())
         result_sample = Sample(
             index=index,
             t_s=t0,

@@ -146,3 +146,27 @@ def test_collector_keeps_a_dead_rank_marked(spawn) -> None:
 def _state(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as fh:
         return fh.read().rpartition(")")[2].split()[0]
+
+
+@pytest.mark.parametrize("mode", ["fork", "spawn"])
+def test_ranks_set_after_exec_inferred_from_start_order(spawn, tmp_path: Path, mode: str) -> None:
+    """RANK set with os.environ in the child is invisible in /proc: ranks come from the order
+    the siblings started, and the dead one (a zombie) keeps its place."""
+    prog = spawn([sys.executable, str(PROGRAMS / "mp_ranks.py"), mode, "3", "1"])
+    pids = {int(r): p for r, p in json.loads(prog.lines[-1].split("READY", 1)[1]).items()}
+    bundle = _capture(prog.pid, tmp_path / f"mp-{mode}")
+    infos = {p.pid: p for p in bundle.processes}
+    for rank, pid in pids.items():
+        assert (infos[pid].rank, infos[pid].rank_source) == (rank, "inferred:start-order")
+        assert infos[pid].role == "rank"
+    assert infos[prog.pid].role == "launcher" and infos[prog.pid].rank is None
+    assert _last(bundle, pids[1]).status == "zombie"
+
+
+def test_worker_pool_is_not_taken_for_ranks(spawn, tmp_path: Path) -> None:
+    prog = spawn([sys.executable, str(PROGRAMS / "mp_ranks.py"), "pool", "3"])
+    workers = json.loads(prog.lines[-1].split("READY", 1)[1])
+    bundle = _capture(prog.pid, tmp_path / "pool")
+    infos = {p.pid: p for p in bundle.processes}
+    assert all(infos[pid].rank is None for pid in workers)
+    assert all(infos[pid].role == "worker" for pid in workers)

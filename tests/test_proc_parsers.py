@@ -15,6 +15,7 @@ from diag.probes.proctree import (
     infer_dead_rank,
     parse_cmdline,
     read_identity,
+    start_order_groups,
     title_of,
 )
 from diag.probes.resources import parse_io, read_resources
@@ -163,3 +164,25 @@ def test_dead_rank_inferred_only_when_unambiguous() -> None:
     assert infer_dead_rank(parents, ranks, set()) == {}  # no zombie: a helper, not a rank
     two_missing = {pid: RankInfo(pid - 2, None, 5, "env:RANK") for pid in (2, 3, 5)}
     assert infer_dead_rank(parents, two_missing, {4}) == {}
+
+
+def test_start_order_groups() -> None:
+    argv = ("python", "train.py")
+    spawned = ("python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(7)")
+    parents = {1: None, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2, 7: 2}
+    cmdlines = {
+        1: argv,
+        2: argv,
+        3: argv,
+        4: (),
+        5: ("python", "-c", "resource_tracker"),
+        6: spawned,
+        7: spawned,
+    }
+    ticks = {2: 30, 3: 10, 4: 20, 5: 5, 6: 1, 7: 2}
+    groups = start_order_groups(parents, {}, cmdlines, ticks, zombies={4})
+    # 3, 4 (a zombie, argv gone) and 2 by start; 2's spawned children are their own group.
+    assert sorted(groups) == [[3, 4, 2], [6, 7]]
+    ranked = {2: RankInfo(0, source="env:RANK")}
+    assert start_order_groups(parents, ranked, cmdlines, ticks, zombies={4}) == []
+    assert start_order_groups({1: None, 2: 1}, {}, {1: argv, 2: argv}, {}, set()) == []

@@ -13,7 +13,10 @@ Rank detection, first match wins (``rank_source`` records which):
 3. the process title set with setproctitle: ``sglang::scheduler_TP3``,
    ``sglang::scheduler_DP1_TP3`` (TP index), ``VllmWorker rank=2``, ``VLLM::Worker_TP1``;
 4. otherwise only a role from the tree position; except that a zombie child whose environ is
-   gone takes the one rank its siblings' WORLD_SIZE is missing (``inferred:missing-rank``).
+   gone takes the one rank its siblings' WORLD_SIZE is missing (``inferred:missing-rank``),
+   and siblings spawned/forked as a group (torch.multiprocessing.spawn, a loop of
+   multiprocessing.Process) take ranks in start order (``inferred:start-order``) unless their
+   stacks show a worker pool (see ``start_order_groups``).
 
 Roles: ``rank`` (holds a rank), ``helper`` (a descendant of a rank that inherited the same rank
 from the same source, e.g. a forked DataLoader worker), ``launcher`` (has ranked descendants,
@@ -207,6 +210,66 @@ def infer_dead_rank(
         if len(missing) == 1:
             out[dead[0]] = RankInfo(missing.pop(), None, world, "inferred:missing-rank")
     return out
+
+
+# Frames of worker pools whose members are not ranks (DataLoader, multiprocessing.Pool, a
+# ProcessPoolExecutor): a group of forked siblings running one of these is left unranked.
+POOL_WORKER_FILES: Tuple[str, ...] = (
+    "torch/utils/data/_utils/worker.py",
+    "multiprocessing/pool.py",
+    "concurrent/futures/process.py",
+)
+_SPAWN_MAIN = "multiprocessing.spawn import spawn_main"
+
+
+def start_order_groups(
+    parents: Mapping[int, Optional[int]],
+    ranks: Mapping[int, RankInfo],
+    cmdlines: Mapping[int, Tuple[str, ...]],
+    start_ticks: Mapping[int, int],
+    zombies: Set[int],
+) -> List[List[int]]:
+    """Groups of unranked siblings started as one job, oldest first: rank candidates.
+
+    ``torch.multiprocessing.spawn`` and the tutorial loop ``Process(target=run, args=(rank,
+    ...)).start()`` start ranks in rank order and set RANK (if at all) with ``os.environ``
+    after exec, where /proc cannot see it. Siblings that were spawned (``spawn_main``) or
+    forked (argv identical to the parent's) by a parent outside any ranked subtree, none of
+    them ranked, at least two, form a group; zombie siblings (argv gone) belong to it too, so a
+    dead rank keeps its place. The caller still rejects pools (``POOL_WORKER_FILES``)."""
+    ranked = {pid for pid, info in ranks.items() if info.rank is not None}
+
+    def under_rank(pid: int) -> bool:
+        seen: Set[int] = set()
+        while pid in parents and pid not in seen:
+            if pid in ranked:
+                return True
+            seen.add(pid)
+            parent = parents[pid]
+            if parent is None:
+                return False
+            pid = parent
+        return False
+
+    by_parent: Dict[int, List[int]] = {}
+    for pid, ppid in parents.items():
+        if ppid is not None:
+            by_parent.setdefault(ppid, []).append(pid)
+    groups: List[List[int]] = []
+    for ppid, kids in by_parent.items():
+        if under_rank(ppid) or any(k in ranked for k in kids):
+            continue
+        parent_argv = cmdlines.get(ppid, ())
+        members = [
+            k
+            for k in kids
+            if k in zombies
+            or _SPAWN_MAIN in " ".join(cmdlines.get(k, ()))
+            or (parent_argv and cmdlines.get(k) == parent_argv)
+        ]
+        if len(members) - len([k for k in members if k in zombies]) >= 2:
+            groups.append(sorted(members, key=lambda k: (start_ticks.get(k, 0), k)))
+    return groups
 
 
 def parse_cmdline(raw: bytes) -> Tuple[str, ...]:
