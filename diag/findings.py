@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from diag.model import Bundle, Evidence, Suspect
+from diag.probes.gpu import map_devices_to_ranks
 from diag.progress import LogGrowth
 from diag.signals import ProcSignals
 
@@ -71,6 +72,11 @@ def gpu_findings(ctx: Context) -> Iterable[Finding]:
                 limit[dev.index] = dev.power_limit_w
             pids.setdefault(dev.index, set()).update(p.pid for p in dev.processes)
     rank_of = {p.pid: p.rank for p in ctx.procs}
+    # In a container NVML's PIDs are the host's: map by CUDA_VISIBLE_DEVICES/LOCAL_RANK instead.
+    last_gpu = next(
+        (s.gpu for s in reversed(ctx.bundle.samples) if s.gpu and s.gpu.available), None
+    )
+    owners = map_devices_to_ranks(last_gpu, ctx.bundle.processes) if last_gpu else {}
     for index, values in sorted(util.items()):
         mean_util = _mean(values) or 0.0
         mean_power = _mean(power.get(index, []))
@@ -80,6 +86,9 @@ def gpu_findings(ctx: Context) -> Iterable[Finding]:
         idle_w = cap * GPU_IDLE_POWER_FRACTION if cap else GPU_IDLE_POWER_W
         dev_pids = tuple(sorted(pids.get(index, set())))
         ranks = tuple(sorted(r for r in (rank_of.get(p) for p in dev_pids) if r is not None))
+        owner_rank = owners[index][0].rank if index in owners else None
+        if not ranks and owner_rank is not None:
+            ranks = (owner_rank,)
         of_cap = f" of {cap:.0f} W" if cap else ""
         if mean_power <= idle_w:
             detail = (
