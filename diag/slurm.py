@@ -33,8 +33,10 @@ from diag.model import Bundle
 from diag.probes.slurm_procs import EXCLUDE_ENV
 from diag.slurm_wire import PING, Gathered
 
-# Time for a node to start Python, find the job and write its bundle, on top of the sampling.
-_NODE_SLACK_S = 60.0
+# Time for a node to start Python, find the job and write its bundle, on top of the sampling,
+# plus, per sample, a py-spy that runs into its own timeout (10 s) and grace.
+_NODE_SLACK_S = 30.0
+_PER_SAMPLE_SLACK_S = 15.0
 _MAX_PONGS = 3
 
 if TYPE_CHECKING:
@@ -235,7 +237,9 @@ def capture_job(
 ) -> Bundle:
     """Capture every node of a running job and merge; failed nodes are recorded."""
     job = job_info(job_id)
-    limit_s = timeout_s if timeout_s is not None else (count - 1) * interval_s + _NODE_SLACK_S
+    limit_s = timeout_s
+    if limit_s is None:
+        limit_s = (count - 1) * interval_s + _NODE_SLACK_S + count * _PER_SAMPLE_SLACK_S
     argv = srun_argv(job, node_command(job_id, count, interval_s, diag_cmd))
     gathered = run_srun(argv, job.nodes, limit_s)
     parts: List[HostPart] = gathered.parts()

@@ -161,12 +161,13 @@ class Gathered:
             return "; ".join(node.errors)
         if broken:
             return broken
+        tail = [line.strip() for line in self.stderr if line.strip()][-2:]
         if self.timed_out and not node.done:
             seen = "started but sent no bundle" if node.hello_s is not None else "never started"
-            return f"timed out after {limit_s:g}s ({seen})"
+            said = f"; srun said: {' | '.join(tail)}" if tail else ""
+            return f"timed out after {limit_s:g}s ({seen}){said}"
         about = [line.strip() for line in self.stderr if name in line]
         if about:
             return "srun: " + " | ".join(about[-3:])
-        tail = [line.strip() for line in self.stderr if line.strip()][-2:]
         why = f"srun exit code {self.returncode}" if self.returncode is not None else "no output"
         return f"no bundle from the node ({why}{': ' + ' | '.join(tail) if tail else ''})"

@@ -8,6 +8,7 @@ stops them after the session. It skips, printing why, only where Slurm cannot st
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -16,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 from typing import Dict, Iterator, List
 
@@ -37,6 +39,7 @@ from diag.slurm import JobInfo, capture_job, parse_job_line, srun_argv
 from diag.slurm_wire import Gathered, encode_chunks
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 SLURM = HERE / "slurm"
 MERGE_DATA = HERE / "data" / "merge"
 SECRET = "hf_PlantedSecretValue0123456789abcdef"
@@ -458,3 +461,33 @@ def test_bundle_lines_fit_srun_messages() -> None:
     bundle = load_bundle(MERGE_DATA / "node-b.json")
     lines = list(encode_chunks("a-rather-long-node-name-0042", encode_bundle(bundle)))
     assert max(len(line) for line in lines) < 1000
+
+
+@pytest.mark.slurm
+def test_chunk_lines_survive_real_srun_interleaving(slurm_cluster: Cluster) -> None:
+    """The wire's premise, on a real srun: 4 tasks write ~900 chunk lines each at once; lines
+    interleave but stay whole, so every blob is rebuilt exactly."""
+    sys.path.insert(0, str(SLURM))
+    from emit_chunks import blob
+
+    job = slurm_cluster.submit(1, {})
+    try:
+        job.wait_ready(1)
+        done = subprocess.run(
+            ["srun", "--overlap", f"--jobid={job.job_id}", "--ntasks=4", "-O",
+             sys.executable, str(SLURM / "emit_chunks.py")],
+            capture_output=True, text=True, env=dict(slurm_cluster.env, PYTHONPATH=str(REPO)),
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        job.cancel()
+    assert done.returncode == 0, done.stderr
+    gathered = Gathered([f"t{i}" for i in range(4)])
+    for line in done.stdout.splitlines():
+        gathered.feed(line, 0.0)
+    assert gathered.all_done()
+    for i in range(4):
+        node = gathered.nodes[f"t{i}"]
+        assert node.total is not None and node.total > 100
+        data = "".join(node.chunks[k] for k in range(node.total))
+        assert zlib.decompress(base64.b64decode(data)) == blob(i)
