@@ -2,22 +2,40 @@
 
 A GitHub comment holds about 65,000 characters, so the text is hard-capped at ``MAX_CHARS``:
 sections are added most-important first and the first one that does not fit is cut with a
-pointer to the HTML report. Table cells are escaped so a ``|`` in a frame name cannot break
-the table.
+pointer to the HTML report. Python names are full of Markdown syntax (``<module>`` is an HTML
+tag to GitHub, ``__init__`` turns bold), so free text is escaped outside its `code spans`,
+frames are always code, and table cells escape ``|``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional
 
 from diag.render.view import ReportView, StackView
 
 MAX_CHARS = 60_000
 _CUT = "\n\n_… cut to fit a GitHub comment; see the HTML report for the rest._\n"
+_CODE_SPAN = re.compile(r"(`[^`]+`)")
+_SPECIAL = re.compile(r"([\\*_\[\]<>&#~])")
 
 
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ") or " "
+def text(value: str) -> str:
+    """Escape Markdown/HTML syntax in ``value`` except inside its `code spans`."""
+    parts = _CODE_SPAN.split(value)
+    return "".join(p if i % 2 else _SPECIAL.sub(r"\\\1", p) for i, p in enumerate(parts))
+
+
+def code(value: str) -> str:
+    """``value`` as an inline code span (empty stays empty)."""
+    if not value:
+        return ""
+    fence = "``" if "`" in value else "`"
+    return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ") or " "
 
 
 def _table(header: List[str], rows: List[List[str]]) -> str:
@@ -40,107 +58,94 @@ def _suspect_stack(view: ReportView) -> Optional[str]:
     stack = by_anchor.get(chosen.main_stack_anchor)
     if stack is None:
         return None
-    title = f"### Stack of the suspect: {chosen.title} (main thread, innermost first)"
+    title = f"### Stack of the suspect: {text(chosen.title)} (main thread, innermost first)"
     return f"{title}\n\n{_stack_block(stack)}"
 
 
-def render_markdown(view: ReportView) -> str:
+def _header(view: ReportView) -> List[str]:
     b, m = view.banner, view.meta
     head = f"## diag: {b.state.upper()}"
     if b.confidence_pct is not None:
         head += f" (confidence {b.confidence_pct}%)"
     parts: List[str] = [head]
     if b.summary:
-        parts.append(f"> {b.summary}")
+        parts.append(f"> {text(b.summary)}")
     capture = f"**Capture:** {m.span}, {m.samples} samples, {m.processes} processes"
     if m.command:
-        capture += "; `" + m.command.replace("`", "'") + "`"
+        capture += "; " + code(m.command)
     if not m.complete:
         capture += " — **cut short** (rebuilt from the journal)"
     if b.source == "computed":
         capture += " — verdict computed when this report was rendered"
     parts.append(capture)
+    return parts
+
+
+def render_markdown(view: ReportView) -> str:
+    parts = _header(view)
+    b = view.banner
     if b.suspects:
-        parts.append(
-            "### Suspects\n\n"
-            + "\n".join(
-                f"- **{s.label}**" + (f": {s.reason}" if s.reason else "") for s in b.suspects
-            )
-        )
+        lines = [
+            f"- **{text(s.label)}**" + (f": {text(s.reason)}" if s.reason else "")
+            for s in b.suspects
+        ]
+        parts.append("### Suspects\n\n" + "\n".join(lines))
     if view.evidence:
         items = []
         for n, e in enumerate(view.evidence, 1):
             extra = ", ".join(x for x in (e.ranks_text, e.samples_text) if x)
-            items.append(f"{n}. `{e.signal}` {e.detail}" + (f" ({extra})" if extra else ""))
+            items.append(
+                f"{n}. {code(e.signal)} {text(e.detail)}" + (f" ({extra})" if extra else "")
+            )
         parts.append("### Evidence\n\n" + "\n".join(items))
     if view.matrix.classes:
+        rows = [[text(c.label), c.ranks_text, code(c.signature)] for c in view.matrix.classes]
         parts.append(
-            "### Equivalence classes\n\n"
-            + _table(
-                ["class", "processes", "signature"],
-                [[c.label, c.ranks_text, c.signature] for c in view.matrix.classes],
-            )
+            "### Equivalence classes\n\n" + _table(["class", "processes", "signature"], rows)
         )
     if view.matrix.legend:
-        parts.append(
-            "### Main-thread stack signatures\n\n"
-            + _table(
-                ["sig", "innermost frame", "call chain", "seen on"],
-                [
-                    [f"`{entry.letter}`", entry.top, entry.where, entry.ranks_text]
-                    for entry in view.matrix.legend
-                ],
-            )
-        )
+        rows = [
+            [code(e.letter), code(e.top) if e.stack_anchor else text(e.top), code(e.where),
+             e.ranks_text]
+            for e in view.matrix.legend
+        ]  # fmt: skip
+        header = ["sig", "innermost frame", "call chain", "seen on"]
+        parts.append("### Main-thread stack signatures\n\n" + _table(header, rows))
     stack = _suspect_stack(view)
     if stack:
         parts.append(stack)
     if view.rank_table:
-        parts.append(
-            "### Processes (last sample)\n\n"
-            + _table(
-                [
-                    "process",
-                    "pid",
-                    "status",
-                    "state",
-                    "CPU",
-                    "RSS",
-                    "threads",
-                    "sig",
-                    "main thread",
-                ],
-                [
-                    [
-                        r.label + (" **(suspect)**" if r.suspect else ""),
-                        str(r.pid),
-                        r.status,
-                        r.state,
-                        r.cpu_pct,
-                        r.rss,
-                        str(r.threads),
-                        r.signature,
-                        r.top,
-                    ]
-                    for r in view.rank_table
-                ],
-            )
-        )
+        header = [
+            "process",
+            "pid",
+            "status",
+            "state",
+            "CPU",
+            "RSS",
+            "threads",
+            "sig",
+            "main thread",
+        ]
+        rows = [
+            [text(r.label) + (" **(suspect)**" if r.suspect else ""), str(r.pid), r.status, r.state,
+             r.cpu_pct, r.rss, str(r.threads), code(r.signature), code(r.top)]
+            for r in view.rank_table
+        ]  # fmt: skip
+        parts.append("### Processes (last sample)\n\n" + _table(header, rows))
     if view.failures:
         parts.append(
             f"_{len(view.failures) + view.failures_more} probe failure(s); see the HTML report._"
         )
-    parts.append(f"<sub>diag {m.diag_version} · captured {m.created}</sub>")
+    parts.append(f"<sub>diag {view.meta.diag_version} · captured {view.meta.created}</sub>")
     return _cap(parts)
 
 
 def _cap(parts: List[str]) -> str:
     out = ""
     for part in parts:
-        piece = (part + "\n\n") if out or part else part
+        piece = part + "\n\n"
         if len(out) + len(piece) + len(_CUT) > MAX_CHARS:
-            room = MAX_CHARS - len(out) - len(_CUT)
-            cut = piece[: max(0, room)]
+            cut = piece[: max(0, MAX_CHARS - len(out) - len(_CUT))]
             if cut.count("```") % 2:  # never leave a code block open
                 cut = cut[: cut.rfind("```")]
             return (out + cut).rstrip() + _CUT
