@@ -237,7 +237,9 @@ def _watchdog_findings(
                 f"rank {rank}'s last enqueued NCCL work is #{seq} while others reached #{top}: "
                 "it never joined the collective the others wait in"
             )
-            suspects = _suspect(rank, _pid_of(processes, rank), "", detail)
+            pid = next((lg.pid for lg in logs if lg.rank == rank and lg.pid is not None), None)
+            pid = pid if pid is not None else _pid_of(processes, rank)
+            suspects = _suspect(rank, pid, "", detail)
             out.append(_finding("nccl-watchdog-lag", detail, "nccl-logs", [rank], suspects))
     return out
 

@@ -31,6 +31,9 @@ class LogGrowth:
     intervals: int  # pairs of consecutive samples where the file was seen
     heartbeat: bool
     new_lines: Tuple[str, ...]
+    # Every rank writing it (or every writer, when none is a rank) is dead by the last sample:
+    # what it grew by is a dying process's last words (a CUDA error traceback), not progress.
+    writers_dead: bool = False
 
     @property
     def grew(self) -> bool:
@@ -38,7 +41,7 @@ class LogGrowth:
 
     @property
     def progress(self) -> bool:
-        return self.grew and not self.heartbeat
+        return self.grew and not self.heartbeat and not self.writers_dead
 
 
 def _template(line: str) -> str:
@@ -58,6 +61,13 @@ def _new_lines(first: LogSample, last: LogSample) -> Tuple[str, ...]:
     """Lines of the last tail that were not in the first one (best effort, tails are short)."""
     seen = set(first.tail)
     return tuple(line for line in last.tail if line not in seen)
+
+
+def _writers_dead(bundle: Bundle, pids: Tuple[int, ...]) -> bool:
+    last = {ps.pid: ps.status for ps in bundle.samples[-1].processes} if bundle.samples else {}
+    ranked = {p.pid for p in bundle.processes if p.rank is not None}
+    writers = [p for p in pids if p in ranked] or list(pids)
+    return bool(writers) and all(last.get(p) in ("zombie", "exited") for p in writers)
 
 
 def log_growth(bundle: Bundle) -> List[LogGrowth]:
@@ -92,6 +102,7 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 intervals=max(0, len(present) - 1),
                 heartbeat=is_heartbeat(new),
                 new_lines=new,
+                writers_dead=_writers_dead(bundle, pids),
             )
         )
     return out

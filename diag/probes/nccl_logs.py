@@ -220,8 +220,14 @@ def _attribute(
         if len(owners) == 1:
             return (host, "rank", owners[0].rank or 0), owners[0]
     pid = hit.pid
-    if pid is None and len(entry.pids) == 1:
-        pid = entry.pids[0]  # a log only one process writes: its lines are that process's
+    if pid is None:
+        # A log only one rank writes (a launcher may hold it open too): its lines are that
+        # rank's. A file shared by several ranks needs the rank or PID in the line itself.
+        writers = [p for p in mine if p.pid in entry.pids and p.rank is not None]
+        if len(writers) == 1:
+            pid = writers[0].pid
+        elif len(entry.pids) == 1:
+            pid = entry.pids[0]
     if pid is None:
         return (host, "?", 0), None
     owner = next((p for p in mine if p.pid == pid), None)
@@ -331,18 +337,19 @@ def collect(
         if e.seen_t_s is not None:
             first_seen.setdefault((e.path, e.line), e.seen_t_s)
     entries: List[LogEntry] = []
-    latest: Dict[str, LogSample] = {}
+    # Every PID ever seen writing a file: a rank that died no longer holds its log open.
+    writers: Dict[str, Tuple[int, ...]] = {}
     for sample in samples:
         for log in sample.logs:
             if log.host == host:
-                latest[log.path] = log
-    for path, log in latest.items():
+                writers[log.path] = tuple(sorted({*writers.get(log.path, ()), *log.pids}))
+    for path, pids in writers.items():
         try:
             lines = read_file_lines(path)
         except OSError:
-            entries.extend(e for e in tail_entries if e.path == path)
+            entries.extend(e._replace(pids=pids) for e in tail_entries if e.path == path)
             continue
         for raw in lines:
             line = scrub(raw)
-            entries.append(LogEntry(path, line, first_seen.get((path, line)), log.pids, host))
+            entries.append(LogEntry(path, line, first_seen.get((path, line)), pids, host))
     return summarize(entries, processes)
