@@ -30,7 +30,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Base of every record: immutable, keyword-only, defaults left out of the JSON."""
 
 
-class Frame(Record):
+class Frame(Record, frozen=True):
     """One Python frame as py-spy reports it (innermost first in a stack)."""
 
     name: str
@@ -39,13 +39,13 @@ class Frame(Record):
     module: Optional[str] = None
 
 
-class Stack(Record):
+class Stack(Record, frozen=True):
     """A Python call stack, innermost frame first, shared by id between threads and samples."""
 
     frames: Tuple[Frame, ...] = ()
 
 
-class IoCounters(Record):
+class IoCounters(Record, frozen=True):
     """/proc/P/io: rchar/wchar count every read()/write() (page cache too); *_bytes hit storage."""
 
     rchar: int = 0
@@ -56,7 +56,7 @@ class IoCounters(Record):
     write_bytes: int = 0
 
 
-class ThreadSample(Record):
+class ThreadSample(Record, frozen=True):
     """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
 
     tid: int
@@ -79,7 +79,7 @@ class ThreadSample(Record):
     owns_gil: Optional[bool] = None
 
 
-class ProcessSample(Record):
+class ProcessSample(Record, frozen=True):
     """One process at one instant. ``status`` is alive | zombie | exited | unreadable."""
 
     pid: int
@@ -100,7 +100,7 @@ class ProcessSample(Record):
     exit_code: Optional[int] = None
 
 
-class LogSample(Record):
+class LogSample(Record, frozen=True):
     """One log file at one instant; ``tail`` lines are already redacted."""
 
     path: str
@@ -118,12 +118,12 @@ class LogSample(Record):
     tail: Tuple[str, ...] = ()
 
 
-class GpuProcess(Record):
+class GpuProcess(Record, frozen=True):
     pid: int
     used_memory_bytes: Optional[int] = None
 
 
-class GpuDevice(Record):
+class GpuDevice(Record, frozen=True):
     index: int
     host: str = ""  # set by diag merge: device indexes repeat on every host
     uuid: str = ""
@@ -141,7 +141,7 @@ class GpuDevice(Record):
     error: Optional[str] = None  # e.g. "GPU is lost": the device answered nothing else
 
 
-class GpuSample(Record):
+class GpuSample(Record, frozen=True):
     """NVML at one instant. ``available`` False (no driver, no GPU) is normal, not a failure."""
 
     available: bool = False
@@ -150,7 +150,7 @@ class GpuSample(Record):
     devices: Tuple[GpuDevice, ...] = ()
 
 
-class RasRank(Record):
+class RasRank(Record, frozen=True):
     """One rank of a communicator as NCCL RAS reports it (``missing``: it did not answer)."""
 
     rank: int
@@ -164,14 +164,14 @@ class RasRank(Record):
     coll_counts: Dict[str, int] = {}
 
 
-class RasCommunicator(Record):
+class RasCommunicator(Record, frozen=True):
     comm_hash: str
     size: int = 0
     missing_ranks: int = 0
     ranks: Tuple[RasRank, ...] = ()
 
 
-class RasSnapshot(Record):
+class RasSnapshot(Record, frozen=True):
     """One `ncclras` query. Old NCCL (no ``-f json``) leaves only the redacted ``text``."""
 
     nccl_version: str = ""
@@ -179,7 +179,7 @@ class RasSnapshot(Record):
     text: str = ""
 
 
-class ProbeFailure(Record):
+class ProbeFailure(Record, frozen=True):
     """A probe that failed or timed out; the rest of the sample is kept."""
 
     probe: str
@@ -190,7 +190,7 @@ class ProbeFailure(Record):
     sample: Optional[int] = None
 
 
-class Sample(Record):
+class Sample(Record, frozen=True):
     """Everything read in one sampling round; each process record has its own timestamp."""
 
     index: int
@@ -204,7 +204,7 @@ class Sample(Record):
     ras: Optional[RasSnapshot] = None
 
 
-class ProcessInfo(Record):
+class ProcessInfo(Record, frozen=True):
     """What does not change about a process: identity, role, rank, redacted argv and env."""
 
     pid: int
@@ -224,7 +224,7 @@ class ProcessInfo(Record):
     first_seen_sample: int = 0
 
 
-class HostInfo(Record):
+class HostInfo(Record, frozen=True):
     hostname: str = ""
     kernel: str = ""
     machine: str = ""
@@ -237,7 +237,7 @@ class HostInfo(Record):
     pyspy_version: Optional[str] = None
 
 
-class HostEntry(Record):
+class HostEntry(Record, frozen=True):
     """One host of a merged (multi-node) bundle: its identity, whether it was captured, and its
     clock. ``clock_offset_s`` is this host's clock minus the reference clock, *measured* (the
     Slurm controller timestamps a line each node prints); None when nothing measured it.
@@ -257,7 +257,7 @@ class HostEntry(Record):
     complete: bool = True
 
 
-class Target(Record):
+class Target(Record, frozen=True):
     """What was asked for: a PID, or a command diag launched (``launched``)."""
 
     root_pid: Optional[int] = None
@@ -268,7 +268,7 @@ class Target(Record):
     hosts: Tuple[str, ...] = ()
 
 
-class CollectiveRecord(Record):
+class CollectiveRecord(Record, frozen=True):
     """One Flight Recorder entry: a collective (or p2p op) as one rank recorded it."""
 
     seq: int  # collective_seq_id (p2p_seq_id for p2p ops)
@@ -279,7 +279,7 @@ class CollectiveRecord(Record):
     sizes: str = ""  # input sizes, compact, e.g. "[[4]]"
 
 
-class RankCollectives(Record):
+class RankCollectives(Record, frozen=True):
     """Flight Recorder view of one rank in one process group (seq ids count per group)."""
 
     rank: int
@@ -295,7 +295,7 @@ class RankCollectives(Record):
     recent: Tuple[CollectiveRecord, ...] = ()  # the last few entries, oldest first
 
 
-class LogSignal(Record):
+class LogSignal(Record, frozen=True):
     """One kind of NCCL/CUDA log line seen for one rank: how often, the last one, when."""
 
     kind: str  # nccl_warn | nccl_error | watchdog_timeout | cuda_error | xid | nccl_info
@@ -305,7 +305,7 @@ class LogSignal(Record):
     path: str = ""
 
 
-class RankNcclLog(Record):
+class RankNcclLog(Record, frozen=True):
     """NCCL evidence from one rank's logs, including torch watchdog sequence numbers."""
 
     rank: Optional[int] = None
@@ -318,7 +318,7 @@ class RankNcclLog(Record):
     last_completed_seq: Optional[int] = None
 
 
-class Evidence(Record):
+class Evidence(Record, frozen=True):
     """One observation behind a verdict; ``section`` is the report anchor that shows it."""
 
     signal: str
@@ -329,14 +329,14 @@ class Evidence(Record):
     section: str = ""
 
 
-class Suspect(Record):
+class Suspect(Record, frozen=True):
     pid: int
     rank: Optional[int] = None
     host: str = ""
     reason: str = ""
 
 
-class RankClass(Record):
+class RankClass(Record, frozen=True):
     """Ranks whose main-thread stacks match (LLNL STAT's equivalence classes)."""
 
     signature: str
@@ -346,7 +346,7 @@ class RankClass(Record):
     stack_id: Optional[str] = None
 
 
-class Verdict(Record):
+class Verdict(Record, frozen=True):
     state: str
     confidence: float = 0.0
     summary: str = ""
@@ -356,7 +356,7 @@ class Verdict(Record):
     exit_code: Optional[int] = None
 
 
-class Bundle(Record, omit_defaults=False):
+class Bundle(Record, frozen=True, omit_defaults=False):
     """The whole capture: what `diag report` renders and `diag merge` combines."""
 
     schema_version: int = SCHEMA_VERSION
