@@ -113,6 +113,7 @@ def capture(
             out=out,
             log_paths=log_paths,
             echo=lambda line: click.echo(line, err=True),
+            fr_dirs=fr_dirs,
         )
         return
 
@@ -185,6 +186,14 @@ def capture(
 @click.option(
     "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
 )
+@click.option(
+    "--fr-dir",
+    "fr_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, besides the "
+    "ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def watch(
     pid: Optional[int],
@@ -196,6 +205,7 @@ def watch(
     fail_after: int,
     log_paths: List[str],
     command: List[str],
+    fr_dirs: Tuple[str, ...] = (),
 ) -> None:
     """Sample a job (--pid P, or launch `-- CMD ARGS...`) until stopped, keeping the report current.
 
@@ -216,6 +226,7 @@ def watch(
         fail_after=fail_after,
         log_paths=log_paths,
         echo=lambda line: click.echo(line, err=True),
+        fr_dirs=fr_dirs,
     )
 
 

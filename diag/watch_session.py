@@ -29,6 +29,7 @@ from diag.capture import check_target, require_pyspy, write_outputs
 from diag.errors import EXIT_FAIL_ON, EXIT_OUTPUT, EXIT_USAGE, DiagError
 from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, describe_exit, launch
 from diag.model import STATES, Bundle, Verdict
+from diag.probes.flight_recorder import FrTracker
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor
 from diag.sampler import Collector
@@ -126,9 +127,11 @@ def run_session(
     log_paths: Sequence[str] = (),
     echo: Callable[[str], None],
     journal: bool = True,
+    fr_dirs: Sequence[str] = (),
 ) -> Tuple[WatchResult, Outputs]:
     """Attach (or launch), watch until a stop condition, and write the final outputs."""
     outputs = output_base(out, Path(argv[0]).name if argv else str(pid))
+    dumps = FrTracker(fr_dirs)  # Flight Recorder dumps appear when a watchdog fires
     stop = StopRequest()
     forwarding = SignalForwarding(stop)
     with forwarding:
@@ -137,7 +140,7 @@ def run_session(
         json_path = outputs.with_ext(".json")
 
         def writer(bundle: Bundle, final: bool) -> None:
-            write_outputs(bundle, json_path, redactor)
+            write_outputs(dumps.attach(bundle), json_path, redactor)
 
         opts = msgspec.structs.replace(
             options, journal_path=outputs.with_ext(".jsonl") if journal else None
@@ -147,7 +150,7 @@ def run_session(
                 attached.collector,
                 opts,
                 writer=writer,
-                classify=_classify,
+                classify=lambda bundle: _classify(dumps.attach(bundle)),
                 echo=echo,
                 stop=stop,
                 launched=attached.launched,
@@ -239,6 +242,7 @@ def watch_command(
     fail_after: int,
     log_paths: Sequence[str],
     echo: Callable[[str], None],
+    fr_dirs: Sequence[str] = (),
 ) -> None:
     """``diag watch``: status lines and the summary go to ``echo`` (stderr); raises
     ``DiagError(EXIT_FAIL_ON)`` once the evidence is written if ``--fail-on`` fired."""
@@ -254,7 +258,13 @@ def watch_command(
         fail_after=fail_after,
     )
     result, outputs = run_session(
-        pid=pid, argv=argv, out=out, options=options, log_paths=log_paths, echo=echo
+        pid=pid,
+        argv=argv,
+        out=out,
+        options=options,
+        log_paths=log_paths,
+        echo=echo,
+        fr_dirs=fr_dirs,
     )
     for line in _summary(result, outputs, journal=True):
         echo(line)
@@ -270,6 +280,7 @@ def capture_launched(
     out: Optional[str],
     log_paths: Sequence[str],
     echo: Callable[[str], None],
+    fr_dirs: Sequence[str] = (),
 ) -> None:
     """``diag capture -- CMD``: ``count`` samples from the command's first second, then (if it
     still runs) stay attached until it exits and record its exit code; no journal."""
@@ -282,6 +293,7 @@ def capture_launched(
         log_paths=log_paths,
         echo=echo,
         journal=False,
+        fr_dirs=fr_dirs,
     )
     for line in _summary(result, outputs, journal=False):
         echo(line)

@@ -190,3 +190,24 @@ def test_all_ranks_inside_one_collective_and_a_missing_dump() -> None:
     assert signals["fr-missing"].evidence.ranks == (2,)
     assert "all_gather #7" in signals["fr-all-waiting"].evidence.detail
     assert not signals["fr-all-waiting"].suspects
+
+
+@pytest.mark.torch
+@pytest.mark.slow
+def test_watch_with_fr_dir_names_the_laggard(fr_job: Any, tmp_path: Path) -> None:
+    job, directory, ranks = fr_job
+    copy = tmp_path / "collected"
+    copy.mkdir()
+    for rank in range(3):
+        (copy / f"trace_{rank}").write_bytes((directory / f"fr_rank_{rank}").read_bytes())
+    out = tmp_path / "watch.html"
+    args = ["watch", "--pid", str(job.pid), "--count", "2", "--interval", "1", "-o", str(out)]
+    result = run_diag([*args, "--fr-dir", str(copy)])
+    assert result.returncode == 0, result.stderr
+    bundle = load_bundle(tmp_path / "watch.json")
+    assert {(r.rank, Path(r.source).parent) for r in bundle.collectives} == {
+        (r, copy) for r in range(3)
+    }
+    assert bundle.verdict is not None
+    assert any(s.rank == 2 and s.pid == ranks[2] for s in bundle.verdict.suspects)
+    assert "rank 2 never entered all_reduce #5" in out.read_text()

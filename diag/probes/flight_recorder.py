@@ -269,3 +269,44 @@ def enrich_bundle(
         nccl_logs=logs,
         failures=(*bundle.failures, *failures),
     )
+
+
+class FrTracker:
+    """A watch's view of the dumps: re-read only when one appears or changes (stat per sample).
+
+    torch writes the dumps when the watchdog fires, possibly hours into a watch, so the
+    watch looks each sample; ``attach`` puts the current records on the bundle it is given.
+    """
+
+    def __init__(self, fr_dirs: Sequence[str] = (), timeout_s: float = 10.0) -> None:
+        self.fr_dirs = tuple(fr_dirs)
+        self.timeout_s = timeout_s
+        self._seen: Dict[str, Tuple[float, int]] = {}
+        self._records: Tuple[RankCollectives, ...] = ()
+
+    def _changed(self, processes: Sequence[ProcessInfo]) -> bool:
+        now: Dict[str, Tuple[float, int]] = {}
+        for path, _rank, _info, _explicit in candidates(processes, self.fr_dirs):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            now[str(path)] = (st.st_mtime, st.st_size)
+        changed = now != self._seen
+        self._seen = now
+        return changed
+
+    def attach(self, bundle: Bundle) -> Bundle:
+        calls: List[ProbeCall[Any]] = [
+            ProbeCall("flight-recorder", partial(self._refresh, bundle.processes), self.timeout_s)
+        ]
+        run_all(calls)  # a hung filesystem costs one timeout, the last records are kept
+        if not self._records:
+            return bundle
+        return msgspec.structs.replace(
+            bundle, collectives=merge_records(bundle.collectives, self._records)
+        )
+
+    def _refresh(self, processes: Sequence[ProcessInfo]) -> None:
+        if self._changed(processes):
+            self._records = collect(processes, self.fr_dirs)[0]
