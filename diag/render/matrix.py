@@ -39,7 +39,8 @@ def _cell_key(ps: Optional[ProcessSample], reg: StackRegistry) -> Tuple[Key, Opt
     stack = reg.get(thread.stack_id) if thread is not None else None
     if thread is None or stack is None:
         return ("special", "nostack"), None
-    return _sig_key(signature(stack)), thread.stack_id
+    assert thread.stack_id is not None
+    return reg.memo(thread.stack_id, lambda: _sig_key(signature(stack))), thread.stack_id
 
 
 def _sig_key(sig: Signature) -> Key:

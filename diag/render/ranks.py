@@ -110,10 +110,14 @@ def _thread_rows(
     reg: StackRegistry,
     futex: Dict[FutexKey, Tuple[str, str]],
 ) -> Tuple[Tuple[ThreadRow, ...], str]:
+    wanted = {th.tid for th in last.threads}
     first_ticks: Dict[int, Tuple[float, int]] = {}
-    for _, ps in proc.samples:
+    for _, ps in proc.samples:  # usually done after the first sample: threads live long
         for th in ps.threads:
-            first_ticks.setdefault(th.tid, (ps.t_s, _ticks(th)))
+            if th.tid in wanted and th.tid not in first_ticks:
+                first_ticks[th.tid] = (ps.t_s, _ticks(th))
+        if len(first_ticks) == len(wanted):
+            break
     clk = index.bundle.host.clk_tck or 100
     rows = []
     for th in last.threads[:MAX_THREAD_ROWS]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from diag.model import Bundle, ProcessSample
+from diag.model import Bundle, GpuDevice, ProcessSample
 from diag.render import fmt
 from diag.render.index import BundleIndex, Proc
 from diag.render.view import Gpu, GpuRow, Spark, TimelineGroup, TimelineRow, Timelines
@@ -100,21 +100,31 @@ def _log_bytes(bundle: Bundle, proc: Proc) -> List[Point]:
     return out
 
 
-def _gpu_points(bundle: Bundle, proc: Proc, field: str) -> List[Point]:
-    out: List[Point] = []
-    pid = proc.key[1]
+GpuIndex = Dict[Tuple[str, int], List[Tuple[float, List[GpuDevice]]]]
+
+
+def gpu_by_process(bundle: Bundle) -> GpuIndex:
+    """(host, pid) → [(t_s, devices it uses)]: one pass instead of one per process."""
+    out: GpuIndex = {}
     for sample in bundle.samples:
         if sample.gpu is None or not sample.gpu.available:
             continue
-        values = [
-            getattr(d, field)
-            for d in sample.gpu.devices
-            if getattr(d, field) is not None
-            and d.host in ("", proc.key[0])
-            and any(p.pid == pid for p in d.processes)
-        ]
+        here: Dict[Tuple[str, int], List[GpuDevice]] = {}
+        for d in sample.gpu.devices:
+            for p in d.processes:
+                here.setdefault((d.host, p.pid), []).append(d)
+        for key, devices in here.items():
+            out.setdefault(key, []).append((sample.t_s, devices))
+    return out
+
+
+def _gpu_points(gpus: GpuIndex, proc: Proc, field: str) -> List[Point]:
+    out: List[Point] = []
+    rows = gpus.get(proc.key) or gpus.get(("", proc.key[1]), [])
+    for t_s, devices in rows:
+        values = [getattr(d, field) for d in devices if getattr(d, field) is not None]
         if values:
-            out.append((sample.t_s, sum(values) / len(values)))
+            out.append((t_s, sum(values) / len(values)))
     return out
 
 
@@ -142,6 +152,7 @@ def build_timelines(index: BundleIndex) -> Timelines:
     bundle = index.bundle
     clk = bundle.host.clk_tck or 100
     series: Dict[Tuple[str, int], List[List[Point]]] = {}
+    gpus = gpu_by_process(bundle)
     for proc in index.procs:
         series[proc.key] = [
             cpu_points(proc, clk),
@@ -151,8 +162,8 @@ def build_timelines(index: BundleIndex) -> Timelines:
             ],
             _rate(proc.samples, _io),
             _log_bytes(bundle, proc),
-            _gpu_points(bundle, proc, "util_gpu_pct"),
-            _gpu_points(bundle, proc, "power_w"),
+            _gpu_points(gpus, proc, "util_gpu_pct"),
+            _gpu_points(gpus, proc, "power_w"),
         ]
     keep = [m for m in range(len(_METRICS)) if m < 4 or any(s[m] for s in series.values())]
     tops = []

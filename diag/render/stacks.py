@@ -11,13 +11,14 @@ Each distinct stack is rendered once in the report and referenced everywhere els
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 from diag.model import Frame, Stack
 from diag.render import fmt
 from diag.render.view import FrameView, StackView
 from diag.waits import is_library
 
+T = TypeVar("T")
 Signature = Tuple[Tuple[str, str, int], ...]
 
 
@@ -73,6 +74,13 @@ class StackRegistry:
         self._labels: Dict[str, str] = {}
         self._users: Dict[str, List[str]] = {}
         self._seen_users: Dict[str, Set[str]] = {}
+        self._memo: Dict[str, Any] = {}
+
+    def memo(self, stack_id: str, compute: Callable[[], T]) -> T:
+        """Per-stack cache (signatures): a day-long capture repeats few stacks many times."""
+        if stack_id not in self._memo:
+            self._memo[stack_id] = compute()
+        return self._memo[stack_id]  # type: ignore[no-any-return]
 
     def get(self, stack_id: Optional[str]) -> Optional[Stack]:
         return self._stacks.get(stack_id) if stack_id is not None else None
