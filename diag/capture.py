@@ -166,6 +166,10 @@ def run_capture(
             if index:
                 time.sleep(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
             if not collector.alive():
+                if samples:  # one last sample records the exit (status, exit code)
+                    samples.append(collector.take_sample(index).sample)
+                    if on_sample is not None:
+                        on_sample(samples[-1])
                 break
             sample = collector.take_sample(index).sample
             samples.append(sample)

@@ -39,7 +39,7 @@ from diag.verdict_rules import (
     peer_story,
     work_story,
 )
-from diag.verdict_text import group_by_wait, size, waits_phrase, who
+from diag.verdict_text import group_by_wait, size, verb, waits_phrase, where, who
 from diag.waits import CHILD, LOCK, PEER
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
@@ -63,7 +63,7 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
         parents = {p.info.ppid for p in ranked if p.info.ppid}
         dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
         return ranked + dead_siblings
-    cands = [p for p in procs if not _is_helper(p) and p.info.role != "launcher"]
+    cands = [p for p in procs if not _is_helper(p)]
     cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
     python = [p for p in cands if p.py_ok or p.dead]
     return python or cands or list(procs)
@@ -167,10 +167,13 @@ def _decide(
     leans = {f.lean for f in findings}
 
     progress_logs = [lg for lg in ctx.logs if lg.progress]
+    # Output bytes count unless the writer's main thread sits unchanged in a peer or lock
+    # wait: then it is a heartbeat thread talking about a stuck job.
     writers = [
         p
         for p in alive
-        if p.write_delta_bytes >= WRITE_MIN_BYTES and (p.compute_intervals or p.main_moved)
+        if p.write_delta_bytes >= WRITE_MIN_BYTES
+        and (p.compute_intervals or p.main_moved or p.main_family not in (PEER, LOCK))
     ]
     progressing = bool(progress_logs or writers or PROGRESS in leans)
 
@@ -230,15 +233,14 @@ def _decide(
             f"{waits_phrase(groups[:3])} - healthy, waiting for work"
         )
         return "idle", 0.8 if ports else 0.6, summary, ev, []
-    blocked = [p for p in alive if p.main_family in (LOCK, None) or p.main_wait is None]
     groups = group_by_wait(alive)
     summary = (
         f"deadlocked: nothing moves and nothing outside can wake it (no listening port, "
         f"event loop or timer): {waits_phrase(groups[:3])} - the waits are on each other"
     )
     suspects = [
-        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="blocked with no CPU, I/O or output")
-        for p in blocked[:4]
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
+        for p in alive[:4]
     ]
     return "deadlocked", 0.5, summary, ev, suspects
 
@@ -259,10 +261,9 @@ def _progressing(
         )
     if writers and not progress_logs:
         total = sum(p.write_delta_bytes for p in writers)
-        bits.append(
-            f"{who(writers)} wrote {size(total)} while {'its' if len(writers) == 1 else 'their'}"
-            " stacks moved"
-        )
+        window_s = max(p.window_s for p in writers)
+        keeps = verb(writers, "keeps", "keep")
+        bits.append(f"{who(writers)} {keeps} writing output ({size(total)} in {window_s:.1f} s)")
     if workers:
         bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
     confidence = 0.85 if progress_logs else 0.7

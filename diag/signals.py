@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, ThreadSample
-from diag.waits import PEER, WRAPPERS, family, kernel_wait, short_name, stack_wait
+from diag.waits import PEER, WRAPPERS, family, is_library, kernel_wait, short_name, stack_wait
 
 DEAD_STATUSES = ("zombie", "exited")
 COMPUTE_PCT = 10.0  # % of one core: below this a thread is as good as still
@@ -99,7 +99,12 @@ def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
     if found is not None:
         found_kind, index = found
         caller = next(
-            (f.name for f in frames[index + 1 :] if short_name(f.name) not in WRAPPERS), ""
+            (
+                f.name
+                for f in frames[index + 1 :]
+                if short_name(f.name) not in WRAPPERS and not is_library(f)
+            ),
+            "",
         )
         return ThreadWait(found_kind, frames[index].name, caller)
     label = frames[0].name if frames else (thread.py_thread_name or thread.name or "?")
@@ -140,10 +145,11 @@ def _interval(
     b: ProcessSample,
     dt_s: float,
     clk: int,
-    labels: Dict[str, float],
+    compute_labels: Tuple[Dict[str, float], Dict[str, float]],
     spin_labels: Dict[str, float],
 ) -> None:
     """Add one interval's CPU, stack and wakeup deltas to ``sig``."""
+    labels, native_labels = compute_labels
     before = {t.tid: t for t in a.threads}
     main_b = _main_thread(b)
     main_wait = thread_wait(bundle, main_b) if main_b else None
@@ -169,7 +175,8 @@ def _interval(
         else:
             compute += pct
             label = (tw.caller or tw.label) if tw.kind is not None else tw.label
-            labels[label] = labels.get(label, 0.0) + pct
+            into = labels if t.stack_id is not None else native_labels
+            into[label] = into.get(label, 0.0) + pct
     total = max(0, _proc_ticks(b) - _proc_ticks(a)) * 100.0 / clk / dt_s
     sig.cpu_pct += total
     sig.compute_pct += compute
@@ -189,6 +196,16 @@ def _proc_ticks(ps: ProcessSample) -> int:
     return ps.utime_ticks + ps.stime_ticks
 
 
+def _hot(py_labels: Dict[str, float], native_labels: Dict[str, float]) -> str:
+    """The frame compute burns in; a Python frame unless native threads dominate by far
+    (gloo's TCP loop burns more than the training step that drives it)."""
+    best_py = max(py_labels, key=lambda k: py_labels[k]) if py_labels else ""
+    best_native = max(native_labels, key=lambda k: native_labels[k]) if native_labels else ""
+    if best_py and (not best_native or py_labels[best_py] >= native_labels[best_native] / 4):
+        return best_py
+    return best_native
+
+
 def extract(bundle: Bundle) -> List[ProcSignals]:
     """One ``ProcSignals`` per process seen in any sample, in first-seen order."""
     infos = {(p.host, p.pid): p for p in bundle.processes}
@@ -198,6 +215,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
         info = infos.get(key, ProcessInfo(pid=key[1], host=key[0]))
         sig = ProcSignals(key=key, info=info)
         labels: Dict[str, float] = {}
+        native_labels: Dict[str, float] = {}
         spin_labels: Dict[str, float] = {}
         alive: List[Tuple[float, ProcessSample]] = []
         ports: List[int] = []
@@ -221,12 +239,12 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             if dt_s <= 0:
                 continue
             sig.intervals += 1
-            _interval(bundle, sig, a, b, dt_s, clk, labels, spin_labels)
+            _interval(bundle, sig, a, b, dt_s, clk, (labels, native_labels), spin_labels)
         if sig.intervals:
             sig.cpu_pct /= sig.intervals
             sig.compute_pct /= sig.intervals
             sig.spin_pct /= sig.intervals
-        sig.hot_label = max(labels, key=lambda k: labels[k]) if labels else ""
+        sig.hot_label = _hot(labels, native_labels)
         if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
             last_main = _main_thread(alive[-1][1])
             sig.hot_label = thread_wait(bundle, last_main).label if last_main else ""

@@ -281,7 +281,8 @@ def stack_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int]]:
     best: Optional[Tuple[str, int]] = None
     for index, frame in enumerate(frames):
         kind = frame_kind(frame)
-        if kind is not None and (best is None or _PRIORITY[kind] > _PRIORITY[best[0]]):
+        # Equal priority: keep the outer frame (`Connection.recv`, not its `_recv` helper).
+        if kind is not None and (best is None or _PRIORITY[kind] >= _PRIORITY[best[0]]):
             best = (kind, index)
         if not is_library(frame):
             break
