@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install test lint fmt bench bench-smoke system-deps clean
+.PHONY: install test lint fmt bench bench-smoke system-deps clean screenshot
 
 install: system-deps $(BIN)/diag
 
@@ -44,6 +44,11 @@ bench:
 
 bench-smoke:
 	$(BIN)/python -m bench.run --smoke
+
+# The README's picture: a live capture of the gloo test job (one rank never joins the last
+# all_reduce), its HTML report photographed by headless Chromium -> docs/report.png.
+screenshot:
+	$(BIN)/python docs/make_screenshot.py --out docs/report.png
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache
