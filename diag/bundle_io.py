@@ -31,6 +31,7 @@ from diag.model import (
     HostInfo,
     ProbeFailure,
     ProcessInfo,
+    RankCollectives,
     Sample,
     Stack,
     Target,
@@ -59,6 +60,7 @@ class _EndLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind
     target: Optional[Target] = None
     verdict: Optional[Verdict] = None
     failures: Tuple[ProbeFailure, ...] = ()
+    collectives: Tuple[RankCollectives, ...] = ()  # Flight Recorder dumps found by the end
 
 
 _line_decoder = msgspec.json.Decoder(Union[_Header, _SampleLine, _EndLine])
@@ -156,8 +158,11 @@ class JournalWriter:
         target: Optional[Target],
         verdict: Optional[Verdict],
         failures: Tuple[ProbeFailure, ...] = (),
+        collectives: Tuple[RankCollectives, ...] = (),
     ) -> None:
-        self._append(_EndLine(target=target, verdict=verdict, failures=failures))
+        self._append(
+            _EndLine(target=target, verdict=verdict, failures=failures, collectives=collectives)
+        )
 
     def close(self) -> None:
         self._fh.close()
@@ -225,6 +230,7 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
         samples=tuple(samples),
         failures=tuple(failures),
         verdict=end.verdict if end is not None else None,
+        collectives=end.collectives if end is not None else (),
         complete=complete and end is not None,
     )
 

@@ -83,8 +83,10 @@ class _Loop:
         launched: Optional[LaunchedCommand],
         command: Tuple[str, ...],
         stop: StopRequest,
+        enrich: Callable[[Bundle], Bundle] = lambda bundle: bundle,
     ) -> None:
         self.source = source
+        self.enrich = enrich  # adds what is read per bundle, not per sample (FR dumps)
         self.options = options
         self.writer = writer
         self.classify = classify
@@ -112,7 +114,7 @@ class _Loop:
         )
 
     def current(self) -> Bundle:
-        bundle = self.window.bundle(self.host, self.target(), self.created_s)
+        bundle = self.enrich(self.window.bundle(self.host, self.target(), self.created_s))
         return msgspec.structs.replace(bundle, verdict=self.result.verdict)
 
     def child_ended(self) -> bool:
@@ -131,7 +133,9 @@ class _Loop:
         if self.journal is not None:
             self.journal.sample(delta.sample, tuple(delta.new_processes), dict(delta.new_stacks))
         self.window.add(delta)
-        verdict = self.classify(self.window.bundle(self.host, self.target(), self.created_s))
+        verdict = self.classify(
+            self.enrich(self.window.bundle(self.host, self.target(), self.created_s))
+        )
         if verdict.state in self.options.fail_on:
             self.result.consecutive += 1
         else:
@@ -204,13 +208,16 @@ def run_watch(
     command: Tuple[str, ...] = (),
     journal_scrub: Optional[Callable[[bytes], bytes]] = None,
     on_waiting: Callable[[], None] = lambda: None,
+    enrich: Callable[[Bundle], Bundle] = lambda bundle: bundle,
 ) -> WatchResult:
     """Watch ``source`` until a stop condition; always end with the journal end and a report.
 
     ``command`` is the launched command line, already redacted by the caller;
     ``journal_scrub`` (Redactor.scrub_bytes) runs over every journal line.
     """
-    loop = _Loop(source, options, writer, classify, echo, launched, command, stop or StopRequest())
+    loop = _Loop(
+        source, options, writer, classify, echo, launched, command, stop or StopRequest(), enrich
+    )
     loop.on_waiting = on_waiting
     if options.journal_path is not None:
         journal_path = Path(options.journal_path)
@@ -231,7 +238,7 @@ def run_watch(
         # Only a watch that ended normally gets an end line: one that crashed loads as
         # incomplete, which is what it is.
         if loop.journal is not None:
-            loop.journal.end(result.target, result.verdict)
+            loop.journal.end(result.target, result.verdict, collectives=loop.current().collectives)
     finally:
         if loop.journal is not None:
             loop.journal.close()

@@ -140,7 +140,7 @@ def run_session(
         json_path = outputs.with_ext(".json")
 
         def writer(bundle: Bundle, final: bool) -> None:
-            write_outputs(dumps.attach(bundle), json_path, redactor)
+            write_outputs(bundle, json_path, redactor)
 
         opts = msgspec.structs.replace(
             options, journal_path=outputs.with_ext(".jsonl") if journal else None
@@ -150,7 +150,8 @@ def run_session(
                 attached.collector,
                 opts,
                 writer=writer,
-                classify=lambda bundle: _classify(dumps.attach(bundle)),
+                classify=_classify,
+                enrich=dumps.attach,
                 echo=echo,
                 stop=stop,
                 launched=attached.launched,

@@ -211,3 +211,5 @@ def test_watch_with_fr_dir_names_the_laggard(fr_job: Any, tmp_path: Path) -> Non
     assert bundle.verdict is not None
     assert any(s.rank == 2 and s.pid == ranks[2] for s in bundle.verdict.suspects)
     assert "rank 2 never entered all_reduce #5" in out.read_text()
+    journal = load_bundle(tmp_path / "watch.jsonl")  # the journal's end line keeps them too
+    assert {r.rank for r in journal.collectives} == {0, 1, 2}
