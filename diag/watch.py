@@ -154,9 +154,8 @@ class _Loop:
         started = time.monotonic()
         while True:
             sample_started = time.monotonic()
-            ended = self.child_ended()
+            ended = self.child_ended() or (self.result.samples > 0 and not self.source.alive())
             verdict = self.take(self.result.samples)
-            ended = ended or self.child_ended() or not self.source.alive()
             self.ended_seen = ended
             if self.result.consecutive >= opts.fail_after or (
                 ended and verdict.state in opts.fail_on
@@ -170,6 +169,8 @@ class _Loop:
                 or (opts.duration_s is not None and time.monotonic() - started >= opts.duration_s)
             ):
                 return
+            if self.child_ended() or not self.source.alive():
+                continue  # it ended during this sample: the next one, taken now, shows how
             self.writer(self.current(), False)
             if self.stop.wait(opts.interval_s - (time.monotonic() - sample_started)):
                 self.after_stop_request()

@@ -1,0 +1,222 @@
+"""``diag watch`` end to end on real processes: progress, exit codes, SIGKILL, signals, fail-on.
+
+Every watch here runs the real CLI in a subprocess with short intervals; the tests wait for
+journal lines (a handshake on the file diag appends to), never for wall-clock time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+from conftest import DIAG, PROGRAMS, REPO, Started, run_diag
+
+from diag.bundle_io import load_bundle
+from diag.errors import EXIT_FAIL_ON, EXIT_OK
+from diag.model import Bundle
+
+pytestmark = pytest.mark.slow
+
+PROGRESS = str(PROGRAMS / "watch_progress.py")
+CHILD = str(PROGRAMS / "launch_child.py")
+LOCK_ORDER = str(REPO / "samples" / "scenarios" / "lock_order.py")
+
+
+def sample_lines(journal: Path) -> List[dict]:  # type: ignore[type-arg]
+    if not journal.exists():
+        return []
+    out = []
+    for raw in journal.read_bytes().split(b"\n"):
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # the line being written
+        if line.get("kind") == "sample":
+            out.append(line)
+    return out
+
+
+def start_watch(args: List[str]) -> "subprocess.Popen[str]":
+    return subprocess.Popen(
+        [*DIAG, "watch", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a signal to the test's group never reaches it
+    )
+
+
+def wait_for_samples(journal: Path, n: int, watch: "subprocess.Popen[str]") -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if len(sample_lines(journal)) >= n:
+            return
+        if watch.poll() is not None:
+            out, err = watch.communicate()
+            pytest.fail(f"watch exited early ({watch.returncode}): {err[-3000:]}")
+        time.sleep(0.1)
+    pytest.fail(f"fewer than {n} samples in {journal}")
+
+
+def finish(watch: "subprocess.Popen[str]", timeout_s: float = 120) -> str:
+    try:
+        _, err = watch.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(watch.pid, signal.SIGKILL)
+        _, err = watch.communicate()
+        pytest.fail(f"watch did not end: {err[-3000:]}")
+    return err
+
+
+def kill_group_of(bundle: Bundle) -> None:
+    """A launched command is in its own group: clean it up if a test left it running."""
+    pid = bundle.target.root_pid
+    if pid:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def test_watch_a_progressing_job(spawn: object, tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    job: Started = spawn([sys.executable, PROGRESS, str(log)])  # type: ignore[operator]
+    out = tmp_path / "w.html"
+    args = ["watch", "--pid", str(job.pid), "--interval", "0.5", "--count", "4"]
+    result = run_diag([*args, "--log", str(log), "-o", str(out)])
+    assert result.returncode == EXIT_OK, result.stderr
+    status = [line for line in result.stderr.splitlines() if " #" in line]
+    assert len(status) == 4, result.stderr
+    assert "cpu " in status[-1] and "log +" in status[-1], status[-1]
+    bundle = load_bundle(tmp_path / "w.jsonl")
+    assert bundle.complete
+    assert [s.index for s in bundle.samples] == [0, 1, 2, 3]
+    assert bundle.verdict is not None and bundle.verdict.state == "progressing"
+    assert "verdict: progressing" in result.stderr
+    html = out.read_text()
+    assert "progressing" in html
+    assert job.proc.poll() is None  # watching never stops the job
+
+
+@pytest.mark.parametrize("verb", ["watch", "capture"])
+def test_launched_command_exit_code_3(tmp_path: Path, verb: str) -> None:
+    out = tmp_path / "run.html"
+    cmd = [sys.executable, CHILD, "exit", "3"]
+    result = run_diag([verb, "--interval", "0.5", "-o", str(out), "--", *cmd])
+    assert result.returncode == EXIT_OK, result.stderr
+    assert "hello from stdout" in result.stdout  # the command's own output still reaches us
+    bundle = load_bundle(tmp_path / ("run.jsonl" if verb == "watch" else "run.json"))
+    assert bundle.target.launched
+    assert bundle.target.exit_code == 3
+    assert bundle.target.command[-2:] == ("exit", "3")
+    assert bundle.verdict is not None
+    assert bundle.verdict.state == "exited"
+    assert bundle.verdict.exit_code == 3
+    assert "exit code 3" in result.stderr
+    html = out.read_text()
+    assert "exited" in html and "exit code 3" in html
+    log = (tmp_path / "run.log").read_text()
+    assert "hello from stderr" in log and "last words without newline" in log
+    tails = [line for s in bundle.samples for lg in s.logs for line in lg.tail]
+    assert any("last words without newline" in line for line in tails)
+
+
+def test_sigkilled_watch_journal_still_renders(spawn: object, tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    job: Started = spawn([sys.executable, PROGRESS, str(log)])  # type: ignore[operator]
+    journal = tmp_path / "k.jsonl"
+    watch = start_watch(
+        ["--pid", str(job.pid), "--interval", "0.3", "-o", str(tmp_path / "k.html")]
+    )
+    try:
+        wait_for_samples(journal, 3, watch)
+    finally:
+        os.kill(watch.pid, signal.SIGKILL)
+        watch.communicate()
+    written = len(sample_lines(journal))
+    bundle = load_bundle(journal)
+    assert not bundle.complete
+    assert len(bundle.samples) == written >= 3
+    rendered = tmp_path / "again.html"
+    result = run_diag(["report", str(journal), "-o", str(rendered)])
+    assert result.returncode == EXIT_OK, result.stderr
+    assert f"{written} samples" in rendered.read_text() or rendered.stat().st_size > 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_ends_a_pid_watch_with_a_final_report(
+    spawn: object, tmp_path: Path, signum: int
+) -> None:
+    log = tmp_path / "train.log"
+    job: Started = spawn([sys.executable, PROGRESS, str(log)])  # type: ignore[operator]
+    journal = tmp_path / "s.jsonl"
+    watch = start_watch(["--pid", str(job.pid), "--interval", "0.3", "-o", str(journal)])
+    wait_for_samples(journal, 2, watch)
+    os.kill(watch.pid, signum)
+    err = finish(watch)
+    assert watch.returncode == EXIT_OK, err
+    bundle = load_bundle(journal)
+    assert bundle.complete  # the end line was written
+    assert bundle.verdict is not None and bundle.verdict.state == "progressing"
+    assert (tmp_path / "s.html").exists() and (tmp_path / "s.md").exists()
+    assert job.proc.poll() is None  # in --pid mode the job is not diag's to stop
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_is_forwarded_to_a_launched_command_first(tmp_path: Path, signum: int) -> None:
+    journal = tmp_path / "l.jsonl"
+    watch = start_watch(
+        ["--interval", "0.3", "-o", str(journal), "--", sys.executable, CHILD, "signals"]
+    )
+    bundle: Optional[Bundle] = None
+    try:
+        wait_for_samples(journal, 2, watch)
+        deadline = time.monotonic() + 60
+        while "READY" not in (tmp_path / "l.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(watch.pid, signum)
+        err = finish(watch)
+        assert watch.returncode == EXIT_OK, err
+        bundle = load_bundle(journal)
+    finally:
+        if bundle is None:
+            bundle = load_bundle(journal)
+        kill_group_of(bundle)
+    name = signal.Signals(signum).name
+    log = (tmp_path / "l.log").read_text()
+    assert f"child got {name}" in log and f"grandchild got {name}" in log
+    assert bundle.complete
+    assert bundle.target.exit_code == 0  # its handler exited cleanly, as without diag
+    assert bundle.verdict is not None and bundle.verdict.state == "exited"
+    assert (tmp_path / "l.html").exists()
+
+
+def test_fail_on_deadlocked_exits_with_its_code(spawn: object, tmp_path: Path) -> None:
+    job: Started = spawn([sys.executable, LOCK_ORDER])  # type: ignore[operator]
+    out = tmp_path / "dl.html"
+    args = ["watch", "--pid", str(job.pid), "--interval", "0.5", "--fail-on", "deadlocked"]
+    result = run_diag([*args, "--fail-after", "2", "--duration", "5m", "-o", str(out)])
+    assert result.returncode == EXIT_FAIL_ON, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("diag: verdict deadlocked") and "dl.html" in last, last
+    bundle = load_bundle(tmp_path / "dl.jsonl")
+    assert bundle.complete  # the evidence was written before exiting
+    assert bundle.verdict is not None and bundle.verdict.state == "deadlocked"
+    assert "deadlocked" in out.read_text()
+    assert job.proc.poll() is None  # a --pid watchdog reports; it does not kill
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    neither = run_diag(["watch", "--interval", "1"])
+    assert neither.returncode == 2 and "either --pid" in neither.stderr
+    bad_state = run_diag(["watch", "--pid", "1", "--fail-on", "stuck"])
+    assert bad_state.returncode == 2 and "deadlocked" in bad_state.stderr
+    both = run_diag(["watch", "--pid", "1", "--count", "2", "--duration", "1m"])
+    assert both.returncode == 2
