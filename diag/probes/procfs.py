@@ -11,6 +11,21 @@ from pathlib import Path
 from typing import List, Optional, Union
 
 
+def _read_fd(path: str) -> bytes:
+    """The hot path (four files per thread per sample): a string path and a raw fd cost about a
+    third of ``pathlib`` + a buffered file object, which matters at 8 ranks x 64 threads."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks: List[bytes] = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
 class ProcFS:
     def __init__(self, root: Union[str, Path] = "/proc") -> None:
         self.root = Path(root)
@@ -23,16 +38,13 @@ class ProcFS:
 
     def read_text(self, pid: int, *parts: str) -> str:
         """Read a /proc file; raises OSError (ENOENT when the process is gone)."""
-        with open(self.path(pid, *parts), "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+        return _read_fd(f"{self.root}/{pid}/{'/'.join(parts)}").decode("utf-8", "replace")
 
     def read_task_text(self, pid: int, tid: int, name: str) -> str:
-        with open(self.task_path(pid, tid, name), "rb") as fh:
-            return fh.read().decode("utf-8", "replace")
+        return _read_fd(f"{self.root}/{pid}/task/{tid}/{name}").decode("utf-8", "replace")
 
     def read_bytes(self, pid: int, *parts: str) -> bytes:
-        with open(self.path(pid, *parts), "rb") as fh:
-            return fh.read()
+        return _read_fd(f"{self.root}/{pid}/{'/'.join(parts)}")
 
     def try_read_text(self, pid: int, *parts: str) -> Optional[str]:
         try:

@@ -1,0 +1,99 @@
+"""One snapshot of a job of N ranks x 64 threads: diag against raw py-spy, interleaved.
+
+Per repeat, on the same live job (``bench.job.start_job``):
+
+* raw ``py-spy dump --pid RANK`` of every rank, one after the other (what a user types); the
+  slowest of them is the baseline: a tool that dumps the ranks in parallel cannot beat it;
+* raw ``py-spy dump --subprocesses --pid LAUNCHER`` (py-spy's own way to dump a job);
+* diag's first sample with a fresh ``Collector`` (process discovery, environ, the GPU probe's
+  first answer: what ``diag capture --count 1`` pays) and a second, steady-state sample (what
+  every ``diag watch`` sample pays).
+
+The CPU time of the raw dumps is recorded too: N dumps need N x (CPU of one dump) however they
+are scheduled, so on a machine with fewer cores than ranks the best any parallel dumper can do
+is that sum over the core count. ``floor_ratio`` reports that bound next to the measured ratio.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Dict, List
+
+from bench.job import start_job
+from bench.stats import Series, collect, ratio, timed
+from diag.probes.stacks import find_pyspy
+from diag.sampler import Collector
+
+
+def _raw_dump(pyspy: str, pid: int, *extra: str) -> None:
+    subprocess.run(
+        [pyspy, "dump", "--pid", str(pid), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+
+
+def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]:
+    """Seconds (median and min over ``repeats``) and the ratios against the raw baseline."""
+    pyspy = find_pyspy()
+    if pyspy is None:
+        raise RuntimeError("py-spy not found: make install")
+    cores = os.cpu_count() or 1
+    raw_max: List[float] = []
+    raw_cpu_sum: List[float] = []
+    raw_sub: List[float] = []
+    first: List[float] = []
+    steady: List[float] = []
+    diag_cpu: List[float] = []
+    with start_job(ranks, threads) as job:
+        _raw_dump(pyspy, job.rank_pids[0])  # warm the page cache for py-spy and the target
+        for _ in range(repeats):
+            singles = [timed(lambda pid=pid: _raw_dump(pyspy, pid)) for pid in job.rank_pids]
+            raw_max.append(max(t.wall_s for t in singles))
+            raw_cpu_sum.append(sum(t.children_cpu_s for t in singles))
+            raw_sub.append(timed(lambda: _raw_dump(pyspy, job.pid, "--subprocesses")).wall_s)
+            collector = Collector(job.pid, pyspy=pyspy)
+            first.append(timed(lambda c=collector: c.take_sample(0)).wall_s)
+            cost = timed(lambda c=collector: c.take_sample(1))
+            steady.append(cost.wall_s)
+            diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
+    base = collect(raw_max)
+    cpu_sum = collect(raw_cpu_sum)
+    floor_s = max(base.median, cpu_sum.median / cores)
+    series = {
+        "raw_slowest_single": base,
+        "raw_subprocesses": collect(raw_sub),
+        "diag_first": collect(first),
+        "diag_steady": collect(steady),
+        "diag_steady_cpu": collect(diag_cpu),
+        "raw_cpu_sum": cpu_sum,
+    }
+    out: Dict[str, float] = {"ranks": float(ranks), "threads": float(threads), "cores": cores}
+    for name, values in series.items():
+        out[f"{name}_median_s"] = values.median
+        out[f"{name}_min_s"] = values.min
+    out["first_ratio"] = ratio(series["diag_first"], base)
+    out["steady_ratio"] = ratio(series["diag_steady"], base)
+    out["floor_ratio"] = floor_s / base.median
+    out["first_vs_subprocesses"] = ratio(series["diag_first"], series["raw_subprocesses"])
+    out["steady_vs_subprocesses"] = ratio(series["diag_steady"], series["raw_subprocesses"])
+    return out
+
+
+def describe(figures: Dict[str, float]) -> str:
+    keys = sorted(figures)
+    return "\n".join(f"{k:<32} {figures[k]:.4f}" for k in keys)
+
+
+def series_of(figures: Dict[str, float], name: str) -> Series:
+    return Series((figures[f"{name}_median_s"],))
+
+
+if __name__ == "__main__":
+    import sys
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    print(describe(measure(n, repeats=int(sys.argv[2]) if len(sys.argv) > 2 else 5)))
