@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS
+from conftest import DIAG, PROGRAMS
 
 from diag.errors import EXIT_NO_TARGET, DiagError
 from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, describe_exit, launch
@@ -140,3 +141,29 @@ def test_missing_command_is_a_no_target_error(tmp_path: Path) -> None:
         launch(["/nonexistent/definitely-not-a-command"], tmp_path / "run.log")
     assert info.value.exit_code == EXIT_NO_TARGET
     assert "definitely-not-a-command" in info.value.message
+
+
+def test_launched_secrets_reach_no_output_file(tmp_path: Path) -> None:
+    """A secret in the launched command's env and argv (which it also prints) is scrubbed from
+    every file diag writes: report, Markdown, bundle, journal and the teed log."""
+    secret_env = "envsecret-0123456789abcdef"
+    secret_arg = "argsecret-fedcba9876543210"
+    env = dict(os.environ, LAUNCH_SECRET=secret_env)
+    argv = [sys.executable, CHILD, "exit", "3", "--api-key", secret_arg]
+    out = tmp_path / "sec.html"
+    result = subprocess.run(
+        [*DIAG, "watch", "--interval", "0.5", "-o", str(out), "--", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert secret_env in result.stdout  # the terminal shows the command's own output as is
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert {"sec.html", "sec.md", "sec.json", "sec.jsonl", "sec.log"} <= set(written), written
+    for path in tmp_path.iterdir():
+        data = path.read_bytes()
+        assert secret_env.encode() not in data, path.name
+        assert secret_arg.encode() not in data, path.name
+    assert secret_env not in result.stderr and secret_arg not in result.stderr
