@@ -197,6 +197,16 @@ def _decide(
         summary, suspects = work_story(workers, readers, growers, alive, peer_waiters)
         confidence = 0.8 if (workers or readers) else 0.6
         return "slow", confidence, summary, ev, suspects
+    # Collective records (Flight Recorder) that show one rank behind the others name the
+    # culprit whatever the stacks show: a wait inside C++ (work.wait()) shows only its caller.
+    culprits = [f for f in findings if f.lean == STUCK and f.suspects]
+    if culprits:
+        first = culprits[0]
+        summary = (
+            f"deadlocked: {first.evidence.detail} - the other ranks wait for it; see where it "
+            f"is with `py-spy dump --pid {first.suspects[0].pid}`"
+        )
+        return "deadlocked", 0.85, summary, ev, [s for f in culprits for s in f.suspects]
     odd = odd_classes(classes)
     if peer_waiters:
         summary, suspects, confidence = peer_story(peer_waiters, alive, odd, classes, ctx)
