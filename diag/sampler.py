@@ -24,7 +24,7 @@ import errno
 import platform
 import time
 from functools import partial
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -38,24 +38,12 @@ from diag.model import (
     Stack,
     Target,
 )
-from diag.probes.env import parse_environ, select_env
 from diag.probes.gpu import GpuProbe
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
 from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
-from diag.probes.proctree import (
-    POOL_WORKER_FILES,
-    Identity,
-    RankInfo,
-    assign_roles,
-    descendants,
-    detect_rank,
-    infer_dead_rank,
-    read_identity,
-    start_order_groups,
-    title_of,
-)
+from diag.probes.proctree import descendants
 from diag.probes.resources import read_resources
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import listen_ports
@@ -69,6 +57,7 @@ from diag.probes.stacks import (
     join_stacks,
 )
 from diag.probes.threads import decode_wait_status, read_threads
+from diag.process_table import ProcessTable
 from diag.redact import Redactor
 
 # py-spy gets the probe timeout itself (and kills its subprocess); the thread waiting on it a
@@ -109,18 +98,16 @@ class Collector:
         self.host = host
         self.redactor = Redactor()
         self.target = Target(root_pid=root_pid, log_paths=tuple(log_paths))
-        self.processes: Dict[int, ProcessInfo] = {}
+        self.table = ProcessTable(
+            root_pid, self.procfs, self.redactor, self.host_info, probe_timeout_s, host
+        )
+        self.processes: Dict[int, ProcessInfo] = self.table.infos  # the same dict, kept current
         self.stacks: Dict[str, Stack] = {}
         self._machine = platform.machine()
         self._host_info: Optional[HostInfo] = None
-        self._ranks: Dict[int, RankInfo] = {}
-        self._parents: Dict[int, Optional[int]] = {}
         self._exit_codes: Dict[int, Optional[int]] = {}
-        self._cmdlines: Dict[int, Tuple[str, ...]] = {}
-        self._start_ticks: Dict[int, int] = {}
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
-        self._identity_failures: List[ProbeFailure] = []
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
         # NVML in a killable subprocess; NCCL RAS only where `ncclras` is installed.
         self.gpu_probe = GpuProbe(timeout_s=probe_timeout_s)
@@ -146,125 +133,6 @@ class Collector:
         if len(self.root_pids) == 1:
             return descendants(self.root_pid)
         return sorted({pid for root in self.root_pids for pid in descendants(root)})
-
-    # -- discovery -------------------------------------------------------------------------
-
-    def _discover(self, pids: List[int], index: int) -> Tuple[ProcessInfo, ...]:
-        """Identity of new pids, then roles for all; returns the new or changed ProcessInfos."""
-        new = [pid for pid in pids if pid not in self.processes]
-        results = run_all(
-            [
-                ProbeCall(
-                    "identity", partial(read_identity, self.procfs, pid), self.probe_timeout_s, pid
-                )
-                for pid in new
-            ]
-        )
-        self._identity_failures = [
-            r.failure
-            for r in results
-            if r.failure is not None and "No such file" not in r.failure.reason  # just exited
-        ]
-        envs: Dict[int, Dict[str, str]] = {}
-        identities: Dict[int, Identity] = {}
-        for pid, result in zip(new, results):
-            if result.value is None:
-                continue
-            ident = result.value
-            env = parse_environ(ident.environ) if ident.environ else {}
-            self.redactor.add_environ(env)  # learn every secret before anything is written
-            identities[pid] = ident
-            envs[pid] = env
-            self._parents[pid] = ident.stat.ppid
-            self._cmdlines[pid] = ident.cmdline
-            self._start_ticks[pid] = ident.stat.start_ticks
-            self._ranks[pid] = detect_rank(
-                env, ident.cmdline, title_of(ident.cmdline, ident.stat.name)
-            )
-        zombies = {pid for pid, ident in identities.items() if ident.stat.state == "Z"}
-        self._ranks.update(infer_dead_rank(self._parents, self._ranks, zombies))
-        roles = assign_roles(self.root_pid, self._parents, self._ranks)
-        host = self.host_info()
-        changed: List[ProcessInfo] = []
-        for pid, ident in identities.items():
-            rank = self._ranks[pid]
-            start_s = None
-            if host.boot_time_s is not None:
-                start_s = host.boot_time_s + ident.stat.start_ticks / host.clk_tck
-            env = select_env(envs[pid], self.redactor)
-            self.processes[pid] = ProcessInfo(
-                pid=pid,
-                host=self.host,
-                ppid=ident.stat.ppid,
-                name=self.redactor.scrub(ident.stat.name),
-                exe=ident.exe,
-                cmdline=self.redactor.scrub_argv(ident.cmdline),
-                role=roles.get(pid, "process"),
-                rank=rank.rank,
-                local_rank=rank.local_rank,
-                world_size=rank.world_size,
-                rank_source=rank.source,
-                env=env,
-                start_time_s=start_s,
-                first_seen_sample=index,
-            )
-            changed.append(self.processes[pid])
-        changed.extend(self._refresh(roles, skip=set(identities)))
-        return tuple(changed)
-
-    def _refresh(self, roles: Dict[int, str], skip: Set[int]) -> List[ProcessInfo]:
-        """Re-issue the ProcessInfos whose role or rank changed (a journal keeps the last)."""
-        changed: List[ProcessInfo] = []
-        for pid, info in list(self.processes.items()):
-            rank = self._ranks.get(pid, RankInfo())
-            role = roles.get(pid, info.role)
-            if pid in skip or (role, rank.rank, rank.source) == (
-                info.role,
-                info.rank,
-                info.rank_source,
-            ):
-                continue
-            self.processes[pid] = msgspec.structs.replace(
-                info,
-                role=role,
-                rank=rank.rank,
-                rank_source=rank.source,
-                world_size=info.world_size if info.world_size is not None else rank.world_size,
-            )
-            changed.append(self.processes[pid])
-        return changed
-
-    def _infer_start_order(self, samples: Sequence[ProcessSample]) -> List[ProcessInfo]:
-        """Ranks of spawned/forked sibling groups by start order (``start_order_groups``),
-        once every live member's stacks are in and none runs a worker-pool loop."""
-        if not self.pyspy:
-            return []
-        by_pid = {s.pid: s for s in samples}
-        dead = {pid for pid, s in by_pid.items() if s.status in ("zombie", "exited")}
-        groups = start_order_groups(
-            self._parents, self._ranks, self._cmdlines, self._start_ticks, dead
-        )
-        inferred = False
-        for group in groups:
-            live = [by_pid[p] for p in group if p in by_pid and by_pid[p].status == "alive"]
-            if any(s.py_status != "ok" for s in live) or any(self._in_pool(s) for s in live):
-                continue
-            for rank, pid in enumerate(group):
-                local = self._ranks.get(pid, RankInfo()).local_rank
-                self._ranks[pid] = RankInfo(rank, local, len(group), "inferred:start-order")
-            inferred = True
-        if not inferred:
-            return []
-        return self._refresh(assign_roles(self.root_pid, self._parents, self._ranks), set())
-
-    def _in_pool(self, sample: ProcessSample) -> bool:
-        for thread in sample.threads:
-            stack = self.stacks.get(thread.stack_id or "")
-            if stack and any(
-                marker in frame.filename for frame in stack.frames for marker in POOL_WORKER_FILES
-            ):
-                return True
-        return False
 
     # -- one process -------------------------------------------------------------------------
 
@@ -312,7 +180,7 @@ class Collector:
         t0 = time.time()
         started = time.monotonic()
         tree = self._tree()
-        new_processes = self._discover(tree, index)
+        new_processes = self.table.discover(tree, index)
         in_tree = set(tree)
         live = [pid for pid in tree if pid in self.processes]
         gone = [pid for pid in self.processes if pid not in in_tree]
@@ -336,7 +204,7 @@ class Collector:
 
         failures = [
             msgspec.structs.replace(f, host=self.host, sample=index)
-            for f in self._identity_failures
+            for f in self.table.identity_failures
         ]
         timings: Dict[str, float] = {}
         procs: Dict[int, ProcessSample] = {}
@@ -395,7 +263,9 @@ class Collector:
                     exit_code=self._exit_codes.get(pid),
                 )
             )
-        inferred = {info.pid: info for info in self._infer_start_order(samples)}
+        inferred: Dict[int, ProcessInfo] = {}
+        if self.pyspy:  # groups are told from worker pools by their stacks
+            inferred = {i.pid: i for i in self.table.infer_start_order(samples, self.stacks)}
         if inferred:
             kept = tuple(info for info in new_processes if info.pid not in inferred)
             new_processes = (*kept, *inferred.values())
