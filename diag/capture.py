@@ -59,6 +59,13 @@ def check_target(pid: int, procfs: ProcFS) -> None:
             "check the PID with `ps -ef` (the job may have exited)",
             EXIT_NO_TARGET,
         ) from None
+    tgid = _status_field(procfs.try_read_text(pid, "status") or "", "Tgid")
+    if tgid is not None and tgid != pid:  # /proc/TID exists too, hidden from listings
+        raise DiagError(
+            f"{pid} is a thread of process {tgid}, not a process",
+            f"pass --pid {tgid}",
+            EXIT_NO_TARGET,
+        )
     state = stat.rpartition(")")[2].split()[:1]
     if state and state[0] in ("Z", "X", "x"):
         raise DiagError(
@@ -77,6 +84,14 @@ def check_target(pid: int, procfs: ProcFS) -> None:
             raise DiagError(
                 f"PID {pid} exited before diag could read it", "", EXIT_TARGET_GONE
             ) from None
+
+
+def _status_field(status: str, name: str) -> Optional[int]:
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key == name and value.strip().isdigit():
+            return int(value)
+    return None
 
 
 def require_pyspy() -> str:
@@ -176,6 +191,8 @@ def run_capture(
             if on_sample is not None:
                 on_sample(sample)
     except KeyboardInterrupt:
+        if not samples:
+            raise  # nothing to write: the CLI exits with EXIT_INTERRUPTED
         notes.append(f"interrupted: writing the {len(samples)} sample(s) taken")
     if not samples:
         raise DiagError(

@@ -110,3 +110,10 @@ def test_no_ptrace_permission(spawn) -> None:
         wrapper=["setpriv", "--bounding-set=-all", "--inh-caps=-all"],
     )
     _one_line_error(proc, EXIT_PERMISSION, "CAP_SYS_PTRACE")
+
+
+def test_thread_id_instead_of_pid(spawn) -> None:
+    prog = spawn([sys.executable, str(PROGRAMS / "lock_waiters.py"), "1", "0"])
+    tid = json.loads(prog.lines[-1].split("READY", 1)[1])["a"][0]
+    proc = run_diag(["capture", "--pid", str(tid)])
+    _one_line_error(proc, EXIT_NO_TARGET, f"pass --pid {prog.pid}")
