@@ -9,38 +9,26 @@ timeline points) is capped here, which keeps a day-long bundle's report to a few
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
-from diag.model import Bundle, LogSample, ProbeFailure, Verdict
-from diag.render import fmt
+from diag.model import Bundle, Verdict
+from diag.render import facts, fmt
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex, main_thread
 from diag.render.matrix import build_matrix
 from diag.render.ranks import build_futex_groups, build_ranks
-from diag.render.series import build_gpu, spark
+from diag.render.series import build_gpu
 from diag.render.series import build_timelines as _timelines
 from diag.render.stacks import StackRegistry, top
 from diag.render.view import (
     Banner,
-    EnvDiff,
-    EnvRow,
     EvidenceView,
-    FailureRow,
-    LogView,
     Matrix,
     Meta,
-    ProcCommand,
     RankSummary,
     ReportView,
     SuspectView,
-    TimingRow,
 )
-
-MAX_FAILURES = 200
-MAX_LOG_HEAD = 40
-MAX_LOG_TAIL = 80
-MAX_LINE_CHARS = 400
-MAX_ENV_ROWS = 200
 
 # Report anchors an Evidence.section may name (the verdict links its evidence to them).
 SECTIONS: Dict[str, str] = {
@@ -126,7 +114,7 @@ def build_view(
     futex_groups, futex_labels, futex_note = build_futex_groups(index)
     ranks = build_ranks(index, reg, futex_labels)
     matrix = build_matrix(index, reg)
-    failures, failures_more = _failures(index)
+    failures, failures_more = facts.failures(index)
     return ReportView(
         meta=_meta(index, verdict),
         banner=_banner(index, verdict, source),
@@ -139,14 +127,14 @@ def build_view(
         futex_groups=futex_groups,
         futex_note=futex_note,
         gpu=build_gpu(index),
-        env_common=_env_common(index),
-        env_diffs=_env_diffs(index),
-        host_facts=_host_facts(bundle),
-        commands=_commands(index),
-        logs=_logs(index),
+        env_common=facts.env_common(index),
+        env_diffs=facts.env_diffs(index),
+        host_facts=facts.host_facts(bundle),
+        commands=facts.commands(index),
+        logs=facts.logs(index),
         failures=failures,
         failures_more=failures_more,
-        timings=_timings(bundle),
+        timings=facts.timings(bundle),
         collectives=build_collectives(index),
         ras=build_ras(index),
         nccl_logs=build_nccl_logs(index),
@@ -250,53 +238,6 @@ def _evidence(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[EvidenceV
     return tuple(out)
 
 
-def _env_common(index: BundleIndex) -> Tuple[EnvRow, ...]:
-    envs = [p.info.env for p in index.procs if p.info.env]
-    if not envs:
-        return ()
-    common = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])}
-    rows = [EnvRow(name=k, value=fmt.clip(v, MAX_LINE_CHARS)) for k, v in sorted(common.items())]
-    return tuple(rows[:MAX_ENV_ROWS])
-
-
-def _env_diffs(index: BundleIndex) -> Tuple[EnvDiff, ...]:
-    envs = [p.info.env for p in index.procs if p.info.env]
-    common = (
-        {k for k, v in envs[0].items() if all(e.get(k) == v for e in envs[1:])} if envs else set()
-    )
-    out = []
-    for proc in index.procs:
-        own = {k: v for k, v in proc.info.env.items() if k not in common}
-        if own:
-            rows = tuple(
-                EnvRow(name=k, value=fmt.clip(v, MAX_LINE_CHARS))
-                for k, v in sorted(own.items())[:MAX_ENV_ROWS]
-            )
-            out.append(EnvDiff(label=proc.label, rows=rows))
-    return tuple(out)
-
-
-def _host_facts(bundle: Bundle) -> Tuple[Tuple[str, str], ...]:
-    h = bundle.host
-    facts = [
-        ("hostname", h.hostname),
-        ("kernel", h.kernel),
-        ("machine", h.machine),
-        ("CPUs", str(h.cpu_count) if h.cpu_count else ""),
-        ("clock ticks/s", str(h.clk_tck)),
-        ("booted", fmt.utc(h.boot_time_s) if h.boot_time_s else ""),
-        ("Python", h.python_version),
-        ("diag", h.diag_version),
-        ("py-spy", h.pyspy_version or ""),
-        ("bundle schema", str(bundle.schema_version)),
-        (
-            "complete",
-            "yes" if bundle.complete else "no: the watch was cut short, rebuilt from its journal",
-        ),
-    ]
-    return tuple((k, v) for k, v in facts if v)
-
-
 def _rank_table(index: BundleIndex, reg: StackRegistry, matrix: Matrix) -> Tuple[RankSummary, ...]:
     last_letter = {row.anchor: row.cells[-1].letter for row in matrix.rows if row.cells}
     clk = index.bundle.host.clk_tck or 100
@@ -326,112 +267,3 @@ def _rank_table(index: BundleIndex, reg: StackRegistry, matrix: Matrix) -> Tuple
             )
         )
     return tuple(out)
-
-
-def _commands(index: BundleIndex) -> Tuple[ProcCommand, ...]:
-    out: List[ProcCommand] = []
-    target = index.bundle.target
-    if target.command:
-        out.append(
-            ProcCommand(
-                label="launched by diag" if target.launched else "target",
-                command=fmt.command(target.command),
-            )
-        )
-    seen = set()
-    for proc in index.procs:
-        cmd = fmt.command(proc.info.cmdline)
-        if cmd and cmd not in seen:
-            seen.add(cmd)
-            out.append(ProcCommand(label=proc.label, command=fmt.clip(cmd, 4000)))
-    return tuple(out)
-
-
-def _growth(deltas: Sequence[int]) -> str:
-    parts: List[str] = []
-    prev: Optional[int] = None
-    count = 0
-    for d in [*deltas, None]:  # type: ignore[list-item]
-        if d == prev:
-            count += 1
-            continue
-        if prev is not None:
-            parts.append(f"{prev:+d}" + (f" ×{count}" if count > 1 else ""))
-        prev, count = d, 1
-    text = ", ".join(parts[:40])
-    return text + (f", … ({len(parts) - 40} more changes)" if len(parts) > 40 else "")
-
-
-def _logs(index: BundleIndex) -> Tuple[LogView, ...]:
-    series: Dict[Tuple[str, str], List[Tuple[float, LogSample]]] = {}
-    for sample in index.bundle.samples:
-        for log in sample.logs:
-            series.setdefault((log.host, log.path), []).append((sample.t_s, log))
-    out = []
-    for (host, path), items in series.items():
-        last = items[-1][1]
-        deltas = [b.lines - a.lines for (_, a), (_, b) in zip(items, items[1:])]
-        head = tuple(fmt.clip(x, MAX_LINE_CHARS) for x in last.head[:MAX_LOG_HEAD])
-        tail = tuple(fmt.clip(x, MAX_LINE_CHARS) for x in last.tail[-MAX_LOG_TAIL:])
-        out.append(
-            LogView(
-                path=f"{host}:{path}" if host else path,
-                lines_exact=last.lines_exact,
-                exists=last.exists,
-                lines=last.lines,
-                size=fmt.size(last.size_bytes),
-                growth=_growth(deltas) if deltas else "one sample",
-                spark=spark(
-                    [(t, float(x.size_bytes)) for t, x in items],
-                    index.t_first_s,
-                    index.t_last_s,
-                    max(float(x.size_bytes) for _, x in items),
-                    fmt.size,
-                ),
-                head=head,
-                tail=tail,
-                skipped_lines=max(0, last.lines - len(head) - len(tail)),
-            )
-        )
-    return tuple(out)
-
-
-def _target(index: BundleIndex, f: ProbeFailure) -> str:
-    if f.pid is None:
-        return f.host or "job"
-    proc = index.proc_for_pid(f.pid, f.host)
-    return f"{proc.label} (pid {f.pid})" if proc is not None else f"pid {f.pid}"
-
-
-def _failures(index: BundleIndex) -> Tuple[Tuple[FailureRow, ...], int]:
-    all_failures: List[ProbeFailure] = list(index.bundle.failures)
-    for sample in index.bundle.samples:
-        all_failures.extend(sample.failures)
-    rows = tuple(
-        FailureRow(
-            sample=str(f.sample) if f.sample is not None else "–",
-            probe=f.probe,
-            target=_target(index, f),
-            reason=fmt.clip(f.reason, MAX_LINE_CHARS),
-            duration=f"{f.duration_s * 1000:.0f} ms",
-        )
-        for f in all_failures[:MAX_FAILURES]
-    )
-    return rows, max(0, len(all_failures) - MAX_FAILURES)
-
-
-def _timings(bundle: Bundle) -> Tuple[TimingRow, ...]:
-    values: Dict[str, List[float]] = {}
-    for sample in bundle.samples:
-        values.setdefault("whole sample", []).append(sample.duration_s)
-        for probe, secs in sample.probe_timings_s.items():
-            values.setdefault(probe, []).append(secs)
-    return tuple(
-        TimingRow(
-            probe=p,
-            mean_ms=f"{sum(v) / len(v) * 1000:.1f}",
-            max_ms=f"{max(v) * 1000:.1f}",
-            count=len(v),
-        )
-        for p, v in values.items()
-    )
