@@ -71,8 +71,13 @@ def test_stack_change_names_what_moved() -> None:
     b = Stack(frames=(Frame(name="all_reduce", filename="c10d.py", line=1), *outer))
     c = Stack(frames=(Frame(name="forward", filename="t.py", line=5), *outer))
     assert change(a, b) == "forward → all_reduce under main"
-    assert change(a, c) == "forward moved line 3 → 5 under main"
+    assert change(a, c) == "forward line 3 → 5 under main"
     assert change(a, a) == ""
+    step = (Frame(name="train_step", filename="t.py", line=84), *outer)
+    d = Stack(frames=(Frame(name="backward", filename="torch.py", line=1), *step))
+    moved = Frame(name="train_step", filename="t.py", line=90)
+    e = Stack(frames=(Frame(name="forward", filename="t.py", line=3), moved, *outer))
+    assert change(d, e) == "now in forward (was backward); train_step line 84 → 90 under main"
 
 
 def test_matrix_shows_the_odd_rank_and_collapses_the_stuck_samples() -> None:

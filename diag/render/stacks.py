@@ -58,7 +58,11 @@ def change(old: Stack, new: Stack) -> str:
     now = b[common] if common < len(b) else None
     under = f" under {a[common - 1].name}" if common else ""
     if was is not None and now is not None and (was.name, was.filename) == (now.name, now.filename):
-        return f"{now.name} moved line {was.line} → {now.line}{under}"
+        moved = f"{now.name} line {was.line} → {now.line}{under}"
+        inner_was, inner_now = old.frames[0], new.frames[0]
+        if inner_now.name != now.name and inner_was.name != inner_now.name:
+            return f"now in {inner_now.name} (was {inner_was.name}); {moved}"
+        return moved
     if now is None:
         return f"returned from {was.name if was else '?'}{under}"
     if was is None:
