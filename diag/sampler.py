@@ -24,7 +24,7 @@ import errno
 import platform
 import time
 from functools import partial
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import msgspec
 
@@ -106,6 +106,7 @@ class Collector:
         self._machine = platform.machine()
         self._host_info: Optional[HostInfo] = None
         self._exit_codes: Dict[int, Optional[int]] = {}
+        self._marked_gone: Set[int] = set()
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
@@ -135,6 +136,14 @@ class Collector:
         return sorted({pid for root in self.root_pids for pid in descendants(root)})
 
     # -- one process -------------------------------------------------------------------------
+
+    def _keep_marking(self, pid: int) -> bool:
+        """Exited ranks, launchers and roots are marked in every later sample (the verdict
+        reads the last one); any other process only in the first sample after it went, so a
+        job that runs a short helper every minute does not grow each sample for a day."""
+        info = self.processes[pid]
+        important = info.rank is not None or info.role in ("rank", "launcher", "process")
+        return important or pid in self.root_pids or pid not in self._marked_gone
 
     def _read_proc(self, pid: int) -> ProcessSample:
         t_s = time.time()
@@ -183,7 +192,8 @@ class Collector:
         new_processes = self.table.discover(tree, index)
         in_tree = set(tree)
         live = [pid for pid in tree if pid in self.processes]
-        gone = [pid for pid in self.processes if pid not in in_tree]
+        gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
+        self._marked_gone.update(gone)
         timeout_s = self.probe_timeout_s
         calls: List[ProbeCall[Any]] = [
             ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live

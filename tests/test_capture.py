@@ -170,3 +170,22 @@ def test_worker_pool_is_not_taken_for_ranks(spawn, tmp_path: Path) -> None:
     infos = {p.pid: p for p in bundle.processes}
     assert all(infos[pid].rank is None for pid in workers)
     assert all(infos[pid].role == "worker" for pid in workers)
+
+
+def test_exited_helper_marked_once_exited_rank_always(spawn) -> None:
+    """A short-lived unranked child is marked exited in the sample after it went, not forever
+    (a day-long watch of a job that runs a helper every minute must not grow each sample)."""
+    from diag.sampler import Collector
+
+    prog = spawn(["sh", "-c", "sleep 1000 & echo READY; wait; sleep 1000"])
+    collector = Collector(prog.pid, pyspy=None)
+    first = collector.take_sample(0).sample
+    helper = next(p.pid for p in first.processes if p.pid != prog.pid)
+    assert collector.processes[helper].role == "worker"
+    os.kill(helper, signal.SIGKILL)
+    while os.path.exists(f"/proc/{helper}"):  # sh reaps it
+        time.sleep(0.01)
+    marked = [collector.take_sample(i).sample for i in (1, 2)]
+    statuses = [{p.pid: p.status for p in s.processes}.get(helper) for s in marked]
+    assert statuses[0] == "exited" and statuses[1] is None
+    assert helper in collector.processes  # its identity stays in the bundle
