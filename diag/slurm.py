@@ -131,8 +131,9 @@ def node_command(
     ]
 
 
-def srun_argv(job: JobInfo, command: Sequence[str]) -> List[str]:
-    n = str(len(job.nodes))
+def srun_argv(job: JobInfo, command: Sequence[str], nodes: Sequence[str] = ()) -> List[str]:
+    """One task per node; ``nodes`` narrows it to some of the job's nodes (the retry)."""
+    n = str(len(nodes or job.nodes))
     return [
         "srun",
         "--overlap",  # share the job's resources: take nothing from it
@@ -140,7 +141,8 @@ def srun_argv(job: JobInfo, command: Sequence[str]) -> List[str]:
         f"--nodes={n}",
         f"--ntasks={n}",
         "--ntasks-per-node=1",
-        "--kill-on-bad-exit=0",  # one node failing must not end the others
+        "--kill-on-bad-exit=0",  # one node's collector failing must not end the others
+        *([f"--nodelist={','.join(nodes)}"] if nodes else []),
         "--job-name=diag",
         *command,
     ]
@@ -207,13 +209,17 @@ def run_srun(argv: Sequence[str], nodes: Sequence[str], timeout_s: float) -> Gat
             proc.stdin.close()
         except OSError:
             pass
-    if gathered.timed_out or not eof:
+    if gathered.timed_out:
         proc.terminate()
-    try:
+    try:  # every node said done: srun ends as their tasks exit
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
     while True:  # srun's own messages ("srun: error: node3: task 2: Exited with ...")
         try:
             _, text = errors.get(timeout=0.5)
@@ -240,8 +246,20 @@ def capture_job(
     limit_s = timeout_s
     if limit_s is None:
         limit_s = (count - 1) * interval_s + _NODE_SLACK_S + count * _PER_SAMPLE_SLACK_S
-    argv = srun_argv(job, node_command(job_id, count, interval_s, diag_cmd))
-    gathered = run_srun(argv, job.nodes, limit_s)
+    command = node_command(job_id, count, interval_s, diag_cmd)
+    gathered = run_srun(srun_argv(job, command), job.nodes, limit_s)
     parts: List[HostPart] = gathered.parts()
     missing: List[MissingHost] = gathered.missing(limit_s)
+    # srun cancels the whole step when it cannot launch on some node (even with --no-kill), so
+    # healthy nodes may have been cut off mid-capture: run those once more, on their own.
+    unreachable = gathered.launch_failures()
+    retry = [m.name for m in missing if unreachable and m.name not in unreachable
+             and not gathered.nodes[m.name].errors]  # fmt: skip
+    if retry:
+        again = run_srun(srun_argv(job, command, retry), retry, limit_s)
+        parts.extend(again.parts())
+        missing = [m for m in missing if m.name not in retry] + again.missing(limit_s)
+    order = {name: i for i, name in enumerate(job.nodes)}
+    parts.sort(key=lambda p: order.get(p.label, len(order)))
+    missing.sort(key=lambda m: order.get(m.name, len(order)))
     return merge_bundles(parts, missing)

@@ -32,6 +32,7 @@ from diag.sampler import Collector
 from diag.slurm_wire import PING, TAG, encode_chunks
 
 _LISTPIDS_TIMEOUT_S = 10.0
+_PING_WAIT_S = 5.0
 
 
 def node_name() -> str:
@@ -57,11 +58,12 @@ def _one_line(text: str) -> str:
     return " ".join(Redactor().scrub(text).split())[:500]
 
 
-def _answer_pings(stdin: IO[str], out: _Out, node: str) -> None:
+def _answer_pings(stdin: IO[str], out: _Out, node: str, answered: threading.Event) -> None:
     for line in stdin:
         if line.startswith(PING + " "):
             ctrl = line.split()[2] if len(line.split()) > 2 else "0"
             out.line(f"{TAG} pong {node} {ctrl} {time.time():.6f}")
+            answered.set()
 
 
 def _listpids(job_id: int) -> Tuple[Optional[str], Optional[ProbeFailure]]:
@@ -103,7 +105,7 @@ def collect_node(
     procfs = procfs if procfs is not None else ProcFS()
     listpids, listpids_failure = _listpids(job_id)
     own_step = os.environ.get("SLURM_STEP_ID") or os.environ.get("SLURM_STEPID")
-    found = find_job_processes(procfs, job_id, own_step, _excluded(node), listpids)
+    found = find_job_processes(procfs, job_id, own_step, _excluded(node), listpids, node)
     if not found:
         raise DiagError(
             f"no process of Slurm job {job_id} on node {node}",
@@ -143,13 +145,18 @@ def run_node(
     node = node_name()
     out = _Out(stdout if stdout is not None else sys.stdout)
     out.line(f"{TAG} hello {node} {time.time():.6f}")
+    answered = threading.Event()
     threading.Thread(
-        target=_answer_pings, args=(stdin if stdin is not None else sys.stdin, out, node),
+        target=_answer_pings,
+        args=(stdin if stdin is not None else sys.stdin, out, node, answered),
         daemon=True,
-    ).start()  # fmt: skip
+    ).start()
     code = 0
     try:
         _, scrubbed_json = collect_node(job_id, count, interval_s, node)
+        # srun forwards stdin only once every task is launched (slow when a node fails to
+        # launch): give the controller's first ping a moment, or the clock stays unmeasured.
+        answered.wait(_PING_WAIT_S)
         for line in encode_chunks(node, scrubbed_json):
             out.line(line)
     except DiagError as exc:

@@ -19,6 +19,7 @@ error of at most half the round trip; the pong with the shortest round trip is k
 from __future__ import annotations
 
 import base64
+import re
 import zlib
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -33,6 +34,7 @@ CHUNK_CHARS = 800  # + header stays well under srun's 1024-byte message
 CLOCK_SOURCE = "srun-ping"
 
 _decoder = msgspec.json.Decoder(Bundle)
+_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node ([^\s:]+)")
 
 
 def encode_chunks(node: str, bundle_json: bytes) -> Iterator[str]:
@@ -103,6 +105,16 @@ class Gathered:
             return None
         return kind
 
+    def launch_failures(self) -> List[str]:
+        """Nodes srun could not start a task on ("Task launch for StepId=J.S failed on node
+        NODE: ..."): unreachable, slurmd down."""
+        names: List[str] = []
+        for line in self.stderr:
+            match = _LAUNCH_FAILED.search(line)
+            if match and match.group(1) not in names:
+                names.append(match.group(1))
+        return names
+
     def all_done(self) -> bool:
         return all(self.nodes[n].done for n in self.expected)
 
@@ -168,6 +180,7 @@ class Gathered:
             return f"timed out after {limit_s:g}s ({seen}){said}"
         about = [line.strip() for line in self.stderr if name in line]
         if about:
-            return "srun: " + " | ".join(about[-3:])
+            text = " | ".join(about[-3:])
+            return text if text.startswith("srun") else f"srun: {text}"
         why = f"srun exit code {self.returncode}" if self.returncode is not None else "no output"
         return f"no bundle from the node ({why}{': ' + ' | '.join(tail) if tail else ''})"

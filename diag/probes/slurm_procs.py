@@ -10,7 +10,8 @@ Three independent witnesses, because each fails somewhere:
 
 A PID any witness names is in. Left out: diag's own step (the ``srun --overlap`` that runs this
 collector is a step of the same job), the processes the controller asks to exclude (itself and
-its ``srun`` when it runs inside the job), and ``slurmstepd`` (Slurm's daemon, not the job's).
+its ``srun`` when it runs inside the job), ``slurmstepd`` (Slurm's daemon, not the job's), and
+processes whose ``SLURMD_NODENAME`` names another node.
 The roots - job processes whose parent is not one - are what the collector walks from: a batch
 script, and each step's tasks (their parent is a ``slurmstepd``, not the script).
 Parsers are pure; ``find_job_processes`` is the I/O.
@@ -83,8 +84,12 @@ def find_job_processes(
     own_step: Optional[str] = None,
     exclude_pids: Iterable[int] = (),
     listpids_text: Optional[str] = None,
+    node: Optional[str] = None,
 ) -> Dict[int, JobProcess]:
-    """Every process of ``job_id`` on this node (see the module doc for the rules)."""
+    """Every process of ``job_id`` on this node (see the module doc for the rules).
+
+    ``node``: this node's Slurm name; a process whose ``SLURMD_NODENAME`` names another node
+    belongs there (hosts running several slurmd, or sharing a PID namespace, see them all)."""
     found: Dict[int, JobProcess] = {}
     excluded: Set[int] = set(exclude_pids)
     for pid, job, step in parse_listpids(listpids_text or ""):
@@ -99,7 +104,7 @@ def find_job_processes(
             env = parse_environ(procfs.read_bytes(pid, "environ"))
         except OSError:
             pass
-        if EXCLUDE_ENV in env:
+        if EXCLUDE_ENV in env or (node and env.get("SLURMD_NODENAME", node) != node):
             excluded.add(pid)
         if hit is None or hit[0] != job_id:
             hit, how = job_from_environ(env), "environ"

@@ -1,0 +1,194 @@
+"""``diag capture --slurm-job`` on a real Slurm started on this machine (tests/slurm_cluster.py):
+two nodes where network namespaces work (else one), a real sbatch job of Python ranks, real
+srun. Skips, printing why, only where Slurm cannot start.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from conftest import run_diag
+from slurm_cluster import SLURM, Cluster, start_cluster, stop_cluster
+
+from diag.bundle_io import load_bundle
+from diag.errors import EXIT_NO_TARGET, EXIT_REMOTE, DiagError
+from diag.slurm import capture_job
+from diag.slurm_wire import Gathered
+
+REPO = Path(__file__).resolve().parent.parent
+SECRET = "hf_PlantedSecretValue0123456789abcdef"
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("slurm")
+    root.chmod(0o755)  # munged wants every directory above its socket searchable
+    cluster = Cluster(root)
+    try:
+        start_cluster(cluster, want_nodes=2)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        stop_cluster(cluster)
+        print(f"\nSlurm cannot start here: {exc}")
+        pytest.skip(f"Slurm cannot start here: {exc}")
+    print(f"\nSlurm test cluster: nodes {', '.join(cluster.nodes)}")
+    try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
+
+
+@pytest.fixture
+def two_nodes(slurm_cluster: Cluster) -> Cluster:
+    if len(slurm_cluster.nodes) < 2:
+        pytest.skip("one-node test cluster (no network namespaces here): needs two nodes")
+    return slurm_cluster
+
+
+def _capture(
+    cluster: Cluster, job_id: int, out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return run_diag(
+        ["capture", "--slurm-job", str(job_id), "--count", "2", "--interval", "0.5",
+         "-o", str(out), *extra],
+        env=cluster.env,
+    )  # fmt: skip
+
+
+def test_capture_finds_every_rank_on_every_node(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    nodes = slurm_cluster.nodes
+    job = slurm_cluster.submit(len(nodes), {"HF_TOKEN": SECRET})
+    try:
+        job.wait_ready(len(nodes))
+        done = _capture(slurm_cluster, job.job_id, tmp_path / "job")
+    finally:
+        job.cancel()
+    assert done.returncode == 0, done.stderr
+    assert f"merged {len(nodes)} of {len(nodes)} host(s)" in done.stdout
+    bundle = load_bundle(tmp_path / "job.json")
+    ranks = {p.rank: p for p in bundle.processes if p.role == "rank"}
+    assert set(ranks) == set(range(len(nodes)))
+    # block distribution, one task per node: rank i runs on node i, and only there
+    assert {r: p.host for r, p in ranks.items()} == dict(enumerate(nodes))
+    assert len({(p.host, p.pid) for p in bundle.processes}) == len(bundle.processes)
+    assert len({p.pid for p in bundle.processes}) == len(bundle.processes)
+    launchers = [p for p in bundle.processes if "slurm_script" in " ".join(p.cmdline)]
+    assert [p.host for p in launchers] == [nodes[0]]  # the batch script runs on the first
+    assert not any("slurm-node" in " ".join(p.cmdline) for p in bundle.processes)
+    assert [h.name for h in bundle.hosts] == nodes
+    for host in bundle.hosts:
+        assert host.status == "ok" and host.samples == 2
+        assert host.clock_source == "srun-ping" and host.clock_offset_error_s is not None
+        assert f"{host.name}: 2 sample(s), clock" in done.stderr
+    last = bundle.samples[-1]
+    for p in last.processes:
+        if any(p.pid == r.pid and p.host == r.host for r in ranks.values()):
+            assert p.py_status == "ok"
+            frames = [
+                f.name for t in p.threads if t.stack_id for f in bundle.stacks[t.stack_id].frames
+            ]
+            assert "wait_for_peers" in frames
+    assert bundle.verdict is not None and len(bundle.verdict.classes) >= 1
+    for path in tmp_path.iterdir():
+        assert SECRET not in path.read_text(errors="replace"), path
+
+
+def test_node_without_job_process_is_recorded(two_nodes: Cluster, tmp_path: Path) -> None:
+    # a two-node allocation whose only rank runs on the first node
+    job = two_nodes.submit(2, {"DIAG_TEST_TASKS": "1", "DIAG_TEST_NODES": "1"})
+    try:
+        job.wait_ready(1)
+        done = _capture(two_nodes, job.job_id, tmp_path / "job")
+    finally:
+        job.cancel()
+    assert done.returncode == 0, done.stderr
+    assert "merged 1 of 2 host(s)" in done.stdout
+    bundle = load_bundle(tmp_path / "job.json")
+    n1, n2 = two_nodes.nodes
+    assert {p.host for p in bundle.processes} == {n1}
+    (failure,) = [f for f in bundle.failures if f.probe == "host"]
+    assert failure.host == n2 and f"no process of Slurm job {job.job_id}" in failure.reason
+    assert f"{n2}: not captured" in done.stderr
+
+
+def test_unreachable_node_is_recorded_and_the_rest_captured(
+    two_nodes: Cluster, tmp_path: Path
+) -> None:
+    n1, n2 = two_nodes.nodes
+    job = two_nodes.submit(2)
+    try:
+        job.wait_ready(2)
+        two_nodes.stop_slurmd(n2)  # srun cannot launch there any more
+        done = _capture(two_nodes, job.job_id, tmp_path / "job")
+    finally:
+        job.cancel()
+        two_nodes.start_slurmd(n2)
+    assert done.returncode == 0, done.stderr
+    bundle = load_bundle(tmp_path / "job.json")
+    assert {p.rank for p in bundle.processes if p.role == "rank"} == {0}
+    (failure,) = [f for f in bundle.failures if f.probe == "host"]
+    assert failure.host == n2 and f"failed on node {n2}" in failure.reason
+    assert [(h.name, h.status) for h in bundle.hosts] == [(n1, "ok"), (n2, "failed")]
+    two_nodes.wait_idle()
+
+
+def test_unknown_job_is_one_line_and_exit_3(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    done = run_diag(
+        ["capture", "--slurm-job", "987654", "-o", str(tmp_path / "x")], env=slurm_cluster.env
+    )
+    assert done.returncode == EXIT_NO_TARGET
+    assert done.stderr.count("\n") == 1 and "Slurm job 987654 not found" in done.stderr
+
+
+def test_every_node_failing_is_exit_remote_with_srun_reason(
+    slurm_cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(slurm_cluster.conf))
+    job = slurm_cluster.submit(1)
+    try:
+        job.wait_ready(1)
+        with pytest.raises(DiagError) as info:
+            capture_job(job.job_id, count=1, diag_cmd=["/bin/false"])
+        assert info.value.exit_code == EXIT_REMOTE
+        assert slurm_cluster.nodes[0] in info.value.message and "srun" in info.value.message
+        with pytest.raises(DiagError) as info:
+            capture_job(job.job_id, count=1, diag_cmd=["bash", "-c", "sleep 60"], timeout_s=3)
+        assert "timed out after 3s (never started)" in info.value.message
+    finally:
+        job.cancel()
+
+
+def test_chunk_lines_survive_real_srun_interleaving(slurm_cluster: Cluster) -> None:
+    """The wire's premise, on a real srun: 4 tasks write ~900 chunk lines each at once; lines
+    interleave but stay whole, so every blob is rebuilt exactly."""
+    sys.path.insert(0, str(SLURM))
+    from emit_chunks import blob
+
+    job = slurm_cluster.submit(1)
+    try:
+        job.wait_ready(1)
+        done = subprocess.run(
+            ["srun", "--overlap", f"--jobid={job.job_id}", "--ntasks=4", "-O",
+             sys.executable, str(SLURM / "emit_chunks.py")],
+            capture_output=True, text=True, env=dict(slurm_cluster.env, PYTHONPATH=str(REPO)),
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        job.cancel()
+    assert done.returncode == 0, done.stderr
+    gathered = Gathered([f"t{i}" for i in range(4)])
+    for line in done.stdout.splitlines():
+        gathered.feed(line, 0.0)
+    assert gathered.all_done()
+    for i in range(4):
+        node = gathered.nodes[f"t{i}"]
+        assert node.total is not None and node.total > 100
+        data = "".join(node.chunks[k] for k in range(node.total))
+        assert zlib.decompress(base64.b64decode(data)) == blob(i)
