@@ -9,12 +9,14 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 install: system-deps $(BIN)/diag
 
 # System packages the tests need (headless Chromium for the report test, Slurm+munge for the
-# multi-node test). Best effort: a machine without apt or root still gets the Python side.
+# multi-node test; iproute2 gives its second node a network namespace). Best effort: a
+# machine without apt or root still gets the Python side.
 system-deps:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  need=""; \
 	  command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	  command -v slurmctld >/dev/null 2>&1 || need="$$need slurm-wlm munge"; \
+	  command -v ip >/dev/null 2>&1 || need="$$need iproute2"; \
 	  if [ -n "$$need" ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need) \
 	      || echo "warning: could not install$$need; the tests that need them will skip"; \
