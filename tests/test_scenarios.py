@@ -1,0 +1,89 @@
+"""Every scenario program under `diag capture` with default settings: state and suspects.
+
+The table of scenarios (and what diag must say about each) is ``samples/run_scenarios.py``'s
+``SCENARIOS``, the same one that produces the README table, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+from conftest import REPO, SCENARIOS, run_diag, start_ready
+
+_spec = importlib.util.spec_from_file_location(
+    "run_scenarios", REPO / "samples" / "run_scenarios.py"
+)
+assert _spec is not None and _spec.loader is not None
+run_scenarios = importlib.util.module_from_spec(_spec)
+sys.modules["run_scenarios"] = run_scenarios
+_spec.loader.exec_module(run_scenarios)
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
+
+
+def _params() -> Any:
+    out = []
+    for s in run_scenarios.SCENARIOS:
+        marks = [pytest.mark.slow]
+        if s.torch:
+            marks += [
+                pytest.mark.torch,
+                pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed"),
+            ]
+        out.append(pytest.param(s, id=s.name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("scenario", _params())
+def test_scenario_verdict(scenario: Any, tmp_path: Path) -> None:
+    started = start_ready(
+        [sys.executable, str(SCENARIOS / f"{scenario.name}.py")],
+        timeout_s=run_scenarios.READY_TIMEOUT_S,
+    )
+    try:
+        out = tmp_path / "bundle.json"
+        done = run_diag(["capture", "--pid", str(started.pid), "-o", str(out)], timeout_s=300)
+    finally:
+        started.stop()
+    assert done.returncode == 0, done.stderr
+    assert "verdict:" in done.stdout
+    bundle: Dict[str, Any] = json.loads(out.read_text())
+    verdict = bundle["verdict"]
+    assert verdict["state"] == scenario.expect, verdict["summary"]
+    assert done.stdout.strip().splitlines()[-1].startswith(f"verdict: {scenario.expect}")
+    suspects = verdict.get("suspects", [])
+    if scenario.suspects is None:
+        return
+    if not scenario.suspects:
+        assert suspects == [], verdict["summary"]
+    for expected in scenario.suspects:
+        kind, _, value = expected.partition(":")
+        if kind == "rank":
+            assert int(value) in [s.get("rank") for s in suspects], verdict["summary"]
+        else:
+            assert started.pid in [s["pid"] for s in suspects], verdict["summary"]
+
+
+@pytest.mark.slow
+def test_fail_on_exits_with_documented_code(tmp_path: Path) -> None:
+    started = start_ready([sys.executable, str(SCENARIOS / "lock_order.py")])
+    try:
+        out = tmp_path / "b.json"
+        done = run_diag(
+            ["capture", "--pid", str(started.pid), "-o", str(out), "--fail-on", "deadlocked,slow"]
+        )
+        passed = run_diag(
+            ["capture", "--pid", str(started.pid), "-o", str(out), "--fail-on", "idle"]
+        )
+    finally:
+        started.stop()
+    assert done.returncode == 10, done.stderr
+    assert "--fail-on" in done.stderr and out.exists()  # outputs written before the exit
+    assert passed.returncode == 0, passed.stderr
+    bad = run_diag(["capture", "--pid", "1", "--fail-on", "stuck"])
+    assert bad.returncode == 2 and "stuck" in bad.stderr
