@@ -11,13 +11,22 @@ odd rank waits on its DataLoader queue. ``progressing`` keeps all ranks stepping
 
 from __future__ import annotations
 
-import hashlib
 from typing import Dict, List, Optional, Tuple
 
+from bench import synth_story as story
+from bench.synth_story import (
+    ALLREDUCE,
+    CLK_TCK,
+    LAUNCHER_PID,
+    PIN_MEMORY,
+    QUEUE_GET,
+    STEP_STACKS,
+    T0_S,
+    TRAIN,
+    stack_id_of,
+)
 from diag.model import (
     Bundle,
-    Evidence,
-    Frame,
     GpuDevice,
     GpuProcess,
     GpuSample,
@@ -27,100 +36,20 @@ from diag.model import (
     ProbeFailure,
     ProcessInfo,
     ProcessSample,
-    RankClass,
     Sample,
     Stack,
-    Suspect,
     Target,
     ThreadSample,
     Verdict,
 )
 
-T0_S = 1_780_000_000.0
-LAUNCHER_PID = 4000
-CLK_TCK = 100
-_TRAIN = "/opt/job/train.py"
-_C10D = "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py"
-_LOADER = "/usr/lib/python3/site-packages/torch/utils/data/dataloader.py"
-_QUEUE = "/usr/lib/python3.11/queue.py"
-_THREADING = "/usr/lib/python3.11/threading.py"
-
-
-def _stack(*frames: Tuple[str, str, int]) -> Stack:
-    return Stack(frames=tuple(Frame(name=n, filename=f, line=ln) for n, f, ln in frames))
-
-
-def stack_id_of(stack: Stack) -> str:
-    """Content hash, as capture interns stacks: equal stacks share one id."""
-    text = "|".join(f"{f.name}:{f.filename}:{f.line}" for f in stack.frames)
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
-_OUTER = (("main", _TRAIN, 140), ("<module>", _TRAIN, 160))
-_STEP_STACKS = (
-    _stack(("forward", _TRAIN, 41), ("train_step", _TRAIN, 84), *_OUTER),
-    _stack(
-        ("backward", "/usr/lib/python3/site-packages/torch/_tensor.py", 626),
-        ("train_step", _TRAIN, 86),
-        *_OUTER,
-    ),
-    _stack(
-        ("step", "/usr/lib/python3/site-packages/torch/optim/adamw.py", 210),
-        ("train_step", _TRAIN, 90),
-        *_OUTER,
-    ),
-)
-_ALLREDUCE = _stack(
-    ("all_reduce", _C10D, 2806),
-    ("wrapper", "/usr/lib/python3/site-packages/torch/distributed/c10d_logger.py", 81),
-    ("sync_grads", _TRAIN, 66),
-    ("train_step", _TRAIN, 88),
-    *_OUTER,
-)
-_QUEUE_GET = _stack(
-    ("wait", _THREADING, 331),
-    ("get", _QUEUE, 180),
-    ("_get_data", _LOADER, 1133),
-    ("_next_data", _LOADER, 1294),
-    ("__next__", _LOADER, 631),
-    ("train_step", _TRAIN, 80),
-    *_OUTER,
-)
-_PIN_MEMORY = _stack(
-    ("wait", _THREADING, 331),
-    ("get", _QUEUE, 180),
-    (
-        "_pin_memory_loop",
-        "/usr/lib/python3/site-packages/torch/utils/data/_utils/pin_memory.py",
-        54,
-    ),
-    ("run", _THREADING, 982),
-    ("_bootstrap_inner", _THREADING, 1045),
-    ("_bootstrap", _THREADING, 1002),
-)
 _NATIVE_NAMES = ("pt_autograd_0", "cuda-EvtHandlr", "pt_nccl_watchdg", "python")
-
-
-def _env(rank: int, ranks: int) -> Dict[str, str]:
-    return {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
-        "WORLD_SIZE": str(ranks),
-        "LOCAL_WORLD_SIZE": str(ranks),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": "29500",
-        "NCCL_DEBUG": "WARN",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(ranks)),
-        "OMP_NUM_THREADS": "4",
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HF_TOKEN": "[redacted]",
-    }
 
 
 def _main_stack(scenario: str, rank: int, odd_rank: int, stuck: bool, index: int) -> Stack:
     if not stuck:
-        return _STEP_STACKS[(index + rank) % len(_STEP_STACKS)]
-    return _QUEUE_GET if rank == odd_rank else _ALLREDUCE
+        return STEP_STACKS[(index + rank) % len(STEP_STACKS)]
+    return QUEUE_GET if rank == odd_rank else ALLREDUCE
 
 
 def _threads(
@@ -134,9 +63,9 @@ def _threads(
 ) -> Tuple[ThreadSample, ...]:
     """``active``: samples in which the main thread was on CPU so far."""
     main_id = stack_id_of(main)
-    pin_id = stack_id_of(_PIN_MEMORY)
+    pin_id = stack_id_of(PIN_MEMORY)
     stacks[main_id] = main
-    stacks[pin_id] = _PIN_MEMORY
+    stacks[pin_id] = PIN_MEMORY
     main_ticks = active * 2900 + pid % 7
     out: List[ThreadSample] = [
         ThreadSample(
@@ -239,90 +168,6 @@ def _gpu(rank_pids: List[int], index: int, stuck: bool) -> GpuSample:
     return GpuSample(available=True, driver_version="550.54.15", devices=devices)
 
 
-def _verdict(scenario: str, ranks: int, odd_rank: int, pids: List[int], stuck_at: int) -> Verdict:
-    if scenario == "progressing":
-        return Verdict(
-            state="progressing",
-            confidence=0.9,
-            summary=f"All {ranks} ranks change stacks between samples and CPU/log output grows.",
-            evidence=(
-                Evidence(
-                    signal="stacks-changing",
-                    detail="main-thread stacks differ between consecutive samples on every rank",
-                    ranks=tuple(range(ranks)),
-                    section="matrix",
-                ),
-                Evidence(
-                    signal="logs-growing", detail="train.log grows every sample", section="logs"
-                ),
-            ),
-        )
-    others = tuple(r for r in range(ranks) if r != odd_rank)
-    return Verdict(
-        state="deadlocked",
-        confidence=0.86,
-        summary=(
-            f"Rank {odd_rank} waits on its DataLoader queue while the other {ranks - 1} ranks "
-            "spin in all_reduce; nothing has changed since sample "
-            f"{stuck_at}."
-        ),
-        evidence=(
-            Evidence(
-                signal="odd-rank-stack",
-                detail=f"rank {odd_rank} is the only rank outside all_reduce",
-                ranks=(odd_rank,),
-                section="matrix",
-            ),
-            Evidence(
-                signal="collective-wait",
-                detail="ranks spin at 100% CPU in all_reduce with an unchanged stack",
-                ranks=others,
-                section="timelines",
-            ),
-            Evidence(
-                signal="gpu-busy-low-power",
-                detail="GPU utilization reads 100% at ~90 W: NCCL kernels waiting, not computing",
-                section="gpu",
-            ),
-            Evidence(
-                signal="logs-stalled",
-                detail=f"no new training log lines since sample {stuck_at}",
-                section="logs",
-            ),
-            Evidence(
-                signal="futex-wait",
-                detail=f"rank {odd_rank} main thread blocked in futex (queue.get, no timeout)",
-                ranks=(odd_rank,),
-                pids=(pids[odd_rank],),
-                section=f"rank-{odd_rank}",
-            ),
-        ),
-        suspects=(
-            Suspect(
-                pid=pids[odd_rank],
-                rank=odd_rank,
-                reason="only rank not in all_reduce: waits for a DataLoader batch",
-            ),
-        ),
-        classes=(
-            RankClass(
-                signature="all_reduce",
-                label="A",
-                ranks=others,
-                pids=tuple(p for r, p in enumerate(pids) if r != odd_rank),
-                stack_id=stack_id_of(_ALLREDUCE),
-            ),
-            RankClass(
-                signature="queue.get",
-                label="B",
-                ranks=(odd_rank,),
-                pids=(pids[odd_rank],),
-                stack_id=stack_id_of(_QUEUE_GET),
-            ),
-        ),
-    )
-
-
 def make_bundle(
     ranks: int = 8,
     threads: int = 60,
@@ -336,10 +181,11 @@ def make_bundle(
 ) -> Bundle:
     """A deterministic bundle of a torchrun job; same arguments, same bytes."""
     odd_rank = min(odd_rank, ranks - 1)
-    stuck_at = samples // 3 if scenario == "deadlock" else samples + 1
+    deadlock = scenario == "deadlock"
+    stuck_at = samples // 3 if deadlock else samples + 1
     pids = [LAUNCHER_PID + 1 + r * 100 for r in range(ranks)]
     host_of = [f"node-{r * hosts // ranks}" if hosts > 1 else "" for r in range(ranks)]
-    cmd = ("torchrun", "--nproc-per-node", str(ranks), _TRAIN, "--lr", "3e-4")
+    cmd = ("torchrun", "--nproc-per-node", str(ranks), TRAIN, "--lr", "3e-4")
     infos: List[ProcessInfo] = [
         ProcessInfo(
             pid=LAUNCHER_PID, name="torchrun", cmdline=cmd, role="launcher", exe="/usr/bin/python3"
@@ -353,13 +199,13 @@ def make_bundle(
                 ppid=LAUNCHER_PID,
                 name="python3",
                 exe="/usr/bin/python3",
-                cmdline=("/usr/bin/python3", "-u", _TRAIN, "--lr", "3e-4"),
+                cmdline=("/usr/bin/python3", "-u", TRAIN, "--lr", "3e-4"),
                 role="rank",
                 rank=r,
                 local_rank=r,
                 world_size=ranks,
                 rank_source="env:RANK",
-                env=_env(r, ranks),
+                env=story.env(r, ranks),
                 start_time_s=T0_S - 60.0,
             )
         )
@@ -429,7 +275,7 @@ def make_bundle(
             )
         )
     verdict: Optional[Verdict] = (
-        _verdict(scenario, ranks, odd_rank, pids, stuck_at) if with_verdict else None
+        story.verdict(scenario, ranks, odd_rank, pids, stuck_at) if with_verdict else None
     )
     return Bundle(
         created_s=T0_S,
@@ -455,4 +301,6 @@ def make_bundle(
         samples=tuple(out),
         failures=(ProbeFailure(probe="ports", reason="ss not found", duration_s=0.001),),
         verdict=verdict,
+        collectives=story.collectives(ranks, odd_rank, pids, stuck_at) if deadlock else (),
+        nccl_logs=story.nccl_logs(ranks, odd_rank, pids, stuck_at) if deadlock else (),
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
 
-from diag.model import Bundle, RankNcclLog
+from diag.model import Bundle, RankCollectives, RankNcclLog
 from diag.render import fmt
 from diag.render.index import BundleIndex
 from diag.render.view import CollectiveRow, HostRow, NcclLogRow, RasRow
@@ -31,21 +31,27 @@ def _who(index: BundleIndex, rank: Optional[int], pid: Optional[int], host: str)
     return (f"rank {rank}" if rank is not None else f"pid {pid}"), ""
 
 
+def _reached(rec: RankCollectives) -> Optional[int]:
+    """The furthest collective this rank got to (enqueued, else started, else completed)."""
+    for seq in (rec.last_enqueued_seq, rec.last_started_seq, rec.last_completed_seq):
+        if seq is not None:
+            return seq
+    return None
+
+
 def build_collectives(index: BundleIndex) -> Tuple[CollectiveRow, ...]:
+    """One row per rank and process group; ``behind``: how many collectives its peers are ahead."""
     records = index.bundle.collectives
     newest: Dict[str, int] = {}
     for rec in records:
-        last = max(
-            (s for s in (rec.last_enqueued_seq, rec.last_completed_seq) if s is not None),
-            default=None,
-        )
-        if last is not None:
-            newest[rec.pg] = max(newest.get(rec.pg, last), last)
+        reached = _reached(rec)
+        if reached is not None:
+            newest[rec.pg] = max(newest.get(rec.pg, reached), reached)
     out = []
     for rec in sorted(records, key=lambda r: (r.pg, r.rank))[:MAX_ROWS]:
         label, anchor = _who(index, rec.rank, rec.pid, rec.host)
-        done = rec.last_completed_seq if rec.last_completed_seq is not None else -1
-        behind = newest.get(rec.pg, done) - done if newest.get(rec.pg) is not None else 0
+        reached = _reached(rec)
+        behind = newest[rec.pg] - reached if reached is not None and rec.pg in newest else 0
         entry = rec.recent[-1] if rec.recent else None
         out.append(
             CollectiveRow(
