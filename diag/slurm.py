@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shlex
 import subprocess
 import sys
 import threading
@@ -82,10 +83,19 @@ def _run(argv: Sequence[str], timeout_s: float = 30.0) -> subprocess.CompletedPr
         ) from None
 
 
+# Slurm client settings that say which cluster to talk to; every other SLURM_* variable here
+# describes a job or step diag itself may run in, and srun would take it for an option.
+_KEEP_SLURM_ENV = ("SLURM_CONF", "SLURM_CLUSTERS", "SLURM_CONF_SERVER")
+# Override the per-node command, e.g. "apptainer exec diag.sif diag" (default: this Python).
+NODE_CMD_ENV = "DIAG_SLURM_NODE_CMD"
+
+
 def _srun_env(marker: Optional[str] = None) -> Dict[str, str]:
-    """Our environment without the SLURM_* of any job diag itself runs in (srun would take them
-    for options of the new step); the marker lets nodes leave the controller out."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k == "SLURM_CONF"}
+    """Our environment without the SLURM_* of any job diag itself runs in; the marker lets
+    nodes leave the controller out."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP_SLURM_ENV
+    }
     if marker is not None:
         env[EXCLUDE_ENV] = marker
     return env
@@ -118,8 +128,10 @@ def job_info(job_id: int) -> JobInfo:
 def node_command(
     job_id: int, count: int, interval_s: float, diag_cmd: Sequence[str] = ()
 ) -> List[str]:
-    """What each node runs: this same diag (same interpreter path) in its hidden node mode."""
-    base = list(diag_cmd) or [sys.executable, "-m", "diag"]
+    """What each node runs: this same diag (same interpreter path) in its hidden node mode,
+    unless ``$DIAG_SLURM_NODE_CMD`` says how diag starts on the nodes."""
+    default = [sys.executable, "-m", "diag"]
+    base = list(diag_cmd) or shlex.split(os.environ.get(NODE_CMD_ENV, "")) or default
     return [
         *base,
         "slurm-node",

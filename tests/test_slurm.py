@@ -20,7 +20,7 @@ from diag.probes.slurm_procs import (
     job_roots,
     parse_listpids,
 )
-from diag.slurm import JobInfo, parse_job_line, srun_argv
+from diag.slurm import JobInfo, _srun_env, node_command, parse_job_line, srun_argv
 from diag.slurm_wire import Gathered, encode_chunks
 
 HERE = Path(__file__).resolve().parent
@@ -192,3 +192,22 @@ def test_bundle_lines_fit_srun_messages() -> None:
     bundle = load_bundle(MERGE_DATA / "node-b.json")
     lines = list(encode_chunks("a-rather-long-node-name-0042", encode_bundle(bundle)))
     assert max(len(line) for line in lines) < 1000
+
+
+def test_node_command_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DIAG_SLURM_NODE_CMD", "apptainer exec '/images/diag 1.sif' diag")
+    assert node_command(5, 3, 2.0)[:6] == [
+        "apptainer", "exec", "/images/diag 1.sif", "diag", "slurm-node", "5",
+    ]  # fmt: skip
+    monkeypatch.delenv("DIAG_SLURM_NODE_CMD")
+    assert node_command(5, 3, 2.0)[:3] == [sys.executable, "-m", "diag"]
+
+
+def test_srun_env_drops_the_enclosing_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setenv("SLURM_NTASKS", "8")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
+    env = _srun_env("login1:42")
+    assert "SLURM_JOB_ID" not in env and "SLURM_NTASKS" not in env
+    assert env["SLURM_CONF"] == "/etc/slurm/other.conf"
+    assert env["DIAG_SLURM_CONTROLLER"] == "login1:42"
