@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 from conftest import PROGRAMS, REPO, run_diag
@@ -210,3 +210,31 @@ def test_container_pids_still_name_ranks_in_the_verdict(
     assert verdict is not None
     by_gpu = {e.detail.split()[1]: e.ranks for e in verdict.evidence if e.signal == "gpu"}
     assert by_gpu == {"0": (0,), "1": (1,)}
+
+
+class _Unkillable:
+    """Stands in for a worker stuck in the driver (D state): SIGKILL does not end it.
+
+    This machine has no GPU driver to wedge; the probe only ever asks the worker ``poll()``."""
+
+    pid = 4242
+
+    def __init__(self) -> None:
+        self.alive = True
+
+    def poll(self) -> Optional[int]:
+        return None if self.alive else -9
+
+
+def test_a_worker_stuck_in_the_driver_is_not_doubled(fake_nvml: pytest.MonkeyPatch) -> None:
+    fake_nvml.setenv("FAKE_NVML_SCENARIO", "hang")
+    probe = GpuProbe(timeout_s=2)
+    with pytest.raises(ProbeError, match="did not answer"):
+        probe.read()
+    stuck = _Unkillable()
+    probe._hung = stuck  # type: ignore[assignment]  # as if SIGKILL had not ended it
+    fake_nvml.setenv("FAKE_NVML_SCENARIO", "gpus")
+    with pytest.raises(ProbeError, match="NVML still hung: worker PID 4242"):
+        probe.read()
+    stuck.alive = False  # the driver recovered and the worker finally exited
+    assert probe.read().available

@@ -39,6 +39,14 @@ def parse_worker_output(text: str) -> GpuSample:
         raise ProbeError(f"NVML worker printed no valid record: {exc}: {line[:200]!r}") from exc
 
 
+class NvmlHung(ProbeError):
+    """NVML did not answer in time; ``worker`` is the killed child (it may be unkillable)."""
+
+    def __init__(self, message: str, worker: subprocess.Popen[str]) -> None:
+        super().__init__(message)
+        self.worker = worker
+
+
 def read_gpu(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     python: str = sys.executable,
@@ -62,8 +70,9 @@ def read_gpu(
             proc.communicate(timeout=1.0)
         except subprocess.TimeoutExpired:
             pass
-        raise ProbeError(
-            f"NVML did not answer within {timeout_s:g}s (wedged GPU driver?); worker killed"
+        raise NvmlHung(
+            f"NVML did not answer within {timeout_s:g}s (wedged GPU driver?); worker killed",
+            proc,
         ) from None
     if proc.returncode != 0:
         tail = (err or "").strip().splitlines()[-1:] or [""]
@@ -72,16 +81,30 @@ def read_gpu(
 
 
 class GpuProbe:
-    """Per-capture GPU probe: remembers an answer that cannot change (no library installed)."""
+    """Per-capture GPU probe: remembers an answer that cannot change (no library installed),
+    and a worker stuck in the driver: a process in D state survives SIGKILL, so while it lives
+    no new worker is started - a day-long watch must not pile up one per sample."""
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self._permanent: Optional[GpuSample] = None
+        self._hung: Optional[subprocess.Popen[str]] = None
 
     def read(self) -> GpuSample:
         if self._permanent is not None:
             return self._permanent
-        sample = read_gpu(self.timeout_s)
+        if self._hung is not None:
+            if self._hung.poll() is None:
+                raise ProbeError(
+                    f"NVML still hung: worker PID {self._hung.pid} from an earlier sample has "
+                    "not exited (wedged GPU driver); not starting another"
+                )
+            self._hung = None
+        try:
+            sample = read_gpu(self.timeout_s)
+        except NvmlHung as exc:
+            self._hung = exc.worker
+            raise
         if not sample.available and any(p in (sample.reason or "") for p in _PERMANENT):
             self._permanent = sample
         return sample
