@@ -89,10 +89,11 @@ def fr_findings(
 ) -> List[Finding]:
     """Per process group: the rank(s) behind the others, missing dumps, ops never started."""
     out: List[Finding] = []
-    groups: Dict[Tuple[str, str], List[RankCollectives]] = {}
+    # Global ranks are unique across hosts: a group spans nodes, so it is keyed by name only.
+    groups: Dict[str, List[RankCollectives]] = {}
     for rec in records:
-        groups.setdefault((rec.host, rec.pg), []).append(rec)
-    for (host, pg), recs in sorted(groups.items()):
+        groups.setdefault(rec.pg, []).append(rec)
+    for pg, recs in sorted(groups.items()):
         seqs = {rec.rank: _last_seq(rec) for rec in recs}
         top = max(seqs.values())
         leaders = sorted(r for r, s in seqs.items() if s == top)
@@ -109,8 +110,8 @@ def fr_findings(
                 f"rank {rec.rank} never entered {missing} #{seq + 1}{pg_text}: its last "
                 f"collective is {last_text} while {_ranks_text(leaders)} reached #{top}"
             )
-            pid = rec.pid if rec.pid is not None else _pid_of(processes, rec.rank, host)
-            suspects = _suspect(rec.rank, pid, host, detail)
+            pid = rec.pid if rec.pid is not None else _pid_of(processes, rec.rank, rec.host)
+            suspects = _suspect(rec.rank, pid, rec.host, detail)
             out.append(_finding("fr-lag", detail, "collectives", [rec.rank], suspects, STUCK))
         expected = {r for rec in recs for r in rec.pg_ranks}
         absent = sorted(expected - set(seqs))

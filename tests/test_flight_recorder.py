@@ -215,3 +215,22 @@ def test_watch_with_fr_dir_names_the_laggard(fr_job: Any, tmp_path: Path) -> Non
     assert "rank 2 never entered all_reduce #5" in out.read_text()
     journal = load_bundle(tmp_path / "watch.jsonl")  # the journal's end line keeps them too
     assert {r.rank for r in journal.collectives} == {0, 1, 2}
+
+
+def test_a_group_spans_hosts() -> None:
+    """Ranks 0-1 on node-a, 2-3 on node-b: rank 3 behind is found across the two dumps sets."""
+    op = CollectiveRecord(seq=9, op="nccl:reduce_scatter", state="started")
+    records = [
+        RankCollectives(
+            rank=r,
+            pg="0",
+            host="node-a" if r < 2 else "node-b",
+            pid=100 + r,
+            last_enqueued_seq=8 if r == 3 else 9,
+            recent=() if r == 3 else (op,),
+        )
+        for r in range(4)
+    ]
+    (finding,) = fr_findings(records)
+    assert "rank 3 never entered reduce_scatter #9" in finding.evidence.detail
+    assert [(s.host, s.pid) for s in finding.suspects] == [("node-b", 103)]
