@@ -100,7 +100,11 @@ def capture(
             raise click.UsageError("--slurm-job takes neither --pid nor a command")
         from diag.merge_cmd import run_slurm_capture
 
-        _echo_merged(run_slurm_capture(slurm_job, count=count, interval_s=interval_s, out=out))
+        _echo_merged(
+            run_slurm_capture(
+                slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
+            )
+        )
         return
     if command or pid is None:
         from diag.watch_session import capture_launched, require_one_target
@@ -298,11 +302,12 @@ def summary(bundle: str) -> None:
 @click.argument("job_id", type=int)
 @click.option("--count", type=click.IntRange(min=1), default=3)
 @click.option("--interval", "interval_s", type=click.FloatRange(min=0.0), default=2.0)
-def slurm_node(job_id: int, count: int, interval_s: float) -> None:
+@click.option("--fr-dir", "fr_dirs", multiple=True)
+def slurm_node(job_id: int, count: int, interval_s: float, fr_dirs: Tuple[str, ...]) -> None:
     """Per-node half of --slurm-job (started by srun): bundle to stdout, line protocol."""
     from diag.slurm_node import run_node
 
-    sys.exit(run_node(job_id, count=count, interval_s=interval_s))
+    sys.exit(run_node(job_id, count=count, interval_s=interval_s, fr_dirs=fr_dirs))
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -67,11 +67,17 @@ def run_merge(paths: Sequence[str], out: Optional[str] = None) -> MergeResult:
 
 
 def run_slurm_capture(
-    job_id: int, *, count: int, interval_s: float, out: Optional[str] = None
+    job_id: int,
+    *,
+    count: int,
+    interval_s: float,
+    out: Optional[str] = None,
+    fr_dirs: Sequence[str] = (),
 ) -> MergeResult:
     """``diag capture --slurm-job``: every node of the job, merged; failed nodes recorded."""
     from diag.slurm import capture_job
 
     out_path = _output_path(out, f"slurm-{job_id}")  # checked before the work
-    bundle = capture_job(job_id, count=count, interval_s=interval_s)
-    return finish(bundle, str(out_path), f"slurm-{job_id}", ())
+    done = capture_job(job_id, count=count, interval_s=interval_s, fr_dirs=fr_dirs)
+    notes = tuple(f"note: {n}" for n in done.notes)
+    return finish(done.bundle, str(out_path), f"slurm-{job_id}", notes)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.errors import EXIT_MISSING_TOOL, EXIT_NO_TARGET, EXIT_REMOTE, DiagError
 from diag.merge import HostPart, MissingHost, merge_bundles
@@ -126,7 +126,11 @@ def job_info(job_id: int) -> JobInfo:
 
 
 def node_command(
-    job_id: int, count: int, interval_s: float, diag_cmd: Sequence[str] = ()
+    job_id: int,
+    count: int,
+    interval_s: float,
+    diag_cmd: Sequence[str] = (),
+    fr_dirs: Sequence[str] = (),
 ) -> List[str]:
     """What each node runs: this same diag (same interpreter path) in its hidden node mode,
     unless ``$DIAG_SLURM_NODE_CMD`` says how diag starts on the nodes."""
@@ -140,6 +144,7 @@ def node_command(
         str(count),
         "--interval",
         f"{interval_s:g}",
+        *[arg for d in fr_dirs for arg in ("--fr-dir", d)],
     ]
 
 
@@ -245,6 +250,11 @@ def run_srun(argv: Sequence[str], nodes: Sequence[str], timeout_s: float) -> Gat
     return gathered
 
 
+class SlurmCapture(NamedTuple):
+    bundle: Bundle
+    notes: Tuple[str, ...]  # what the nodes want the user to know, "node: ..."
+
+
 def capture_job(
     job_id: int,
     *,
@@ -252,16 +262,18 @@ def capture_job(
     interval_s: float = 2.0,
     timeout_s: Optional[float] = None,
     diag_cmd: Sequence[str] = (),
-) -> Bundle:
+    fr_dirs: Sequence[str] = (),
+) -> SlurmCapture:
     """Capture every node of a running job and merge; failed nodes are recorded."""
     job = job_info(job_id)
     limit_s = timeout_s
     if limit_s is None:
         limit_s = (count - 1) * interval_s + _NODE_SLACK_S + count * _PER_SAMPLE_SLACK_S
-    command = node_command(job_id, count, interval_s, diag_cmd)
+    command = node_command(job_id, count, interval_s, diag_cmd, fr_dirs)
     gathered = run_srun(srun_argv(job, command), job.nodes, limit_s)
     parts: List[HostPart] = gathered.parts()
     missing: List[MissingHost] = gathered.missing(limit_s)
+    notes = gathered.notes()
     # srun cancels the whole step when it cannot launch on some node (even with --no-kill), so
     # healthy nodes may have been cut off mid-capture: run those once more, on their own.
     unreachable = gathered.launch_failures()
@@ -271,7 +283,8 @@ def capture_job(
         again = run_srun(srun_argv(job, command, retry), retry, limit_s)
         parts.extend(again.parts())
         missing = [m for m in missing if m.name not in retry] + again.missing(limit_s)
+        notes = [n for n in notes if n.split(":")[0] not in retry] + again.notes()
     order = {name: i for i, name in enumerate(job.nodes)}
     parts.sort(key=lambda p: order.get(p.label, len(order)))
     missing.sort(key=lambda m: order.get(m.name, len(order)))
-    return merge_bundles(parts, missing)
+    return SlurmCapture(merge_bundles(parts, missing), tuple(notes))

@@ -17,16 +17,18 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, List, Optional, Tuple
+from typing import IO, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
 from diag.bundle_io import encode_bundle
-from diag.capture import build_bundle, require_pyspy
+from diag.capture import PTRACE_REMEDY, build_bundle, require_pyspy
 from diag.errors import EXIT_NO_TARGET, DiagError
 from diag.model import Bundle, ProbeFailure, Sample
+from diag.probes.flight_recorder import enrich_bundle
 from diag.probes.procfs import ProcFS
 from diag.probes.slurm_procs import EXCLUDE_ENV, find_job_processes, job_roots, parents
+from diag.probes.stacks import KIND_PERMISSION
 from diag.redact import Redactor
 from diag.sampler import Collector
 from diag.slurm_wire import PING, TAG, encode_chunks
@@ -97,11 +99,23 @@ def _excluded(node: str) -> List[int]:
     return pids
 
 
+class NodeCapture(NamedTuple):
+    bundle: Bundle
+    scrubbed_json: bytes  # what goes on the wire: scrubbed by this node's redactor
+    notes: Tuple[str, ...]
+
+
 def collect_node(
-    job_id: int, count: int, interval_s: float, node: str, procfs: Optional[ProcFS] = None
-) -> Tuple[Bundle, bytes]:
-    """Sample every process of ``job_id`` on this node: the bundle and its JSON, scrubbed by
-    the redactor that read these processes' environments. DiagError when there is none."""
+    job_id: int,
+    count: int,
+    interval_s: float,
+    node: str,
+    procfs: Optional[ProcFS] = None,
+    fr_dirs: Sequence[str] = (),
+) -> NodeCapture:
+    """Sample every process of ``job_id`` on this node, as ``diag capture`` samples one tree
+    (a last sample records an exit; Flight Recorder dumps and NCCL log lines are read here,
+    where the files are). DiagError when the job has no process on this node."""
     procfs = procfs if procfs is not None else ProcFS()
     listpids, listpids_failure = _listpids(job_id)
     own_step = os.environ.get("SLURM_STEP_ID") or os.environ.get("SLURM_STEPID")
@@ -122,15 +136,24 @@ def collect_node(
         if index:
             time.sleep(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
         if samples and not collector.alive():
+            samples.append(collector.take_sample(index).sample)  # records the exit
             break
         samples.append(collector.take_sample(index).sample)
     bundle = build_bundle(collector, samples, created_s)
+    bundle = enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
     if listpids_failure is not None:
         bundle = msgspec.structs.replace(
             bundle,
             failures=(*bundle.failures, msgspec.structs.replace(listpids_failure, host=node)),
         )
-    return bundle, collector.redactor.scrub_bytes(encode_bundle(bundle))
+    notes: List[str] = []
+    denied = sorted(p for p, kind in collector.stack_errors.items() if kind == KIND_PERMISSION)
+    if denied:
+        notes.append(
+            f"no permission to read the Python stacks of PID(s) {', '.join(map(str, denied))}"
+            f" - {PTRACE_REMEDY}"
+        )
+    return NodeCapture(bundle, collector.redactor.scrub_bytes(encode_bundle(bundle)), tuple(notes))
 
 
 def run_node(
@@ -138,6 +161,7 @@ def run_node(
     *,
     count: int,
     interval_s: float,
+    fr_dirs: Sequence[str] = (),
     stdin: Optional[IO[str]] = None,
     stdout: Optional[IO[str]] = None,
 ) -> int:
@@ -153,11 +177,13 @@ def run_node(
     ).start()
     code = 0
     try:
-        _, scrubbed_json = collect_node(job_id, count, interval_s, node)
+        captured = collect_node(job_id, count, interval_s, node, fr_dirs=fr_dirs)
+        for note in captured.notes:
+            out.line(f"{TAG} note {node} {_one_line(note)}")
         # srun forwards stdin only once every task is launched (slow when a node fails to
         # launch): give the controller's first ping a moment, or the clock stays unmeasured.
         answered.wait(_PING_WAIT_S)
-        for line in encode_chunks(node, scrubbed_json):
+        for line in encode_chunks(node, captured.scrubbed_json):
             out.line(line)
     except DiagError as exc:
         out.line(f"{TAG} error {node} {_one_line(exc.one_line())}")

@@ -9,6 +9,7 @@ node prints is ignored) and names its node:
     DIAG1 ping CTRL_T                       controller -> every node, through srun's stdin
     DIAG1 pong NODE CTRL_T NODE_T           the node's clock when the ping arrived
     DIAG1 chunk NODE SEQ TOTAL DATA         part SEQ of TOTAL of the bundle (zlib, base64)
+    DIAG1 note NODE MESSAGE                 something the user should know (ptrace denied...)
     DIAG1 error NODE MESSAGE                the node could not capture (one line, redacted)
     DIAG1 done NODE                         nothing more will come from NODE
 
@@ -51,7 +52,7 @@ def decode_chunks(chunks: Dict[int, str], total: int) -> Bundle:
 
 
 class _Node:
-    __slots__ = ("chunks", "done", "errors", "hello_s", "pongs", "total")
+    __slots__ = ("chunks", "done", "errors", "hello_s", "notes", "pongs", "total")
 
     def __init__(self) -> None:
         self.hello_s: Optional[float] = None
@@ -59,6 +60,7 @@ class _Node:
         self.chunks: Dict[int, str] = {}
         self.total: Optional[int] = None
         self.errors: List[str] = []
+        self.notes: List[str] = []
         self.done = False
 
 
@@ -97,6 +99,8 @@ class Gathered:
                 node.chunks[int(seq)] = data.strip()
             elif kind == "error":
                 node.errors.append(rest)
+            elif kind == "note":
+                node.notes.append(rest)
             elif kind == "done":
                 node.done = True
             else:
@@ -114,6 +118,9 @@ class Gathered:
             if match and match.group(1) not in names:
                 names.append(match.group(1))
         return names
+
+    def notes(self) -> List[str]:
+        return [f"{name}: {note}" for name, node in self.nodes.items() for note in node.notes]
 
     def all_done(self) -> bool:
         return all(self.nodes[n].done for n in self.expected)
