@@ -17,7 +17,9 @@ from diag.render.view import ReportView, StackView
 MAX_CHARS = 60_000
 _CUT = "\n\n_… cut to fit a GitHub comment; see the HTML report for the rest._\n"
 _CODE_SPAN = re.compile(r"(`[^`]+`)")
-_SPECIAL = re.compile(r"([\\*_\[\]<>&#~])")
+# Underscores only matter at word edges in GitHub Markdown (``all_reduce`` is safe,
+# ``__init__`` is bold); ``#`` only at the start of a line, which free text never is.
+_SPECIAL = re.compile(r"([\\*\[\]<>&~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 
 
 def text(value: str) -> str:
