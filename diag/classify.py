@@ -56,10 +56,16 @@ def _is_helper(p: ProcSignals) -> bool:
     return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
 
 
+def strong_rank(p: ProcSignals) -> bool:
+    """A rank the job itself declared (env, argv, title), or the one a dead sibling is missing;
+    not one guessed from the start order of look-alike children (a worker pool has those)."""
+    return p.rank is not None and not (p.info.rank_source or "").startswith("inferred:start")
+
+
 def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
     ranked = [p for p in procs if p.rank is not None]
-    if ranked:
+    if any(strong_rank(p) for p in ranked):
         parents = {p.info.ppid for p in ranked if p.info.ppid}
         dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
         return ranked + dead_siblings
@@ -188,7 +194,25 @@ def _decide(
     peer_waiters = [p for p in alive if p.main_family == PEER]
     lockers = [p for p in alive if p.lock_waiters]
 
-    if dead and alive and not progressing:
+    # A dead process explains a hang when it was a rank, or when the living wait on someone
+    # (a server with a finished, unreaped helper child is not deadlocked by it).
+    ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
+    waiting_on_others = [
+        p
+        for p in alive
+        if not ports
+        and (p.main_family in (PEER, LOCK) or (p.main_wait and p.main_wait.kind == "blocked"))
+    ]
+    ranked_dead = [p for p in dead if strong_rank(p)] or (
+        dead if any(strong_rank(p) for p in parts) else []
+    )
+    if (
+        dead
+        and alive
+        and not progressing
+        and (ranked_dead or waiting_on_others)
+        and not (workers and not peer_waiters)
+    ):
         summary, suspects = dead_story(dead, alive, ctx)
         return "deadlocked", 0.9 if peer_waiters else 0.75, summary, ev, suspects
     if progressing and intervals > 0:
@@ -212,7 +236,6 @@ def _decide(
         summary, suspects, confidence = peer_story(peer_waiters, alive, odd, classes, ctx)
         return "deadlocked", confidence, summary, ev, suspects
     distinct_locks = {addr for p in lockers for _, addr, _ in p.lock_waiters if addr}
-    ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
     doors = [
         p
         for p in alive

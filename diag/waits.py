@@ -147,7 +147,7 @@ _RULES: Tuple[_Rule, ...] = (
     _Rule(frozenset({"acquire"}), ("threading.py",), "lock"),
     _Rule(
         frozenset({"wait", "_wait", "_try_wait", "communicate", "poll", "join"}),
-        ("subprocess.py", "popen_fork.py", "process.py", "pool.py"),
+        ("subprocess.py", "popen_fork.py", "process.py", "pool.py", "spawn.py"),
         "child",
     ),
     _Rule(
@@ -182,6 +182,9 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("pipe_read", "queue"),
     ("pipe_wait", "queue"),
     ("do_wait", "child"),
+    ("flock", "lock"),
+    ("locks_lock", "lock"),
+    ("fcntl", "lock"),
     ("sigsuspend", "sleep"),
 )
 _SYSCALLS: Dict[str, str] = {

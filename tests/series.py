@@ -35,6 +35,7 @@ QUEUE = "/usr/lib/python3.11/queue.py"
 SELECTORS = "/usr/lib/python3.11/selectors.py"
 SOCKETSERVER = "/usr/lib/python3.11/socketserver.py"
 CUDA = "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py"
+BARRIER_STACK = (("barrier", TORCH), ("refresh_cache", "/job/train.py"), ("main", "/job/train.py"))
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Proc:
     pid: int
     rank: Optional[int] = None
     world_size: Optional[int] = None
+    rank_source: Optional[str] = None
     ppid: Optional[int] = 1
     role: str = "rank"
     cmdline: Tuple[str, ...] = ("python", "train.py")
@@ -203,6 +205,7 @@ def build(
             ppid=p.ppid,
             role=p.role,
             rank=p.rank,
+            rank_source=p.rank_source,
             world_size=p.world_size,
             cmdline=p.cmdline,
             name=p.cmdline[0] if p.cmdline else "",

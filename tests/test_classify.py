@@ -133,7 +133,7 @@ def _training_logs() -> Bundle:
     return build(procs, logs={"/job/train.log": log})
 
 
-def _idle_server() -> Bundle:
+def _idle_server_procs() -> List[Proc]:
     server = Proc(
         pid=200,
         role="process",
@@ -151,7 +151,11 @@ def _idle_server() -> Bundle:
         )
         for k in range(3)
     ]
-    return build([server, *workers])
+    return [server, *workers]
+
+
+def _idle_server() -> Bundle:
+    return build(_idle_server_procs())
 
 
 def _lock_cycle() -> Bundle:
@@ -319,6 +323,20 @@ def _queue_cycle() -> Bundle:
     return build([parent, child])
 
 
+def _server_with_finished_child() -> Bundle:
+    server = _idle_server_procs()
+    done = Proc(pid=250, ppid=200, role="worker", status=["zombie"] * 3, exit_code=0)
+    return build([*server, done])
+
+
+def _pool_with_guessed_ranks() -> Bundle:
+    server, *workers = _idle_server_procs()
+    for k, w in enumerate(workers):
+        w.rank, w.rank_source = k, "inferred:start-order"
+    done = Proc(pid=250, ppid=200, role="worker", status=["zombie"] * 3, exit_code=1)
+    return build([server, *workers, done])
+
+
 def _all_exited() -> Bundle:
     return build([Proc(pid=800, status=["alive", "exited", "exited"], exit_code=2)], target_exit=2)
 
@@ -384,6 +402,13 @@ CASES: List[Tuple[str, Callable[[], Bundle], str, CheckFn]] = [
         "idle",
         lambda v: _assert(":8080" in v.summary and not v.suspects),
     ),
+    (
+        "idle server with an unreaped finished child",
+        _server_with_finished_child,
+        "idle",
+        lambda v: _assert(any(e.signal == "exited" for e in v.evidence)),
+    ),
+    ("worker pool, ranks guessed, one dead", _pool_with_guessed_ranks, "idle", lambda v: None),
     (
         "lock cycle",
         _lock_cycle,
