@@ -133,12 +133,18 @@ def _same_seq(
     pg_text: str,
     processes: Sequence[ProcessInfo],
 ) -> List[Finding]:
-    """Every rank enqueued #seq: compare how far each got with it (NCCL records start/end)."""
+    """Every rank enqueued #seq: the same collective? how far did each get with it?"""
     states = {}
+    kinds: Dict[str, List[int]] = {}
     for rec in recs:
         entry = next((c for c in reversed(rec.recent) if c.seq == seq and not c.is_p2p), None)
         states[rec.rank] = entry.state if entry is not None else ""
-    started = [r for r, s in states.items() if s in ("started", "completed")]
+        if entry is not None:
+            kinds.setdefault(f"{op_name(entry.op)} {entry.sizes}".strip(), []).append(rec.rank)
+    if len(kinds) > 1:  # rank 2 in barrier #5 while 0 and 1 are in all_reduce #5: never matches
+        return _mismatch(recs, seq, kinds, pg_text, processes)
+    # NCCL marks "started" only with timing on; "completed" elsewhere proves this rank joined.
+    started = [r for r, s in states.items() if s == "started"]
     pending = sorted(r for r, s in states.items() if s == "scheduled")
     if started and pending:
         out = []
@@ -161,6 +167,32 @@ def _same_seq(
         ranks = sorted(rec.rank for rec in recs)
         return [_finding("fr-all-waiting", detail, "collectives", ranks, lean=STUCK)]
     return []
+
+
+def _mismatch(
+    recs: Sequence[RankCollectives],
+    seq: int,
+    kinds: Dict[str, List[int]],
+    pg_text: str,
+    processes: Sequence[ProcessInfo],
+) -> List[Finding]:
+    ordered = sorted(kinds.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    majority, major_ranks = ordered[0]
+    out: List[Finding] = []
+    for kind, ranks in ordered[1:]:
+        detail = (
+            f"{_ranks_text(ranks)} entered {kind} #{seq}{pg_text} while "
+            f"{_ranks_text(major_ranks)} entered {majority} #{seq}: mismatched collectives "
+            "never complete"
+        )
+        suspects: List[Suspect] = []
+        if len(ranks) < len(major_ranks):  # a tie names nobody: either side may be wrong
+            for rank in ranks:
+                rec = next(r for r in recs if r.rank == rank)
+                pid = rec.pid if rec.pid is not None else _pid_of(processes, rank, rec.host)
+                suspects += _suspect(rank, pid, rec.host, detail)
+        out.append(_finding("fr-mismatch", detail, "collectives", ranks, suspects, STUCK))
+    return out
 
 
 def _exited(samples: Sequence[Sample]) -> Dict[Tuple[str, int], Optional[int]]:

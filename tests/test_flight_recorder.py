@@ -234,3 +234,29 @@ def test_a_group_spans_hosts() -> None:
     (finding,) = fr_findings(records)
     assert "rank 3 never entered reduce_scatter #9" in finding.evidence.detail
     assert [(s.host, s.pid) for s in finding.suspects] == [("node-b", 103)]
+
+
+def _at(rank: int, op: str, sizes: str = "[[4]]", state: str = "scheduled") -> RankCollectives:
+    entry = CollectiveRecord(seq=5, op=op, state=state, sizes=sizes)
+    return RankCollectives(rank=rank, pg="0", pid=10 + rank, last_enqueued_seq=5, recent=(entry,))
+
+
+def test_mismatched_collective_names_the_odd_rank() -> None:
+    records = [_at(0, "nccl:all_reduce"), _at(1, "nccl:all_reduce"), _at(2, "nccl:barrier", "")]
+    (finding,) = fr_findings(records)
+    assert finding.evidence.signal == "fr-mismatch"
+    assert "rank 2 entered barrier #5" in finding.evidence.detail
+    assert [s.pid for s in finding.suspects] == [12]
+
+
+def test_mismatched_sizes_are_a_mismatch_too() -> None:
+    records = [_at(r, "nccl:all_reduce", "[[4]]") for r in range(3)]
+    records.append(_at(3, "nccl:all_reduce", "[[8]]"))
+    (finding,) = fr_findings(records)
+    assert finding.evidence.ranks == (3,) and "all_reduce [[8]] #5" in finding.evidence.detail
+
+
+def test_completed_elsewhere_is_not_a_blocked_stream() -> None:
+    """Without NCCL timing, entries go scheduled -> completed; a late mark is not a fault."""
+    records = [_at(0, "nccl:all_reduce", state="completed"), _at(1, "nccl:all_reduce")]
+    assert [f.evidence.signal for f in fr_findings(records)] == []
