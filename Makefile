@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install test lint fmt bench bench-smoke system-deps clean screenshot
+.PHONY: install test lint fmt bench bench-smoke system-deps clean screenshot scenarios
 
 install: system-deps $(BIN)/diag
 
@@ -31,6 +31,10 @@ $(BIN)/diag: pyproject.toml
 
 test:
 	$(BIN)/pytest -q
+
+# Every scenario program under `diag capture` (defaults): the README's verdict table.
+scenarios:
+	$(BIN)/python samples/run_scenarios.py
 
 lint:
 	$(BIN)/ruff check diag tests bench samples
