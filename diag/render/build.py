@@ -145,11 +145,13 @@ def build_view(
 def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:
     b = index.bundle
     state = verdict.state if verdict is not None else "no verdict"
-    cmd = (
-        fmt.command(b.target.command)
-        if b.target.command
-        else (f"pid {b.target.root_pid}" if b.target.root_pid else "")
-    )
+    root = next((p.info for p in index.procs if p.key[1] == b.target.root_pid), None)
+    if b.target.command:
+        cmd = fmt.command(b.target.command)
+    elif root is not None and root.cmdline:  # attached by pid: show what that pid runs
+        cmd = f"pid {b.target.root_pid}: " + fmt.clip(fmt.command(root.cmdline), 200)
+    else:
+        cmd = f"pid {b.target.root_pid}" if b.target.root_pid else ""
     return Meta(
         title=fmt.clip(f"diag: {state} · {cmd or 'capture'}", 120),
         created=fmt.utc(b.created_s),
