@@ -159,6 +159,8 @@ def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:
         f"({fmt.duration(index.t_last_s - index.t_first_s)})",
         samples=len(b.samples),
         processes=len(index.procs),
+        counts=f"{fmt.count(len(b.samples), 'sample')}, "
+        f"{fmt.count(len(index.procs), 'process', 'processes')}",
         hosts=tuple(h for h in index.hosts if h),
         complete=b.complete,
         command=cmd,

@@ -68,6 +68,11 @@ def _span(start: int, end: Optional[int]) -> str:
     return str(start) if end is None or end == start else f"{start}–{end}"
 
 
+def count(n: int, word: str, plural: str = "") -> str:
+    """``1 process``, ``5 processes``: counts in sentences read right."""
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
 def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
 

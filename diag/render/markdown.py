@@ -72,7 +72,7 @@ def _header(view: ReportView) -> List[str]:
     parts: List[str] = [head]
     if b.summary:
         parts.append(f"> {text(b.summary)}")
-    capture = f"**Capture:** {m.span}, {m.samples} samples, {m.processes} processes"
+    capture = f"**Capture:** {m.span}, {m.counts}"
     if m.command:
         capture += "; " + code(m.command)
     if not m.complete:

@@ -21,10 +21,7 @@ def render_summary(view: ReportView) -> str:
     lines.append(head)
     if b.summary:
         lines.append(b.summary)
-    lines.append(
-        f"capture: {m.span}, {m.samples} samples, {m.processes} processes"
-        + ("" if m.complete else ", cut short")
-    )
+    lines.append(f"capture: {m.span}, {m.counts}" + ("" if m.complete else ", cut short"))
     for s in b.suspects:
         lines.append(f"suspect: {s.label}" + (f": {s.reason}" if s.reason else ""))
     if view.evidence:

@@ -54,6 +54,7 @@ class Meta(View, frozen=True):
     span: str
     samples: int
     processes: int
+    counts: str = ""  # "4 samples, 5 processes"
     hosts: Tuple[str, ...] = ()
     complete: bool = True
     command: str = ""
