@@ -337,6 +337,17 @@ def _gone_or_zombie(pid: int) -> bool:
     return False
 
 
+def test_empty_output_of_an_exited_target_reads_as_gone(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    fake = tmp_path / "py-spy"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    with pytest.raises(StackError) as err:
+        dump_stacks(proc.pid, 5.0, str(fake))
+    assert err.value.kind == KIND_GONE
+
+
 def test_missing_py_spy(tmp_path: Path) -> None:
     with pytest.raises(StackError) as err:
         dump_stacks(os.getpid(), 5.0, str(tmp_path / "no-py-spy"))

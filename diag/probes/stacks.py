@@ -241,7 +241,7 @@ def dump_stacks(
     remaining = deadline - time.monotonic()
     if retry_blocking and remaining > 0.05:
         rc, out, err = _run_pyspy(pyspy, pid, False, remaining)
-    if rc != 0:
+    if rc != 0 or not out.strip():  # empty output: the target exited during the dump
         raise classify_failure(err, pid, fs)
     return parse_pyspy_json(out)
 
