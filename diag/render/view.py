@@ -11,11 +11,22 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-import msgspec
-
-
-class View(msgspec.Struct, frozen=True, kw_only=True):
-    """Base of every view record."""
+from diag.render.view_base import Spark, View
+from diag.render.view_tables import (
+    CollectiveRow,
+    EnvDiff,
+    EnvRow,
+    FailureRow,
+    FutexGroup,
+    Gpu,
+    GpuRow,
+    HostRow,
+    LogView,
+    NcclLogRow,
+    ProcCommand,
+    RasRow,
+    TimingRow,
+)
 
 
 class Link(View, frozen=True):
@@ -60,15 +71,6 @@ class Meta(View, frozen=True):
     command: str = ""
     diag_version: str = ""
     schema_version: int = 1
-
-
-class Spark(View, frozen=True):
-    """One inline-SVG sparkline: ``points`` is the polyline, already scaled to the box."""
-
-    points: str = ""
-    last: str = "–"
-    peak: str = ""
-    empty: bool = True
 
 
 class TimelineRow(View, frozen=True):
@@ -197,79 +199,6 @@ class StackView(View, frozen=True):
     used_by: str
 
 
-class FutexGroup(View, frozen=True):
-    label: str
-    anchor: str
-    addr: str
-    owner: str
-    owner_anchor: str
-    waiters: int
-    threads: str
-    op: str
-    samples_seen: int
-
-
-class EnvRow(View, frozen=True):
-    name: str
-    value: str
-
-
-class EnvDiff(View, frozen=True):
-    label: str
-    rows: Tuple[EnvRow, ...]
-
-
-class ProcCommand(View, frozen=True):
-    label: str
-    command: str
-
-
-class LogView(View, frozen=True):
-    path: str
-    exists: bool
-    lines: int
-    lines_exact: bool
-    size: str
-    growth: str
-    spark: Spark
-    head: Tuple[str, ...]
-    tail: Tuple[str, ...]
-    skipped_lines: int
-
-
-class FailureRow(View, frozen=True):
-    sample: str
-    probe: str
-    target: str
-    reason: str
-    duration: str
-
-
-class TimingRow(View, frozen=True):
-    probe: str
-    mean_ms: str
-    max_ms: str
-    count: int
-
-
-class GpuRow(View, frozen=True):
-    index: int
-    name: str
-    util: str
-    mem: str
-    power: str
-    temp: str
-    pids: str
-    util_spark: Spark
-    power_spark: Spark
-
-
-class Gpu(View, frozen=True):
-    available: bool
-    note: str
-    rows: Tuple[GpuRow, ...] = ()
-
-
 class RankSummary(View, frozen=True):
     """One line per process for the terminal summary and the Markdown table."""
 
@@ -285,46 +214,6 @@ class RankSummary(View, frozen=True):
     signature: str
     top: str
     suspect: bool
-
-
-class CollectiveRow(View, frozen=True):
-    who: str
-    anchor: str
-    pg: str
-    enqueued: str
-    started: str
-    completed: str
-    behind: int
-    last_op: str
-    source: str
-
-
-class NcclLogRow(View, frozen=True):
-    who: str
-    anchor: str
-    kind: str
-    count: int
-    last_line: str
-    when: str
-    seqs: str
-
-
-class RasRow(View, frozen=True):
-    comm: str
-    size: int
-    missing: str
-    dead: str
-    launched: str
-
-
-class HostRow(View, frozen=True):
-    name: str
-    status: str
-    clock_offset: str
-    start_offset: str
-    samples: int
-    dropped: int
-    complete: bool
 
 
 class ReportView(View, frozen=True):
@@ -351,3 +240,44 @@ class ReportView(View, frozen=True):
     ras: Tuple[RasRow, ...] = ()
     nccl_logs: Tuple[NcclLogRow, ...] = ()
     hosts: Tuple[HostRow, ...] = ()
+
+
+__all__ = [
+    "Banner",
+    "ClassView",
+    "CollectiveRow",
+    "EnvDiff",
+    "EnvRow",
+    "EvidenceView",
+    "FailureRow",
+    "FrameView",
+    "FutexGroup",
+    "Gpu",
+    "GpuRow",
+    "HostRow",
+    "LegendEntry",
+    "Link",
+    "LogView",
+    "Matrix",
+    "MatrixCell",
+    "MatrixRow",
+    "Meta",
+    "NativeGroup",
+    "NcclLogRow",
+    "ProcCommand",
+    "PyThreadView",
+    "RankSummary",
+    "RankView",
+    "RasRow",
+    "ReportView",
+    "Spark",
+    "StackRun",
+    "StackView",
+    "SuspectView",
+    "ThreadRow",
+    "TimelineGroup",
+    "TimelineRow",
+    "Timelines",
+    "TimingRow",
+    "View",
+]
