@@ -29,11 +29,6 @@ from diag.render.view_tables import (
 )
 
 
-class Link(View, frozen=True):
-    text: str
-    anchor: str = ""
-
-
 class SuspectView(View, frozen=True):
     label: str
     reason: str = ""
@@ -256,7 +251,6 @@ __all__ = [
     "GpuRow",
     "HostRow",
     "LegendEntry",
-    "Link",
     "LogView",
     "Matrix",
     "MatrixCell",
