@@ -229,7 +229,7 @@ def dump_stacks(
     nonblocking = version is None or version >= (3, 11)
     rc, out, err = _run_pyspy(pyspy, pid, nonblocking, timeout_s)
     retry_blocking = False
-    if nonblocking and rc == 0 and version is None:
+    if nonblocking and rc == 0 and out.strip() and version is None:
         # Unknown version: a dump without OS thread ids means Python < 3.11 (see above).
         threads = parse_pyspy_json(out)
         if all(t.os_thread_id is not None for t in threads):
