@@ -215,8 +215,11 @@ def log_findings(
     out: List[Finding] = []
     gone = _exited(samples)
     for log in logs:
-        who = f"rank {log.rank}" if log.rank is not None else f"PID {log.pid}"
         by_kind = {s.kind: s for s in log.signals}
+        who = f"rank {log.rank}" if log.rank is not None else f"PID {log.pid}"
+        if log.rank is None and log.pid is None:  # a log several ranks share, no rank in it
+            paths = sorted({s.path.rsplit("/", 1)[-1] for s in log.signals if s.path})
+            who = f"an unattributed line in {', '.join(paths) or 'a log'}"
         failure = next((by_kind[k] for k in _FAILURE_KINDS if k in by_kind), None)
         if failure is not None:
             kind = failure.kind.replace("_", " ")

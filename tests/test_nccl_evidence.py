@@ -110,3 +110,10 @@ def test_warning_alone_is_evidence_not_a_suspect() -> None:
     (finding,) = log_findings([_log(4, 40, signals=(warn,))])
     assert finding.evidence.signal == "nccl-log-warn" and not finding.suspects
     assert "3 NCCL WARN" in finding.evidence.detail
+
+
+def test_line_nobody_can_be_named_for_says_where_it_is() -> None:
+    err = LogSignal(kind="cuda_error", count=1, last_line="CUDA error: x", path="/j/train.log")
+    (finding,) = log_findings([RankNcclLog(signals=(err,))])
+    assert finding.evidence.detail.startswith("an unattributed line in train.log logged cuda")
+    assert not finding.suspects and finding.evidence.ranks == ()
