@@ -100,11 +100,10 @@ def capture(
             raise click.UsageError("--slurm-job takes neither --pid nor a command")
         from diag.merge_cmd import run_slurm_capture
 
-        _echo_merged(
-            run_slurm_capture(
-                slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
-            )
+        merged = run_slurm_capture(
+            slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
         )
+        _echo_merged(merged, fail_on)
         return
     if command or pid is None:
         from diag.watch_session import capture_launched, require_one_target
@@ -198,6 +197,14 @@ def capture(
     help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, besides the "
     "ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
 )
+@click.option(
+    "--slurm-job",
+    "slurm_job",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Watch every node of this running Slurm job (until --count/--duration/Ctrl-C), then "
+    "merge into one report.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def watch(
     pid: Optional[int],
@@ -210,6 +217,7 @@ def watch(
     log_paths: List[str],
     command: List[str],
     fr_dirs: Tuple[str, ...] = (),
+    slurm_job: Optional[int] = None,
 ) -> None:
     """Sample a job (--pid P, or launch `-- CMD ARGS...`) until stopped, keeping the report current.
 
@@ -217,6 +225,22 @@ def watch(
     sample and a crash-safe journal PATH.jsonl grows by one line per sample. Ctrl-C / SIGTERM
     (forwarded to a launched command first) end it with a final report.
     """
+    if slurm_job is not None:
+        if pid is not None or command:
+            raise click.UsageError("--slurm-job takes neither --pid nor a command")
+        from diag.merge_cmd import run_slurm_watch
+
+        result = run_slurm_watch(
+            slurm_job,
+            interval_s=interval_s,
+            count=count,
+            duration=duration,
+            out=out,
+            fr_dirs=fr_dirs,
+            echo=lambda line: click.echo(line, err=True),
+        )
+        _echo_merged(result, fail_on)
+        return
     from diag.watch_session import watch_command
 
     watch_command(
@@ -256,7 +280,12 @@ def merge(bundles: List[str], out: Optional[str]) -> None:
     _echo_merged(run_merge(bundles, out))
 
 
-def _echo_merged(result: Any) -> None:
+def _echo_merged(result: Any, fail_on: Optional[str] = None) -> None:
+    """Summary of a merged (multi-host) result, its verdict line, and --fail-on."""
+    from diag.classify import verdict_line
+    from diag.watch_session import parse_states
+
+    fail_states = parse_states(fail_on)
     for note in result.notes:
         click.echo(f"diag: {note}", err=True)
     bundle = result.bundle
@@ -269,6 +298,14 @@ def _echo_merged(result: Any) -> None:
     )
     for path in result.written:
         click.echo(f"wrote {path}")
+    verdict = bundle.verdict
+    click.echo(verdict_line(verdict))
+    if verdict is not None and verdict.state in fail_states:
+        raise DiagError(
+            f"verdict {verdict.state} matched --fail-on {','.join(sorted(fail_states))}",
+            f"evidence in {result.written[0]}" if result.written else "",
+            EXIT_FAIL_ON,
+        )
 
 
 @cli.command()
@@ -300,14 +337,32 @@ def summary(bundle: str) -> None:
 
 @cli.command("slurm-node", hidden=True)
 @click.argument("job_id", type=int)
-@click.option("--count", type=click.IntRange(min=1), default=3)
+@click.option("--count", type=click.IntRange(min=0), default=3)
 @click.option("--interval", "interval_s", type=click.FloatRange(min=0.0), default=2.0)
 @click.option("--fr-dir", "fr_dirs", multiple=True)
-def slurm_node(job_id: int, count: int, interval_s: float, fr_dirs: Tuple[str, ...]) -> None:
+@click.option("--duration-s", type=click.FloatRange(min=0.0), default=None)
+@click.option("--stop-on-eof", is_flag=True)
+def slurm_node(
+    job_id: int,
+    count: int,
+    interval_s: float,
+    fr_dirs: Tuple[str, ...],
+    duration_s: Optional[float],
+    stop_on_eof: bool,
+) -> None:
     """Per-node half of --slurm-job (started by srun): bundle to stdout, line protocol."""
     from diag.slurm_node import run_node
 
-    sys.exit(run_node(job_id, count=count, interval_s=interval_s, fr_dirs=fr_dirs))
+    sys.exit(
+        run_node(
+            job_id,
+            count=count,
+            interval_s=interval_s,
+            fr_dirs=fr_dirs,
+            duration_s=duration_s,
+            stop_on_eof=stop_on_eof,
+        )
+    )
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
 from diag.bundle_io import load_bundle
 from diag.capture import json_output_path, write_outputs
 from diag.classify import classify
-from diag.errors import DiagError
+from diag.errors import EXIT_USAGE, DiagError
 from diag.merge import HostPart, MissingHost, describe_hosts, merge_bundles
 from diag.model import Bundle
 from diag.redact import Redactor
@@ -79,5 +79,36 @@ def run_slurm_capture(
 
     out_path = _output_path(out, f"slurm-{job_id}")  # checked before the work
     done = capture_job(job_id, count=count, interval_s=interval_s, fr_dirs=fr_dirs)
+    notes = tuple(f"note: {n}" for n in done.notes)
+    return finish(done.bundle, str(out_path), f"slurm-{job_id}", notes)
+
+
+def run_slurm_watch(
+    job_id: int,
+    *,
+    interval_s: float,
+    count: Optional[int],
+    duration: Optional[str],
+    out: Optional[str] = None,
+    fr_dirs: Sequence[str] = (),
+    echo: Optional[Callable[[str], None]] = None,
+) -> MergeResult:
+    """``diag watch --slurm-job``: every node samples until --count, --duration or Ctrl-C
+    (then each node sends what it has), merged into one report at the end. Unlike a
+    single-host watch there is no journal while it runs: the samples live on the nodes."""
+    from diag.slurm import capture_job
+    from diag.watch_session import parse_duration_s
+
+    if count is not None and duration is not None:
+        raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
+    duration_s = parse_duration_s(duration) if duration is not None else None
+    out_path = _output_path(out, f"slurm-{job_id}")  # checked before the work
+    if echo is not None:
+        until = f"{count} samples" if count else (duration if duration else "Ctrl-C")
+        echo(f"watching Slurm job {job_id} every {interval_s:g}s until {until}")
+    done = capture_job(
+        job_id, count=count or 0, interval_s=interval_s, fr_dirs=fr_dirs,
+        duration_s=duration_s, echo=echo,
+    )  # fmt: skip
     notes = tuple(f"note: {n}" for n in done.notes)
     return finish(done.bundle, str(out_path), f"slurm-{job_id}", notes)

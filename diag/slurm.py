@@ -26,19 +26,20 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import IO, TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.errors import EXIT_MISSING_TOOL, EXIT_NO_TARGET, EXIT_REMOTE, DiagError
 from diag.merge import HostPart, MissingHost, merge_bundles
 from diag.model import Bundle
 from diag.probes.slurm_procs import EXCLUDE_ENV
-from diag.slurm_wire import PING, Gathered
+from diag.slurm_wire import PING, STOP, Gathered
 
 # Time for a node to start Python, find the job and write its bundle, on top of the sampling,
 # plus, per sample, a py-spy that runs into its own timeout (10 s) and grace.
 _NODE_SLACK_S = 30.0
 _PER_SAMPLE_SLACK_S = 15.0
 _MAX_PONGS = 3
+_STOP_GRACE_S = 60.0
 
 if TYPE_CHECKING:
     Lines = queue.Queue[Tuple[float, Optional[str]]]
@@ -131,9 +132,11 @@ def node_command(
     interval_s: float,
     diag_cmd: Sequence[str] = (),
     fr_dirs: Sequence[str] = (),
+    duration_s: Optional[float] = None,
 ) -> List[str]:
     """What each node runs: this same diag (same interpreter path) in its hidden node mode,
-    unless ``$DIAG_SLURM_NODE_CMD`` says how diag starts on the nodes."""
+    unless ``$DIAG_SLURM_NODE_CMD`` says how diag starts on the nodes. ``count`` 0 (a watch):
+    sample until told to stop, or until srun's stdin closes because diag is gone."""
     default = [sys.executable, "-m", "diag"]
     base = list(diag_cmd) or shlex.split(os.environ.get(NODE_CMD_ENV, "")) or default
     return [
@@ -145,6 +148,8 @@ def node_command(
         "--interval",
         f"{interval_s:g}",
         *[arg for d in fr_dirs for arg in ("--fr-dir", d)],
+        *(["--duration-s", f"{duration_s:g}"] if duration_s else []),
+        *(["--stop-on-eof"] if count <= 0 else []),
     ]
 
 
@@ -171,9 +176,18 @@ def _pump(stream: Optional[IO[str]], out: Lines) -> None:
     out.put((time.time(), None))
 
 
-def run_srun(argv: Sequence[str], nodes: Sequence[str], timeout_s: float) -> Gathered:
+def run_srun(
+    argv: Sequence[str],
+    nodes: Sequence[str],
+    timeout_s: Optional[float],
+    echo: Optional[Callable[[str], None]] = None,
+) -> Gathered:
     """Start srun, ping the nodes as they say hello, collect every line until all nodes are
-    done, srun exits or the deadline passes (then srun is stopped and what arrived is kept)."""
+    done, srun exits or the deadline passes (then srun is stopped and what arrived is kept).
+
+    srun runs in its own session, so a Ctrl-C reaches only diag: the first one tells every
+    node to stop and send what it has (the report is made from that), a second one aborts.
+    ``timeout_s`` None: no deadline until a stop is asked for (an open-ended watch)."""
     marker = f"{os.uname().nodename.split('.')[0]}:{os.getpid()}"
     started = time.monotonic()
     try:
@@ -184,6 +198,7 @@ def run_srun(argv: Sequence[str], nodes: Sequence[str], timeout_s: float) -> Gat
             stderr=subprocess.PIPE,
             text=True,
             env=_srun_env(marker),
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise DiagError(
@@ -197,30 +212,51 @@ def run_srun(argv: Sequence[str], nodes: Sequence[str], timeout_s: float) -> Gat
     threading.Thread(target=_pump, args=(proc.stderr, errors), daemon=True).start()
     gathered = Gathered(nodes)
 
-    def ping() -> None:
+    def send(text: str) -> None:
         if proc.stdin is not None and not proc.stdin.closed:
             try:
-                proc.stdin.write(f"{PING} {time.time():.6f}\n")
+                proc.stdin.write(text + "\n")
                 proc.stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
                 pass
 
+    deadline = started + timeout_s if timeout_s is not None else None
+    stopping = False
+    shown = 0
     eof = False
     while not eof and not gathered.all_done():
-        left = timeout_s - (time.monotonic() - started)
-        if left <= 0:
-            gathered.timed_out = True
-            break
         try:
-            recv_s, line = lines.get(timeout=min(left, 1.0))
-        except queue.Empty:
-            continue
-        if line is None:
-            eof = True
-            break
-        event = gathered.feed(line, recv_s)
-        if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
-            ping()
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                gathered.timed_out = True
+                break
+            wait_s = 1.0 if deadline is None else min(deadline - now, 1.0)
+            try:
+                recv_s, line = lines.get(timeout=wait_s)
+            except queue.Empty:
+                continue
+            if line is None:
+                eof = True
+                break
+            event = gathered.feed(line, recv_s)
+            if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
+                send(f"{PING} {time.time():.6f}")
+            progress = gathered.progress()
+            if echo is not None and event == "tick" and progress and progress[0] > shown:
+                shown = progress[0]
+                echo(f"sample {shown}: {progress[1]} node(s), {progress[2]} process(es) alive")
+        except KeyboardInterrupt:
+            if stopping:
+                proc.kill()
+                raise
+            stopping = True
+            send(STOP)
+            deadline = time.monotonic() + _STOP_GRACE_S
+            if echo is not None:
+                echo(
+                    f"stopping: waiting up to {_STOP_GRACE_S:g}s for every node's samples "
+                    "(Ctrl-C again to abort)"
+                )
     if proc.stdin is not None:
         try:
             proc.stdin.close()
@@ -255,6 +291,15 @@ class SlurmCapture(NamedTuple):
     notes: Tuple[str, ...]  # what the nodes want the user to know, "node: ..."
 
 
+def expected_s(count: int, interval_s: float, duration_s: Optional[float]) -> Optional[float]:
+    """How long the nodes may take before diag gives up on them; None: until stopped."""
+    if count > 0:
+        return (count - 1) * interval_s + _NODE_SLACK_S + count * _PER_SAMPLE_SLACK_S
+    if duration_s:
+        return duration_s + _NODE_SLACK_S + _PER_SAMPLE_SLACK_S
+    return None
+
+
 def capture_job(
     job_id: int,
     *,
@@ -263,16 +308,17 @@ def capture_job(
     timeout_s: Optional[float] = None,
     diag_cmd: Sequence[str] = (),
     fr_dirs: Sequence[str] = (),
+    duration_s: Optional[float] = None,
+    echo: Optional[Callable[[str], None]] = None,
 ) -> SlurmCapture:
-    """Capture every node of a running job and merge; failed nodes are recorded."""
+    """Capture every node of a running job and merge; failed nodes are recorded. ``count`` 0
+    with or without ``duration_s`` is ``diag watch --slurm-job``: until Ctrl-C / duration."""
     job = job_info(job_id)
-    limit_s = timeout_s
-    if limit_s is None:
-        limit_s = (count - 1) * interval_s + _NODE_SLACK_S + count * _PER_SAMPLE_SLACK_S
-    command = node_command(job_id, count, interval_s, diag_cmd, fr_dirs)
-    gathered = run_srun(srun_argv(job, command), job.nodes, limit_s)
+    limit_s = timeout_s if timeout_s is not None else expected_s(count, interval_s, duration_s)
+    command = node_command(job_id, count, interval_s, diag_cmd, fr_dirs, duration_s)
+    gathered = run_srun(srun_argv(job, command), job.nodes, limit_s, echo)
     parts: List[HostPart] = gathered.parts()
-    missing: List[MissingHost] = gathered.missing(limit_s)
+    missing: List[MissingHost] = gathered.missing(limit_s or gathered.elapsed_s)
     notes = gathered.notes()
     # srun cancels the whole step when it cannot launch on some node (even with --no-kill), so
     # healthy nodes may have been cut off mid-capture: run those once more, on their own.
@@ -280,9 +326,12 @@ def capture_job(
     retry = [m.name for m in missing if unreachable and m.name not in unreachable
              and not gathered.nodes[m.name].errors]  # fmt: skip
     if retry:
-        again = run_srun(srun_argv(job, command, retry), retry, limit_s)
+        if echo is not None:
+            echo(f"srun could not start on {', '.join(unreachable)}: again on {', '.join(retry)}")
+        again = run_srun(srun_argv(job, command, retry), retry, limit_s, echo)
         parts.extend(again.parts())
-        missing = [m for m in missing if m.name not in retry] + again.missing(limit_s)
+        missing = [m for m in missing if m.name not in retry]
+        missing.extend(again.missing(limit_s or again.elapsed_s))
         notes = [n for n in notes if n.split(":")[0] not in retry] + again.notes()
     order = {name: i for i, name in enumerate(job.nodes)}
     parts.sort(key=lambda p: order.get(p.label, len(order)))

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, List, NamedTuple, Optional, Sequence, Tuple
+from typing import IO, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -31,7 +31,7 @@ from diag.probes.slurm_procs import EXCLUDE_ENV, find_job_processes, job_roots, 
 from diag.probes.stacks import KIND_PERMISSION
 from diag.redact import Redactor
 from diag.sampler import Collector
-from diag.slurm_wire import PING, TAG, encode_chunks
+from diag.slurm_wire import PING, STOP, TAG, encode_chunks
 
 _LISTPIDS_TIMEOUT_S = 10.0
 _PING_WAIT_S = 5.0
@@ -60,12 +60,24 @@ def _one_line(text: str) -> str:
     return " ".join(Redactor().scrub(text).split())[:500]
 
 
-def _answer_pings(stdin: IO[str], out: _Out, node: str, answered: threading.Event) -> None:
-    for line in stdin:
-        if line.startswith(PING + " "):
-            ctrl = line.split()[2] if len(line.split()) > 2 else "0"
-            out.line(f"{TAG} pong {node} {ctrl} {time.time():.6f}")
-            answered.set()
+class _Control:
+    """What the controller says through srun's stdin: pings to answer, and "stop"."""
+
+    def __init__(self, stop_on_eof: bool) -> None:
+        self.answered = threading.Event()
+        self.stop = threading.Event()
+        self.stop_on_eof = stop_on_eof
+
+    def listen(self, stdin: IO[str], out: _Out, node: str) -> None:
+        for line in stdin:
+            if line.startswith(PING + " "):
+                ctrl = line.split()[2] if len(line.split()) > 2 else "0"
+                out.line(f"{TAG} pong {node} {ctrl} {time.time():.6f}")
+                self.answered.set()
+            elif line.startswith(STOP):
+                self.stop.set()
+        if self.stop_on_eof:  # the controller is gone: finish instead of sampling forever
+            self.stop.set()
 
 
 def _listpids(job_id: int) -> Tuple[Optional[str], Optional[ProbeFailure]]:
@@ -112,10 +124,14 @@ def collect_node(
     node: str,
     procfs: Optional[ProcFS] = None,
     fr_dirs: Sequence[str] = (),
+    stop: Optional[threading.Event] = None,
+    duration_s: Optional[float] = None,
+    on_sample: Optional[Callable[[Sample], None]] = None,
 ) -> NodeCapture:
     """Sample every process of ``job_id`` on this node, as ``diag capture`` samples one tree
     (a last sample records an exit; Flight Recorder dumps and NCCL log lines are read here,
-    where the files are). DiagError when the job has no process on this node."""
+    where the files are). ``count`` 0 samples until ``stop`` is set or ``duration_s`` has
+    passed (``diag watch``). DiagError when the job has no process on this node."""
     procfs = procfs if procfs is not None else ProcFS()
     listpids, listpids_failure = _listpids(job_id)
     own_step = os.environ.get("SLURM_STEP_ID") or os.environ.get("SLURM_STEPID")
@@ -131,14 +147,21 @@ def collect_node(
         roots[0], extra_roots=roots[1:], procfs=procfs, pyspy=require_pyspy(), host=node
     )
     created_s = time.time()
+    stop = stop if stop is not None else threading.Event()
     samples: List[Sample] = []
-    for index in range(count):
+    index = 0
+    while count <= 0 or index < count:
         if index:
-            time.sleep(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
-        if samples and not collector.alive():
-            samples.append(collector.take_sample(index).sample)  # records the exit
+            stop.wait(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
+        if stop.is_set() or (duration_s and time.time() - created_s >= duration_s):
             break
+        alive = collector.alive()
         samples.append(collector.take_sample(index).sample)
+        if on_sample is not None:
+            on_sample(samples[-1])
+        index += 1
+        if not alive:  # that sample recorded the exit
+            break
     bundle = build_bundle(collector, samples, created_s)
     bundle = enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
     if listpids_failure is not None:
@@ -162,6 +185,8 @@ def run_node(
     count: int,
     interval_s: float,
     fr_dirs: Sequence[str] = (),
+    duration_s: Optional[float] = None,
+    stop_on_eof: bool = False,
     stdin: Optional[IO[str]] = None,
     stdout: Optional[IO[str]] = None,
 ) -> int:
@@ -169,20 +194,28 @@ def run_node(
     node = node_name()
     out = _Out(stdout if stdout is not None else sys.stdout)
     out.line(f"{TAG} hello {node} {time.time():.6f}")
-    answered = threading.Event()
+    control = _Control(stop_on_eof)
     threading.Thread(
-        target=_answer_pings,
-        args=(stdin if stdin is not None else sys.stdin, out, node, answered),
+        target=control.listen,
+        args=(stdin if stdin is not None else sys.stdin, out, node),
         daemon=True,
     ).start()
+
+    def tick(sample: Sample) -> None:
+        alive = sum(1 for p in sample.processes if p.status == "alive")
+        out.line(f"{TAG} tick {node} {sample.index} {alive}")
+
     code = 0
     try:
-        captured = collect_node(job_id, count, interval_s, node, fr_dirs=fr_dirs)
+        captured = collect_node(
+            job_id, count, interval_s, node, fr_dirs=fr_dirs, stop=control.stop,
+            duration_s=duration_s, on_sample=tick,
+        )  # fmt: skip
         for note in captured.notes:
             out.line(f"{TAG} note {node} {_one_line(note)}")
         # srun forwards stdin only once every task is launched (slow when a node fails to
         # launch): give the controller's first ping a moment, or the clock stays unmeasured.
-        answered.wait(_PING_WAIT_S)
+        control.answered.wait(_PING_WAIT_S)
         for line in encode_chunks(node, captured.scrubbed_json):
             out.line(line)
     except DiagError as exc:

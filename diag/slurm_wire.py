@@ -7,6 +7,8 @@ node prints is ignored) and names its node:
 
     DIAG1 hello NODE NODE_T                 node started (its clock)
     DIAG1 ping CTRL_T                       controller -> every node, through srun's stdin
+    DIAG1 stop                              controller -> every node: finish, send the bundle
+    DIAG1 tick NODE INDEX ALIVE             a sample was taken (ALIVE processes alive)
     DIAG1 pong NODE CTRL_T NODE_T           the node's clock when the ping arrived
     DIAG1 chunk NODE SEQ TOTAL DATA         part SEQ of TOTAL of the bundle (zlib, base64)
     DIAG1 note NODE MESSAGE                 something the user should know (ptrace denied...)
@@ -31,6 +33,7 @@ from diag.model import Bundle
 
 TAG = "DIAG1"
 PING = f"{TAG} ping"
+STOP = f"{TAG} stop"
 CHUNK_CHARS = 800  # + header stays well under srun's 1024-byte message
 CLOCK_SOURCE = "srun-ping"
 
@@ -52,7 +55,7 @@ def decode_chunks(chunks: Dict[int, str], total: int) -> Bundle:
 
 
 class _Node:
-    __slots__ = ("chunks", "done", "errors", "hello_s", "notes", "pongs", "total")
+    __slots__ = ("chunks", "done", "errors", "hello_s", "notes", "pongs", "tick", "total")
 
     def __init__(self) -> None:
         self.hello_s: Optional[float] = None
@@ -61,6 +64,7 @@ class _Node:
         self.total: Optional[int] = None
         self.errors: List[str] = []
         self.notes: List[str] = []
+        self.tick: Optional[Tuple[int, int]] = None  # last sample index, processes alive
         self.done = False
 
 
@@ -99,6 +103,9 @@ class Gathered:
                 node.chunks[int(seq)] = data.strip()
             elif kind == "error":
                 node.errors.append(rest)
+            elif kind == "tick":
+                index, alive = rest.split()
+                node.tick = (int(index), int(alive))
             elif kind == "note":
                 node.notes.append(rest)
             elif kind == "done":
@@ -118,6 +125,13 @@ class Gathered:
             if match and match.group(1) not in names:
                 names.append(match.group(1))
         return names
+
+    def progress(self) -> Optional[Tuple[int, int, int]]:
+        """(samples every sampling node has taken, nodes sampling, processes alive)."""
+        ticks = [n.tick for n in self.nodes.values() if n.tick is not None and not n.errors]
+        if not ticks:
+            return None
+        return min(t[0] for t in ticks) + 1, len(ticks), sum(t[1] for t in ticks)
 
     def notes(self) -> List[str]:
         return [f"{name}: {note}" for name, node in self.nodes.items() for note in node.notes]

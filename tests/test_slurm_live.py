@@ -6,6 +6,7 @@ srun. Skips, printing why, only where Slurm cannot start.
 from __future__ import annotations
 
 import base64
+import signal
 import subprocess
 import sys
 import zlib
@@ -192,3 +193,53 @@ def test_chunk_lines_survive_real_srun_interleaving(slurm_cluster: Cluster) -> N
         assert node.total is not None and node.total > 100
         data = "".join(node.chunks[k] for k in range(node.total))
         assert zlib.decompress(base64.b64decode(data)) == blob(i)
+
+
+def test_watch_slurm_job_until_count(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    nodes = slurm_cluster.nodes
+    job = slurm_cluster.submit(len(nodes))
+    try:
+        job.wait_ready(len(nodes))
+        done = run_diag(
+            ["watch", "--slurm-job", str(job.job_id), "--count", "3", "--interval", "0.3",
+             "-o", str(tmp_path / "w")],
+            env=slurm_cluster.env,
+        )  # fmt: skip
+    finally:
+        job.cancel()
+    assert done.returncode == 0, done.stderr
+    assert f"sample 3: {len(nodes)} node(s), {len(nodes) + 3} process(es) alive" in done.stderr
+    bundle = load_bundle(tmp_path / "w.json")
+    assert len(bundle.samples) == 3 and [h.samples for h in bundle.hosts] == [3] * len(nodes)
+
+
+def test_watch_slurm_job_until_ctrl_c(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """An open-ended watch: Ctrl-C makes every node send what it has; nothing is left behind."""
+    job = slurm_cluster.submit(len(slurm_cluster.nodes))
+    try:
+        job.wait_ready(len(slurm_cluster.nodes))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diag", "watch", "--slurm-job", str(job.job_id),
+             "--interval", "0.3", "-o", str(tmp_path / "w")],
+            env=slurm_cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # the READY handshake: wait for the second sample
+            seen.append(line)
+            if line.startswith("sample 2:"):
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        listed = slurm_cluster.run("scontrol", "listpids", str(job.job_id)).stdout
+    finally:
+        job.cancel()
+    assert proc.returncode == 0, "".join(seen) + err
+    assert "stopping: waiting up to" in err
+    bundle = load_bundle(tmp_path / "w.json")
+    assert len(bundle.samples) >= 2
+    assert all(h.status == "ok" for h in bundle.hosts)
+    pids = [int(row.split()[0]) for row in listed.splitlines()[1:] if row.split()]
+    cmdlines = [" ".join(Path(f"/proc/{p}/cmdline").read_text().split("\0")) for p in pids
+                if Path(f"/proc/{p}").exists()]  # fmt: skip
+    assert not any("slurm-node" in c for c in cmdlines), cmdlines
