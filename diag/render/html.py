@@ -8,6 +8,7 @@ template: log lines, thread names and argv are attacker-controlled text.
 from __future__ import annotations
 
 import importlib.resources
+import os
 import re
 from typing import Callable, Optional, Tuple
 
@@ -35,13 +36,47 @@ def code_spans(text: str) -> Markup:
     return Markup("").join(out)
 
 
+# Part of the cache key: compiled code depends on these as much as on the source.
+_OPTIONS = "autoescape=True trim_blocks=False keep_trailing_newline=True StrictUndefined"
+
+
+class _BytecodeCache(jinja2.FileSystemBytecodeCache):
+    """Compiling the report template took ~0.2 s of every ``diag capture`` (bench/cli_cost.py);
+    its compiled code is cached per user. The key covers the template source, the jinja2
+    version (jinja2 checks that) and our options; a cache that cannot be written is skipped."""
+
+    def get_source_checksum(self, source: str) -> str:
+        return super().get_source_checksum(f"{_OPTIONS}\n{source}")
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> Optional[jinja2.BytecodeCache]:
+    """``$XDG_CACHE_HOME/diag/jinja2`` (or ~/.cache), private to this user, else no cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "diag", "jinja2")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.stat(path)
+    except OSError:
+        return None
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        return None  # someone else could plant code there
+    return _BytecodeCache(path)
+
+
 def environment() -> jinja2.Environment:
     global _env
     if _env is None:
         _env = jinja2.Environment(
             loader=jinja2.FunctionLoader(_load),
-            autoescape=True,
             undefined=jinja2.StrictUndefined,
+            bytecode_cache=_bytecode_cache(),
+            autoescape=True,
             trim_blocks=False,
             keep_trailing_newline=True,
         )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import List
 
-from tabulate import tabulate
-
 from diag.render import fmt
 from diag.render.view import ReportView
 
@@ -56,6 +54,8 @@ def render_summary(view: ReportView) -> str:
             for r in view.rank_table
         ]
         lines.append("")
+        from tabulate import tabulate  # 70 ms of imports: only `diag summary` needs it
+
         lines.append(tabulate(rows, headers=header, tablefmt="simple"))
         if any(r.suspect for r in view.rank_table):
             lines.append("* suspect")
