@@ -11,7 +11,6 @@ result cannot come from capturing nothing.
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Dict, List
 
 import pytest
 
+from diag.bundle_io import load_bundle
 from diag.redact import PLACEHOLDER
 from tests.conftest import Started, run_diag
 
@@ -45,7 +45,9 @@ def _token(prefix: str = "") -> str:
 
 
 @pytest.mark.slow
-def test_planted_secrets_never_reach_any_output(spawn: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["capture", "watch"])
+def test_planted_secrets_never_reach_any_output(spawn: Any, tmp_path: Path, command: str) -> None:
+    """capture writes .json/.html/.md; watch adds its .jsonl journal (and a .log when it logs)."""
     plant: Dict[str, str] = {
         "hf": "hf_" + secrets.token_hex(17),
         "api_env": _token("envkey"),
@@ -84,15 +86,18 @@ def test_planted_secrets_never_reach_any_output(spawn: Any, tmp_path: Path) -> N
     outdir.mkdir()
     result = run_diag(
         [
-            "capture", "--pid", str(target.pid), "--count", "2", "--interval", "0.5",
-            "-o", str(outdir / "capture.html"), "--log", str(log),
+            command, "--pid", str(target.pid), "--count", "2", "--interval", "0.5",
+            "-o", str(outdir / "report.html"), "--log", str(log),
         ],
         cwd=outdir,
     )  # fmt: skip
     assert result.returncode in (0, 10), result.stderr
 
     files = [p for p in outdir.rglob("*") if p.is_file()]
-    assert any(p.suffix == ".json" for p in files), files
+    suffixes = {p.suffix for p in files}
+    assert {".json", ".html", ".md"} <= suffixes, files
+    if command == "watch":
+        assert ".jsonl" in suffixes, files  # its own .log too, whenever it writes one
     leaks: List[str] = []
     for path in files:
         data = path.read_bytes()
@@ -104,20 +109,20 @@ def test_planted_secrets_never_reach_any_output(spawn: Any, tmp_path: Path) -> N
     assert not leaks, leaks
 
     # Not vacuous: the capture saw every place a secret was planted.
-    bundle = json.loads(next(p for p in files if p.suffix == ".json").read_bytes())
-    proc = next(p for p in bundle["processes"] if p["pid"] == target.pid)
-    assert proc["env"]["RANK"] == "0" and proc["env"]["NCCL_DEBUG"] == "INFO"
-    assert proc["env"]["NCCL_RAS_ADDR"] == f"http://{PLACEHOLDER}@10.1.2.3:9999"
-    assert "HF_TOKEN" not in proc["env"] and "MY_API_KEY" not in proc["env"]
-    cmdline = proc["cmdline"]
+    bundle = load_bundle(next(p for p in files if p.suffix == ".json"))
+    proc = next(p for p in bundle.processes if p.pid == target.pid)
+    assert proc.env["RANK"] == "0" and proc.env["NCCL_DEBUG"] == "INFO"
+    assert proc.env["NCCL_RAS_ADDR"] == f"http://{PLACEHOLDER}@10.1.2.3:9999"
+    assert "HF_TOKEN" not in proc.env and "MY_API_KEY" not in proc.env
+    cmdline = proc.cmdline
     assert cmdline[cmdline.index("--api-key") + 1] == PLACEHOLDER
     assert f"--token={PLACEHOLDER}" in cmdline
     assert cmdline[cmdline.index("--db-password") + 1] == PLACEHOLDER
-    last = bundle["samples"][-1]
-    worker_log = next(lg for lg in last["logs"] if lg["path"] == str(log))
-    assert f"auth ok token={PLACEHOLDER}" in worker_log["tail"]
-    assert f"GET /v1 Authorization: Bearer {PLACEHOLDER}" in worker_log["tail"]
-    assert "step 1 loss 2.5" in worker_log["tail"]
-    me = next(p for p in last["processes"] if p["pid"] == target.pid)
-    names = [t.get("py_thread_name") for t in me["threads"]]
+    last = bundle.samples[-1]
+    worker_log = next(lg for lg in last.logs if lg.path == str(log))
+    assert f"auth ok token={PLACEHOLDER}" in worker_log.tail
+    assert f"GET /v1 Authorization: Bearer {PLACEHOLDER}" in worker_log.tail
+    assert "step 1 loss 2.5" in worker_log.tail
+    me = next(p for p in last.processes if p.pid == target.pid)
+    names = [t.py_thread_name for t in me.threads]
     assert f"worker-{PLACEHOLDER}" in names, names
