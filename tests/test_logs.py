@@ -96,6 +96,19 @@ def test_stdout_pipe_is_noted_not_read(spawn: Any) -> None:
     assert any(f"pid {target.pid} stdout is a pipe" in n for n in tracker.notes())
 
 
+def test_deleted_log_still_open_is_noted(spawn: Any, tmp_path: Path) -> None:
+    code = (
+        "import os, sys, time\n"
+        "f = open(sys.argv[1], 'a'); f.write('x\\n'); f.flush(); os.unlink(sys.argv[1])\n"
+        "print('READY', flush=True); time.sleep(60)\n"
+    )
+    target: Started = spawn([sys.executable, "-c", code, str(tmp_path / "gone.log")])
+    tracker = LogTracker(Redactor())
+    tracker.discover([target.pid])
+    assert tracker.paths == ()
+    assert any("deleted file" in n and "gone.log" in n for n in tracker.notes())
+
+
 def test_growing_file_is_counted_incrementally(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text("a\nb\n")
