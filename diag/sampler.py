@@ -1,7 +1,8 @@
 """The Collector: one sampling round over every process of a job, all probes in parallel.
 
 ``take_sample`` re-discovers the process tree (new ranks appear, exited ones are kept and
-marked ``exited``, unreaped ones ``zombie`` with their exit code), then runs, all at once under
+marked ``exited`` - ranks, launchers and roots in every later sample, other processes once -,
+unreaped ones ``zombie`` with their exit code), then runs, all at once under
 ``probes.runner.run_all``: per process the /proc read (resources + every thread) and the py-spy
 dump, plus the listening-socket and log probes. Each ``ProcessSample`` carries the time its own
 /proc read started, so rates stay right when one process is slow to read.
