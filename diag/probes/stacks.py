@@ -7,10 +7,10 @@ without that, it cannot read the thread's /proc state either, so it reports bloc
 *active* - exactly the wrong answer for a hang detector. On 3.11+ both modes give identical
 dumps. So: **non-blocking on Python >= 3.11, blocking below**; the version comes from the
 target's executable name or its mapped ``libpythonX.Y``. When the version cannot be told
-(an embedded interpreter, a renamed binary), diag tries non-blocking and, if any thread comes
-back without an OS thread id, dumps again blocking. A blocking dump pauses the target for a few
-milliseconds (about 8 ms at 64 threads, 100+ ms at 1,000); a non-blocking dump that fails on an
-inconsistent read is retried once blocking.
+(an embedded interpreter, a renamed binary) diag tries non-blocking; whenever a non-blocking
+dump has a thread without its OS thread id, it dumps again blocking. A blocking dump pauses the
+target for a few milliseconds (about 8 ms at 64 threads, 100+ ms at 1,000); a non-blocking dump
+that fails on an inconsistent read is retried once blocking.
 
 py-spy has no timeout of its own and has hung in waitpid (#565, #732): it runs in its own
 process group, and on timeout the whole group is killed (a killed tracer detaches, so the target
@@ -229,8 +229,9 @@ def dump_stacks(
     nonblocking = version is None or version >= (3, 11)
     rc, out, err = _run_pyspy(pyspy, pid, nonblocking, timeout_s)
     retry_blocking = False
-    if nonblocking and rc == 0 and out.strip() and version is None:
-        # Unknown version: a dump without OS thread ids means Python < 3.11 (see above).
+    if nonblocking and rc == 0 and out.strip():
+        # A dump without OS thread ids (Python < 3.11 behind an unknown version, or a build
+        # py-spy cannot map) cannot be joined and misreads activity: dump again, blocking.
         threads = parse_pyspy_json(out)
         if all(t.os_thread_id is not None for t in threads):
             return threads
