@@ -33,7 +33,7 @@ from diag.model import (
     Suspect,
 )
 from diag.probes import nccl_logs
-from diag.probes.gpu import map_devices_to_ranks
+from diag.probes.gpu import map_devices
 
 _FAILURE_KINDS = ("cuda_error", "xid", "nccl_error")
 
@@ -326,16 +326,17 @@ def gpu_error_findings(
     last = next((s.gpu for s in reversed(samples) if s.gpu is not None and s.gpu.available), None)
     if last is None:
         return []
-    mapping = map_devices_to_ranks(last, processes)
+    mapping = map_devices(last, processes)
     out: List[Finding] = []
     for dev in last.devices:
         if not dev.error:
             continue
-        owner = mapping.get(dev.index)
+        owner = mapping.get((dev.host, dev.index))
         info = owner[0] if owner else None
         rank = info.rank if info is not None else None
         rank_text = f" (rank {rank})" if rank is not None else ""
-        detail = f"GPU {dev.index}{rank_text}: NVML reports {dev.error}"
+        where = f" on {dev.host}" if dev.host else ""
+        detail = f"GPU {dev.index}{where}{rank_text}: NVML reports {dev.error}"
         suspects = _suspect(rank, info.pid, info.host, detail) if info is not None else []
         out.append(_finding("gpu-error", detail, "gpu", [rank], suspects))
     return out

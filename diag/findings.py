@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from diag.model import Bundle, Evidence, Suspect
-from diag.probes.gpu import map_devices_to_ranks
+from diag.probes.gpu import map_devices
 from diag.progress import LogGrowth
 from diag.signals import ProcSignals
 
@@ -54,52 +54,56 @@ def _mean(values: List[float]) -> Optional[float]:
 
 def gpu_findings(ctx: Context) -> Iterable[Finding]:
     """Fuse utilization with power: 100% util at idle power is a kernel spinning on a peer."""
-    util: Dict[int, List[float]] = {}
-    power: Dict[int, List[float]] = {}
-    limit: Dict[int, float] = {}
-    pids: Dict[int, set] = {}  # type: ignore[type-arg]
-    samples: Dict[int, List[int]] = {}
+    # Keyed by (host, NVML index): a merged bundle has a GPU 0 on every node.
+    util: Dict[Tuple[str, int], List[float]] = {}
+    power: Dict[Tuple[str, int], List[float]] = {}
+    limit: Dict[Tuple[str, int], float] = {}
+    pids: Dict[Tuple[str, int], set] = {}  # type: ignore[type-arg]
+    samples: Dict[Tuple[str, int], List[int]] = {}
     for sample in ctx.bundle.samples:
         if sample.gpu is None or not sample.gpu.available:
             continue
         for dev in sample.gpu.devices:
+            key = (dev.host, dev.index)
             if dev.util_gpu_pct is not None:
-                util.setdefault(dev.index, []).append(dev.util_gpu_pct)
-                samples.setdefault(dev.index, []).append(sample.index)
+                util.setdefault(key, []).append(dev.util_gpu_pct)
+                samples.setdefault(key, []).append(sample.index)
             if dev.power_w is not None:
-                power.setdefault(dev.index, []).append(dev.power_w)
+                power.setdefault(key, []).append(dev.power_w)
             if dev.power_limit_w:
-                limit[dev.index] = dev.power_limit_w
-            pids.setdefault(dev.index, set()).update(p.pid for p in dev.processes)
-    rank_of = {p.pid: p.rank for p in ctx.procs}
+                limit[key] = dev.power_limit_w
+            pids.setdefault(key, set()).update(p.pid for p in dev.processes)
+    rank_of = {(p.key[0], p.pid): p.rank for p in ctx.procs}
     # In a container NVML's PIDs are the host's: map by CUDA_VISIBLE_DEVICES/LOCAL_RANK instead.
     last_gpu = next(
         (s.gpu for s in reversed(ctx.bundle.samples) if s.gpu and s.gpu.available), None
     )
-    owners = map_devices_to_ranks(last_gpu, ctx.bundle.processes) if last_gpu else {}
-    for index, values in sorted(util.items()):
+    owners = map_devices(last_gpu, ctx.bundle.processes) if last_gpu else {}
+    for key, values in sorted(util.items()):
+        host, index = key
+        name = f"GPU {index} on {host}" if host else f"GPU {index}"
         mean_util = _mean(values) or 0.0
-        mean_power = _mean(power.get(index, []))
+        mean_power = _mean(power.get(key, []))
         if mean_power is None or mean_util < GPU_BUSY_UTIL_PCT:
             continue
-        cap = limit.get(index)
+        cap = limit.get(key)
         idle_w = cap * GPU_IDLE_POWER_FRACTION if cap else GPU_IDLE_POWER_W
-        dev_pids = tuple(sorted(pids.get(index, set())))
-        ranks = tuple(sorted(r for r in (rank_of.get(p) for p in dev_pids) if r is not None))
-        owner_rank = owners[index][0].rank if index in owners else None
+        dev_pids = tuple(sorted(pids.get(key, set())))
+        ranks = tuple(
+            sorted(r for r in (rank_of.get((host, p)) for p in dev_pids) if r is not None)
+        )
+        owner_rank = owners[key][0].rank if key in owners else None
         if not ranks and owner_rank is not None:
             ranks = (owner_rank,)
         of_cap = f" of {cap:.0f} W" if cap else ""
         if mean_power <= idle_w:
             detail = (
-                f"GPU {index} reads {mean_util:.0f}% utilization at {mean_power:.0f} W{of_cap}: "
+                f"{name} reads {mean_util:.0f}% utilization at {mean_power:.0f} W{of_cap}: "
                 "a kernel is resident but not computing (a collective spinning on a peer)"
             )
             lean = STUCK
         elif cap is None or mean_power >= cap * GPU_WORK_POWER_FRACTION:
-            detail = (
-                f"GPU {index} computes: {mean_util:.0f}% utilization at {mean_power:.0f} W{of_cap}"
-            )
+            detail = f"{name} computes: {mean_util:.0f}% utilization at {mean_power:.0f} W{of_cap}"
             lean = WORK
         else:
             continue
@@ -109,7 +113,7 @@ def gpu_findings(ctx: Context) -> Iterable[Finding]:
                 detail=detail,
                 ranks=ranks,
                 pids=dev_pids,
-                samples=tuple(samples.get(index, ())),
+                samples=tuple(samples.get(key, ())),
                 section="gpu",
             ),
             lean=lean,

@@ -238,3 +238,29 @@ def test_a_worker_stuck_in_the_driver_is_not_doubled(fake_nvml: pytest.MonkeyPat
         probe.read()
     stuck.alive = False  # the driver recovered and the worker finally exited
     assert probe.read().available
+
+
+def test_merged_hosts_each_have_a_gpu_0() -> None:
+    """Two nodes, a GPU 0 each: evidence per (host, GPU), ranks from that host's processes."""
+    from diag.classify import classify
+    from diag.model import Bundle, ProcessSample, Sample
+
+    def dev(host: str, pid: int) -> GpuDevice:
+        return GpuDevice(index=0, host=host, util_gpu_pct=100.0, power_w=80.0,
+                         power_limit_w=700.0, processes=(GpuProcess(pid=pid),))  # fmt: skip
+
+    gpu = GpuSample(available=True, devices=(dev("a", 100), dev("b", 100)))
+    procs = (
+        ProcessInfo(pid=100, host="a", rank=0, local_rank=0, role="rank"),
+        ProcessInfo(pid=100, host="b", rank=1, local_rank=0, role="rank"),
+    )
+    alive = tuple(ProcessSample(pid=100, host=h, t_s=1.0) for h in ("a", "b"))
+    bundle = Bundle(
+        processes=procs,
+        samples=(Sample(index=0, t_s=1.0, processes=alive, gpu=gpu),),
+    )
+    evidence = [e for e in classify(bundle).evidence if e.signal == "gpu"]
+    assert sorted((e.detail.split(" reads")[0], e.ranks) for e in evidence) == [
+        ("GPU 0 on a", (0,)),
+        ("GPU 0 on b", (1,)),
+    ]

@@ -132,34 +132,44 @@ def _visible_devices(value: str, devices: Sequence[GpuDevice]) -> List[int]:
     return out
 
 
+def map_devices(
+    gpu: GpuSample, processes: Sequence[ProcessInfo]
+) -> Dict[Tuple[str, int], Tuple[ProcessInfo, str]]:
+    """(host, NVML index) → (process, how it was matched): ``pid``, ``pid:ancestor``, ``env``.
+
+    PIDs win when NVML shows any PID we know; the environment only fills devices that no PID
+    claimed, so a container that hides PIDs still gets a mapping. A merged bundle holds the
+    GPUs of several hosts: each device is matched only to processes of its own host.
+    """
+    mapping: Dict[Tuple[str, int], Tuple[ProcessInfo, str]] = {}
+    for host in sorted({d.host for d in gpu.devices}):
+        devices = [d for d in gpu.devices if d.host == host]
+        mine = [p for p in processes if p.host == host]
+        by_pid = {p.pid: p for p in mine}
+        for dev in devices:
+            for gproc in dev.processes:
+                owner, how = _owner(gproc.pid, by_pid)
+                if owner is None:
+                    continue
+                # Prefer a rank over a helper when several of ours share one GPU.
+                current = mapping.get((host, dev.index))
+                if current is None or (owner.rank is not None and current[0].rank is None):
+                    mapping[(host, dev.index)] = (owner, how)
+        claimed = {info.pid for (h, _), (info, _) in mapping.items() if h == host}
+        for info in mine:
+            if info.pid in claimed or (info.rank is None and info.local_rank is None):
+                continue
+            index = _device_from_env(info, devices)
+            if index is not None and (host, index) not in mapping:
+                mapping[(host, index)] = (info, "env")
+    return mapping
+
+
 def map_devices_to_ranks(
     gpu: GpuSample, processes: Sequence[ProcessInfo]
 ) -> Dict[int, Tuple[ProcessInfo, str]]:
-    """NVML device index → (process, how it was matched): ``pid``, ``pid:ancestor``, ``env``.
-
-    PIDs win when NVML shows any PID we know; the environment only fills devices that no PID
-    claimed, so a container that hides PIDs still gets a mapping.
-    """
-    by_pid = {p.pid: p for p in processes}
-    ranked = [p for p in processes if p.rank is not None or p.local_rank is not None]
-    mapping: Dict[int, Tuple[ProcessInfo, str]] = {}
-    for dev in gpu.devices:
-        for gproc in dev.processes:
-            owner, how = _owner(gproc.pid, by_pid)
-            if owner is None:
-                continue
-            # Prefer a rank over a helper when several of ours share one GPU.
-            current = mapping.get(dev.index)
-            if current is None or (owner.rank is not None and current[0].rank is None):
-                mapping[dev.index] = (owner, how)
-    claimed = {info.pid for info, _ in mapping.values()}
-    for info in ranked:
-        if info.pid in claimed:
-            continue
-        index = _device_from_env(info, gpu.devices)
-        if index is not None and index not in mapping:
-            mapping[index] = (info, "env")
-    return mapping
+    """One host's view of ``map_devices``: NVML device index → (process, how matched)."""
+    return {index: owner for (_host, index), owner in map_devices(gpu, processes).items()}
 
 
 def _owner(pid: int, by_pid: Dict[int, ProcessInfo]) -> Tuple[Optional[ProcessInfo], str]:
