@@ -15,8 +15,9 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import PROGRAMS
+from conftest import PROGRAMS, run_diag
 
+from diag.bundle_io import load_bundle
 from diag.classify import classify
 from diag.collectives import log_findings
 from diag.model import Bundle, LogSignal, RankNcclLog, Sample
@@ -117,3 +118,24 @@ def test_line_nobody_can_be_named_for_says_where_it_is() -> None:
     (finding,) = log_findings([RankNcclLog(signals=(err,))])
     assert finding.evidence.detail.startswith("an unattributed line in train.log logged cuda")
     assert not finding.suspects and finding.evidence.ranks == ()
+
+
+@pytest.mark.slow
+def test_nccl_lines_never_carry_a_secret(spawn: Any, tmp_path: Path) -> None:
+    secret = "hf_PlantedSecretValue12345"
+    job = spawn(
+        [sys.executable, str(PROGRAMS / "cuda_error_job.py"), str(tmp_path)],
+        env={"HF_TOKEN": secret},
+    )
+    out = tmp_path / "out" / "cap.json"
+    out.parent.mkdir()
+    result = run_diag(["capture", "--pid", str(job.pid), "--count", "1", "-o", str(out)])
+    assert result.returncode == 0, result.stderr
+    bundle = load_bundle(out)
+    infos = [s for lg in bundle.nccl_logs for s in lg.signals if s.kind == "nccl_info"]
+    assert infos and any("NET/Plugin" in s.last_line or s.count >= 3 for s in infos)
+    assert secret in (tmp_path / "rank0.log").read_text()  # it is there to be leaked
+    written = list(out.parent.iterdir())
+    assert len(written) >= 2
+    for path in written:
+        assert secret not in path.read_text(errors="replace"), path

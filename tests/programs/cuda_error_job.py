@@ -21,6 +21,9 @@ rank = int(os.environ["RANK"])
 host, pid, tid = socket.gethostname(), os.getpid(), threading.get_native_id()
 prefix = f"{host}:{pid}:{tid} [{rank}] NCCL INFO"
 print(f"{prefix} Bootstrap : Using eth0:10.0.0.{rank + 1}<0>", flush=True)
+if os.environ.get("HF_TOKEN"):  # a secret that reaches a log line (tests check it never leaks)
+    token = os.environ["HF_TOKEN"]
+    print(f"{prefix} NET/Plugin : config url https://hub?token={token}", flush=True)
 print(f"{prefix} comm 0x55d1c0 rank {rank} nranks 2 cudaDev {rank} "
       f"nvmlDev {rank} busId {rank + 1}8000 commId 0x9af1c2d3 - Init COMPLETE", flush=True)
 trigger = os.path.join(os.environ["JOB_DIR"], "trigger")
