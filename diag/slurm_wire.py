@@ -127,11 +127,14 @@ class Gathered:
         return names
 
     def progress(self) -> Optional[Tuple[int, int, int]]:
-        """(samples every sampling node has taken, nodes sampling, processes alive)."""
-        ticks = [n.tick for n in self.nodes.values() if n.tick is not None and not n.errors]
-        if not ticks:
+        """(samples every node has taken, nodes, processes alive); None until every node that
+        has not failed has taken one."""
+        live = [self.nodes[n] for n in self.expected if not self.nodes[n].errors]
+        ticks = [n.tick for n in live]
+        if not ticks or any(t is None for t in ticks):
             return None
-        return min(t[0] for t in ticks) + 1, len(ticks), sum(t[1] for t in ticks)
+        done = [t for t in ticks if t is not None]
+        return min(t[0] for t in done) + 1, len(done), sum(t[1] for t in done)
 
     def notes(self) -> List[str]:
         return [f"{name}: {note}" for name, node in self.nodes.items() for note in node.notes]

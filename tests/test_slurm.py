@@ -211,3 +211,15 @@ def test_srun_env_drops_the_enclosing_job(monkeypatch: pytest.MonkeyPatch) -> No
     assert "SLURM_JOB_ID" not in env and "SLURM_NTASKS" not in env
     assert env["SLURM_CONF"] == "/etc/slurm/other.conf"
     assert env["DIAG_SLURM_CONTROLLER"] == "login1:42"
+
+
+def test_progress_waits_for_every_node() -> None:
+    gathered = Gathered(["n1", "n2", "n3"])
+    gathered.feed("DIAG1 tick n1 0 4\n", 1.0)
+    gathered.feed("DIAG1 tick n1 1 4\n", 1.0)
+    assert gathered.progress() is None  # n2 has not sampled yet
+    gathered.feed("DIAG1 tick n2 0 1\n", 1.0)
+    gathered.feed("DIAG1 error n3 no process of Slurm job 4 on node n3\n", 1.0)
+    assert gathered.progress() == (1, 2, 5)
+    gathered.feed("DIAG1 tick n2 1 1\n", 1.0)
+    assert gathered.progress() == (2, 2, 5)
