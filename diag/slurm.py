@@ -20,29 +20,20 @@ failure and the merged bundle is made from the rest; only "no node at all" is an
 from __future__ import annotations
 
 import os
-import queue
 import shlex
 import subprocess
 import sys
-import threading
-import time
-from typing import IO, TYPE_CHECKING, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.errors import EXIT_MISSING_TOOL, EXIT_NO_TARGET, EXIT_REMOTE, DiagError
 from diag.merge import HostPart, MissingHost, merge_bundles
 from diag.model import Bundle
-from diag.probes.slurm_procs import EXCLUDE_ENV
-from diag.slurm_wire import PING, STOP, Gathered
+from diag.slurm_srun import run_srun, srun_env
 
 # Time for a node to start Python, find the job and write its bundle, on top of the sampling,
 # plus, per sample, a py-spy that runs into its own timeout (10 s) and grace.
 _NODE_SLACK_S = 30.0
 _PER_SAMPLE_SLACK_S = 15.0
-_MAX_PONGS = 3
-_STOP_GRACE_S = 60.0
-
-if TYPE_CHECKING:
-    Lines = queue.Queue[Tuple[float, Optional[str]]]
 
 
 class JobInfo:
@@ -68,7 +59,7 @@ def parse_job_line(text: str) -> Dict[str, str]:
 def _run(argv: Sequence[str], timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout_s, env=_srun_env()
+            list(argv), capture_output=True, text=True, timeout=timeout_s, env=srun_env()
         )
     except FileNotFoundError:
         raise DiagError(
@@ -84,22 +75,8 @@ def _run(argv: Sequence[str], timeout_s: float = 30.0) -> subprocess.CompletedPr
         ) from None
 
 
-# Slurm client settings that say which cluster to talk to; every other SLURM_* variable here
-# describes a job or step diag itself may run in, and srun would take it for an option.
-_KEEP_SLURM_ENV = ("SLURM_CONF", "SLURM_CLUSTERS", "SLURM_CONF_SERVER")
 # Override the per-node command, e.g. "apptainer exec diag.sif diag" (default: this Python).
 NODE_CMD_ENV = "DIAG_SLURM_NODE_CMD"
-
-
-def _srun_env(marker: Optional[str] = None) -> Dict[str, str]:
-    """Our environment without the SLURM_* of any job diag itself runs in; the marker lets
-    nodes leave the controller out."""
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP_SLURM_ENV
-    }
-    if marker is not None:
-        env[EXCLUDE_ENV] = marker
-    return env
 
 
 def job_info(job_id: int) -> JobInfo:
@@ -168,122 +145,6 @@ def srun_argv(job: JobInfo, command: Sequence[str], nodes: Sequence[str] = ()) -
         "--job-name=diag",
         *command,
     ]
-
-
-def _pump(stream: Optional[IO[str]], out: Lines) -> None:
-    for line in stream if stream is not None else ():
-        out.put((time.time(), line))
-    out.put((time.time(), None))
-
-
-def run_srun(
-    argv: Sequence[str],
-    nodes: Sequence[str],
-    timeout_s: Optional[float],
-    echo: Optional[Callable[[str], None]] = None,
-) -> Gathered:
-    """Start srun, ping the nodes as they say hello, collect every line until all nodes are
-    done, srun exits or the deadline passes (then srun is stopped and what arrived is kept).
-
-    srun runs in its own session, so a Ctrl-C reaches only diag: the first one tells every
-    node to stop and send what it has (the report is made from that), a second one aborts.
-    ``timeout_s`` None: no deadline until a stop is asked for (an open-ended watch)."""
-    marker = f"{os.uname().nodename.split('.')[0]}:{os.getpid()}"
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_srun_env(marker),
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        raise DiagError(
-            "srun not found: this host is not a Slurm client",
-            "run diag on a login node of the cluster",
-            EXIT_MISSING_TOOL,
-        ) from None
-    lines: Lines = queue.Queue()
-    errors: Lines = queue.Queue()
-    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-    threading.Thread(target=_pump, args=(proc.stderr, errors), daemon=True).start()
-    gathered = Gathered(nodes)
-
-    def send(text: str) -> None:
-        if proc.stdin is not None and not proc.stdin.closed:
-            try:
-                proc.stdin.write(text + "\n")
-                proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                pass
-
-    deadline = started + timeout_s if timeout_s is not None else None
-    stopping = False
-    shown = 0
-    eof = False
-    while not eof and not gathered.all_done():
-        try:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                gathered.timed_out = True
-                break
-            wait_s = 1.0 if deadline is None else min(deadline - now, 1.0)
-            try:
-                recv_s, line = lines.get(timeout=wait_s)
-            except queue.Empty:
-                continue
-            if line is None:
-                eof = True
-                break
-            event = gathered.feed(line, recv_s)
-            if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
-                send(f"{PING} {time.time():.6f}")
-            progress = gathered.progress()
-            if echo is not None and event == "tick" and progress and progress[0] > shown:
-                shown = progress[0]
-                echo(f"sample {shown}: {progress[1]} node(s), {progress[2]} process(es) alive")
-        except KeyboardInterrupt:
-            if stopping:
-                proc.kill()
-                raise
-            stopping = True
-            send(STOP)
-            deadline = time.monotonic() + _STOP_GRACE_S
-            if echo is not None:
-                echo(
-                    f"stopping: waiting up to {_STOP_GRACE_S:g}s for every node's samples "
-                    "(Ctrl-C again to abort)"
-                )
-    if proc.stdin is not None:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-    if gathered.timed_out:
-        proc.terminate()
-    try:  # every node said done: srun ends as their tasks exit
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-    while True:  # srun's own messages ("srun: error: node3: task 2: Exited with ...")
-        try:
-            _, text = errors.get(timeout=0.5)
-        except queue.Empty:
-            break
-        if text is None:
-            break
-        gathered.stderr.append(text.rstrip("\n"))
-    gathered.returncode = proc.returncode
-    gathered.elapsed_s = time.monotonic() - started
-    return gathered
 
 
 class SlurmCapture(NamedTuple):

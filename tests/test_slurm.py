@@ -20,7 +20,8 @@ from diag.probes.slurm_procs import (
     job_roots,
     parse_listpids,
 )
-from diag.slurm import JobInfo, _srun_env, node_command, parse_job_line, srun_argv
+from diag.slurm import JobInfo, node_command, parse_job_line, srun_argv
+from diag.slurm_srun import srun_env
 from diag.slurm_wire import Gathered, encode_chunks
 
 HERE = Path(__file__).resolve().parent
@@ -203,11 +204,11 @@ def test_node_command_override(monkeypatch: pytest.MonkeyPatch) -> None:
     assert node_command(5, 3, 2.0)[:3] == [sys.executable, "-m", "diag"]
 
 
-def test_srun_env_drops_the_enclosing_job(monkeypatch: pytest.MonkeyPatch) -> None:
+def testsrun_env_drops_the_enclosing_job(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_JOB_ID", "12")
     monkeypatch.setenv("SLURM_NTASKS", "8")
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/other.conf")
-    env = _srun_env("login1:42")
+    env = srun_env("login1:42")
     assert "SLURM_JOB_ID" not in env and "SLURM_NTASKS" not in env
     assert env["SLURM_CONF"] == "/etc/slurm/other.conf"
     assert env["DIAG_SLURM_CONTROLLER"] == "login1:42"
