@@ -32,14 +32,15 @@ from diag.findings import PROGRESS, STUCK, WORK, Context, Finding, run_sources
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
 from diag.progress import log_growth
 from diag.signals import COMPUTE_PCT, ProcSignals, extract
+from diag.verdict_evidence import evidence_for
 from diag.verdict_rules import (
     dead_story,
-    evidence_for,
     lock_story,
     peer_story,
+    progress_story,
     work_story,
 )
-from diag.verdict_text import group_by_wait, size, verb, waits_phrase, where, who
+from diag.verdict_text import group_by_wait, waits_phrase, where
 from diag.waits import CHILD, LOCK, PEER
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
@@ -216,7 +217,8 @@ def _decide(
         summary, suspects = dead_story(dead, alive, ctx)
         return "deadlocked", 0.9 if peer_waiters else 0.75, summary, ev, suspects
     if progressing and intervals > 0:
-        return _progressing(progress_logs, writers, workers, alive, ev, dead)
+        summary, confidence, suspects = progress_story(progress_logs, writers, workers, dead)
+        return "progressing", confidence, summary, ev, suspects
     if working:
         summary, suspects = work_story(workers, readers, growers, alive, peer_waiters)
         confidence = 0.8 if (workers or readers) else 0.6
@@ -276,39 +278,6 @@ def _decide(
         for p in alive[:4]
     ]
     return "deadlocked", 0.5, summary, ev, suspects
-
-
-def _progressing(
-    progress_logs: Sequence[object],
-    writers: Sequence[ProcSignals],
-    workers: Sequence[ProcSignals],
-    alive: Sequence[ProcSignals],
-    ev: List[Evidence],
-    dead: Sequence[ProcSignals],
-) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
-    bits: List[str] = []
-    for lg in progress_logs[:2]:
-        bits.append(
-            f"log {getattr(lg, 'path', '?').rsplit('/', 1)[-1]} grew "
-            f"{getattr(lg, 'grew_lines', 0)} lines ({size(getattr(lg, 'grew_bytes', 0))})"
-        )
-    if writers and not progress_logs:
-        total = sum(p.write_delta_bytes for p in writers)
-        window_s = max(p.window_s for p in writers)
-        keeps = verb(writers, "keeps", "keep")
-        bits.append(f"{who(writers)} {keeps} writing output ({size(total)} in {window_s:.1f} s)")
-    if workers:
-        bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
-    confidence = 0.85 if progress_logs else 0.7
-    suspects: List[Suspect] = []
-    if dead:
-        bits.append(f"but {who(dead)} exited")
-        confidence -= 0.2
-        suspects = [
-            Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="exited during the run")
-            for p in dead
-        ]
-    return "progressing", confidence, "progressing: " + "; ".join(bits), ev, suspects
 
 
 def verdict_line(verdict: Optional[Verdict]) -> str:

@@ -271,7 +271,8 @@ def _lock_waiters(
     """Threads blocked on a lock in user code in every sample: (tid, futex address, frame).
 
     A thread parked in ``Condition.wait`` of a queue is a worker waiting for work; one parked
-    in user code on a futex (``with lock_b:``) that never moves is half of a lock cycle.
+    in user code on a futex (``with lock_b:``) that never moves is half of a lock cycle. A
+    thread in ``join`` only waits for such threads, so it is left out.
     """
     last = alive[-1]
     stable: Dict[int, Tuple[Optional[str], Optional[str]]] = {
@@ -286,6 +287,6 @@ def _lock_waiters(
         if t.tid not in stable or t.stack_id is None:
             continue
         tw = thread_wait(bundle, t)
-        if tw.kind in ("lock", "join") or (tw.kind == "blocked" and t.futex_addr):
+        if tw.kind == "lock" or (tw.kind == "blocked" and t.futex_addr):
             out.append((t.tid, t.futex_addr, tw.label))
     return out

@@ -10,20 +10,16 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Set, Tuple
 
 from diag.findings import Context
-from diag.model import Evidence, RankClass, Suspect
-from diag.signals import COMPUTE_PCT, ProcSignals
+from diag.model import RankClass, Suspect
+from diag.progress import LogGrowth
+from diag.signals import ProcSignals
+from diag.verdict_evidence import SPIN_PCT
 from diag.verdict_text import group_by_wait, size, verb, waits_phrase, where, who
 from diag.waits import PEER
-
-SPIN_PCT = 30.0
 
 
 def _suspect(p: ProcSignals, reason: str, rank: Optional[int] = None) -> Suspect:
     return Suspect(pid=p.pid, rank=p.rank if rank is None else rank, host=p.key[0], reason=reason)
-
-
-def _section(p: ProcSignals) -> str:
-    return f"rank-{p.rank}" if p.rank is not None else f"pid-{p.pid}"
 
 
 def _missing_ranks(ctx: Context) -> List[int]:
@@ -32,137 +28,6 @@ def _missing_ranks(ctx: Context) -> List[int]:
         return []
     seen = {p.rank for p in ctx.participants if p.rank is not None}
     return [r for r in range(sizes.pop()) if r not in seen]
-
-
-def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
-    """The observations every verdict shows, whatever the state."""
-    ev: List[Evidence] = []
-    for p in ctx.participants:
-        samples = tuple(p.samples)
-        if p.dead:
-            code = f" with exit code {p.exit_code}" if p.exit_code is not None else ""
-            ev.append(
-                Evidence(
-                    signal="exited",
-                    detail=f"{p.name} (pid {p.pid}) is "
-                    f"{p.statuses[-1]}{code} since sample {p.dead_since}",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="timeline",
-                )
-            )
-            continue
-        if p.compute_pct >= COMPUTE_PCT:
-            ev.append(
-                Evidence(
-                    signal="cpu",
-                    detail=f"{p.name} burns {p.compute_pct:.0f}% of a "
-                    f"core in `{p.hot_label}` ({p.compute_intervals} of "
-                    f"{p.intervals} intervals)",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section=_section(p),
-                )
-            )
-        if p.spin_pct >= SPIN_PCT:
-            ev.append(
-                Evidence(
-                    signal="spin",
-                    detail=f"{p.name} spins {p.spin_pct:.0f}% of a "
-                    f"core in `{p.spin_label}` with an unchanged stack: a wait, "
-                    "not progress",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section=_section(p),
-                )
-            )
-        if p.read_delta_bytes >= 1 << 20:
-            ev.append(
-                Evidence(
-                    signal="io",
-                    detail=f"{p.name} read {size(p.read_delta_bytes)} in {p.window_s:.1f} s",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="timeline",
-                )
-            )
-        if abs(p.rss_delta_bytes) >= 16 << 20:
-            ev.append(
-                Evidence(
-                    signal="memory",
-                    detail=f"{p.name} RSS "
-                    f"{'+' if p.rss_delta_bytes > 0 else ''}"
-                    f"{size(p.rss_delta_bytes)} (now {size(p.rss_last_bytes)})",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="timeline",
-                )
-            )
-        for tid, addr, frame in p.lock_waiters:
-            ev.append(
-                Evidence(
-                    signal="futex",
-                    detail=f"{p.name} thread {tid} blocked on lock "
-                    f"{addr or '?'} in `{frame}` in every sample",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="futex",
-                )
-            )
-    for lg in ctx.logs:
-        name = lg.path.rsplit("/", 1)[-1]
-        if lg.heartbeat:
-            detail = f"log {name} only repeats a waiting line: not progress"
-        elif lg.grew:
-            detail = (
-                f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)}) in "
-                f"{len(lg.samples)} of {lg.intervals} intervals"
-            )
-        else:
-            detail = (
-                f"log {name} silent during the capture (bursty logs: silence alone proves little)"
-            )
-        ev.append(
-            Evidence(signal="log", detail=detail, pids=lg.pids, samples=lg.samples, section="logs")
-        )
-    ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
-    if ports:
-        owners = [p for p in ctx.procs if p.listen_ports and not p.dead]
-        ev.append(
-            Evidence(
-                signal="ports",
-                detail=f"{who(owners)} listen on " + ", ".join(f":{port}" for port in ports[:8]),
-                pids=tuple(p.pid for p in owners),
-                section="matrix",
-            )
-        )
-    if len(classes) > 1:
-        text = "; ".join(f"{_members(c)}: {c.label}" for c in classes[:5])
-        ev.append(
-            Evidence(
-                signal="stacks",
-                detail=f"main-thread stacks differ: {text}",
-                ranks=tuple(r for c in classes for r in c.ranks),
-                section="matrix",
-            )
-        )
-    return ev
-
-
-def _r(p: ProcSignals) -> Tuple[int, ...]:
-    return (p.rank,) if p.rank is not None else ()
-
-
-def _members(c: RankClass) -> str:
-    if c.ranks:
-        return ("rank " if len(c.ranks) == 1 else "ranks ") + ",".join(map(str, c.ranks))
-    return ("pid " if len(c.pids) == 1 else "pids ") + ",".join(map(str, c.pids))
 
 
 def dead_story(
@@ -309,11 +174,38 @@ def work_story(
                 f"{p.name} grows memory ({size(p.rss_delta_bytes)} RSS) in `{p.hot_label or '?'}`"
             )
         parts.append(text)
-        reason = "the bottleneck its peers wait for: " if peer_waiters else "busy: "
-        suspects.append(_suspect(p, reason + text.split(" ", 2)[-1]))
+        reason = "the bottleneck its peers wait for - " if peer_waiters else ""
+        suspects.append(_suspect(p, reason + text))
     if not parts:
         parts.append("the GPU computes (see the gpu evidence) while the CPU side waits")
     waiting = [p for p in alive if p not in busy and p.main_wait is not None and p.main_wait.kind]
     tail = waits_phrase(group_by_wait(waiting)[:2])
     summary = "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
     return summary, suspects
+
+
+def progress_story(
+    progress_logs: Sequence[LogGrowth],
+    writers: Sequence[ProcSignals],
+    workers: Sequence[ProcSignals],
+    dead: Sequence[ProcSignals],
+) -> Tuple[str, float, List[Suspect]]:
+    """The job's output moves: say which output, and who computes."""
+    bits: List[str] = []
+    for lg in progress_logs[:2]:
+        name = lg.path.rsplit("/", 1)[-1]
+        bits.append(f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)})")
+    if writers and not progress_logs:
+        total = sum(p.write_delta_bytes for p in writers)
+        window_s = max(p.window_s for p in writers)
+        keeps = verb(writers, "keeps", "keep")
+        bits.append(f"{who(writers)} {keeps} writing output ({size(total)} in {window_s:.1f} s)")
+    if workers:
+        bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
+    confidence = 0.85 if progress_logs else 0.7
+    suspects: List[Suspect] = []
+    if dead:
+        bits.append(f"but {who(dead)} exited")
+        confidence -= 0.2
+        suspects = [_suspect(p, "exited during the run") for p in dead]
+    return "progressing: " + "; ".join(bits), confidence, suspects

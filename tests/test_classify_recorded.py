@@ -1,0 +1,68 @@
+"""Golden inputs: bundles recorded from real scenario runs still get the scenario's verdict.
+
+``samples/bundles/<scenario>.json`` were written by ``samples/run_scenarios.py --record``; the
+classifier is re-run on them (no processes), so a change in the rules that breaks a real case
+shows up in a fast test, not only in the slow scenario suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, List
+
+import pytest
+from conftest import REPO
+
+from diag.bundle_io import load_bundle
+from diag.classify import classify
+
+BUNDLES = REPO / "samples" / "bundles"
+_spec = importlib.util.spec_from_file_location(
+    "run_scenarios", REPO / "samples" / "run_scenarios.py"
+)
+assert _spec is not None and _spec.loader is not None
+run_scenarios = sys.modules.get("run_scenarios") or importlib.util.module_from_spec(_spec)
+if "run_scenarios" not in sys.modules:
+    sys.modules["run_scenarios"] = run_scenarios
+    _spec.loader.exec_module(run_scenarios)
+EXPECT = {s.name: s for s in run_scenarios.SCENARIOS}
+
+
+def _recorded() -> List[Any]:
+    return [pytest.param(p, id=p.stem) for p in sorted(BUNDLES.glob("*.json")) if p.stem in EXPECT]
+
+
+def test_recorded_bundles_exist() -> None:
+    assert len(_recorded()) >= 8
+
+
+@pytest.mark.parametrize("path", _recorded())
+def test_recorded_verdict(path: Path) -> None:
+    scenario = EXPECT[path.stem]
+    bundle = load_bundle(path)
+    verdict = classify(bundle)
+    assert verdict.state == scenario.expect, verdict.summary
+    assert verdict.summary.startswith(scenario.expect)
+    if scenario.suspects:
+        for expected in scenario.suspects:
+            kind, _, value = expected.partition(":")
+            if kind == "rank":
+                assert int(value) in [s.rank for s in verdict.suspects], verdict.summary
+            else:
+                assert bundle.target.root_pid in [s.pid for s in verdict.suspects]
+    elif scenario.suspects == ():
+        assert verdict.suspects == (), verdict.summary
+
+
+@pytest.mark.parametrize("path", _recorded())
+def test_one_sample_of_a_recording_lowers_confidence(path: Path) -> None:
+    """Cut to its first sample, a recording still gets a verdict, marked as uncertain."""
+    import msgspec
+
+    bundle = load_bundle(path)
+    first = msgspec.structs.replace(bundle, samples=bundle.samples[:1])
+    verdict = classify(first)
+    assert verdict.confidence <= 0.5
+    assert "one sample" in verdict.summary or verdict.state == "exited"
