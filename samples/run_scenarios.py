@@ -121,7 +121,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "pure-Python batches, one progress line per batch to stdout (a pipe)",
     ),
-    Scenario("exits_midway", "exited", (), False, "the job ends one second after diag attaches"),
+    Scenario("exits_midway", "exited", (), False, "the job ends 3 s after READY, mid-capture"),
 )
 
 

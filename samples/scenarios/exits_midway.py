@@ -1,4 +1,4 @@
-"""exited: the job finishes (exit code 0) a second after diag attaches - the verdict must say
+"""exited: the job finishes (exit code 0) three seconds after it is ready - the verdict must say
 the target is gone, not that it hangs."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 def main() -> None:
     print("READY", flush=True)
-    time.sleep(1.0)
+    time.sleep(3.0)
 
 
 if __name__ == "__main__":
