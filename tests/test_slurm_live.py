@@ -9,6 +9,7 @@ import base64
 import signal
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Iterator
@@ -243,3 +244,33 @@ def test_watch_slurm_job_until_ctrl_c(slurm_cluster: Cluster, tmp_path: Path) ->
     cmdlines = [" ".join(Path(f"/proc/{p}/cmdline").read_text().split("\0")) for p in pids
                 if Path(f"/proc/{p}").exists()]  # fmt: skip
     assert not any("slurm-node" in c for c in cmdlines), cmdlines
+
+
+def test_watch_killed_leaves_no_collector_behind(slurm_cluster: Cluster, tmp_path: Path) -> None:
+    """diag SIGKILLed mid-watch: srun's stdin closes, every node stops; no step lingers."""
+    job = slurm_cluster.submit(len(slurm_cluster.nodes))
+    try:
+        job.wait_ready(len(slurm_cluster.nodes))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "diag", "watch", "--slurm-job", str(job.job_id),
+             "--interval", "0.3", "-o", str(tmp_path / "w")],
+            env=slurm_cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("sample 1:"):
+                break
+        running = slurm_cluster.run("squeue", "-h", "-s", "-j", str(job.job_id), "-o", "%j")
+        assert "diag" in running.stdout.split()  # the collectors' step, seen by Slurm
+        proc.kill()
+        proc.wait()
+        steps = ""
+        for _ in range(60):  # polling for the cleanup, not timing it
+            listed = slurm_cluster.run("squeue", "-h", "-s", "-j", str(job.job_id), "-o", "%j")
+            steps = listed.stdout
+            if "diag" not in steps.split():
+                break
+            time.sleep(0.5)
+    finally:
+        job.cancel()
+    assert "diag" not in steps.split(), steps
