@@ -30,9 +30,7 @@ def shifted(bundle: Bundle, host: str, skew_s: float) -> Bundle:
         msgspec.structs.replace(
             s,
             t_s=s.t_s + skew_s,
-            processes=tuple(
-                msgspec.structs.replace(p, t_s=p.t_s + skew_s) for p in s.processes
-            ),
+            processes=tuple(msgspec.structs.replace(p, t_s=p.t_s + skew_s) for p in s.processes),
         )
         for s in bundle.samples
     )
