@@ -106,7 +106,7 @@ def capture(
         _echo_merged(merged, fail_on)
         return
     if command or pid is None:
-        from diag.watch_session import capture_launched, require_one_target
+        from diag.watch_session import capture_launched, parse_states, require_one_target
 
         require_one_target(pid, command, "capture")
         capture_launched(
@@ -117,6 +117,7 @@ def capture(
             log_paths=log_paths,
             echo=lambda line: click.echo(line, err=True),
             fr_dirs=fr_dirs,
+            fail_on=parse_states(fail_on),
         )
         return
 

@@ -282,9 +282,11 @@ def capture_launched(
     log_paths: Sequence[str],
     echo: Callable[[str], None],
     fr_dirs: Sequence[str] = (),
+    fail_on: FrozenSet[str] = frozenset(),
 ) -> None:
     """``diag capture -- CMD``: ``count`` samples from the command's first second, then (if it
-    still runs) stay attached until it exits and record its exit code; no journal."""
+    still runs) stay attached until it exits and record its exit code; no journal. A final
+    verdict in ``fail_on`` raises the --fail-on error (exit 10) after the outputs are written."""
     options = WatchOptions(interval_s=interval_s, count=count, window_samples=count + 1)
     result, outputs = run_session(
         pid=None,
@@ -298,3 +300,5 @@ def capture_launched(
     )
     for line in _summary(result, outputs, journal=False):
         echo(line)
+    if result.verdict is not None and result.verdict.state in fail_on:
+        raise fail_on_error(result, fail_on, outputs)

@@ -85,5 +85,11 @@ def test_fail_on_exits_with_documented_code(tmp_path: Path) -> None:
     assert done.returncode == 10, done.stderr
     assert "--fail-on" in done.stderr and out.exists()  # outputs written before the exit
     assert passed.returncode == 0, passed.stderr
+    launched = run_diag(
+        ["capture", "--fail-on", "exited", "-o", str(tmp_path / "l.json"), "--"]
+        + [sys.executable, "-c", "pass"]
+    )
+    assert launched.returncode == 10, launched.stderr
+    assert (tmp_path / "l.json").exists()
     bad = run_diag(["capture", "--pid", "1", "--fail-on", "stuck"])
     assert bad.returncode == 2 and "stuck" in bad.stderr
