@@ -85,9 +85,9 @@ def test_fail_on_exits_with_documented_code(tmp_path: Path) -> None:
     assert done.returncode == 10, done.stderr
     assert "--fail-on" in done.stderr and out.exists()  # outputs written before the exit
     assert passed.returncode == 0, passed.stderr
+    out_l = str(tmp_path / "l.json")
     launched = run_diag(
-        ["capture", "--fail-on", "exited", "-o", str(tmp_path / "l.json"), "--"]
-        + [sys.executable, "-c", "pass"]
+        ["capture", "--fail-on", "exited", "-o", out_l, "--", sys.executable, "-c", "pass"]
     )
     assert launched.returncode == 10, launched.stderr
     assert (tmp_path / "l.json").exists()
