@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, TypeVar
 
 _COUNT = struct.Struct("<Q")
 _FLUSH_EVERY = 256  # iterations between writes of the counter (a write costs ~0.1 µs)
@@ -107,6 +107,9 @@ def _counter_main(path: str, threads: int) -> None:
 # -- starting them (the benchmark side) -------------------------------------------------------
 
 
+_S = TypeVar("_S", bound="Started")
+
+
 class Started:
     """A program in its own process group; killed as a group by ``stop``."""
 
@@ -131,7 +134,7 @@ class Started:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
-    def __enter__(self) -> Started:
+    def __enter__(self: _S) -> _S:
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from functools import partial
 from typing import Dict, List
 
 from bench.job import start_job
@@ -51,13 +52,13 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
     with start_job(ranks, threads) as job:
         _raw_dump(pyspy, job.rank_pids[0])  # warm the page cache for py-spy and the target
         for _ in range(repeats):
-            singles = [timed(lambda pid=pid: _raw_dump(pyspy, pid)) for pid in job.rank_pids]
+            singles = [timed(partial(_raw_dump, pyspy, pid)) for pid in job.rank_pids]
             raw_max.append(max(t.wall_s for t in singles))
             raw_cpu_sum.append(sum(t.children_cpu_s for t in singles))
-            raw_sub.append(timed(lambda: _raw_dump(pyspy, job.pid, "--subprocesses")).wall_s)
+            raw_sub.append(timed(partial(_raw_dump, pyspy, job.pid, "--subprocesses")).wall_s)
             collector = Collector(job.pid, pyspy=pyspy)
-            first.append(timed(lambda c=collector: c.take_sample(0)).wall_s)
-            cost = timed(lambda c=collector: c.take_sample(1))
+            first.append(timed(partial(collector.take_sample, 0)).wall_s)
+            cost = timed(partial(collector.take_sample, 1))
             steady.append(cost.wall_s)
             diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
     base = collect(raw_max)

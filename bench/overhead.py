@@ -1,0 +1,128 @@
+"""What ``diag watch --interval 1`` costs the job it watches: target throughput with / without.
+
+The target (``bench.job.start_counter``) counts iterations of a fixed unit of CPU work into a
+shared counter. Windows of ``window_s`` alternate: without diag, then with ``diag watch
+--interval 1 --pid TARGET`` running (the real CLI, journal and report rewritten every second),
+repeated ``pairs`` times. Each "with" window starts only once the watch has journalled its
+first sample, so diag's start-up is not billed to the target, and the watch is stopped
+(SIGINT, final report written, process exited) before the next "without" window. The ratio
+of each pair is taken, and the median of those ratios reported: a pair sees the same
+background noise on both sides far more than two distant windows do.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Optional
+
+from bench.cli_cost import user_env
+from bench.job import Counter, start_counter
+from bench.stats import collect
+
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rpartition(b")")[2].split()
+    return (int(fields[11]) + int(fields[12])) * _TICK_S
+
+
+class Window(NamedTuple):
+    per_s: float  # iterations per wall second
+    per_cpu_s: float  # iterations per CPU second of the target
+    watch_cpu_pct: float  # the watch's CPU use over the window, % of one core
+
+
+def _window(counter: Counter, window_s: float, watch_pid: Optional[int] = None) -> Window:
+    """One window, timed on this side."""
+    w0 = _cpu_s(watch_pid) if watch_pid else 0.0
+    c0, t0, cpu0 = counter.count(), time.perf_counter(), _cpu_s(counter.pid)
+    time.sleep(window_s)
+    c1, t1, cpu1 = counter.count(), time.perf_counter(), _cpu_s(counter.pid)
+    w1 = _cpu_s(watch_pid) if watch_pid else 0.0
+    return Window(
+        (c1 - c0) / (t1 - t0), (c1 - c0) / max(cpu1 - cpu0, _TICK_S), 100 * (w1 - w0) / (t1 - t0)
+    )
+
+
+def _start_watch(pid: int, base: Path) -> subprocess.Popen[bytes]:
+    argv = [sys.executable, "-m", "diag", "watch", "--interval", "1", "--pid", str(pid)]
+    proc = subprocess.Popen(
+        [*argv, "-o", str(base.with_suffix(".html"))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=user_env(),
+    )
+    journal = base.with_suffix(".jsonl")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if journal.exists() and journal.read_bytes().count(b'"sample"') >= 1:
+            return proc
+        time.sleep(0.05)
+    _stop_watch(proc)
+    raise RuntimeError("diag watch did not journal a first sample within 60 s")
+
+
+def _stop_watch(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def measure(pairs: int = 6, window_s: float = 5.0) -> Dict[str, float]:
+    """Throughput with and without a watch: medians and the median of the per-pair ratios.
+
+    Besides iterations per wall second (what the job sees, and what the target is about), the
+    iterations per CPU second of the target (insensitive to other load on the machine: it
+    moves only if diag slows the target's own execution, e.g. by pausing it) and the watch's
+    own CPU use are reported, so a noisy wall-clock ratio can be told from a real cost.
+    """
+    off: List[Window] = []
+    on: List[Window] = []
+    with tempfile.TemporaryDirectory(prefix="diag-bench-overhead-") as tmp:
+        counter = start_counter(Path(tmp) / "count")
+        try:
+            time.sleep(min(window_s, 1.0))  # let the target settle into its loop
+            for i in range(pairs):
+                watch = _start_watch(counter.pid, Path(tmp) / f"watch{i}")
+                try:
+                    on.append(_window(counter, window_s, watch.pid))
+                finally:
+                    _stop_watch(watch)
+                off.append(_window(counter, window_s))
+        finally:
+            counter.stop()
+    wall = collect([a.per_s / b.per_s for a, b in zip(on, off)])
+    cpu = collect([a.per_cpu_s / b.per_cpu_s for a, b in zip(on, off)])
+    return {
+        "pairs": float(pairs),
+        "window_s": window_s,
+        "without_median_ips": collect([w.per_s for w in off]).median,
+        "with_median_ips": collect([w.per_s for w in on]).median,
+        "ratio_median": wall.median,
+        "ratio_min": wall.min,
+        "ratio_max": max(wall.values),
+        "cpu_ratio_median": cpu.median,
+        "watch_cpu_pct_median": collect([w.watch_cpu_pct for w in on]).median,
+    }
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    w = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    for key, value in measure(n, w).items():
+        print(f"{key:<22} {value:,.4f}")

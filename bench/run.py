@@ -1,0 +1,225 @@
+"""``make bench``: every benchmark in one run, a table of ratios against raw py-spy, BENCHMARKS.md.
+
+    .venv/bin/python -m bench.run                      # full run, table on stdout
+    .venv/bin/python -m bench.run --write BENCHMARKS.md
+    .venv/bin/python -m bench.run --smoke              # seconds: checks that every bench runs
+
+Benchmarks are not tests: nothing here fails on a slow machine. Each row says its target and
+whether this run met it; ``--smoke`` (what CI runs) shrinks every situation so the whole run
+takes seconds and only proves the code paths work. The sections live in their own modules:
+``snapshot`` (diag vs raw py-spy on a live N-rank job), ``overhead`` (target throughput under
+``diag watch --interval 1``), ``render_cost`` (long synthetic bundles), ``watch_memory``
+(collector RSS over a simulated day, from the watch helper), ``cli_cost`` (start-up and
+``diag capture --count 1`` end to end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from functools import partial
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+from bench import cli_cost, overhead, render_cost, snapshot, watch_memory
+from bench.report import Row, machine_facts, markdown, table
+
+Figures = Dict[str, Dict[str, float]]
+
+
+class Sizes(NamedTuple):
+    """How big each situation is: the real run and the smoke run differ only here."""
+
+    snapshot_ranks: Tuple[int, ...]
+    snapshot_threads: int
+    snapshot_repeats: int
+    overhead_pairs: int
+    overhead_window_s: float
+    render_samples: Tuple[int, int]
+    render_repeats: int
+    watch_samples: int
+    startup_repeats: int
+    capture_ranks: int
+    capture_repeats: int
+
+
+FULL = Sizes((4, 8), 64, 7, 6, 5.0, (120, 2880), 5, 2880, 7, 4, 5)
+SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1)
+
+
+def run_all(sizes: Sizes, log: Callable[[str], None]) -> Figures:
+    figures: Figures = {}
+
+    def step(name: str, fn: Callable[[], Dict[str, float]]) -> None:
+        log(f"bench: {name} ...")
+        t0 = time.perf_counter()
+        figures[name] = fn()
+        log(f"bench: {name} done in {time.perf_counter() - t0:.1f} s")
+
+    for n in sizes.snapshot_ranks:
+        step(
+            f"snapshot_{n}",
+            partial(snapshot.measure, n, sizes.snapshot_threads, sizes.snapshot_repeats),
+        )
+    step("overhead", lambda: overhead.measure(sizes.overhead_pairs, sizes.overhead_window_s))
+    short, long = sizes.render_samples
+    step("render_1h", lambda: render_cost.measure(short, repeats=sizes.render_repeats))
+    step("render_24h", lambda: render_cost.measure(long, repeats=min(sizes.render_repeats, 3)))
+    step("watch_memory", lambda: watch_memory.run(samples=sizes.watch_samples))
+    step("startup", lambda: cli_cost.measure_startup(sizes.startup_repeats))
+    step(
+        "capture",
+        lambda: cli_cost.measure_capture(
+            sizes.capture_ranks, sizes.snapshot_threads, sizes.capture_repeats
+        ),
+    )
+    return figures
+
+
+def rows_of(figures: Figures) -> List[Row]:
+    """The table: one row per target of issue 7, plus the figures that explain them."""
+    rows: List[Row] = []
+    for key in sorted(k for k in figures if k.startswith("snapshot_")):
+        f = figures[key]
+        n, t = int(f["ranks"]), int(f["threads"])
+        base = f["raw_slowest_single_median_s"]
+        rows.append(
+            Row(
+                f"raw `py-spy dump` of one rank, slowest of {n} (x {t} threads)",
+                "baseline",
+                f"{base:.3f} s (min {f['raw_slowest_single_min_s']:.3f})",
+                "1.00",
+                None,
+            )
+        )
+        rows.append(
+            Row(
+                f"diag snapshot, first sample (= `capture --count 1`), {n} ranks",
+                "<= 1.5 x baseline",
+                f"{f['diag_first_median_s']:.3f} s (min {f['diag_first_min_s']:.3f})",
+                f"{f['first_ratio']:.2f}",
+                f["first_ratio"] <= 1.5,
+            )
+        )
+        rows.append(
+            Row(
+                f"diag snapshot, steady sample (each `watch` sample), {n} ranks",
+                "<= 1.5 x baseline",
+                f"{f['diag_steady_median_s']:.3f} s (min {f['diag_steady_min_s']:.3f})",
+                f"{f['steady_ratio']:.2f}",
+                f["steady_ratio"] <= 1.5,
+            )
+        )
+        rows.append(
+            Row(
+                f"CPU floor: {n} dumps' CPU / {int(f['cores'])} cores",
+                "(bound, not a target)",
+                f"{f['raw_cpu_sum_median_s']:.3f} s CPU",
+                f"{f['floor_ratio']:.2f}",
+                None,
+            )
+        )
+        rows.append(
+            Row(
+                f"raw `py-spy dump --subprocesses` of the job, {n} ranks",
+                "diag faster",
+                f"{f['raw_subprocesses_median_s']:.3f} s (min {f['raw_subprocesses_min_s']:.3f})",
+                f"{f['raw_subprocesses_median_s'] / base:.2f}",
+                f["first_vs_subprocesses"] < 1.0,
+            )
+        )
+    o = figures["overhead"]
+    rows.append(
+        Row(
+            "target throughput with `diag watch --interval 1` / without",
+            ">= 0.99",
+            f"{o['with_median_ips']:,.0f} / {o['without_median_ips']:,.0f} it/s",
+            f"{o['ratio_median']:.3f}",
+            o["ratio_median"] >= 0.99,
+        )
+    )
+    rows.append(
+        Row(
+            "  same, per CPU second of the target (load-insensitive)",
+            "(explains)",
+            f"watch used {o['watch_cpu_pct_median']:.1f} % of a core",
+            f"{o['cpu_ratio_median']:.3f}",
+            None,
+        )
+    )
+    for key, limit_mb in (("render_1h", 2.0), ("render_24h", 10.0)):
+        r = figures[key]
+        html_mb = r["html_bytes"] / 1e6
+        ok = html_mb <= limit_mb and (key != "render_1h" or r["render_median_s"] <= 1.0)
+        target = "<= 1 s, <= 2 MB" if key == "render_1h" else "<= 10 MB"
+        rows.append(
+            Row(
+                f"render {r['hours']:g} h bundle ({int(r['samples'])} samples, 8 x 60)",
+                target,
+                f"{r['render_median_s']:.3f} s, HTML {html_mb:.2f} MB, "
+                f"MD {r['md_bytes'] / 1e3:.1f} kB (JSON bundle {r['json_bytes'] / 1e6:.0f} MB)",
+                "",
+                ok,
+            )
+        )
+    w = figures["watch_memory"]
+    flat = w["rss_growth_after_quarter_mib"] <= 8.0
+    rows.append(
+        Row(
+            f"collector RSS, simulated watch of {int(w['samples'])} samples",
+            "flat, <= 80 MB",
+            f"{w['rss_start_mib']:.0f} -> {w['rss_quarter_mib']:.0f} -> "
+            f"{w['rss_end_mib']:.0f} MiB (journal {w['journal_mib']:.0f} MiB)",
+            "",
+            flat and w["rss_end_mib"] <= 80.0,
+        )
+    )
+    s = figures["startup"]
+    rows.append(
+        Row(
+            "CLI start-up: `diag --help` minus `python -c pass`",
+            "(part of the next)",
+            f"{s['cli_import_median_s']:.3f} s (help {s['help_median_s']:.3f} s)",
+            "",
+            None,
+        )
+    )
+    c = figures["capture"]
+    rows.append(
+        Row(
+            f"`diag capture --count 1` beyond the sample, {int(c['ranks'])} ranks",
+            "<= 0.5 s",
+            f"{c['beyond_sample_median_s']:.3f} s of "
+            f"{c['total_median_s']:.3f} s total (min {c['beyond_sample_min_s']:.3f})",
+            "",
+            c["beyond_sample_median_s"] <= 0.5,
+        )
+    )
+    return rows
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description="diag benchmarks (issue 7)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that all run")
+    parser.add_argument("--write", metavar="PATH", help="write the Markdown report to PATH")
+    args = parser.parse_args(argv)
+    sizes = SMOKE if args.smoke else FULL
+    facts_before = machine_facts()
+    started = time.time()
+    figures = run_all(sizes, lambda line: print(line, file=sys.stderr, flush=True))
+    facts = {**facts_before, "load_after": machine_facts()["load_before"]}
+    rows = rows_of(figures)
+    print(table(rows))
+    if args.write:
+        command = "make bench  # .venv/bin/python -m bench.run --write " + args.write
+        if args.smoke:
+            command = ".venv/bin/python -m bench.run --smoke --write " + args.write
+        text = markdown(rows, figures, facts, command, time.time() - started)
+        with open(args.write, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"wrote {args.write}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
