@@ -91,6 +91,13 @@ def classify(bundle: Bundle) -> Verdict:
             exit_code=bundle.target.exit_code,
         )
     procs = extract(bundle)
+    if not procs:
+        return _verdict(
+            "unknown",
+            0.0,
+            "unknown: no process could be read in any sample",
+            exit_code=bundle.target.exit_code,
+        )
     last = bundle.samples[-1]
     if not any(ps.status == "alive" for ps in last.processes):
         return _exited(bundle, procs)

@@ -345,6 +345,10 @@ def _no_samples() -> Bundle:
     return build([], n=0)
 
 
+def _no_processes_read() -> Bundle:
+    return build([], n=3)
+
+
 CheckFn = Callable[[Verdict], None]
 
 
@@ -473,6 +477,7 @@ CASES: List[Tuple[str, Callable[[], Bundle], str, CheckFn]] = [
         "exited",
         lambda v: _assert(v.exit_code == 2 and "exit code 2" in v.summary),
     ),
+    ("nothing readable", _no_processes_read, "unknown", lambda v: None),
     ("zero samples", _no_samples, "unknown", lambda v: _assert(v.confidence == 0.0)),
 ]
 
