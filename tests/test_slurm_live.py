@@ -98,6 +98,8 @@ def test_capture_finds_every_rank_on_every_node(slurm_cluster: Cluster, tmp_path
             ]
             assert "wait_for_peers" in frames
     assert bundle.verdict is not None and len(bundle.verdict.classes) >= 1
+    tails = [line for s in bundle.samples for log in s.logs for line in log.tail]
+    assert any("downloading weights with token" in line for line in tails)  # read, scrubbed
     for path in tmp_path.iterdir():
         assert SECRET not in path.read_text(errors="replace"), path
 
