@@ -39,9 +39,6 @@ from diag.model import (
     Target,
 )
 
-# A host whose first sample is further than this from the reference host's is called out.
-_STAGGER_NOTE_S = 1.0
-
 
 class HostPart(msgspec.Struct, frozen=True, kw_only=True):
     """One host's bundle and what the gatherer measured about its clock."""
@@ -72,19 +69,58 @@ def _label(obj: Any, host: str) -> Any:
     return obj
 
 
-def _labels(parts: Sequence[HostPart], missing: Sequence[MissingHost]) -> List[str]:
-    """Each part's host label: unique, so two captures of one host stay apart ("a", "a#2")."""
+def _free(base: str, taken: Set[str]) -> str:
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}#{n}"
+    return name
+
+
+def _rename_hosts(bundle: Bundle, mapping: Dict[str, str]) -> Bundle:
+    """Every host label in ``mapping`` renamed, wherever it appears (a rare path: two merged
+    bundles that both hold the same host, e.g. two captures of one job merged again)."""
+
+    def walk(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {
+                k: (mapping.get(v, v) if k == "host" and isinstance(v, str) else walk(v))
+                for k, v in obj.items()
+            }
+        if isinstance(obj, (list, tuple)):
+            return [walk(v) for v in obj]
+        return obj
+
+    raw = walk(msgspec.to_builtins(bundle))
+    raw["target"]["hosts"] = [mapping.get(h, h) for h in raw["target"].get("hosts", [])]
+    for entry in raw.get("hosts", []):
+        entry["name"] = mapping.get(entry["name"], entry["name"])
+    return msgspec.convert(raw, Bundle)
+
+
+def _prepare(
+    parts: Sequence[HostPart], missing: Sequence[MissingHost]
+) -> Tuple[List[HostPart], List[str]]:
+    """Each part's label for its unlabelled records, unique across the merge ("a", "a#2"), and
+    hosts already labelled inside a part renamed where another part holds the same name."""
     taken: Set[str] = {m.name for m in missing}
+    out: List[HostPart] = []
     labels: List[str] = []
     for index, part in enumerate(parts):
-        base = part.label or part.bundle.host.hostname or f"host{index}"
-        label, n = base, 1
-        while label in taken:
-            n += 1
-            label = f"{base}#{n}"
+        bundle = part.bundle
+        own = sorted({p.host for p in bundle.processes if p.host} | {e.name for e in bundle.hosts})
+        mapping: Dict[str, str] = {}
+        for host in own:
+            mapping[host] = _free(host, taken)
+            taken.add(mapping[host])
+        if any(old != new for old, new in mapping.items()):
+            bundle = _rename_hosts(bundle, mapping)
+        base = part.label or bundle.host.hostname or f"host{index}"
+        label = mapping[base] if base in mapping else _free(base, taken)
         taken.add(label)
+        out.append(msgspec.structs.replace(part, bundle=bundle))
         labels.append(label)
-    return labels
+    return out, labels
 
 
 def _merge_gpu(gpus: Sequence[Tuple[str, Optional[GpuSample]]]) -> Optional[GpuSample]:
@@ -211,7 +247,7 @@ def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()
             "check that the nodes are reachable and diag is installed on them",
             EXIT_REMOTE,
         )
-    labels = _labels(parts, missing)
+    parts, labels = _prepare(parts, missing)
     with_samples = [len(p.bundle.samples) for p in parts if p.bundle.samples]
     kept = min(with_samples) if with_samples else 0
 
@@ -270,30 +306,3 @@ def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()
         complete=all(p.bundle.complete for p in parts),
         **extra,
     )
-
-
-def describe_hosts(bundle: Bundle) -> List[str]:
-    """One line per host for people: captured or why not, and how its clock compares."""
-    lines: List[str] = []
-    for e in bundle.hosts:
-        if e.status != "ok":
-            lines.append(f"{e.name}: not captured - {e.reason}")
-            continue
-        parts = [f"{e.name}: {e.samples} sample(s)"]
-        if e.samples_dropped:
-            parts.append(f"{e.samples_dropped} past the shortest host left out")
-        start = e.start_offset_s
-        if e.clock_offset_s is not None:
-            err = f" ±{e.clock_offset_error_s:.3f}" if e.clock_offset_error_s is not None else ""
-            parts.append(f"clock {e.clock_offset_s:+.3f}s{err} vs reference ({e.clock_source})")
-            if start is not None and abs(start) >= _STAGGER_NOTE_S:
-                parts.append(f"first sample {start:+.1f}s from the reference host's")
-        elif start is not None:
-            parts.append(
-                f"clock offset not measured: first sample {start:+.3f}s from the reference "
-                "host's (clock skew and start difference together)"
-            )
-        else:
-            parts.append("clock offset not measured")
-        lines.append(", ".join(parts))
-    return lines

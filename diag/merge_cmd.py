@@ -17,15 +17,45 @@ from diag.bundle_io import load_bundle
 from diag.capture import json_output_path, write_outputs
 from diag.classify import classify
 from diag.errors import EXIT_USAGE, DiagError
-from diag.merge import HostPart, MissingHost, describe_hosts, merge_bundles
+from diag.merge import HostPart, MissingHost, merge_bundles
 from diag.model import Bundle
 from diag.redact import Redactor
+
+# A host whose first sample is further than this from the reference host's is called out.
+_STAGGER_NOTE_S = 1.0
 
 
 class MergeResult(NamedTuple):
     bundle: Bundle
     written: Tuple[Path, ...]
     notes: Tuple[str, ...]
+
+
+def describe_hosts(bundle: Bundle) -> List[str]:
+    """One line per host for people: captured or why not, and how its clock compares."""
+    lines: List[str] = []
+    for e in bundle.hosts:
+        if e.status != "ok":
+            lines.append(f"{e.name}: not captured - {e.reason}")
+            continue
+        parts = [f"{e.name}: {e.samples} sample(s)"]
+        if e.samples_dropped:
+            parts.append(f"{e.samples_dropped} past the shortest host left out")
+        start = e.start_offset_s
+        if e.clock_offset_s is not None:
+            err = f" ±{e.clock_offset_error_s:.3f}" if e.clock_offset_error_s is not None else ""
+            parts.append(f"clock {e.clock_offset_s:+.3f}s{err} vs reference ({e.clock_source})")
+            if start is not None and abs(start) >= _STAGGER_NOTE_S:
+                parts.append(f"first sample {start:+.1f}s from the reference host's")
+        elif start is not None:
+            parts.append(
+                f"clock offset not measured: first sample {start:+.3f}s from the reference "
+                "host's (clock skew and start difference together)"
+            )
+        else:
+            parts.append("clock offset not measured")
+        lines.append(", ".join(parts))
+    return lines
 
 
 def _with_verdict(bundle: Bundle) -> Bundle:

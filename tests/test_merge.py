@@ -17,7 +17,8 @@ from conftest import run_diag
 
 from diag.bundle_io import load_bundle, write_bundle
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_REMOTE, DiagError
-from diag.merge import HostPart, MissingHost, describe_hosts, merge_bundles
+from diag.merge import HostPart, MissingHost, merge_bundles
+from diag.merge_cmd import describe_hosts
 from diag.model import Bundle, GpuDevice, GpuSample, RankCollectives, RankNcclLog
 
 DATA = Path(__file__).resolve().parent / "data" / "merge"
@@ -215,3 +216,18 @@ def test_per_rank_evidence_is_kept_and_labelled(two_hosts: Tuple[Bundle, Bundle]
     merged = merge_bundles([HostPart(bundle=a), HostPart(bundle=b)])
     assert [(x.host, x.rank) for x in merged.nccl_logs] == [("node-a", 0), ("node-b", 1)]
     assert [(x.host, x.rank) for x in merged.collectives] == [("node-b", 1)]
+
+
+def test_the_same_host_in_two_merged_bundles_stays_apart(
+    two_hosts: Tuple[Bundle, Bundle],
+) -> None:
+    a, b = two_hosts
+    ab = merge_bundles([HostPart(bundle=a), HostPart(bundle=b)])
+    twice = merge_bundles([HostPart(bundle=ab), HostPart(bundle=ab)])
+    assert [h.name for h in twice.hosts] == ["node-a", "node-b", "node-a#2", "node-b#2"]
+    assert len(twice.processes) == 4
+    for sample in twice.samples:
+        keys = [(p.host, p.pid) for p in sample.processes]
+        assert len(keys) == len(set(keys)) == 4
+    # a process whose name happens to be a host label keeps its name
+    assert {p.name for p in twice.processes} == {p.name for p in ab.processes}
