@@ -148,6 +148,16 @@ class LaunchedCommand:
         except subprocess.TimeoutExpired:
             return None
 
+    def terminate(self, grace_s: float) -> Optional[int]:
+        """SIGTERM to the group, SIGKILL if it is still there after ``grace_s``; exit code."""
+        if self.poll() is not None:
+            return self.exit_code
+        self.forward(signal.SIGTERM)
+        if self.wait(grace_s) is None:
+            self.forward(signal.SIGKILL)
+            self.wait(grace_s)
+        return self.exit_code
+
     def drain(self, timeout_s: float = 2.0) -> None:
         """Wait for the tee threads to copy what the child wrote before it exited.
 

@@ -6,11 +6,13 @@ Memory and cost stay bounded over a day at 30 s (2,880 samples) by three decisio
   (flushed + fsynced: a SIGKILL loses at most the sample in flight) and then dropped, except
   for the last ``window_samples`` kept in a ``SampleWindow``. ``diag report PATH.jsonl``
   renders the whole series from the journal at any time.
-* **Verdict and live report come from the window.** The classifier is a pure function of a
-  sample series; it judges the last ``window_samples`` (30 minutes at the default 30 s), which
-  is also what a person debugging a hang needs. Re-rendering the HTML after every sample from
-  the window costs the same at sample 10 and at sample 2,880; the final report is rendered from
-  the window too, so the verdict and the report that shows its evidence always agree.
+* **The report shows the window; the verdict judges its recent end.** The live report is
+  rendered from the last ``window_samples`` (30 minutes at the default 30 s), so re-rendering
+  after every sample costs the same at sample 10 and at sample 2,880; the final report too.
+  The classifier (a pure function of a series) sees only the trailing samples that are at least
+  ``verdict_min_samples`` and ``verdict_min_span_s`` long: a verdict "so far" must say what the
+  job does *now* (25 minutes of progress followed by a hang is deadlocked, not progressing),
+  and ``--fail-after`` consecutive samples absorbs the flapping a short view allows.
 * **Interned records are kept, not repeated.** The collector sends each stack and each
   process's identity once; the window keeps every stack/ProcessInfo it was sent (bounded by
   the program's distinct code paths and process churn, not by time), and a rendered bundle
@@ -24,7 +26,6 @@ outside, the journal's ``end`` line, and the final report.
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 from typing import (
@@ -58,6 +59,11 @@ class WatchOptions(msgspec.Struct, frozen=True, kw_only=True):
     fail_after: int = 2
     window_samples: int = DEFAULT_WINDOW_SAMPLES
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
+    # The verdict judges the recent past, not the whole window: a job that progressed for 25
+    # minutes and then hung must read "deadlocked" now. Like a capture (3 samples over 4 s),
+    # but at least 10 s, so a log that pauses between bursts is not called idle at once.
+    verdict_min_samples: int = 3
+    verdict_min_span_s: float = 10.0
 
 
 class WatchResult(msgspec.Struct, kw_only=True):
@@ -133,8 +139,9 @@ class _Loop:
         if self.journal is not None:
             self.journal.sample(delta.sample, tuple(delta.new_processes), dict(delta.new_stacks))
         self.window.add(delta)
+        last = self.window.recent(self.options.verdict_min_samples, self.options.verdict_min_span_s)
         verdict = self.classify(
-            self.enrich(self.window.bundle(self.host, self.target(), self.created_s))
+            self.enrich(self.window.bundle(self.host, self.target(), self.created_s, last))
         )
         if verdict.state in self.options.fail_on:
             self.result.consecutive += 1
@@ -177,22 +184,27 @@ class _Loop:
                 # loop once more: the final sample shows the state the stop left behind
 
     def settle_launched(self) -> None:
-        """Sampling is over; a launched command still running is waited for, or terminated by
-        a watchdog that fired, then one last sample records how it ended."""
+        """Sampling is over and a launched command may still run.
+
+        After ``--fail-on`` fired, the evidence (report with the verdict that fired) is written
+        first, then the command is terminated; the verdict stays the one that fired and the
+        target records the exit code diag caused. Otherwise diag waits for the command to exit
+        on its own, and one last sample records how it ended.
+        """
         launched = self.launched
         if launched is None or self.ended_seen:
             return
-        if launched.poll() is None:
-            if self.result.fail_on_hit:
-                launched.forward(signal.SIGTERM)
-                if launched.wait(self.options.stop_grace_s) is None:
-                    launched.forward(signal.SIGKILL)
-                    launched.wait(self.options.stop_grace_s)
-            else:
+        if self.result.fail_on_hit:
+            if launched.poll() is None:
                 self.writer(self.current(), False)
-                self.on_waiting()
-                while launched.wait(1.0) is None:
-                    pass  # signals arriving meanwhile are forwarded by SignalForwarding
+                launched.terminate(self.options.stop_grace_s)
+            self.child_ended()
+            return
+        if launched.poll() is None:
+            self.writer(self.current(), False)
+            self.on_waiting()
+            while launched.wait(1.0) is None:
+                pass  # signals arriving meanwhile are forwarded by SignalForwarding
         self.child_ended()
         self.take(self.result.samples)
 

@@ -26,7 +26,7 @@ from typing import Callable, FrozenSet, List, NamedTuple, Optional, Sequence, Tu
 import msgspec
 
 from diag.capture import check_target, require_pyspy, write_outputs
-from diag.errors import EXIT_FAIL_ON, EXIT_OUTPUT, EXIT_USAGE, DiagError
+from diag.errors import EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, DiagError
 from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, describe_exit, launch
 from diag.model import STATES, Bundle, Verdict
 from diag.probes.flight_recorder import FrTracker
@@ -111,6 +111,8 @@ def attach(
     forwarding: SignalForwarding,
 ) -> Attached:
     pyspy = require_pyspy()
+    if forwarding.stop.requested:
+        raise DiagError("interrupted before the target was attached", "", EXIT_INTERRUPTED)
     if argv:
         return launch_attached(argv, outputs, log_paths, pyspy, forwarding)
     assert pid is not None
@@ -162,6 +164,11 @@ def run_session(
                     "waiting for the command to exit (Ctrl-C is forwarded to it)"
                 ),
             )
+        except BaseException:
+            # diag is failing: a command left behind would lose its stdout (our pipes) anyway
+            if attached.launched is not None:
+                attached.launched.terminate(options.stop_grace_s)
+            raise
         finally:
             if attached.launched is not None:
                 attached.launched.close()

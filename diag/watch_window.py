@@ -55,11 +55,26 @@ class SampleWindow:
             self.processes[(info.host, info.pid)] = info
         self.stacks.update(delta.new_stacks)
 
-    def bundle(self, host: HostInfo, target: Target, created_s: float) -> Bundle:
-        """A bundle of the window, carrying only the processes and stacks its samples use."""
+    def recent(self, min_samples: int, min_span_s: float) -> int:
+        """How many trailing samples the verdict judges: the fewest that are both
+        ``min_samples`` and ``min_span_s`` long (or the whole window, if shorter)."""
+        samples = self.samples
+        n = min(len(samples), max(min_samples, 1))
+        while n < len(samples) and samples[-1].t_s - samples[-n].t_s < min_span_s:
+            n += 1
+        return n
+
+    def bundle(
+        self, host: HostInfo, target: Target, created_s: float, last: Optional[int] = None
+    ) -> Bundle:
+        """A bundle of the window (or of its ``last`` samples), carrying only the processes and
+        stacks its samples use."""
+        chosen = tuple(self.samples)
+        if last is not None:
+            chosen = chosen[len(chosen) - last :]
         keys: Set[Tuple[str, int]] = set()
         stack_ids: Set[str] = set()
-        for sample in self.samples:
+        for sample in chosen:
             for proc in sample.processes:
                 keys.add((proc.host, proc.pid))
                 for thread in proc.threads:
@@ -71,7 +86,7 @@ class SampleWindow:
             target=target,
             processes=tuple(info for key, info in self.processes.items() if key in keys),
             stacks={sid: self.stacks[sid] for sid in sorted(stack_ids) if sid in self.stacks},
-            samples=tuple(self.samples),
+            samples=chosen,
         )
 
 

@@ -43,7 +43,7 @@ def sample_lines(journal: Path) -> List[dict]:  # type: ignore[type-arg]
     return out
 
 
-def start_watch(args: List[str]) -> "subprocess.Popen[str]":
+def start_watch(args: List[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [*DIAG, "watch", *args],
         stdout=subprocess.PIPE,
@@ -53,19 +53,19 @@ def start_watch(args: List[str]) -> "subprocess.Popen[str]":
     )
 
 
-def wait_for_samples(journal: Path, n: int, watch: "subprocess.Popen[str]") -> None:
+def wait_for_samples(journal: Path, n: int, watch: subprocess.Popen[str]) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if len(sample_lines(journal)) >= n:
             return
         if watch.poll() is not None:
-            out, err = watch.communicate()
+            _, err = watch.communicate()
             pytest.fail(f"watch exited early ({watch.returncode}): {err[-3000:]}")
         time.sleep(0.1)
     pytest.fail(f"fewer than {n} samples in {journal}")
 
 
-def finish(watch: "subprocess.Popen[str]", timeout_s: float = 120) -> str:
+def finish(watch: subprocess.Popen[str], timeout_s: float = 120) -> str:
     try:
         _, err = watch.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -222,3 +222,29 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert bad_state.returncode == 2 and "deadlocked" in bad_state.stderr
     both = run_diag(["watch", "--pid", "1", "--count", "2", "--duration", "1m"])
     assert both.returncode == 2
+
+
+def test_fail_on_terminates_the_command_it_launched(tmp_path: Path) -> None:
+    """A watchdog in CI must not hang on the deadlock it reported: the launched job is ended."""
+    out = tmp_path / "ci.html"
+    args = ["watch", "--interval", "0.5", "--fail-on", "deadlocked", "-o", str(out)]
+    result = run_diag([*args, "--", sys.executable, LOCK_ORDER])
+    bundle = load_bundle(tmp_path / "ci.jsonl")
+    kill_group_of(bundle)
+    assert result.returncode == EXIT_FAIL_ON, result.stderr
+    assert bundle.complete
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("diag: verdict deadlocked"), last  # what fired, not what followed
+    assert bundle.verdict is not None and bundle.verdict.state == "deadlocked"
+    assert "deadlocked" in out.read_text()
+    assert bundle.target.exit_code == -signal.SIGTERM  # diag ended it, and says so
+    assert "killed by SIGTERM" in result.stderr
+
+
+def test_fail_on_exited_fires_when_the_command_exits(tmp_path: Path) -> None:
+    out = tmp_path / "ex.html"
+    args = ["watch", "--interval", "0.5", "--fail-on", "exited", "-o", str(out)]
+    result = run_diag([*args, "--", sys.executable, CHILD, "exit", "3"])
+    assert result.returncode == EXIT_FAIL_ON, result.stderr
+    assert "verdict exited" in result.stderr.strip().splitlines()[-1]
+    assert load_bundle(tmp_path / "ex.jsonl").target.exit_code == 3
