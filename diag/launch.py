@@ -211,6 +211,10 @@ def launch(
         )
     except OSError as exc:
         log_fh.close()
+        try:
+            path.unlink()  # no command ran: leave no empty log behind
+        except OSError:
+            pass
         raise DiagError(
             f"cannot run {argv[0]}: {exc.strerror or exc}",
             "check the command after -- (is it installed, on PATH, executable?)",

@@ -19,7 +19,7 @@ import pytest
 from conftest import DIAG, PROGRAMS, REPO, Started, run_diag
 
 from diag.bundle_io import load_bundle
-from diag.errors import EXIT_FAIL_ON, EXIT_OK
+from diag.errors import EXIT_FAIL_ON, EXIT_NO_TARGET, EXIT_OK
 from diag.model import Bundle
 
 pytestmark = pytest.mark.slow
@@ -222,6 +222,10 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert bad_state.returncode == 2 and "deadlocked" in bad_state.stderr
     both = run_diag(["watch", "--pid", "1", "--count", "2", "--duration", "1m"])
     assert both.returncode == 2
+    missing = run_diag(["watch", "-o", str(tmp_path / "m.html"), "--", "/no/such/command"])
+    assert missing.returncode == EXIT_NO_TARGET
+    assert missing.stderr.count("\n") == 1 and "/no/such/command" in missing.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_fail_on_terminates_the_command_it_launched(tmp_path: Path) -> None:

@@ -1,0 +1,107 @@
+"""The pure parts of a watch: the bounded window, the verdict's recent span, the status line,
+and the flag parsers."""
+
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Tuple
+
+import pytest
+
+from diag.errors import EXIT_USAGE, DiagError
+from diag.model import (
+    Frame,
+    HostInfo,
+    LogSample,
+    ProcessInfo,
+    ProcessSample,
+    Sample,
+    Stack,
+    Target,
+    ThreadSample,
+    Verdict,
+)
+from diag.watch_session import parse_duration_s, parse_states
+from diag.watch_window import SampleWindow, cpu_by_process, log_growth, status_line
+
+HOST = HostInfo(clk_tck=100)
+
+
+class Delta(NamedTuple):
+    sample: Sample
+    new_processes: Tuple[ProcessInfo, ...] = ()
+    new_stacks: Dict[str, Stack] = {}
+
+
+def proc(pid: int, t_s: float, ticks: int, stack_id: str = "s0") -> ProcessSample:
+    thread = ThreadSample(tid=pid, stack_id=stack_id)
+    return ProcessSample(pid=pid, t_s=t_s, utime_ticks=ticks, threads=(thread,))
+
+
+def sample(index: int, *procs: ProcessSample, lines: int = 0, inode: int = 1) -> Sample:
+    log = LogSample(path="/x.log", lines=lines, size_bytes=lines * 10, inode=inode)
+    return Sample(index=index, t_s=float(index), processes=procs, logs=(log,))
+
+
+def test_window_keeps_the_last_samples_and_only_what_they_reference() -> None:
+    window = SampleWindow(5)
+    stacks = {f"s{i}": Stack(frames=(Frame(name=f"f{i}"),)) for i in range(3)}
+    infos = tuple(ProcessInfo(pid=pid, rank=pid - 10) for pid in (10, 11))
+    window.add(Delta(sample(0, proc(10, 0, 0, "s0"), proc(11, 0, 0, "s1")), infos, stacks))
+    for i in range(1, 50):
+        window.add(Delta(sample(i, proc(10, i, i, "s2"))))
+    assert [s.index for s in window.samples] == [45, 46, 47, 48, 49]
+    bundle = window.bundle(HOST, Target(root_pid=10), 0.0)
+    assert [p.pid for p in bundle.processes] == [10]  # pid 11 left the window
+    assert set(bundle.stacks) == {"s2"}
+    # A stack that reappears later still resolves: interned records are kept, not re-sent.
+    window.add(Delta(sample(50, proc(10, 50, 50, "s0"))))
+    assert "s0" in window.bundle(HOST, Target(), 0.0).stacks
+
+
+def test_recent_span_has_enough_samples_and_seconds() -> None:
+    window = SampleWindow(60)
+    for i in range(40):
+        window.add(Delta(sample(i, proc(10, i, i))))  # one sample per second
+    assert window.recent(3, 10.0) == 11  # 11 samples span 10 s
+    assert window.recent(3, 0.0) == 3
+    assert window.recent(50, 0.0) == 40  # never more than the window
+    last = window.bundle(HOST, Target(), 0.0, last=3)
+    assert [s.index for s in last.samples] == [37, 38, 39]
+
+
+def test_status_line_has_time_verdict_cpu_and_log_growth() -> None:
+    window = SampleWindow(10)
+    info = (ProcessInfo(pid=10, rank=0), ProcessInfo(pid=11))
+    window.add(Delta(sample(0, proc(10, 0.0, 0), proc(11, 0.0, 0), lines=5), info))
+    window.add(Delta(sample(1, proc(10, 2.0, 200), proc(11, 2.0, 20), lines=8)))
+    line = status_line(window, Verdict(state="progressing"), clk_tck=100)
+    assert " #1 progressing | cpu r0 100% pid11 10% | log +3 lines +30 B" in line
+    quiet = SampleWindow(10)
+    quiet.add(Delta(sample(0, proc(10, 0.0, 0), lines=5)))
+    quiet.add(Delta(sample(1, proc(10, 1.0, 0), lines=5)))
+    assert "log quiet" in status_line(quiet, Verdict(state="idle"), 100)
+    ended = status_line(quiet, Verdict(state="exited"), 100, child_exit_code=-9, launched=True)
+    assert ended.endswith("command ended: killed by SIGKILL")
+
+
+def test_rates_ignore_rotated_logs_and_vanished_processes() -> None:
+    before = sample(0, proc(10, 0.0, 0), proc(11, 0.0, 0), lines=100, inode=1)
+    after = sample(1, proc(10, 1.0, 50), lines=3, inode=2)
+    assert log_growth(before, after) == (0, 0)
+    assert cpu_by_process(before, after, 100, {}) == [("pid10", 50.0)]
+
+
+def test_flag_parsers() -> None:
+    assert parse_duration_s("90") == 90.0
+    assert parse_duration_s("15m") == 900.0
+    assert parse_duration_s("2h") == 7200.0
+    assert parse_duration_s("1d") == 86400.0
+    assert parse_states("deadlocked, idle") == frozenset({"deadlocked", "idle"})
+    assert parse_states(None) == frozenset()
+    for bad in ("soon", "-5s", "0"):
+        with pytest.raises(DiagError) as info:
+            parse_duration_s(bad)
+        assert info.value.exit_code == EXIT_USAGE
+    with pytest.raises(DiagError) as info:
+        parse_states("deadlocked,hung")
+    assert "hung" in info.value.message and info.value.exit_code == EXIT_USAGE
