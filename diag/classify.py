@@ -24,7 +24,8 @@ their children.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+import os
+from typing import Any, List, Optional, Sequence, Set, Tuple
 
 import diag.collectives  # noqa: F401  (registers the Flight Recorder/NCCL/RAS evidence sources)
 from diag.equivalence import odd_classes, rank_classes
@@ -55,6 +56,28 @@ _HELPER_MARKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
 def _is_helper(p: ProcSignals) -> bool:
     text = " ".join(p.info.cmdline) + " " + p.info.name
     return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
+
+
+# Launchers listen for their own control traffic (srun's I/O forwarding, torchrun's rendezvous),
+# not for work: their ports say nothing about whether the job is a server waiting for requests.
+_LAUNCHER_NAMES = frozenset(
+    {"srun", "mpirun", "mpiexec", "orterun", "prterun", "hydra_pmi_proxy", "slurmstepd", "torchrun"}
+)
+
+
+def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
+    """Listening ports that suggest a service waiting for work: not launchers', and not the
+    job's rendezvous port (MASTER_PORT), which every torch.distributed job holds open."""
+    ports: Set[int] = set()
+    for p in procs:
+        if p.dead or p.info.role == "launcher" or p.info.name in _LAUNCHER_NAMES:
+            continue
+        argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
+        if argv0 in _LAUNCHER_NAMES:
+            continue
+        master = p.info.env.get("MASTER_PORT", "")
+        ports.update(port for port in p.listen_ports if str(port) != master)
+    return sorted(ports)
 
 
 def strong_rank(p: ProcSignals) -> bool:
@@ -204,7 +227,7 @@ def _decide(
 
     # A dead process explains a hang when it was a rank, or when the living wait on someone
     # (a server with a finished, unreaped helper child is not deadlocked by it).
-    ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
+    ports = serving_ports(ctx.procs)
     waiting_on_others = [
         p
         for p in alive

@@ -75,6 +75,7 @@ class Proc:
     exit_code: Optional[int] = None
     wakeups_per_s: float = 0.0
     python: bool = True
+    env: Dict[str, str] = field(default_factory=dict)
 
 
 def _stack_at(spec: Union[StackSpec, List[StackSpec], None], i: int) -> Optional[StackSpec]:
@@ -209,6 +210,7 @@ def build(
             world_size=p.world_size,
             cmdline=p.cmdline,
             name=p.cmdline[0] if p.cmdline else "",
+            env=p.env,
         )
         for p in procs
     )

@@ -352,6 +352,35 @@ def _no_processes_read() -> Bundle:
 CheckFn = Callable[[Verdict], None]
 
 
+def _event_waiters_under_srun() -> Bundle:
+    """Ranks parked on an Event forever under an srun launcher that listens for its own I/O
+    forwarding; rank 0 also holds the rendezvous port. Neither port is a door to the job."""
+    srun = Proc(
+        pid=300,
+        role="process",
+        cmdline=("srun", "python", "rank.py"),
+        stack=[("wait", "/usr/lib/python3.11/subprocess.py")],
+        python=False,
+        ports=(40211, 40212),
+    )
+    event_wait = [("wait", THREADING), ("Event.wait", THREADING), ("main", "/job/rank.py")]
+    ranks = [
+        Proc(
+            pid=301 + r,
+            rank=r,
+            world_size=2,
+            rank_source="env:RANK",
+            ppid=300,
+            stack=event_wait,
+            futex_addr=f"0x{0x1000 + r:x}",
+            ports=(29500,) if r == 0 else (),
+            env={"MASTER_PORT": "29500"},
+        )
+        for r in range(2)
+    ]
+    return build([srun, *ranks])
+
+
 def _suspect_ranks(v: Verdict) -> List[Optional[int]]:
     return [s.rank for s in v.suspects]
 
@@ -479,6 +508,7 @@ CASES: List[Tuple[str, Callable[[], Bundle], str, CheckFn]] = [
     ),
     ("nothing readable", _no_processes_read, "unknown", lambda v: None),
     ("zero samples", _no_samples, "unknown", lambda v: _assert(v.confidence == 0.0)),
+    ("launcher ports are no door", _event_waiters_under_srun, "deadlocked", lambda v: None),
 ]
 
 
