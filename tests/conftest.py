@@ -26,7 +26,7 @@ DIAG = [sys.executable, "-m", "diag"]
 class Started:
     """A program started in its own process group; ``lines`` holds what it printed up to READY."""
 
-    def __init__(self, proc: "subprocess.Popen[str]", lines: List[str]) -> None:
+    def __init__(self, proc: subprocess.Popen[str], lines: List[str]) -> None:
         self.proc = proc
         self.lines = lines
 
@@ -105,7 +105,7 @@ def run_diag(
     cwd: Optional[Path] = None,
     env: Optional[Dict[str, str]] = None,
     wrapper: Sequence[str] = (),
-) -> "subprocess.CompletedProcess[str]":
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a subprocess, as a user would (``wrapper``: e.g. setpriv ...)."""
     return subprocess.run(
         [*wrapper, *DIAG, *args],
