@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import psutil
 
 from diag.bundle_io import atomic_write_bytes, encode_bundle, load_bundle
-from diag.launch import StopRequest
+from diag.interrupts import StopRequest
 from diag.model import (
     Bundle,
     Frame,

@@ -38,7 +38,8 @@ from typing import (
 import msgspec
 
 from diag.bundle_io import JournalWriter
-from diag.launch import LaunchedCommand, StopRequest
+from diag.interrupts import StopRequest
+from diag.launch import LaunchedCommand
 from diag.model import Bundle, Target, Verdict
 from diag.watch_window import SampleSource, SampleWindow, status_line
 

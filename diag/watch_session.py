@@ -27,7 +27,8 @@ import msgspec
 
 from diag.capture import check_target, require_pyspy, write_outputs
 from diag.errors import EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, DiagError
-from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, describe_exit, launch
+from diag.interrupts import SignalForwarding, StopRequest
+from diag.launch import LaunchedCommand, describe_exit, launch
 from diag.model import STATES, Bundle, Verdict
 from diag.probes.flight_recorder import FrTracker
 from diag.probes.procfs import ProcFS

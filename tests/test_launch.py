@@ -14,7 +14,8 @@ import pytest
 from conftest import DIAG, PROGRAMS
 
 from diag.errors import EXIT_NO_TARGET, DiagError
-from diag.launch import LaunchedCommand, SignalForwarding, StopRequest, describe_exit, launch
+from diag.interrupts import SignalForwarding, StopRequest
+from diag.launch import LaunchedCommand, describe_exit, launch
 
 CHILD = str(PROGRAMS / "launch_child.py")
 
