@@ -185,6 +185,11 @@ def _exited(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
             section="timeline",
         )
     ]
+    # Its last words: the lines the logs ended with (already redacted by the log probe).
+    for log in bundle.samples[-1].logs:
+        if log.tail:
+            last_lines = "\n".join(log.tail[-5:])
+            evidence.append(Evidence(signal="last log lines", detail=last_lines, section="logs"))
     return _verdict(
         "exited",
         0.95,

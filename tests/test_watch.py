@@ -124,8 +124,8 @@ def test_launched_command_exit_code_3(tmp_path: Path, verb: str) -> None:
     assert "exited" in html and "exit code 3" in html
     log = (tmp_path / "run.log").read_text()
     assert "hello from stderr" in log and "last words without newline" in log
-    tails = [line for s in bundle.samples for lg in s.logs for line in lg.tail]
-    assert any("last words without newline" in line for line in tails)
+    last_words = [e.detail for e in bundle.verdict.evidence if e.signal == "last log lines"]
+    assert last_words and "last words without newline" in last_words[0]
 
 
 def test_sigkilled_watch_journal_still_renders(spawn: object, tmp_path: Path) -> None:
