@@ -39,7 +39,9 @@ class StopRequest:
 
 
 class SignalForwarding:
-    """Context manager: SIGINT/SIGTERM request a stop, forwarded to the child's group first.
+    """Context manager: SIGINT/SIGTERM/SIGHUP request a stop, forwarded to the child's group
+    first. (SIGHUP: a closed terminal would have hung up on the command too; its own session
+    keeps it from getting one, so diag passes it on rather than leave it orphaned.)
 
     Forwarding happens inside the handler, before diag does anything else, so the child reacts
     as if diag were not there. Each further signal is forwarded again (a second Ctrl-C to a
@@ -47,7 +49,7 @@ class SignalForwarding:
     Python cannot install handlers) it does nothing, and the caller keeps its own handling.
     """
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self, stop: StopRequest, child: Optional[LaunchedCommand] = None) -> None:
         self.stop = stop

@@ -151,9 +151,11 @@ class _Loop:
         self.result.samples = index + 1
         self.result.verdict = verdict
         code = self.launched.exit_code if self.launched is not None else None
-        self.echo(
-            status_line(self.window, verdict, self.host.clk_tck, code, self.launched is not None)
-        )
+        line = status_line(self.window, verdict, self.host.clk_tck, code, self.launched is not None)
+        try:
+            self.echo(line)
+        except OSError:
+            pass  # the terminal went away (SIGHUP, a closed pipe): the report still gets written
         return verdict
 
     def run(self) -> None:

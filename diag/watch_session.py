@@ -17,108 +17,21 @@ CI step must not hang on the deadlock it just reported.
 
 from __future__ import annotations
 
-import os
 import re
-import time
 from pathlib import Path
-from typing import Callable, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.capture import check_target, require_pyspy, write_outputs
-from diag.errors import EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_USAGE, DiagError
+from diag.capture import write_outputs
+from diag.classify import classify
+from diag.errors import EXIT_FAIL_ON, EXIT_USAGE, DiagError
 from diag.interrupts import SignalForwarding, StopRequest
-from diag.launch import LaunchedCommand, describe_exit, launch
-from diag.model import STATES, Bundle, Verdict
+from diag.launch import describe_exit
+from diag.model import STATES, Bundle
 from diag.probes.flight_recorder import FrTracker
-from diag.probes.procfs import ProcFS
-from diag.redact import Redactor
-from diag.sampler import Collector
 from diag.watch import WatchOptions, WatchResult, run_watch
-
-_KNOWN_SUFFIXES = (".html", ".json", ".jsonl", ".md", ".log")
-
-
-class Outputs(NamedTuple):
-    base: Path
-
-    def with_ext(self, ext: str) -> Path:
-        return self.base.parent / f"{self.base.name}{ext}"
-
-
-def output_base(out: Optional[str], name: str, now_s: Optional[float] = None) -> Outputs:
-    """Base path of every output, checked writable before anything starts."""
-    if out:
-        path = Path(out)
-        base = path.with_suffix("") if path.suffix in _KNOWN_SUFFIXES else path
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "job"
-        base = Path.cwd() / f"diag-{slug}-{stamp}"
-    parent = base.parent if str(base.parent) else Path(".")
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise DiagError(
-            f"cannot write {base}.*: directory {parent} does not exist or is not writable",
-            "choose a writable location with -o PATH",
-            EXIT_OUTPUT,
-        )
-    return Outputs(base)
-
-
-def _classify(bundle: Bundle) -> Verdict:
-    from diag.classify import classify
-
-    return classify(bundle)
-
-
-class Attached(NamedTuple):
-    collector: Collector
-    launched: Optional[LaunchedCommand]
-    command: Tuple[str, ...]  # redacted argv of a launched command
-
-
-def launch_attached(
-    argv: Sequence[str],
-    outputs: Outputs,
-    log_paths: Sequence[str],
-    pyspy: str,
-    forwarding: SignalForwarding,
-) -> Attached:
-    """Start ``argv`` and a Collector on it; secrets of its env and argv are known first."""
-    env = dict(os.environ)
-    redactor = Redactor()
-    redactor.add_environ(env)
-    command = redactor.scrub_argv(argv)
-    scrubber = [redactor]  # the tee scrubs with the richest redactor known (see below)
-    log_path = outputs.with_ext(".log")
-    launched = launch(argv, log_path, scrub=lambda text: scrubber[0].scrub(text), env=env)
-    forwarding.child = launched
-    if forwarding.stop.requested and forwarding.stop.signum is not None:
-        launched.forward(forwarding.stop.signum)  # Ctrl-C arrived while we were starting it
-    collector = Collector(launched.pid, log_paths=(str(log_path), *log_paths), pyspy=pyspy)
-    collector.redactor.add_environ(env)
-    collector.redactor.scrub_argv(argv)
-    # From now on the collector's redactor also learns the secrets of every process the
-    # command forks (their environments), and the log tee uses it.
-    scrubber[0] = collector.redactor
-    return Attached(collector, launched, command)
-
-
-def attach(
-    pid: Optional[int],
-    argv: Sequence[str],
-    outputs: Outputs,
-    log_paths: Sequence[str],
-    forwarding: SignalForwarding,
-) -> Attached:
-    pyspy = require_pyspy()
-    if forwarding.stop.requested:
-        raise DiagError("interrupted before the target was attached", "", EXIT_INTERRUPTED)
-    if argv:
-        return launch_attached(argv, outputs, log_paths, pyspy, forwarding)
-    assert pid is not None
-    check_target(pid, ProcFS())
-    return Attached(Collector(pid, log_paths=tuple(log_paths), pyspy=pyspy), None, ())
+from diag.watch_attach import Outputs, attach, output_base
 
 
 def run_session(
@@ -153,7 +66,7 @@ def run_session(
                 attached.collector,
                 opts,
                 writer=writer,
-                classify=_classify,
+                classify=classify,
                 enrich=dumps.attach,
                 echo=echo,
                 stop=stop,
@@ -230,6 +143,18 @@ def _summary(result: WatchResult, outputs: Outputs, journal: bool) -> List[str]:
     return lines
 
 
+def _tolerant(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """Status output must never cost the report: a hung-up terminal or closed pipe is ignored."""
+
+    def write(line: str) -> None:
+        try:
+            echo(line)
+        except OSError:
+            pass
+
+    return write
+
+
 def require_one_target(pid: Optional[int], argv: Sequence[str], verb: str) -> None:
     if (pid is None) == (not argv):
         raise DiagError(
@@ -255,6 +180,7 @@ def watch_command(
 ) -> None:
     """``diag watch``: status lines and the summary go to ``echo`` (stderr); raises
     ``DiagError(EXIT_FAIL_ON)`` once the evidence is written if ``--fail-on`` fired."""
+    echo = _tolerant(echo)
     require_one_target(pid, argv, "watch")
     if count is not None and duration is not None:
         raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
@@ -295,6 +221,7 @@ def capture_launched(
     """``diag capture -- CMD``: ``count`` samples from the command's first second, then (if it
     still runs) stay attached until it exits and record its exit code; no journal. A final
     verdict in ``fail_on`` raises the --fail-on error (exit 10) after the outputs are written."""
+    echo = _tolerant(echo)
     options = WatchOptions(interval_s=interval_s, count=count, window_samples=count + 1)
     result, outputs = run_session(
         pid=None,

@@ -252,3 +252,15 @@ def test_fail_on_exited_fires_when_the_command_exits(tmp_path: Path) -> None:
     assert result.returncode == EXIT_FAIL_ON, result.stderr
     assert "verdict exited" in result.stderr.strip().splitlines()[-1]
     assert load_bundle(tmp_path / "ex.jsonl").target.exit_code == 3
+
+
+def test_watch_ends_when_the_target_exits(spawn: object, tmp_path: Path) -> None:
+    job: Started = spawn([sys.executable, str(PROGRAMS / "exit_soon.py"), "1.5"])  # type: ignore[operator]
+    out = tmp_path / "gone.html"
+    args = ["watch", "--pid", str(job.pid), "--interval", "0.3", "--duration", "5m"]
+    result = run_diag([*args, "-o", str(out)])
+    assert result.returncode == EXIT_OK, result.stderr
+    bundle = load_bundle(tmp_path / "gone.jsonl")
+    assert bundle.complete and len(bundle.samples) >= 2
+    assert bundle.verdict is not None and bundle.verdict.state == "exited"
+    assert "verdict: exited" in result.stderr
