@@ -144,7 +144,10 @@ class _Loop:
         verdict = self.classify(
             self.enrich(self.window.bundle(self.host, self.target(), self.created_s, last))
         )
-        if verdict.state in self.options.fail_on:
+        # A verdict on fewer samples than the verdict needs (a command's first second: no
+        # deltas yet) is shown but does not count toward --fail-on; "exited" is final and does.
+        judged = last >= self.options.verdict_min_samples or verdict.state == "exited"
+        if verdict.state in self.options.fail_on and judged:
             self.result.consecutive += 1
         else:
             self.result.consecutive = 0

@@ -3,10 +3,12 @@ and the flag parsers."""
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Tuple
+from pathlib import Path
+from typing import Dict, List, NamedTuple, Tuple
 
 import pytest
 
+from diag.bundle_io import load_bundle
 from diag.errors import EXIT_USAGE, DiagError
 from diag.model import (
     Frame,
@@ -20,6 +22,7 @@ from diag.model import (
     ThreadSample,
     Verdict,
 )
+from diag.watch import WatchOptions, run_watch
 from diag.watch_session import parse_duration_s, parse_states
 from diag.watch_window import SampleWindow, cpu_by_process, log_growth, status_line
 
@@ -105,3 +108,47 @@ def test_flag_parsers() -> None:
     with pytest.raises(DiagError) as info:
         parse_states("deadlocked,hung")
     assert "hung" in info.value.message and info.value.exit_code == EXIT_USAGE
+
+
+class SeriesSource:
+    """Replays samples as a collector would hand them out: the loop's counting is pure logic,
+    so it is tested on data; the real collector is exercised in test_watch.py."""
+
+    def __init__(self, n: int) -> None:
+        self.samples = [sample(i, proc(10, float(i), i)) for i in range(n)]
+        self.target = Target(root_pid=10)
+
+    def host_info(self) -> HostInfo:
+        return HOST
+
+    def take_sample(self, index: int) -> Delta:
+        new = (ProcessInfo(pid=10),) if index == 0 else ()
+        return Delta(self.samples[index], new)
+
+    def alive(self) -> bool:
+        return True
+
+
+def test_fail_on_counts_only_verdicts_judged_on_enough_samples(tmp_path: Path) -> None:
+    reports: List[Tuple[int, bool]] = []
+    options = WatchOptions(
+        journal_path=tmp_path / "w.jsonl",
+        interval_s=0.0,
+        count=10,
+        fail_on=frozenset({"idle"}),
+        fail_after=1,
+        verdict_min_span_s=0.0,
+    )
+    result = run_watch(
+        SeriesSource(10),
+        options,
+        writer=lambda bundle, final: reports.append((len(bundle.samples), final)),
+        classify=lambda bundle: Verdict(state="idle"),
+        echo=lambda line: None,
+    )
+    assert result.fail_on_hit
+    assert result.samples == 3  # not 1: one or two samples cannot judge idleness
+    assert reports[-1] == (3, True)  # the final report was written, with every sample
+    journal = load_bundle(tmp_path / "w.jsonl")
+    assert journal.complete and len(journal.samples) == 3
+    assert journal.verdict is not None and journal.verdict.state == "idle"
