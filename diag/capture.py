@@ -16,7 +16,7 @@ import errno
 import os
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -31,6 +31,7 @@ from diag.errors import (
     DiagError,
 )
 from diag.model import Bundle, ProcessInfo, Sample
+from diag.outcome import Outcome
 from diag.probes.flight_recorder import enrich_bundle
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION, find_pyspy
@@ -39,12 +40,6 @@ from diag.render.outputs import write_reports
 from diag.sampler import Collector
 
 PTRACE_REMEDY = "run diag as root or as the target's user, or grant CAP_SYS_PTRACE"
-
-
-class CaptureResult(NamedTuple):
-    bundle: Bundle
-    written: Tuple[Path, ...]
-    notes: Tuple[str, ...]
 
 
 def check_target(pid: int, procfs: ProcFS) -> None:
@@ -167,7 +162,7 @@ def run_capture(
     procfs: Optional[ProcFS] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
     fr_dirs: Sequence[str] = (),
-) -> CaptureResult:
+) -> Outcome:
     procfs = procfs if procfs is not None else ProcFS()
     check_target(pid, procfs)
     pyspy = require_pyspy()
@@ -215,4 +210,4 @@ def run_capture(
     bundle = enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
     bundle = msgspec.structs.replace(bundle, verdict=classify(bundle))
     written = write_outputs(bundle, json_path, collector.redactor)
-    return CaptureResult(bundle, written, tuple(notes))
+    return Outcome(bundle, written, tuple(notes))

@@ -10,12 +10,22 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import click
 
 from diag import __version__
-from diag.errors import EXIT_FAIL_ON, EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
+from diag.cli_options import fail_on_option, job_options, output_option, slurm_job_option
+from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
+
+
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _require_no_target(pid: Optional[int], command: Sequence[str]) -> None:
+    if pid is not None or command:
+        raise click.UsageError("--slurm-job takes neither --pid nor a command")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,7 +42,7 @@ def cli() -> None:
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
-@click.option("--pid", type=int, default=None, help="PID of the job (launcher or any rank).")
+@job_options
 @click.option(
     "--interval",
     "interval_s",
@@ -42,39 +52,11 @@ def cli() -> None:
     help="Seconds between samples.",
 )
 @click.option("--count", type=click.IntRange(min=1), default=3, show_default=True, help="Samples.")
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Output path; written as PATH.json (default diag-<pid>-<time>.json here).",
-)
-@click.option(
-    "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
-)
-@click.option(
-    "--slurm-job",
-    "slurm_job",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Capture every node of this running Slurm job (srun --overlap) and merge.",
-)
-@click.option(
-    "--fail-on",
-    "fail_on",
-    default=None,
-    metavar="STATES",
-    help="Comma-separated verdicts (e.g. deadlocked,slow) that make capture exit with code 10 "
-    "(after writing its outputs).",
-)
-@click.option(
-    "--fr-dir",
-    "fr_dirs",
-    multiple=True,
-    type=click.Path(file_okay=False),
-    help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, besides the "
-    "ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
+@output_option("Output path; written as PATH.json (default diag-<pid>-<time>.json here).")
+@slurm_job_option("Capture every node of this running Slurm job (srun --overlap) and merge.")
+@fail_on_option(
+    "Comma-separated verdicts (e.g. deadlocked,slow) that make capture exit with code 10 "
+    "(after writing its outputs)."
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(
@@ -93,20 +75,21 @@ def capture(
     With `-- CMD ARGS...` diag launches the command, captures it from its first second, and
     records its exit code (its output is teed to PATH.log).
     """
-    from diag.capture import run_capture
+    from diag.outcome import report_outcome
+    from diag.watch_session import parse_states
 
+    fail_states = parse_states(fail_on)
     if slurm_job is not None:
-        if pid is not None or command:
-            raise click.UsageError("--slurm-job takes neither --pid nor a command")
+        _require_no_target(pid, command)
         from diag.merge_cmd import run_slurm_capture
 
         merged = run_slurm_capture(
             slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
         )
-        _echo_merged(merged, fail_on)
+        report_outcome(merged, merged=True, fail_states=fail_states, out=click.echo, err=_echo_err)
         return
     if command or pid is None:
-        from diag.watch_session import capture_launched, parse_states, require_one_target
+        from diag.watch_session import capture_launched, require_one_target
 
         require_one_target(pid, command, "capture")
         capture_launched(
@@ -115,15 +98,13 @@ def capture(
             count=count,
             out=out,
             log_paths=log_paths,
-            echo=lambda line: click.echo(line, err=True),
+            echo=_echo_err,
             fr_dirs=fr_dirs,
-            fail_on=parse_states(fail_on),
+            fail_on=fail_states,
         )
         return
+    from diag.capture import run_capture
 
-    from diag.watch_session import parse_states
-
-    fail_states = parse_states(fail_on)
     result = run_capture(
         pid,
         interval_s=interval_s,
@@ -132,30 +113,11 @@ def capture(
         log_paths=tuple(log_paths),
         fr_dirs=tuple(fr_dirs),
     )
-    for note in result.notes:
-        click.echo(f"diag: note: {note}", err=True)
-    processes = result.bundle.processes
-    ranks = sorted({p.rank for p in processes if p.rank is not None})
-    click.echo(
-        f"captured {len(result.bundle.samples)} sample(s) of {len(processes)} process(es)"
-        + (f", ranks {','.join(map(str, ranks))}" if ranks else "")
-    )
-    for path in result.written:
-        click.echo(f"wrote {path}")
-    from diag.classify import verdict_line
-
-    verdict = result.bundle.verdict
-    click.echo(verdict_line(verdict))
-    if verdict is not None and verdict.state in fail_states:
-        raise DiagError(
-            f"verdict {verdict.state} matched --fail-on {','.join(sorted(fail_states))}",
-            f"evidence in {result.written[0]}" if result.written else "",
-            EXIT_FAIL_ON,
-        )
+    report_outcome(result, merged=False, fail_states=fail_states, out=click.echo, err=_echo_err)
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
-@click.option("--pid", type=int, default=None, help="PID of the job (launcher or any rank).")
+@job_options
 @click.option(
     "--interval",
     "interval_s",
@@ -166,19 +128,9 @@ def capture(
 )
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after N samples.")
 @click.option("--duration", default=None, help="Stop after this long: 90s, 15m, 2h, 1d.")
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Report path PATH.html; PATH.jsonl (journal), .json, .md, .log go beside it.",
-)
-@click.option(
-    "--fail-on",
-    default=None,
-    metavar="STATES",
-    help="Comma-separated verdicts (e.g. deadlocked,idle) that end the watch with exit code 10.",
+@output_option("Report path PATH.html; PATH.jsonl (journal), .json, .md, .log go beside it.")
+@fail_on_option(
+    "Comma-separated verdicts (e.g. deadlocked,idle) that end the watch with exit code 10."
 )
 @click.option(
     "--fail-after",
@@ -187,24 +139,9 @@ def capture(
     show_default=True,
     help="Consecutive samples a --fail-on verdict must hold.",
 )
-@click.option(
-    "--log", "log_paths", multiple=True, type=click.Path(), help="Extra log file to follow."
-)
-@click.option(
-    "--fr-dir",
-    "fr_dirs",
-    multiple=True,
-    type=click.Path(file_okay=False),
-    help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, besides the "
-    "ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
-)
-@click.option(
-    "--slurm-job",
-    "slurm_job",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Watch every node of this running Slurm job (until --count/--duration/Ctrl-C), then "
-    "merge into one report.",
+@slurm_job_option(
+    "Watch every node of this running Slurm job (until --count/--duration/Ctrl-C), then "
+    "merge into one report."
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def watch(
@@ -227,10 +164,12 @@ def watch(
     (forwarded to a launched command first) end it with a final report.
     """
     if slurm_job is not None:
-        if pid is not None or command:
-            raise click.UsageError("--slurm-job takes neither --pid nor a command")
+        _require_no_target(pid, command)
         from diag.merge_cmd import run_slurm_watch
+        from diag.outcome import report_outcome
+        from diag.watch_session import parse_states
 
+        fail_states = parse_states(fail_on)
         result = run_slurm_watch(
             slurm_job,
             interval_s=interval_s,
@@ -238,9 +177,9 @@ def watch(
             duration=duration,
             out=out,
             fr_dirs=fr_dirs,
-            echo=lambda line: click.echo(line, err=True),
+            echo=_echo_err,
         )
-        _echo_merged(result, fail_on)
+        report_outcome(result, merged=True, fail_states=fail_states, out=click.echo, err=_echo_err)
         return
     from diag.watch_session import watch_command
 
@@ -254,21 +193,14 @@ def watch(
         fail_on=fail_on,
         fail_after=fail_after,
         log_paths=log_paths,
-        echo=lambda line: click.echo(line, err=True),
+        echo=_echo_err,
         fr_dirs=fr_dirs,
     )
 
 
 @cli.command()
 @click.argument("bundles", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Output path; written as PATH.json (default diag-merged-<time>.json here).",
-)
+@output_option("Output path; written as PATH.json (default diag-merged-<time>.json here).")
 def merge(bundles: List[str], out: Optional[str]) -> None:
     """Merge bundles captured on several hosts into one verdict and report.
 
@@ -277,48 +209,15 @@ def merge(bundles: List[str], out: Optional[str]) -> None:
     merge is made from the rest.
     """
     from diag.merge_cmd import run_merge
+    from diag.outcome import report_outcome
 
-    _echo_merged(run_merge(bundles, out))
-
-
-def _echo_merged(result: Any, fail_on: Optional[str] = None) -> None:
-    """Summary of a merged (multi-host) result, its verdict line, and --fail-on."""
-    from diag.classify import verdict_line
-    from diag.watch_session import parse_states
-
-    fail_states = parse_states(fail_on)
-    for note in result.notes:
-        click.echo(f"diag: {note}", err=True)
-    bundle = result.bundle
-    ranks = sorted({p.rank for p in bundle.processes if p.rank is not None})
-    hosts = [h for h in bundle.hosts if h.status == "ok"]
-    click.echo(
-        f"merged {len(hosts)} of {len(bundle.hosts)} host(s): {len(bundle.samples)} sample(s) "
-        f"of {len(bundle.processes)} process(es)"
-        + (f", ranks {','.join(map(str, ranks))}" if ranks else "")
-    )
-    for path in result.written:
-        click.echo(f"wrote {path}")
-    verdict = bundle.verdict
-    click.echo(verdict_line(verdict))
-    if verdict is not None and verdict.state in fail_states:
-        raise DiagError(
-            f"verdict {verdict.state} matched --fail-on {','.join(sorted(fail_states))}",
-            f"evidence in {result.written[0]}" if result.written else "",
-            EXIT_FAIL_ON,
-        )
+    merged = run_merge(bundles, out)
+    report_outcome(merged, merged=True, fail_states=frozenset(), out=click.echo, err=_echo_err)
 
 
 @cli.command()
 @click.argument("bundle", type=click.Path(dir_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    "out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="HTML path (default: beside the bundle); the Markdown goes beside it as .md.",
-)
+@output_option("HTML path (default: beside the bundle); the Markdown goes beside it as .md.")
 def report(bundle: str, out: Optional[str]) -> None:
     """Re-render a bundle (.json, or a .jsonl journal, even cut short) as HTML + Markdown."""
     from diag.render.outputs import run_report
@@ -393,10 +292,6 @@ def main(argv: Optional[List[str]] = None) -> None:
             err=True,
         )
         sys.exit(EXIT_INTERNAL)
-
-
-def _unused(*_: Any) -> None:  # keeps Any imported for the commands added below
-    pass
 
 
 if __name__ == "__main__":

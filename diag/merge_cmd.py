@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence
 
 import msgspec
 
@@ -19,16 +19,11 @@ from diag.classify import classify
 from diag.errors import EXIT_USAGE, DiagError
 from diag.merge import HostPart, MissingHost, merge_bundles
 from diag.model import Bundle
+from diag.outcome import Outcome
 from diag.redact import Redactor
 
 # A host whose first sample is further than this from the reference host's is called out.
 _STAGGER_NOTE_S = 1.0
-
-
-class MergeResult(NamedTuple):
-    bundle: Bundle
-    written: Tuple[Path, ...]
-    notes: Tuple[str, ...]
 
 
 def describe_hosts(bundle: Bundle) -> List[str]:
@@ -70,16 +65,16 @@ def _output_path(out: Optional[str], stem: str) -> Path:
     return json_output_path(str(Path.cwd() / f"diag-{stem}-{stamp}.json"), 0)
 
 
-def finish(bundle: Bundle, out: Optional[str], stem: str, notes: Sequence[str]) -> MergeResult:
+def finish(bundle: Bundle, out: Optional[str], stem: str, notes: Sequence[str]) -> Outcome:
     path = _output_path(out, stem)
     bundle = _with_verdict(bundle)
     # Per-host bundles were scrubbed where they were taken; this pass applies the generic
     # patterns (tokens in argv, user:pass@ URLs) once more over the merged whole.
     written = write_outputs(bundle, path, Redactor())
-    return MergeResult(bundle, written, (*notes, *describe_hosts(bundle)))
+    return Outcome(bundle, written, (*notes, *describe_hosts(bundle)))
 
 
-def run_merge(paths: Sequence[str], out: Optional[str] = None) -> MergeResult:
+def run_merge(paths: Sequence[str], out: Optional[str] = None) -> Outcome:
     """Merge bundle files; an unreadable one is recorded as a failed host, not fatal."""
     parts: List[HostPart] = []
     missing: List[MissingHost] = []
@@ -103,7 +98,7 @@ def run_slurm_capture(
     interval_s: float,
     out: Optional[str] = None,
     fr_dirs: Sequence[str] = (),
-) -> MergeResult:
+) -> Outcome:
     """``diag capture --slurm-job``: every node of the job, merged; failed nodes recorded."""
     from diag.slurm import capture_job
 
@@ -122,7 +117,7 @@ def run_slurm_watch(
     out: Optional[str] = None,
     fr_dirs: Sequence[str] = (),
     echo: Optional[Callable[[str], None]] = None,
-) -> MergeResult:
+) -> Outcome:
     """``diag watch --slurm-job``: every node samples until --count, --duration or Ctrl-C
     (then each node sends what it has), merged into one report at the end. Unlike a
     single-host watch there is no journal while it runs: the samples live on the nodes."""

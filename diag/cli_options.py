@@ -1,0 +1,59 @@
+"""The flags ``diag capture`` and ``diag watch`` share, declared once.
+
+Both commands find a job the same way (``--pid``, or ``-- CMD``) and read the same extra
+evidence (``--log``, ``--fr-dir``); ``-o``, ``--slurm-job`` and ``--fail-on`` differ only in
+their help text. Declaring them here keeps the two commands' flags from drifting apart and
+``diag.cli`` down to the commands themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+import click
+
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def job_options(command: Command) -> Command:
+    """--pid, --log and --fr-dir: how capture and watch find a job and its evidence."""
+    for option in reversed(
+        (
+            click.option(
+                "--pid", type=int, default=None, help="PID of the job (launcher or any rank)."
+            ),
+            click.option(
+                "--log",
+                "log_paths",
+                multiple=True,
+                type=click.Path(),
+                help="Extra log file to follow.",
+            ),
+            click.option(
+                "--fr-dir",
+                "fr_dirs",
+                multiple=True,
+                type=click.Path(file_okay=False),
+                help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, "
+                "besides the ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def output_option(help_text: str) -> Callable[[Command], Command]:
+    return click.option(
+        "-o", "--output", "out", type=click.Path(dir_okay=False), default=None, help=help_text
+    )
+
+
+def slurm_job_option(help_text: str) -> Callable[[Command], Command]:
+    return click.option(
+        "--slurm-job", "slurm_job", type=click.IntRange(min=1), default=None, help=help_text
+    )
+
+
+def fail_on_option(help_text: str) -> Callable[[Command], Command]:
+    return click.option("--fail-on", "fail_on", default=None, metavar="STATES", help=help_text)
