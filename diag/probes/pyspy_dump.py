@@ -1,0 +1,170 @@
+"""py-spy's ``dump --json`` -> ``PyThreadDump``s, joined onto the /proc thread records (pure).
+
+No process is run here: the format knowledge (recorded dumps of CPython 3.9-3.13 in
+tests/data/pyspy/) and the join rules are tested on text and records, and running py-spy
+(blocking or not, timeouts, failure reasons) is ``diag.probes.stacks``. ``StackError`` and its
+kinds live here because an unreadable dump is one of those failures.
+
+Joining: a dump's thread goes to the /proc thread with the same OS thread id. A dump thread
+without an id (or with an id /proc did not list) is matched, in order, to the thread-group
+leader if it is ``MainThread`` (tid == pid), else to the one unclaimed OS thread whose 15-char
+``comm`` equals its name (Python 3.14+ and many libraries name OS threads). If none matches,
+its stack is still recorded on a placeholder ``ThreadSample``: with the OS id when py-spy gave
+one (state ``?``: the thread started after /proc was read), else with a negative tid (-1, -2...)
+meaning "OS thread unknown". Nothing py-spy saw is dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import msgspec
+
+from diag.model import Frame, Stack, ThreadSample
+from diag.probes.runner import ProbeError
+
+# StackError.kind values; the sampler maps "not-python" to py_status "not-python".
+KIND_NOT_PYTHON = "not-python"
+KIND_PERMISSION = "permission"
+KIND_GONE = "gone"
+KIND_ZOMBIE = "zombie"
+KIND_TIMEOUT = "timeout"
+KIND_MISSING = "missing-py-spy"
+KIND_ERROR = "error"
+
+
+class StackError(ProbeError):
+    """A dump that failed for a known reason; ``str()`` is the one-line reason."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class PyThreadDump:
+    """One Python thread as py-spy saw it; frames innermost first."""
+
+    os_thread_id: Optional[int]
+    thread_id: int
+    thread_name: Optional[str]
+    active: bool
+    owns_gil: bool
+    frames: Tuple[Frame, ...]
+
+
+class _PySpyFrame(msgspec.Struct):
+    name: str = ""
+    filename: str = ""
+    module: Optional[str] = None
+    line: Optional[int] = 0
+
+
+class _PySpyThread(msgspec.Struct):
+    thread_id: int = 0
+    thread_name: Optional[str] = None
+    os_thread_id: Optional[int] = None
+    active: bool = False
+    owns_gil: bool = False
+    frames: List[_PySpyFrame] = []
+
+
+_dump_decoder = msgspec.json.Decoder(List[_PySpyThread])
+
+
+def parse_pyspy_json(text: str) -> List[PyThreadDump]:
+    """Parse ``py-spy dump --json`` output (a JSON array, one object per Python thread)."""
+    try:
+        threads = _dump_decoder.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        head = " ".join(text.split())[:120]
+        raise StackError(KIND_ERROR, f"py-spy printed unreadable output ({exc}): {head!r}") from exc
+    return [
+        PyThreadDump(
+            os_thread_id=t.os_thread_id,
+            thread_id=t.thread_id,
+            thread_name=t.thread_name,
+            active=t.active,
+            owns_gil=t.owns_gil,
+            frames=tuple(
+                Frame(name=f.name, filename=f.filename, line=f.line or 0, module=f.module)
+                for f in t.frames
+            ),
+        )
+        for t in threads
+    ]
+
+
+def stack_id(frames: Sequence[Frame]) -> str:
+    """A short id that is the same for the same frames in any process, run or machine."""
+    digest = hashlib.blake2b(digest_size=8)
+    for f in frames:
+        digest.update(f"{f.name}\0{f.filename}\0{f.line}\0{f.module or ''}\n".encode())
+    return digest.hexdigest()
+
+
+def _with_dump(thread: ThreadSample, dump: PyThreadDump, sid: str) -> ThreadSample:
+    return msgspec.structs.replace(
+        thread,
+        py_thread_name=dump.thread_name,
+        stack_id=sid,
+        py_active=dump.active,
+        owns_gil=dump.owns_gil,
+    )
+
+
+def join_stacks(
+    threads: Tuple[ThreadSample, ...],
+    dumps: List[PyThreadDump],
+    pid: Optional[int] = None,
+) -> Tuple[Tuple[ThreadSample, ...], Dict[str, Stack]]:
+    """Attach each dump to its OS thread (see the module docstring); intern the stacks."""
+    joined = list(threads)
+    index_of = {t.tid: i for i, t in enumerate(joined)}
+    claimed: Set[int] = set()
+    stacks: Dict[str, Stack] = {}
+    unmatched: List[Tuple[PyThreadDump, str]] = []
+    for dump in dumps:
+        sid = stack_id(dump.frames)
+        stacks.setdefault(sid, Stack(frames=dump.frames))
+        i = index_of.get(dump.os_thread_id) if dump.os_thread_id is not None else None
+        if i is not None and i not in claimed:
+            joined[i] = _with_dump(joined[i], dump, sid)
+            claimed.add(i)
+        else:
+            unmatched.append((dump, sid))
+
+    placeholder = 0
+    for dump, sid in unmatched:
+        i = _fallback_match(joined, claimed, dump, pid)
+        if i is not None:
+            joined[i] = _with_dump(joined[i], dump, sid)
+            claimed.add(i)
+            continue
+        if dump.os_thread_id is not None:
+            tid = dump.os_thread_id
+        else:
+            placeholder -= 1
+            tid = placeholder
+        joined.append(_with_dump(ThreadSample(tid=tid, name=dump.thread_name or ""), dump, sid))
+    return tuple(joined), stacks
+
+
+def _fallback_match(
+    threads: List[ThreadSample], claimed: Set[int], dump: PyThreadDump, pid: Optional[int]
+) -> Optional[int]:
+    free = [i for i in range(len(threads)) if i not in claimed]
+    if dump.os_thread_id is not None:
+        return None  # py-spy named its OS thread and /proc did not list it: do not guess.
+    if dump.thread_name == "MainThread" and pid is not None:
+        leader = [i for i in free if threads[i].tid == pid]
+        if len(leader) == 1:
+            return leader[0]
+    if dump.thread_name:
+        comm = dump.thread_name[:15]
+        named = [i for i in free if threads[i].name == comm]
+        if len(named) == 1:
+            return named[0]
+    return None
