@@ -1,13 +1,13 @@
 """What ``diag watch --interval 1`` costs the job it watches: target throughput with / without.
 
 The target (``bench.job.start_counter``) counts iterations of a fixed unit of CPU work into a
-shared counter. Windows of ``window_s`` alternate: without diag, then with ``diag watch
---interval 1 --pid TARGET`` running (the real CLI, journal and report rewritten every second),
-repeated ``pairs`` times. Each "with" window starts only once the watch has journalled its
-first sample, so diag's start-up is not billed to the target, and the watch is stopped
-(SIGINT, final report written, process exited) before the next "without" window. The ratio
-of each pair is taken, and the median of those ratios reported: a pair sees the same
-background noise on both sides far more than two distant windows do.
+shared counter. One ``diag watch --interval 1 --pid TARGET`` runs (the real CLI: journal and
+report rewritten every second); once it has journalled its first sample (its start-up is not
+billed to the target), windows of ``window_s`` alternate between the watch running and the
+watch frozen with SIGSTOP (a frozen process costs the target nothing: the "without" case),
+``pairs`` times, in ABBA order. Freezing instead of restarting allows many short pairs, and
+the median of the per-pair ratios is reported with its quartiles: on a shared 2-core VM the
+background noise of one window is several percent, far more than the effect measured.
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds."""
+    """utime + stime of a process (all its threads) and of its reaped children (py-spy, the
+    NVML worker: cutime + cstime), in seconds."""
     with open(f"/proc/{pid}/stat", "rb") as fh:
         fields = fh.read().rpartition(b")")[2].split()
-    return (int(fields[11]) + int(fields[12])) * _TICK_S
+    return sum(int(f) for f in fields[11:15]) * _TICK_S
 
 
 class Window(NamedTuple):
     per_s: float  # iterations per wall second
     per_cpu_s: float  # iterations per CPU second of the target
-    watch_cpu_pct: float  # the watch's CPU use over the window, % of one core
+    watch_cpu_pct: float  # the watch's CPU use (py-spy included), % of one core
 
 
 def _window(counter: Counter, window_s: float, watch_pid: Optional[int] = None) -> Window:
@@ -83,46 +84,54 @@ def _stop_watch(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=10)
 
 
-def measure(pairs: int = 6, window_s: float = 5.0) -> Dict[str, float]:
+def measure(pairs: int = 20, window_s: float = 2.0) -> Dict[str, float]:
     """Throughput with and without a watch: medians and the median of the per-pair ratios.
 
     Besides iterations per wall second (what the job sees, and what the target is about), the
-    iterations per CPU second of the target (insensitive to other load on the machine: it
-    moves only if diag slows the target's own execution, e.g. by pausing it) and the watch's
-    own CPU use are reported, so a noisy wall-clock ratio can be told from a real cost.
+    iterations per CPU second of the target (it moves only if diag slows the target's own
+    execution, e.g. by pausing it or by cache pressure; in a VM, stolen time blurs it too)
+    and the watch's own CPU use are reported, so a noisy wall-clock ratio can be told from a
+    real cost.
     """
     off: List[Window] = []
     on: List[Window] = []
     with tempfile.TemporaryDirectory(prefix="diag-bench-overhead-") as tmp:
         counter = start_counter(Path(tmp) / "count")
+        watch: Optional[subprocess.Popen[bytes]] = None
         try:
-            time.sleep(min(window_s, 1.0))  # let the target settle into its loop
+            watch = _start_watch(counter.pid, Path(tmp) / "watch")
             for i in range(pairs):
-                watch = _start_watch(counter.pid, Path(tmp) / f"watch{i}")
-                try:
-                    on.append(_window(counter, window_s, watch.pid))
-                finally:
-                    _stop_watch(watch)
-                off.append(_window(counter, window_s))
+                # ABBA order: a drift in the background load cancels out over two pairs.
+                for running in (True, False) if i % 2 == 0 else (False, True):
+                    os.kill(watch.pid, signal.SIGCONT if running else signal.SIGSTOP)
+                    if running:
+                        on.append(_window(counter, window_s, watch.pid))
+                    else:
+                        off.append(_window(counter, window_s))
         finally:
+            if watch is not None:
+                os.kill(watch.pid, signal.SIGCONT)
+                _stop_watch(watch)
             counter.stop()
-    wall = collect([a.per_s / b.per_s for a, b in zip(on, off)])
+    wall = sorted(a.per_s / b.per_s for a, b in zip(on, off))
     cpu = collect([a.per_cpu_s / b.per_cpu_s for a, b in zip(on, off)])
     return {
         "pairs": float(pairs),
         "window_s": window_s,
         "without_median_ips": collect([w.per_s for w in off]).median,
         "with_median_ips": collect([w.per_s for w in on]).median,
-        "ratio_median": wall.median,
-        "ratio_min": wall.min,
-        "ratio_max": max(wall.values),
+        "ratio_median": collect(wall).median,
+        "ratio_q1": wall[len(wall) // 4],
+        "ratio_q3": wall[(3 * len(wall)) // 4],
+        "ratio_min": wall[0],
+        "ratio_max": wall[-1],
         "cpu_ratio_median": cpu.median,
         "watch_cpu_pct_median": collect([w.watch_cpu_pct for w in on]).median,
     }
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    w = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+    w = float(sys.argv[2]) if len(sys.argv) > 2 else 2.0
     for key, value in measure(n, w).items():
         print(f"{key:<22} {value:,.4f}")
