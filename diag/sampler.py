@@ -133,8 +133,8 @@ class Collector:
 
     def _tree(self) -> List[int]:
         if len(self.root_pids) == 1:
-            return descendants(self.root_pid)
-        return sorted({pid for root in self.root_pids for pid in descendants(root)})
+            return descendants(self.root_pid, self.procfs)
+        return sorted({pid for root in self.root_pids for pid in descendants(root, self.procfs)})
 
     # -- one process -------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Which processes make up the job, and which rank each one is.
 
-Discovery: the root PID and all its descendants (psutil walks the ppid map), re-run every
+Discovery: the root PID and all its descendants (a walk of the ppid map), re-run every
 sample so ranks spawned late appear and exited ones are noticed. Zombies stay in the tree
 (their presence is the evidence: "rank 3 exited, its peers wait").
 
@@ -21,8 +21,6 @@ Parsers and the rank/role rules are pure; ``read_identity`` and ``descendants`` 
 from __future__ import annotations
 
 from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
-
-import psutil
 
 from diag.probes.procfs import ProcFS
 from diag.probes.rank_sources import RankInfo, detect_rank, title_of
@@ -189,16 +187,32 @@ def parse_cmdline(raw: bytes) -> Tuple[str, ...]:
     return tuple(parts)
 
 
-def descendants(root_pid: int) -> List[int]:
-    """Root and every descendant (zombies included); [] when the root is gone."""
+def descendants(root_pid: int, procfs: ProcFS) -> List[int]:
+    """Root and every descendant (zombies included); [] when the root is gone.
+
+    Walks the ppid map read through ``procfs`` (one stat per process, as ``ps`` does), so an
+    injected /proc root is honoured. A child that started before the root cannot be its
+    child: its PID was reused, and it is left out.
+    """
     try:
-        root = psutil.Process(root_pid)
-        children = root.children(recursive=True)
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        root_start_ticks = parse_task_stat(procfs.read_text(root_pid, "stat")).start_ticks
+    except (OSError, ValueError, IndexError):
         return []
-    except psutil.AccessDenied:
-        return [root_pid]
-    return [root_pid, *sorted(child.pid for child in children)]
+    children: Dict[int, List[Tuple[int, int]]] = {}
+    for pid in procfs.pids():
+        try:
+            stat = parse_task_stat(procfs.read_text(pid, "stat"))
+        except (OSError, ValueError, IndexError):
+            continue  # exited between the listing and the read
+        children.setdefault(stat.ppid, []).append((pid, stat.start_ticks))
+    found: Set[int] = set()
+    stack = [root_pid]
+    while stack:
+        for child, start_ticks in children.get(stack.pop(), ()):
+            if child != root_pid and child not in found and start_ticks >= root_start_ticks:
+                found.add(child)
+                stack.append(child)
+    return [root_pid, *sorted(found)]
 
 
 def read_identity(procfs: ProcFS, pid: int) -> Identity:
