@@ -83,6 +83,7 @@ def markdown(
     facts: Dict[str, str],
     command: str,
     elapsed_s: float,
+    notes: str = "",
 ) -> str:
     out = [
         "# Benchmarks",
@@ -108,6 +109,8 @@ def markdown(
     for r in rows:
         cells = (r.measure, r.target, r.measured, r.ratio, _verdict(r.met))
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    if notes:
+        out += ["", notes.rstrip()]
     out += ["", "## All figures", ""]
     for section, values in figures.items():
         out.append(f"### {section}")

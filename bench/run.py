@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from bench import cli_cost, overhead, snapshot
+from bench.notes import NOTES
 from bench.report import Row, machine_facts, markdown, table
 
 Figures = Dict[str, Dict[str, float]]
@@ -244,7 +245,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         command = "make bench  # .venv/bin/python -m bench.run --write " + args.write
         if args.smoke:
             command = ".venv/bin/python -m bench.run --smoke --write " + args.write
-        text = markdown(rows, figures, facts, command, time.time() - started)
+        text = markdown(rows, figures, facts, command, time.time() - started, NOTES)
         with open(args.write, "w", encoding="utf-8") as fh:
             fh.write(text)
         print(f"wrote {args.write}", file=sys.stderr)
