@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from diag.render.view import ReportView, StackView
+from diag.render.view import RANK_COLUMNS, ReportView, StackView
 
 MAX_CHARS = 60_000
 _CUT = "\n\n_… cut to fit a GitHub comment; see the HTML report for the rest._\n"
@@ -117,17 +117,7 @@ def render_markdown(view: ReportView) -> str:
     if stack:
         parts.append(stack)
     if view.rank_table:
-        header = [
-            "process",
-            "pid",
-            "status",
-            "state",
-            "CPU",
-            "RSS",
-            "threads",
-            "sig",
-            "main thread",
-        ]
+        header = list(RANK_COLUMNS)
         rows = [
             [text(r.label) + (" **(suspect)**" if r.suspect else ""), str(r.pid), r.status, r.state,
              r.cpu_pct, r.rss, str(r.threads), code(r.signature), code(r.top)]

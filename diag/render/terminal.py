@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from diag.render import fmt
-from diag.render.view import ReportView
+from diag.render.view import RANK_COLUMNS, ReportView
 
 
 def render_summary(view: ReportView) -> str:
@@ -27,17 +27,7 @@ def render_summary(view: ReportView) -> str:
         lines.extend(f"  - [{e.signal}] {e.detail}" for e in view.evidence)
     if view.rank_table:
         multi_host = any(r.host for r in view.rank_table)
-        header = (["host"] if multi_host else []) + [
-            "process",
-            "pid",
-            "status",
-            "state",
-            "CPU",
-            "RSS",
-            "threads",
-            "sig",
-            "main thread",
-        ]
+        header = (["host"] if multi_host else []) + list(RANK_COLUMNS)
         rows = [
             ([r.host] if multi_host else [])
             + [

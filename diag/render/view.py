@@ -194,6 +194,20 @@ class StackView(View, frozen=True):
     used_by: str
 
 
+# The columns of that line, in order: the terminal summary and the Markdown table show the same.
+RANK_COLUMNS: Tuple[str, ...] = (
+    "process",
+    "pid",
+    "status",
+    "state",
+    "CPU",
+    "RSS",
+    "threads",
+    "sig",
+    "main thread",
+)
+
+
 class RankSummary(View, frozen=True):
     """One line per process for the terminal summary and the Markdown table."""
 
