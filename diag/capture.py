@@ -13,7 +13,6 @@ note says so (the verdict will read "exited"). Only a target gone before the fir
 from __future__ import annotations
 
 import errno
-import os
 import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -25,13 +24,13 @@ from diag.classify import classify
 from diag.errors import (
     EXIT_MISSING_TOOL,
     EXIT_NO_TARGET,
-    EXIT_OUTPUT,
     EXIT_PERMISSION,
     EXIT_TARGET_GONE,
     DiagError,
 )
 from diag.model import Bundle, ProcessInfo, Sample
 from diag.outcome import Outcome
+from diag.output_paths import json_output_path
 from diag.probes.flight_recorder import enrich_bundle
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION, find_pyspy
@@ -98,30 +97,6 @@ def require_pyspy() -> str:
             EXIT_MISSING_TOOL,
         )
     return pyspy
-
-
-def json_output_path(out: Optional[str], pid: int, now_s: Optional[float] = None) -> Path:
-    """``-o PATH`` with its suffix replaced by .json, or ``diag-<pid>-<time>.json`` in cwd;
-    checked for writability now so a long capture is never lost at the end."""
-    if out:
-        path = Path(out).with_suffix(".json")
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
-        path = Path.cwd() / f"diag-{pid}-{stamp}.json"
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise DiagError(
-            f"cannot write {path}: directory {parent} does not exist or is not writable",
-            "choose a writable location with -o PATH",
-            EXIT_OUTPUT,
-        )
-    if path.exists() and not os.access(path, os.W_OK):
-        raise DiagError(
-            f"cannot write {path}: file is not writable",
-            "choose another location with -o PATH",
-            EXIT_OUTPUT,
-        )
-    return path
 
 
 def build_bundle(collector: Collector, samples: Sequence[Sample], created_s: float) -> Bundle:

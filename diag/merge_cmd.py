@@ -7,19 +7,19 @@ is classified and rendered by the very same code, only with ranks from several h
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
 import msgspec
 
 from diag.bundle_io import load_bundle
-from diag.capture import json_output_path, write_outputs
+from diag.capture import write_outputs
 from diag.classify import classify
 from diag.errors import EXIT_USAGE, DiagError
 from diag.merge import HostPart, MissingHost, merge_bundles
 from diag.model import Bundle
 from diag.outcome import Outcome
+from diag.output_paths import json_output_path
 from diag.redact import Redactor
 
 # A host whose first sample is further than this from the reference host's is called out.
@@ -58,15 +58,8 @@ def _with_verdict(bundle: Bundle) -> Bundle:
     return msgspec.structs.replace(bundle, verdict=classify(bundle))
 
 
-def _output_path(out: Optional[str], stem: str) -> Path:
-    if out:
-        return json_output_path(out, 0)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return json_output_path(str(Path.cwd() / f"diag-{stem}-{stamp}.json"), 0)
-
-
 def finish(bundle: Bundle, out: Optional[str], stem: str, notes: Sequence[str]) -> Outcome:
-    path = _output_path(out, stem)
+    path = json_output_path(out, stem)
     bundle = _with_verdict(bundle)
     # Per-host bundles were scrubbed where they were taken; this pass applies the generic
     # patterns (tokens in argv, user:pass@ URLs) once more over the merged whole.
@@ -87,7 +80,7 @@ def run_merge(paths: Sequence[str], out: Optional[str] = None) -> Outcome:
             missing.append(MissingHost(name=Path(path).name, reason=exc.one_line()))
     if not parts and first_error is not None:
         raise first_error
-    out_path = _output_path(out, "merged")  # checked before the work, like capture
+    out_path = json_output_path(out, "merged")  # checked before the work, like capture
     return finish(merge_bundles(parts, missing), str(out_path), "merged", ())
 
 
@@ -102,7 +95,7 @@ def run_slurm_capture(
     """``diag capture --slurm-job``: every node of the job, merged; failed nodes recorded."""
     from diag.slurm import capture_job
 
-    out_path = _output_path(out, f"slurm-{job_id}")  # checked before the work
+    out_path = json_output_path(out, f"slurm-{job_id}")  # checked before the work
     done = capture_job(job_id, count=count, interval_s=interval_s, fr_dirs=fr_dirs)
     notes = tuple(f"note: {n}" for n in done.notes)
     return finish(done.bundle, str(out_path), f"slurm-{job_id}", notes)
@@ -127,7 +120,7 @@ def run_slurm_watch(
     if count is not None and duration is not None:
         raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
     duration_s = parse_duration_s(duration) if duration is not None else None
-    out_path = _output_path(out, f"slurm-{job_id}")  # checked before the work
+    out_path = json_output_path(out, f"slurm-{job_id}")  # checked before the work
     if echo is not None:
         until = f"{count} samples" if count else (duration if duration else "Ctrl-C")
         echo(f"watching Slurm job {job_id} every {interval_s:g}s until {until}")

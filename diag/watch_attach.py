@@ -9,46 +9,16 @@ over.
 from __future__ import annotations
 
 import os
-import re
-import time
-from pathlib import Path
 from typing import NamedTuple, Optional, Sequence, Tuple
 
 from diag.capture import check_target, require_pyspy
-from diag.errors import EXIT_INTERRUPTED, EXIT_OUTPUT, DiagError
+from diag.errors import EXIT_INTERRUPTED, DiagError
 from diag.interrupts import SignalForwarding
 from diag.launch import LaunchedCommand, launch
+from diag.output_paths import Outputs
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor
 from diag.sampler import Collector
-
-_KNOWN_SUFFIXES = (".html", ".json", ".jsonl", ".md", ".log")
-
-
-class Outputs(NamedTuple):
-    base: Path
-
-    def with_ext(self, ext: str) -> Path:
-        return self.base.parent / f"{self.base.name}{ext}"
-
-
-def output_base(out: Optional[str], name: str, now_s: Optional[float] = None) -> Outputs:
-    """Base path of every output, checked writable before anything starts."""
-    if out:
-        path = Path(out)
-        base = path.with_suffix("") if path.suffix in _KNOWN_SUFFIXES else path
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "job"
-        base = Path.cwd() / f"diag-{slug}-{stamp}"
-    parent = base.parent if str(base.parent) else Path(".")
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise DiagError(
-            f"cannot write {base}.*: directory {parent} does not exist or is not writable",
-            "choose a writable location with -o PATH",
-            EXIT_OUTPUT,
-        )
-    return Outputs(base)
 
 
 class Attached(NamedTuple):

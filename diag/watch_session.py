@@ -29,9 +29,10 @@ from diag.errors import EXIT_FAIL_ON, EXIT_USAGE, DiagError
 from diag.interrupts import SignalForwarding, StopRequest
 from diag.launch import describe_exit
 from diag.model import STATES, Bundle
+from diag.output_paths import Outputs, output_base
 from diag.probes.flight_recorder import FrTracker
 from diag.watch import WatchOptions, WatchResult, run_watch
-from diag.watch_attach import Outputs, attach, output_base
+from diag.watch_attach import attach
 
 
 def run_session(
@@ -45,7 +46,9 @@ def run_session(
     journal: bool = True,
     fr_dirs: Sequence[str] = (),
 ) -> Tuple[WatchResult, Outputs]:
-    """Attach (or launch), watch until a stop condition, and write the final outputs."""
+    """Attach (or launch), watch until a stop condition, write the final outputs, and print
+    the summary (verdict, command exit, files) through ``echo``, which may fail harmlessly."""
+    echo = _tolerant(echo)
     outputs = output_base(out, Path(argv[0]).name if argv else str(pid))
     dumps = FrTracker(fr_dirs)  # Flight Recorder dumps appear when a watchdog fires
     stop = StopRequest()
@@ -86,6 +89,8 @@ def run_session(
         finally:
             if attached.launched is not None:
                 attached.launched.close()
+    for line in _summary(result, outputs, journal):
+        echo(line)
     return result, outputs
 
 
@@ -180,7 +185,6 @@ def watch_command(
 ) -> None:
     """``diag watch``: status lines and the summary go to ``echo`` (stderr); raises
     ``DiagError(EXIT_FAIL_ON)`` once the evidence is written if ``--fail-on`` fired."""
-    echo = _tolerant(echo)
     require_one_target(pid, argv, "watch")
     if count is not None and duration is not None:
         raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
@@ -201,8 +205,6 @@ def watch_command(
         echo=echo,
         fr_dirs=fr_dirs,
     )
-    for line in _summary(result, outputs, journal=True):
-        echo(line)
     if result.fail_on_hit:
         raise fail_on_error(result, states, outputs)
 
@@ -221,7 +223,6 @@ def capture_launched(
     """``diag capture -- CMD``: ``count`` samples from the command's first second, then (if it
     still runs) stay attached until it exits and record its exit code; no journal. A final
     verdict in ``fail_on`` raises the --fail-on error (exit 10) after the outputs are written."""
-    echo = _tolerant(echo)
     options = WatchOptions(interval_s=interval_s, count=count, window_samples=count + 1)
     result, outputs = run_session(
         pid=None,
@@ -233,7 +234,5 @@ def capture_launched(
         journal=False,
         fr_dirs=fr_dirs,
     )
-    for line in _summary(result, outputs, journal=False):
-        echo(line)
     if result.verdict is not None and result.verdict.state in fail_on:
         raise fail_on_error(result, fail_on, outputs)

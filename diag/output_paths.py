@@ -1,0 +1,75 @@
+"""Where diag's outputs go, checked writable before any sampling starts.
+
+A capture can run for minutes and a watch for days; finding out at the end that ``-o`` named
+a missing or read-only directory would lose all of it. So every command resolves its output
+paths first, through the same check and the same ``EXIT_OUTPUT`` error with its remedy:
+capture and merge write ``PATH.json`` (+ .html, .md beside it), a watch writes a family of
+files under one base path (``PATH.html``, ``.md``, ``.json``, ``.jsonl``, ``.log``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import NamedTuple, Optional, Union
+
+from diag.errors import EXIT_OUTPUT, DiagError
+
+_KNOWN_SUFFIXES = (".html", ".json", ".jsonl", ".md", ".log")
+
+
+def _default_name(stem: str, now_s: Optional[float]) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now_s))
+    return f"diag-{stem}-{stamp}"
+
+
+def _require_writable_dir(path: Path, shown: str) -> None:
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise DiagError(
+            f"cannot write {shown}: directory {parent} does not exist or is not writable",
+            "choose a writable location with -o PATH",
+            EXIT_OUTPUT,
+        )
+
+
+def json_output_path(
+    out: Optional[str], stem: Union[int, str], now_s: Optional[float] = None
+) -> Path:
+    """``-o PATH`` with its suffix replaced by .json, or ``diag-<stem>-<time>.json`` in cwd
+    (the stem is the PID, ``merged`` or ``slurm-<job>``)."""
+    if out:
+        path = Path(out).with_suffix(".json")
+    else:
+        path = Path.cwd() / f"{_default_name(str(stem), now_s)}.json"
+    _require_writable_dir(path, str(path))
+    if path.exists() and not os.access(path, os.W_OK):
+        raise DiagError(
+            f"cannot write {path}: file is not writable",
+            "choose another location with -o PATH",
+            EXIT_OUTPUT,
+        )
+    return path
+
+
+class Outputs(NamedTuple):
+    """The base path of a watch's files; ``with_ext(".html")`` is one of them."""
+
+    base: Path
+
+    def with_ext(self, ext: str) -> Path:
+        return self.base.parent / f"{self.base.name}{ext}"
+
+
+def output_base(out: Optional[str], name: str, now_s: Optional[float] = None) -> Outputs:
+    """``-o PATH[.html|.json|...]`` without its suffix, or ``diag-<name>-<time>`` in cwd."""
+    if out:
+        path = Path(out)
+        base = path.with_suffix("") if path.suffix in _KNOWN_SUFFIXES else path
+    else:
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "job"
+        base = Path.cwd() / _default_name(slug, now_s)
+    _require_writable_dir(base, f"{base}.*")
+    return Outputs(base)
