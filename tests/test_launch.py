@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 import pytest
 from conftest import DIAG, PROGRAMS
@@ -42,6 +43,17 @@ def run_to_exit(cmd: LaunchedCommand) -> int:
     return code
 
 
+def launch_ready(argv: List[str], tmp_path: Path) -> LaunchedCommand:
+    """Launch ``argv`` (terminal output swallowed) and wait for the READY line in its log."""
+    cmd = launch(argv, tmp_path / "run.log", terminal_out=Terminal(), terminal_err=Terminal())
+    try:
+        wait_for_text(cmd.log_path, "READY")
+    except BaseException:
+        cmd.forward(signal.SIGKILL)
+        raise
+    return cmd
+
+
 def test_exit_code_tee_and_scrubbed_log(tmp_path: Path) -> None:
     out, err = Terminal(), Terminal()
     log = tmp_path / "run.log"
@@ -70,14 +82,8 @@ def test_exit_code_tee_and_scrubbed_log(tmp_path: Path) -> None:
 
 
 def test_child_runs_in_its_own_process_group(tmp_path: Path) -> None:
-    cmd = launch(
-        [sys.executable, CHILD, "signals"],
-        tmp_path / "run.log",
-        terminal_out=Terminal(),
-        terminal_err=Terminal(),
-    )
+    cmd = launch_ready([sys.executable, CHILD, "signals"], tmp_path)
     try:
-        wait_for_text(cmd.log_path, "READY")
         assert os.getpgid(cmd.pid) == cmd.pid
         assert os.getpgid(cmd.pid) != os.getpgid(0)
     finally:
@@ -87,13 +93,7 @@ def test_child_runs_in_its_own_process_group(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_forward_reaches_the_whole_group(tmp_path: Path, signum: int) -> None:
-    cmd = launch(
-        [sys.executable, CHILD, "signals"],
-        tmp_path / "run.log",
-        terminal_out=Terminal(),
-        terminal_err=Terminal(),
-    )
-    wait_for_text(cmd.log_path, "READY")
+    cmd = launch_ready([sys.executable, CHILD, "signals"], tmp_path)
     cmd.forward(signum)
     assert run_to_exit(cmd) == 0  # the child's own handler ran and exited cleanly
     text = cmd.log_path.read_text()
@@ -103,13 +103,7 @@ def test_forward_reaches_the_whole_group(tmp_path: Path, signum: int) -> None:
 
 
 def test_signal_forwarding_handler_forwards_then_requests_stop(tmp_path: Path) -> None:
-    cmd = launch(
-        [sys.executable, CHILD, "signals"],
-        tmp_path / "run.log",
-        terminal_out=Terminal(),
-        terminal_err=Terminal(),
-    )
-    wait_for_text(cmd.log_path, "READY")
+    cmd = launch_ready([sys.executable, CHILD, "signals"], tmp_path)
     stop = StopRequest()
     with SignalForwarding(stop, cmd):
         os.kill(os.getpid(), signal.SIGINT)  # what a terminal Ctrl-C does to diag
@@ -122,13 +116,8 @@ def test_signal_forwarding_handler_forwards_then_requests_stop(tmp_path: Path) -
 
 
 def test_killed_child_reports_the_signal(tmp_path: Path) -> None:
-    cmd = launch(
-        [sys.executable, "-c", "import time; print('READY', flush=True); time.sleep(60)"],
-        tmp_path / "run.log",
-        terminal_out=Terminal(),
-        terminal_err=Terminal(),
-    )
-    wait_for_text(cmd.log_path, "READY")
+    sleeper = "import time; print('READY', flush=True); time.sleep(60)"
+    cmd = launch_ready([sys.executable, "-c", sleeper], tmp_path)
     cmd.forward(signal.SIGKILL)
     code = run_to_exit(cmd)
     assert code == -signal.SIGKILL
