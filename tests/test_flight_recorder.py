@@ -94,14 +94,19 @@ def test_capture_names_the_laggard(fr_job: Any, tmp_path: Path) -> None:
     assert "rank 2 never entered all_reduce #5" in bundle.verdict.summary
 
 
+def _copy_dumps(directory: Path, dest: Path, prefix: str) -> Path:
+    """The job's three dumps copied to ``dest`` as ``<prefix><rank>``, as a user collects them."""
+    dest.mkdir()
+    for rank in range(3):
+        (dest / f"{prefix}{rank}").write_bytes((directory / f"fr_rank_{rank}").read_bytes())
+    return dest
+
+
 @pytest.mark.torch
 @pytest.mark.slow
 def test_fr_dir_option_reads_a_copied_dump_dir(fr_job: Any, tmp_path: Path) -> None:
     _job, directory, _ranks = fr_job
-    copy = tmp_path / "dumps"
-    copy.mkdir()
-    for rank in range(3):
-        (copy / f"nccl_trace_rank_{rank}").write_bytes((directory / f"fr_rank_{rank}").read_bytes())
+    copy = _copy_dumps(directory, tmp_path / "dumps", "nccl_trace_rank_")
     records, problems = flight_recorder.collect([], fr_dirs=[str(copy)])
     assert problems == ()
     assert {r.rank for r in records} == {0, 1, 2}
@@ -198,10 +203,7 @@ def test_all_ranks_inside_one_collective_and_a_missing_dump() -> None:
 @pytest.mark.slow
 def test_watch_with_fr_dir_names_the_laggard(fr_job: Any, tmp_path: Path) -> None:
     job, directory, ranks = fr_job
-    copy = tmp_path / "collected"
-    copy.mkdir()
-    for rank in range(3):
-        (copy / f"trace_{rank}").write_bytes((directory / f"fr_rank_{rank}").read_bytes())
+    copy = _copy_dumps(directory, tmp_path / "collected", "trace_")
     out = tmp_path / "watch.html"
     args = ["watch", "--pid", str(job.pid), "--count", "2", "--interval", "1", "-o", str(out)]
     result = run_diag([*args, "--fr-dir", str(copy)])
