@@ -216,16 +216,23 @@ def test_watch_slurm_job_until_count(slurm_cluster: Cluster, tmp_path: Path) -> 
     assert len(bundle.samples) == 3 and [h.samples for h in bundle.hosts] == [3] * len(nodes)
 
 
+def _start_slurm_watch(
+    cluster: Cluster, job_id: int, out: Path, stdout: int
+) -> subprocess.Popen[str]:
+    """An open-ended ``diag watch --slurm-job`` (0.3 s interval), its stderr a text pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "diag", "watch", "--slurm-job", str(job_id),
+         "--interval", "0.3", "-o", str(out)],
+        env=cluster.env, stdout=stdout, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
 def test_watch_slurm_job_until_ctrl_c(slurm_cluster: Cluster, tmp_path: Path) -> None:
     """An open-ended watch: Ctrl-C makes every node send what it has; nothing is left behind."""
     job = slurm_cluster.submit(len(slurm_cluster.nodes))
     try:
         job.wait_ready(len(slurm_cluster.nodes))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "diag", "watch", "--slurm-job", str(job.job_id),
-             "--interval", "0.3", "-o", str(tmp_path / "w")],
-            env=slurm_cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        proc = _start_slurm_watch(slurm_cluster, job.job_id, tmp_path / "w", subprocess.PIPE)
         assert proc.stderr is not None
         seen = []
         for line in proc.stderr:  # the READY handshake: wait for the second sample
@@ -253,11 +260,7 @@ def test_watch_killed_leaves_no_collector_behind(slurm_cluster: Cluster, tmp_pat
     job = slurm_cluster.submit(len(slurm_cluster.nodes))
     try:
         job.wait_ready(len(slurm_cluster.nodes))
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "diag", "watch", "--slurm-job", str(job.job_id),
-             "--interval", "0.3", "-o", str(tmp_path / "w")],
-            env=slurm_cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        proc = _start_slurm_watch(slurm_cluster, job.job_id, tmp_path / "w", subprocess.DEVNULL)
         assert proc.stderr is not None
         for line in proc.stderr:
             if line.startswith("sample 1:"):
