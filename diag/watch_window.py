@@ -1,7 +1,7 @@
 """The bounded state of a watch between samples, and the one status line it prints per sample.
 
-``SampleWindow`` is why a day-long watch stays small: it keeps the last ``size`` samples only
-(the journal on disk has all of them) plus the interned stacks and process identities the
+``SampleWindow`` is why a day-long watch stays small: it keeps the last ``max_samples`` samples
+only (the journal on disk has all of them) plus the interned stacks and process identities the
 collector sends once each. The status-line helpers read the last two samples of the window.
 """
 
@@ -42,10 +42,10 @@ class SampleSource(Protocol):
 
 
 class SampleWindow:
-    """The last ``size`` samples, plus every interned stack and process identity seen."""
+    """The last ``max_samples`` samples, plus every interned stack and process identity seen."""
 
-    def __init__(self, size: int) -> None:
-        self.samples: Deque[Sample] = deque(maxlen=max(size, 2))
+    def __init__(self, max_samples: int) -> None:
+        self.samples: Deque[Sample] = deque(maxlen=max(max_samples, 2))
         self.processes: Dict[Tuple[str, int], ProcessInfo] = {}
         self.stacks: Dict[str, Stack] = {}
 
@@ -117,14 +117,14 @@ def cpu_by_process(
 def log_growth(prev: Sample, cur: Sample) -> Tuple[int, int]:
     """(new lines, new bytes) across every log between two samples; a rotated log counts 0."""
     before = {log.path: log for log in prev.logs}
-    lines = size = 0
+    lines = grown_bytes = 0
     for log in cur.logs:
         old = before.get(log.path)
         if old is None or log.inode != old.inode:
             continue
         lines += max(log.lines - old.lines, 0)
-        size += max(log.size_bytes - old.size_bytes, 0)
-    return lines, size
+        grown_bytes += max(log.size_bytes - old.size_bytes, 0)
+    return lines, grown_bytes
 
 
 def status_line(
@@ -147,8 +147,10 @@ def status_line(
             more = f" +{len(cpu) - max_ranks} more" if len(cpu) > max_ranks else ""
             parts.append(f"cpu {shown}{more}")
         if cur.logs:
-            lines, size = log_growth(prev, cur)
-            parts.append(f"log +{lines} lines +{size} B" if lines or size else "log quiet")
+            lines, grown_bytes = log_growth(prev, cur)
+            parts.append(
+                f"log +{lines} lines +{grown_bytes} B" if lines or grown_bytes else "log quiet"
+            )
     if launched and child_exit_code is not None:
         parts.append(f"command ended: {describe_exit(child_exit_code)}")
     failures = len(cur.failures)

@@ -260,14 +260,16 @@ class LogTracker:
             state.prefix = fh.read(_PREFIX_BYTES)
         return state
 
-    def _update(self, fh: BinaryIO, state: _FileState, size: int, key: Tuple[int, int]) -> None:
-        pending = size - state.offset
+    def _update(
+        self, fh: BinaryIO, state: _FileState, size_bytes: int, key: Tuple[int, int]
+    ) -> None:
+        pending = size_bytes - state.offset
         if pending > MAX_COUNT_BYTES_PER_SAMPLE:  # a burst too big to count now: skip ahead
-            state.offset, state.exact = size - MAX_COUNT_BYTES_PER_SAMPLE, False
+            state.offset, state.exact = size_bytes - MAX_COUNT_BYTES_PER_SAMPLE, False
         fh.seek(state.offset)
         last = b""
-        while state.offset < size:
-            chunk = fh.read(min(_CHUNK_BYTES, size - state.offset))
+        while state.offset < size_bytes:
+            chunk = fh.read(min(_CHUNK_BYTES, size_bytes - state.offset))
             if not chunk:
                 break
             state.newlines += chunk.count(b"\n")
@@ -275,14 +277,14 @@ class LogTracker:
             last = chunk[-1:]
         if last:
             state.ends_with_newline = last == b"\n"
-        if len(state.head) < HEAD_LINES and size > 0 and state.tail_key != key:
+        if len(state.head) < HEAD_LINES and size_bytes > 0 and state.tail_key != key:
             fh.seek(0)
-            data = fh.read(min(EDGE_BYTES, size))
-            state.head = self._clean(head_lines(data, at_eof=len(data) >= size))
+            data = fh.read(min(EDGE_BYTES, size_bytes))
+            state.head = self._clean(head_lines(data, at_eof=len(data) >= size_bytes))
         if state.tail_key != key:
-            start = max(0, size - EDGE_BYTES)
+            start = max(0, size_bytes - EDGE_BYTES)
             fh.seek(start)
-            state.tail = self._clean(tail_lines(fh.read(size - start), at_start=start == 0))
+            state.tail = self._clean(tail_lines(fh.read(size_bytes - start), at_start=start == 0))
             state.tail_key = key
 
     def _clean(self, lines: List[bytes]) -> Tuple[str, ...]:
