@@ -15,7 +15,7 @@ import msgspec
 from diag.bundle_io import load_bundle
 from diag.capture import write_outputs
 from diag.classify import classify
-from diag.errors import EXIT_USAGE, DiagError
+from diag.errors import DiagError
 from diag.merge import HostPart, MissingHost, merge_bundles
 from diag.model import Bundle
 from diag.outcome import Outcome
@@ -115,11 +115,9 @@ def run_slurm_watch(
     (then each node sends what it has), merged into one report at the end. Unlike a
     single-host watch there is no journal while it runs: the samples live on the nodes."""
     from diag.slurm import capture_job
-    from diag.watch_session import parse_duration_s
+    from diag.watch_session import stop_duration_s
 
-    if count is not None and duration is not None:
-        raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
-    duration_s = parse_duration_s(duration) if duration is not None else None
+    duration_s = stop_duration_s(count, duration)
     out_path = json_output_path(out, f"slurm-{job_id}")  # checked before the work
     if echo is not None:
         until = f"{count} samples" if count else (duration if duration else "Ctrl-C")

@@ -117,6 +117,13 @@ def parse_duration_s(text: str) -> float:
     return float(match.group(1)) * _DURATION_UNITS_S[match.group(2)]
 
 
+def stop_duration_s(count: Optional[int], duration: Optional[str]) -> Optional[float]:
+    """``--duration`` in seconds (None: none given); it and ``--count`` exclude each other."""
+    if count is not None and duration is not None:
+        raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
+    return parse_duration_s(duration) if duration is not None else None
+
+
 def parse_states(text: Optional[str]) -> FrozenSet[str]:
     """``deadlocked,idle`` -> the set of verdict states, each checked against ``STATES``."""
     if not text:
@@ -186,13 +193,12 @@ def watch_command(
     """``diag watch``: status lines and the summary go to ``echo`` (stderr); raises
     ``DiagError(EXIT_FAIL_ON)`` once the evidence is written if ``--fail-on`` fired."""
     require_one_target(pid, argv, "watch")
-    if count is not None and duration is not None:
-        raise DiagError("--count and --duration exclude each other", "pick one", EXIT_USAGE)
+    duration_s = stop_duration_s(count, duration)
     states = parse_states(fail_on)
     options = WatchOptions(
         interval_s=interval_s,
         count=count,
-        duration_s=parse_duration_s(duration) if duration is not None else None,
+        duration_s=duration_s,
         fail_on=states,
         fail_after=fail_after,
     )
