@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
 
+from diag.probes.env import parse_environ
 from diag.probes.procfs import ProcFS
 from diag.probes.threads import parse_task_stat
 
@@ -44,15 +45,6 @@ def job_from_cgroup(text: str) -> Optional[Tuple[int, Optional[str]]]:
         if match:
             return int(match.group(1)), match.group(2)
     return None
-
-
-def parse_environ(raw: bytes) -> Dict[str, str]:
-    env: Dict[str, str] = {}
-    for item in raw.split(b"\0"):
-        name, sep, value = item.partition(b"=")
-        if sep and name:
-            env[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
-    return env
 
 
 def job_from_environ(env: Mapping[str, str]) -> Optional[Tuple[int, Optional[str]]]:
