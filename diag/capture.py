@@ -34,6 +34,7 @@ from diag.output_paths import json_output_path
 from diag.probes.flight_recorder import enrich_bundle
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION, find_pyspy
+from diag.probes.threads import parse_status
 from diag.redact import Redactor
 from diag.render.outputs import write_reports
 from diag.sampler import Collector
@@ -53,7 +54,8 @@ def check_target(pid: int, procfs: ProcFS) -> None:
             "check the PID with `ps -ef` (the job may have exited)",
             EXIT_NO_TARGET,
         ) from None
-    tgid = _status_field(procfs.try_read_text(pid, "status") or "", "Tgid")
+    tgid_text = parse_status(procfs.try_read_text(pid, "status") or "").get("Tgid", "")
+    tgid = int(tgid_text) if tgid_text.isdigit() else None
     if tgid is not None and tgid != pid:  # /proc/TID exists too, hidden from listings
         raise DiagError(
             f"{pid} is a thread of process {tgid}, not a process",
@@ -78,14 +80,6 @@ def check_target(pid: int, procfs: ProcFS) -> None:
             raise DiagError(
                 f"PID {pid} exited before diag could read it", "", EXIT_TARGET_GONE
             ) from None
-
-
-def _status_field(status: str, name: str) -> Optional[int]:
-    for line in status.splitlines():
-        key, _, value = line.partition(":")
-        if key == name and value.strip().isdigit():
-            return int(value)
-    return None
 
 
 def require_pyspy() -> str:
