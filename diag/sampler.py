@@ -196,20 +196,21 @@ class Collector:
         gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
         self._marked_gone.update(gone)
         timeout_s = self.probe_timeout_s
-        calls: List[ProbeCall[Any]] = [
-            ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live
-        ]
+        # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
+        # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
+        calls: List[ProbeCall[Any]] = []
         if self.pyspy:
             calls += [
                 ProbeCall("stacks", partial(self._dump, pid), timeout_s + _STACKS_GRACE_S, pid)
                 for pid in live
                 if pid not in self._exit_codes  # a zombie seen before: nothing to dump
             ]
-        calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
-        calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         calls.append(self.gpu_probe.call())
         if self.ras_probe.available():
             calls.append(self.ras_probe.call())
+        calls += [ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live]
+        calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
+        calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
         self.stack_errors = {}
 
