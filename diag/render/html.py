@@ -59,7 +59,12 @@ def _bytecode_cache() -> Optional[jinja2.BytecodeCache]:
     """``$XDG_CACHE_HOME/diag/jinja2`` (or ~/.cache), private to this user, else no cache."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, "diag", "jinja2")
+    existing = path
+    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)
     try:
+        if os.stat(existing).st_uid != os.getuid():
+            return None  # `sudo diag` with the user's HOME: leave no root-owned files there
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.stat(path)
     except OSError:
