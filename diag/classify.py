@@ -24,13 +24,13 @@ their children.
 
 from __future__ import annotations
 
-import os
-from typing import Any, List, Optional, Sequence, Set, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import diag.collectives  # noqa: F401  (registers the Flight Recorder/NCCL/RAS evidence sources)
 from diag.equivalence import odd_classes, rank_classes
 from diag.findings import PROGRESS, STUCK, WORK, Context, Finding, run_sources
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
+from diag.participants import participants, serving_ports, strong_rank
 from diag.progress import log_growth
 from diag.signals import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict_evidence import evidence_for
@@ -38,11 +38,13 @@ from diag.verdict_rules import (
     dead_story,
     lock_story,
     peer_story,
+    pool_story,
     progress_story,
+    stopped_story,
     work_story,
 )
-from diag.verdict_text import group_by_wait, waits_phrase, where
-from diag.waits import CHILD, LOCK, PEER
+from diag.verdict_text import group_by_wait, verb, waits_phrase, where, who
+from diag.waits import LOCK, PEER, RESULT
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
@@ -50,53 +52,6 @@ WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves t
 # Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
 # not doors: only another part of the job can end them.
 DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
-_HELPER_MARKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
-
-
-def _is_helper(p: ProcSignals) -> bool:
-    text = " ".join(p.info.cmdline) + " " + p.info.name
-    return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
-
-
-# Launchers listen for their own control traffic (srun's I/O forwarding, torchrun's rendezvous),
-# not for work: their ports say nothing about whether the job is a server waiting for requests.
-_LAUNCHER_NAMES = frozenset(
-    {"srun", "mpirun", "mpiexec", "orterun", "prterun", "hydra_pmi_proxy", "slurmstepd", "torchrun"}
-)
-
-
-def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
-    """Listening ports that suggest a service waiting for work: not launchers', and not the
-    job's rendezvous port (MASTER_PORT), which every torch.distributed job holds open."""
-    ports: Set[int] = set()
-    for p in procs:
-        if p.dead or p.info.role == "launcher" or p.info.name in _LAUNCHER_NAMES:
-            continue
-        argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
-        if argv0 in _LAUNCHER_NAMES:
-            continue
-        master = p.info.env.get("MASTER_PORT", "")
-        ports.update(port for port in p.listen_ports if str(port) != master)
-    return sorted(ports)
-
-
-def strong_rank(p: ProcSignals) -> bool:
-    """A rank the job itself declared (env, argv, title), or the one a dead sibling is missing;
-    not one guessed from the start order of look-alike children (a worker pool has those)."""
-    return p.rank is not None and not (p.info.rank_source or "").startswith("inferred:start")
-
-
-def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
-    """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
-    ranked = [p for p in procs if p.rank is not None]
-    if any(strong_rank(p) for p in ranked):
-        parents = {p.info.ppid for p in ranked if p.info.ppid}
-        dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
-        return ranked + dead_siblings
-    cands = [p for p in procs if not _is_helper(p)]
-    cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
-    python = [p for p in cands if p.py_ok or p.dead]
-    return python or cands or list(procs)
 
 
 def _verdict(state: str, confidence: float, summary: str, **kw: Any) -> Verdict:
@@ -133,6 +88,15 @@ def classify(bundle: Bundle) -> Verdict:
     state, confidence, summary, evidence, suspects = _decide(ctx, findings, classes, intervals)
     evidence = evidence + [f.evidence for f in findings]
     suspects = suspects + [s for f in findings for s in f.suspects]
+    if (
+        intervals == 0
+        and state == "deadlocked"
+        and (confidence < 0.7 or not any(p.py_ok for p in parts))
+    ):
+        # One snapshot of a weak pattern (a just-started program, a probe that failed) says
+        # where things are, not that they will stay there.
+        state, suspects = "unknown", []
+        summary = "unknown: " + summary.split(": ", 1)[-1] + " - but that is one snapshot"
     if intervals == 0:
         confidence *= 0.5
         summary += " (one sample: no deltas, so progress cannot be measured - capture more)"
@@ -251,6 +215,10 @@ def _decide(
     ):
         summary, suspects = dead_story(dead, alive, ctx)
         return "deadlocked", 0.9 if peer_waiters else 0.75, summary, ev, suspects
+    stopped = [p for p in alive if p.stopped]
+    if stopped and not progressing and not workers:
+        summary, suspects = stopped_story(stopped, alive)
+        return "deadlocked", 0.85, summary, ev, suspects
     if progressing and intervals > 0:
         summary, confidence, suspects = progress_story(progress_logs, writers, workers, dead)
         return "progressing", confidence, summary, ev, suspects
@@ -269,15 +237,26 @@ def _decide(
         )
         return "deadlocked", 0.85, summary, ev, [s for f in culprits for s in f.suspects]
     odd = odd_classes(classes)
+    doors = [p for p in alive if _door(p, ports)]
+    servers = [p for p in alive if p.main_family != PEER]
+    if peer_waiters and ports and servers and all(p in doors for p in servers):
+        # A rank serves a port and the others wait for it to hand them work (a request
+        # broadcast): a ready server, not a diverged rank.
+        groups = group_by_wait(alive)
+        summary = (
+            f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} "
+            f"{', '.join(':' + str(p) for p in ports[:4])} and {waits_phrase(groups[:3])} - "
+            "healthy, waiting for requests"
+        )
+        return "idle", 0.6, summary, ev, []
     if peer_waiters:
         summary, suspects, confidence = peer_story(peer_waiters, alive, odd, classes, ctx)
         return "deadlocked", confidence, summary, ev, suspects
+    result_waiters = [p for p in alive if p.main_family == RESULT]
+    if result_waiters:
+        summary, suspects = pool_story(result_waiters, alive)
+        return "deadlocked", 0.7, summary, ev, suspects
     distinct_locks = {addr for p in lockers for _, addr, _ in p.lock_waiters if addr}
-    doors = [
-        p
-        for p in alive
-        if (p.main_wait is not None and p.main_wait.kind in DOOR_KINDS) or p.main_wakeups > 0
-    ]
     cycle = len(distinct_locks) >= 2
     if lockers and cycle:
         summary, suspects = lock_story(lockers)
@@ -305,14 +284,28 @@ def _decide(
         return "idle", 0.8 if ports else 0.6, summary, ev, []
     groups = group_by_wait(alive)
     summary = (
-        f"deadlocked: nothing moves and nothing outside can wake it (no listening port, "
-        f"event loop or timer): {waits_phrase(groups[:3])} - the waits are on each other"
+        f"deadlocked: nothing moves and nothing can wake it by itself (no listening port, no "
+        f"timer, no wakeups): {waits_phrase(groups[:3])} - waiting on each other, or on a "
+        "peer that never answers"
     )
     suspects = [
         Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
         for p in alive[:4]
     ]
     return "deadlocked", 0.5, summary, ev, suspects
+
+
+def _door(p: ProcSignals, ports: Sequence[int]) -> bool:
+    """Can something outside the job end this process's wait? A timer that fires (it woke
+    during the capture, or its syscall has a timeout), a request on a listening port, input.
+    An event loop or socket read with no timeout and no port waits for a peer's answer."""
+    if p.main_wakeups > 0:
+        return True
+    wait = p.main_wait
+    if wait is None or wait.kind not in DOOR_KINDS:
+        return False
+    untimed_read = wait.kind in ("event-loop", "socket-read") and wait.timed is False
+    return bool(ports) or not untimed_read
 
 
 def verdict_line(verdict: Optional[Verdict]) -> str:

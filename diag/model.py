@@ -70,6 +70,8 @@ class ThreadSample(Record, frozen=True):
     syscall_nr: Optional[int] = None
     futex_addr: Optional[str] = None  # hex string: addresses exceed JSON's safe integers
     futex_op: Optional[int] = None
+    # The blocking syscall has a timeout (wakes by itself); False: waits until someone acts.
+    wait_timed: Optional[bool] = None
     voluntary_ctxt_switches: Optional[int] = None
     nonvoluntary_ctxt_switches: Optional[int] = None
     # Joined from `py-spy dump` by OS thread id; None for native-only threads.

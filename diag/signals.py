@@ -16,20 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, ThreadSample
-from diag.waits import PEER, WRAPPERS, family, is_library, kernel_wait, short_name, stack_wait
+from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample
+from diag.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
+from diag.waits import PEER, family
+
+__all__ = ["ProcSignals", "ThreadWait", "extract", "frames_of", "thread_wait"]
 
 DEAD_STATUSES = ("zombie", "exited")
 COMPUTE_PCT = 10.0  # % of one core: below this a thread is as good as still
-
-
-@dataclass(frozen=True)
-class ThreadWait:
-    """What one thread was doing at one sample: a wait kind (None = working) and its frame."""
-
-    kind: Optional[str]
-    label: str  # the frame it waits in or burns in; thread name for native threads
-    caller: str  # the first user frame below the wait, "" if none
 
 
 @dataclass
@@ -62,6 +56,7 @@ class ProcSignals:
     lock_waiters: List[Tuple[int, Optional[str], str]] = field(default_factory=list)
     main_wakeups: int = 0  # voluntary context switches of the main thread
     py_ok: bool = False
+    stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample
 
     @property
     def pid(self) -> int:
@@ -82,38 +77,6 @@ class ProcSignals:
     @property
     def name(self) -> str:
         return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
-
-
-def frames_of(bundle: Bundle, stack_id: Optional[str]) -> Tuple[Frame, ...]:
-    if stack_id is None:
-        return ()
-    stack = bundle.stacks.get(stack_id)
-    return stack.frames if stack is not None else ()
-
-
-def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
-    """Classify one thread: Python stack first, kernel wait channel second."""
-    frames = frames_of(bundle, thread.stack_id)
-    found = stack_wait(frames)
-    caller = ""
-    if found is not None:
-        found_kind, index = found
-        caller = next(
-            (
-                f.name
-                for f in frames[index + 1 :]
-                if short_name(f.name) not in WRAPPERS and not is_library(f)
-            ),
-            "",
-        )
-        return ThreadWait(found_kind, frames[index].name, caller)
-    label = frames[0].name if frames else (thread.py_thread_name or thread.name or "?")
-    if thread.state in ("S", "D", "I"):
-        kind = kernel_wait(thread.wchan, thread.syscall)
-        if thread.state == "D":
-            kind = kind or "disk"
-        return ThreadWait(kind or "blocked", label, "")
-    return ThreadWait(None, label, "")
 
 
 def _ticks(t: ThreadSample) -> int:
@@ -254,7 +217,8 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             first, last = alive[0][1], alive[-1][1]
             sig.window_s = max(0.0, alive[-1][0] - alive[0][0])
             main = _main_thread(last)
-            sig.main_wait = thread_wait(bundle, main) if main else None
+            sig.main_wait = rank_wait(bundle, info, main) if main else None
+            sig.stopped = all(ps.state in ("T", "t") for _, ps in alive)
             sig.rss_last_bytes = last.rss_bytes
             sig.rss_delta_bytes = last.rss_bytes - first.rss_bytes
             if first.io is not None and last.io is not None:

@@ -7,7 +7,7 @@ others wait for, the threads of a lock cycle.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from diag.findings import Context
 from diag.model import RankClass, Suspect
@@ -114,20 +114,78 @@ def peer_story(
     return summary, suspects, confidence
 
 
+def _thread_groups(p: ProcSignals) -> str:
+    """ "4 threads in `waiter` on 0x55..a0, 2 threads in `waiter` on 0x55..d0": one entry per
+    (frame, lock) pair, so fifty waiters read as one line."""
+    counts: Dict[Tuple[str, str], int] = {}
+    for _, addr, frame in p.lock_waiters:
+        key = (frame, addr or "?")
+        counts[key] = counts.get(key, 0) + 1
+    parts = [
+        f"{n} thread{'s' if n != 1 else ''} in `{frame}` on {addr}"
+        for (frame, addr), n in sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    ]
+    if len(counts) > 3:
+        parts.append(f"{len(counts) - 3} more")
+    return ", ".join(parts)
+
+
 def lock_story(lockers: Sequence[ProcSignals]) -> Tuple[str, List[Suspect]]:
     parts = []
     suspects = []
+    locks: Set[str] = set()
     for p in lockers:
-        threads = ", ".join(f"`{frame}` on {addr or '?'}" for _, addr, frame in p.lock_waiters[:4])
+        addrs = {addr or "?" for _, addr, _ in p.lock_waiters}
+        locks |= {f"{p.pid}:{a}" for a in addrs}
+        threads = _thread_groups(p)
+        n = len(p.lock_waiters)
         parts.append(
-            f"{p.name} has {len(p.lock_waiters)} thread"
-            f"{'s' if len(p.lock_waiters) != 1 else ''} blocked on locks ({threads})"
+            f"{p.name} has {n} thread{'s' if n != 1 else ''} blocked on "
+            f"{len(addrs)} lock{'s' if len(addrs) != 1 else ''} ({threads})"
         )
         suspects.append(_suspect(p, f"threads blocked on locks in every sample: {threads}"))
+    if len(locks) >= 2:
+        cause = "a lock cycle; dump it with py-spy, kill it and fix the lock order"
+    else:
+        cause = (
+            "one lock nobody releases (its holder waits too, or died or returned without "
+            "releasing it); dump it with py-spy to see the holder, kill it and fix the release"
+        )
+    summary = "deadlocked: " + "; ".join(parts[:2]) + f" with no CPU, I/O or log progress - {cause}"
+    return summary, suspects
+
+
+def stopped_story(
+    stopped: Sequence[ProcSignals], alive: Sequence[ProcSignals]
+) -> Tuple[str, List[Suspect]]:
+    """A process stopped by a signal or a debugger: nothing it owes its peers will come."""
+    others = [p for p in alive if p not in stopped]
+    waiting = waits_phrase(group_by_wait(others)[:2])
+    pids = " ".join(str(p.pid) for p in stopped[:8])
     summary = (
-        "deadlocked: " + "; ".join(parts[:2]) + " with no CPU, I/O or log progress - "
-        "a lock cycle; dump it with py-spy, kill it and fix the lock order"
+        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} stopped (state T: SIGSTOP, "
+        f"^Z or a debugger) in {where(stopped[0])}"
+        + (f" while {waiting}" if waiting else "")
+        + f" - nothing moves until `kill -CONT {pids}` (or kill the job)"
     )
+    suspects = [_suspect(p, f"stopped (state T in every sample) in {where(p)}") for p in stopped]
+    return summary, suspects
+
+
+def pool_story(
+    waiters: Sequence[ProcSignals], alive: Sequence[ProcSignals]
+) -> Tuple[str, List[Suspect]]:
+    """A process waits for results it handed to a pool, and no worker computes them."""
+    workers = [p for p in alive if p not in waiters]
+    idle = waits_phrase(group_by_wait(workers)[:2]) if workers else ""
+    summary = (
+        f"deadlocked: {who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
+        f"{where(waiters[0])} but nothing computes them"
+        + (f" ({idle})" if idle else "")
+        + " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
+        "worker is blocked; kill and rerun"
+    )
+    suspects = [_suspect(p, f"waits for a result nobody computes in {where(p)}") for p in waiters]
     return summary, suspects
 
 

@@ -18,7 +18,7 @@ def ranges(numbers: Sequence[int]) -> str:
     nums = sorted(set(numbers))
     parts: List[str] = []
     start = prev = None
-    for n in [*nums, None]:  # type: ignore[list-item]
+    for n in [*nums, None]:
         if start is None:
             start = prev = n
             continue

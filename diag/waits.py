@@ -15,6 +15,9 @@ Each wait has a *kind*, and the kinds fall into families the classifier reasons 
 - ``lock``: blocked on a lock/condition from user code - the ingredient of a lock cycle.
 - ``child``: a launcher waiting for its children (torchrun, subprocess.wait).
 - ``sleep``: timed sleeps, polling loops.
+- ``result``: waits for a result handed to a pool (``AsyncResult.get``, ``Future.result``):
+  someone else in the job owes it an answer.
+- ``stopped``: the thread is stopped (SIGSTOP, a debugger): nothing runs until SIGCONT.
 
 Frame names from py-spy >= 0.4 are qualified (``Queue.get``, ``f.<locals>.wrapper``), so rules
 match the last dotted component, optionally restricted to a file suffix.
@@ -31,6 +34,8 @@ SERVE = "serve"
 LOCK = "lock"
 CHILD = "child"
 SLEEP = "sleep"
+RESULT = "result"
+STOPPED = "stopped"
 
 # kind -> family
 FAMILY: Dict[str, str] = {
@@ -47,6 +52,9 @@ FAMILY: Dict[str, str] = {
     "join": LOCK,
     "child": CHILD,
     "sleep": SLEEP,
+    "result": RESULT,
+    "native-peer": PEER,
+    "stopped": STOPPED,
 }
 
 # Most specific wins when a stack matches several rules (a queue get runs Condition.wait).
@@ -55,6 +63,7 @@ _PRIORITY: Dict[str, int] = {
     "rendezvous": 9,
     "synchronize": 9,
     "child": 7,
+    "result": 7,
     "queue": 6,
     "event-loop": 6,
     "accept": 6,
@@ -145,6 +154,12 @@ _RULES: Tuple[_Rule, ...] = (
     _Rule(frozenset({"_wait_for_tstate_lock", "join"}), ("threading.py",), "join"),
     _Rule(frozenset({"wait", "wait_for"}), ("threading.py",), "condition"),
     _Rule(frozenset({"acquire"}), ("threading.py",), "lock"),
+    _Rule(frozenset({"get", "wait", "next", "__next__"}), ("multiprocessing/pool.py",), "result"),
+    _Rule(
+        frozenset({"result", "exception", "wait", "as_completed"}),
+        ("concurrent/futures/_base.py",),
+        "result",
+    ),
     _Rule(
         frozenset({"wait", "_wait", "_try_wait", "communicate", "poll", "join"}),
         ("subprocess.py", "popen_fork.py", "process.py", "pool.py", "spawn.py"),

@@ -91,6 +91,41 @@ class SyscallInfo(NamedTuple):
     nr: Optional[int] = None
     futex_addr: Optional[str] = None
     futex_op: Optional[int] = None
+    timed: Optional[bool] = None  # the blocking call ends by itself (a timeout); None: unknown
+
+
+# Where each blocking syscall keeps its timeout: ("ms", i) an int of milliseconds in argument
+# i (-1: forever), ("ptr", i) a pointer in argument i (NULL: forever). Calls with no timeout at
+# all wait until someone else acts; sleeps always end by themselves.
+_TIMEOUT_ARG: Dict[str, Tuple[str, int]] = {
+    "epoll_wait": ("ms", 3),
+    "epoll_pwait": ("ms", 3),
+    "poll": ("ms", 2),
+    "epoll_pwait2": ("ptr", 3),
+    "ppoll": ("ptr", 2),
+    "select": ("ptr", 4),
+    "pselect6": ("ptr", 4),
+    "futex": ("ptr", 3),
+}
+_UNTIMED = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4", "waitid"})
+_TIMED = frozenset({"nanosleep", "clock_nanosleep"})
+
+
+def wait_timed(name: str, args: List[str]) -> Optional[bool]:
+    """Whether a thread blocked in ``name`` (with these hex arguments) will wake by itself: the
+    difference between an event loop with a timer pending and one nothing outside can wake."""
+    if name in _TIMED:
+        return True
+    if name in _UNTIMED:
+        return False
+    where = _TIMEOUT_ARG.get(name)
+    if where is None or len(args) <= where[1]:
+        return None
+    value = int(args[where[1]], 16)
+    if where[0] == "ptr":
+        return value != 0
+    low = value & 0xFFFFFFFF  # an int argument: the register's low 32 bits, signed
+    return low < 0x80000000
 
 
 def parse_task_stat(text: str) -> TaskStat:
@@ -179,11 +214,15 @@ def parse_syscall(text: str, machine: str = "x86_64") -> SyscallInfo:
     if nr == -1:
         return SyscallInfo("none", nr=-1)
     name = SYSCALL_NAMES.get(machine, {}).get(nr, f"nr_{nr}")
+    try:
+        timed = wait_timed(name, parts[1:7])
+    except ValueError:
+        timed = None
     if name == "futex" and len(parts) >= 3:
         addr = int(parts[1], 16)
         op = int(parts[2], 16)
-        return SyscallInfo(name, nr=nr, futex_addr=hex(addr), futex_op=op)
-    return SyscallInfo(name, nr=nr)
+        return SyscallInfo(name, nr=nr, futex_addr=hex(addr), futex_op=op, timed=timed)
+    return SyscallInfo(name, nr=nr, timed=timed)
 
 
 def parse_wchan(text: str) -> Optional[str]:
@@ -225,6 +264,7 @@ def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[Th
         syscall_nr=sys_info.nr,
         futex_addr=sys_info.futex_addr,
         futex_op=sys_info.futex_op,
+        wait_timed=sys_info.timed,
         voluntary_ctxt_switches=vol,
         nonvoluntary_ctxt_switches=nonvol,
     )

@@ -1,0 +1,75 @@
+"""Who the job is, and which of its doors are open: the processes whose state is the job's
+state, and the listening ports that make a still job a *server* waiting for work.
+
+Launchers (torchrun, srun) and helpers (resource trackers) never decide a verdict. Ports say
+"ready server" only when they are a service's: not a launcher's control port, not the
+rendezvous port, and not the ephemeral ports gloo and NCCL open on every rank for their own
+peer connections.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Sequence, Set
+
+from diag.signals import ProcSignals
+from diag.waits import CHILD
+
+# Linux's default ip_local_port_range: ports the kernel hands out for bind(port 0). A rank's
+# listener there is a communication library's (gloo pairs, NCCL bootstrap), not a service.
+EPHEMERAL_PORTS = range(32768, 61000)
+
+
+_HELPER_MARKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
+
+
+def _is_helper(p: ProcSignals) -> bool:
+    text = " ".join(p.info.cmdline) + " " + p.info.name
+    return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
+
+
+# Launchers listen for their own control traffic (srun's I/O forwarding, torchrun's rendezvous),
+# not for work: their ports say nothing about whether the job is a server waiting for requests.
+_LAUNCHER_NAMES = frozenset(
+    {"srun", "mpirun", "mpiexec", "orterun", "prterun", "hydra_pmi_proxy", "slurmstepd", "torchrun"}
+)
+
+
+def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
+    """Listening ports that suggest a service waiting for work: not launchers', not the job's
+    rendezvous port (MASTER_PORT), which every torch.distributed job holds open, and not a
+    rank's ephemeral ports (gloo/NCCL listen on one per rank)."""
+    ports: Set[int] = set()
+    for p in procs:
+        if p.dead or p.info.role == "launcher" or p.info.name in _LAUNCHER_NAMES:
+            continue
+        argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
+        if argv0 in _LAUNCHER_NAMES:
+            continue
+        master = p.info.env.get("MASTER_PORT", "")
+        rank = strong_rank(p)
+        ports.update(
+            port
+            for port in p.listen_ports
+            if str(port) != master and not (rank and port in EPHEMERAL_PORTS)
+        )
+    return sorted(ports)
+
+
+def strong_rank(p: ProcSignals) -> bool:
+    """A rank the job itself declared (env, argv, title), or the one a dead sibling is missing;
+    not one guessed from the start order of look-alike children (a worker pool has those)."""
+    return p.rank is not None and not (p.info.rank_source or "").startswith("inferred:start")
+
+
+def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
+    ranked = [p for p in procs if p.rank is not None]
+    if any(strong_rank(p) for p in ranked):
+        parents = {p.info.ppid for p in ranked if p.info.ppid}
+        dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
+        return ranked + dead_siblings
+    cands = [p for p in procs if not _is_helper(p)]
+    cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
+    python = [p for p in cands if p.py_ok or p.dead]
+    return python or cands or list(procs)
