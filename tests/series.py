@@ -65,6 +65,7 @@ class Proc:
     wchan: Optional[str] = "futex_wait_queue"
     syscall: Optional[str] = "futex"
     futex_addr: Optional[str] = None
+    wait_timed: Optional[bool] = None  # the main thread's blocking syscall has a timeout
     threads: List[Thr] = field(default_factory=list)
     rss_mb: float = 500.0
     rss_mb_per_s: float = 0.0
@@ -142,6 +143,7 @@ def build(
                 wchan=p.wchan,
                 syscall=p.syscall,
                 futex_addr=p.futex_addr,
+                wait_timed=p.wait_timed,
                 voluntary_ctxt_switches=int(p.wakeups_per_s * i * interval_s),
                 py_thread_name="MainThread" if p.python else None,
                 stack_id=intern(_stack_at(p.stack, i)) if p.python else None,

@@ -91,7 +91,7 @@ def _load_time() -> Bundle:
 
 def _bursty_silent_log() -> Bundle:
     procs = ranks(2, stack=TRAIN_A, cpu_pct=90.0, state="R", wchan="0", syscall="running")
-    log = [(5000, 50, ("step 40 loss 1.2",))] * 3
+    log: List[Tuple[int, int, Tuple[str, ...]]] = [(5000, 50, ("step 40 loss 1.2",))] * 3
     return build(procs, logs={"/job/train.log": log})
 
 
@@ -509,6 +509,211 @@ CASES: List[Tuple[str, Callable[[], Bundle], str, CheckFn]] = [
     ("nothing readable", _no_processes_read, "unknown", lambda v: None),
     ("zero samples", _no_samples, "unknown", lambda v: _assert(v.confidence == 0.0)),
     ("launcher ports are no door", _event_waiters_under_srun, "deadlocked", lambda v: None),
+]
+
+
+# --- Red-team cases: situations the scenario library missed at first (samples/scenarios). ---
+
+POOL = "/usr/lib/python3.11/multiprocessing/pool.py"
+MPQUEUES = "/usr/lib/python3.11/multiprocessing/queues.py"
+EVENT_LOOP = [
+    ("EpollSelector.select", SELECTORS),
+    ("BaseEventLoop._run_once", "/usr/lib/python3.11/asyncio/base_events.py"),
+    ("BaseEventLoop.run_forever", "/usr/lib/python3.11/asyncio/base_events.py"),
+    ("main", "/x/app.py"),
+]
+
+
+def _store_wait_with_poller() -> Bundle:
+    """Ranks blocked in a C call from user code (``store.wait``: py-spy shows only the caller,
+    the kernel a poll) wait on a peer; rank 0 polls for a file. Every rank holds a gloo port
+    in the ephemeral range: not a service."""
+    procs = [
+        Proc(
+            pid=100 + r,
+            rank=r,
+            world_size=3,
+            rank_source="env:RANK",
+            ppid=99,
+            stack=[("main", "/job/train.py"), ("<module>", "/job/train.py")],
+            wchan="poll_schedule_timeout",
+            syscall="poll",
+            wait_timed=True,
+            ports=(40000 + r,),
+        )
+        for r in range(3)
+    ]
+    procs[0] = Proc(
+        pid=100,
+        rank=0,
+        world_size=3,
+        rank_source="env:RANK",
+        ppid=99,
+        stack=[("wait_for_download", "/job/train.py"), ("main", "/job/train.py")],
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+        wakeups_per_s=2.0,
+        ports=(40100,),
+    )
+    return build(procs)
+
+
+def _stopped_rank() -> Bundle:
+    procs = ranks(3)
+    procs[1] = Proc(
+        pid=101,
+        rank=1,
+        world_size=3,
+        ppid=99,
+        stack=[("train", "/job/train.py")],
+        state="T",
+        wchan="do_signal_stop",
+        syscall="none",
+    )
+    return build(procs)
+
+
+def _lost_pool_task() -> Bundle:
+    parent = Proc(
+        pid=900,
+        role="process",
+        stack=[
+            ("Condition.wait", THREADING),
+            ("ApplyResult.wait", POOL),
+            ("ApplyResult.get", POOL),
+            ("main", "/x/job.py"),
+        ],
+    )
+    idle = [("SimpleQueue.get", MPQUEUES), ("worker", POOL), ("Process.run", POOL)]
+    workers = [Proc(pid=901 + k, ppid=900, role="worker", stack=idle) for k in range(3)]
+    return build([parent, *workers])
+
+
+def _busy_pool() -> Bundle:
+    parent = Proc(
+        pid=900,
+        role="process",
+        stack=[("Condition.wait", THREADING), ("ApplyResult.get", POOL), ("main", "/x/job.py")],
+    )
+    busy = [("simulate", "/x/job.py"), ("worker", POOL)]
+    workers = [
+        Proc(pid=901 + k, ppid=900, role="worker", stack=busy, cpu_pct=95.0, state="R")
+        for k in range(2)
+    ]
+    return build([parent, *workers])
+
+
+def _event_loop(timed: Optional[bool]) -> Callable[[], Bundle]:
+    def make() -> Bundle:
+        return build(
+            [
+                Proc(
+                    pid=950,
+                    role="process",
+                    stack=EVENT_LOOP,
+                    wchan="do_epoll_wait",
+                    syscall="epoll_wait",
+                    wait_timed=timed,
+                )
+            ]
+        )
+
+    return make
+
+
+def _client_waits_for_reply() -> Bundle:
+    read = [("SocketIO.readinto", "/usr/lib/python3.11/socket.py"), ("generate", "/x/client.py")]
+    return build(
+        [
+            Proc(
+                pid=960,
+                role="process",
+                stack=read,
+                wchan="sk_wait_data",
+                syscall="recvfrom",
+                wait_timed=False,
+            )
+        ]
+    )
+
+
+def _tp_server_idle() -> Bundle:
+    """Rank 0 serves HTTP on :8000 and broadcasts each request; ranks 1-3 wait for it."""
+    bcast = [("broadcast", TORCH), ("next_request", "/srv/tp.py"), ("main", "/srv/tp.py")]
+    procs = ranks(4, stack=bcast, rank_source="env:RANK", ports=(45000,))
+    procs[0] = Proc(
+        pid=100,
+        rank=0,
+        world_size=4,
+        rank_source="env:RANK",
+        ppid=99,
+        stack=[("select", SELECTORS), ("serve_forever", SOCKETSERVER), ("main", "/srv/tp.py")],
+        wchan="do_select",
+        syscall="select",
+        ports=(8000, 45001),
+    )
+    return build(procs)
+
+
+def _many_waiters_one_lock() -> Bundle:
+    waiter = [("waiter", "/x/app.py"), ("Thread.run", THREADING)]
+    threads = [Thr(k + 1, stack=waiter, futex_addr="0xaa0") for k in range(5)]
+    main = Proc(pid=970, role="process", stack=[("Thread.join", THREADING)], threads=threads)
+    return build([main])
+
+
+def _one_sample_lock() -> Bundle:
+    waiter = [("waiter", "/x/app.py"), ("Thread.run", THREADING)]
+    main = Proc(
+        pid=980,
+        role="process",
+        stack=[("Thread.join", THREADING)],
+        threads=[Thr(1, stack=waiter, futex_addr="0xaa0")],
+    )
+    return build([main], n=1)
+
+
+CASES += [
+    (
+        "rank C-call waits on a peer; the polling rank is the suspect",
+        _store_wait_with_poller,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [0] and "wait_for_download" in v.summary),
+    ),
+    (
+        "stopped rank",
+        _stopped_rank,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [1] and "kill -CONT 101" in v.summary),
+    ),
+    (
+        "pool parent waits for a lost task",
+        _lost_pool_task,
+        "deadlocked",
+        lambda v: _assert([s.pid for s in v.suspects] == [900] and "lost" in v.summary),
+    ),
+    ("pool workers compute", _busy_pool, "slow", lambda v: None),
+    ("event loop with no timer, no port", _event_loop(False), "deadlocked", lambda v: None),
+    ("event loop with a timer pending", _event_loop(True), "idle", lambda v: None),
+    ("event loop, timeout unknown (old bundle)", _event_loop(None), "idle", lambda v: None),
+    ("client waits for a reply", _client_waits_for_reply, "deadlocked", lambda v: None),
+    (
+        "TP server: rank 0 serves, ranks wait in broadcast",
+        _tp_server_idle,
+        "idle",
+        lambda v: _assert(":8000" in v.summary and ":45001" not in v.summary),
+    ),
+    (
+        "five waiters on one lock read as one line",
+        _many_waiters_one_lock,
+        "deadlocked",
+        lambda v: _assert(
+            "5 threads in `waiter` on 0xaa0" in v.summary
+            and v.summary.count("`waiter`") == 1
+            and "one lock nobody releases" in v.summary
+        ),
+    ),
+    ("one snapshot of a lock wait", _one_sample_lock, "unknown", lambda v: None),
 ]
 
 
