@@ -133,6 +133,16 @@ def rows_of(figures: Figures) -> List[Row]:
         )
         rows.append(
             Row(
+                "  first sample's slowest probes: NVML worker, py-spy dumps",
+                "(explains)",
+                f"{f.get('first_probe_gpu_median_s', float('nan')):.3f} s, "
+                f"{f.get('first_probe_stacks_median_s', float('nan')):.3f} s",
+                "",
+                None,
+            )
+        )
+        rows.append(
+            Row(
                 f"diag snapshot, steady sample (each `watch` sample), {n} ranks",
                 "<= 1.5 x baseline",
                 f"{f['diag_steady_median_s']:.3f} s (min {f['diag_steady_min_s']:.3f})",

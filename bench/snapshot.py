@@ -23,7 +23,7 @@ from functools import partial
 from typing import Dict, List
 
 from bench.job import start_job
-from bench.stats import Series, collect, ratio, timed
+from bench.stats import Series, collect, ratio, timed, timed_call
 from diag.probes.stacks import find_pyspy
 from diag.sampler import Collector
 
@@ -50,6 +50,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
     first: List[float] = []
     steady: List[float] = []
     diag_cpu: List[float] = []
+    probes: Dict[str, List[float]] = {}
     with start_job(ranks, threads) as job:
         _raw_dump(pyspy, job.rank_pids[0])  # warm the page cache for py-spy and the target
         for _ in range(repeats):
@@ -59,7 +60,11 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
             raw_cpu_sum.append(sum(t.children_cpu_s for t in singles))
             raw_sub.append(timed(partial(_raw_dump, pyspy, job.pid, "--subprocesses")).wall_s)
             collector = Collector(job.pid, pyspy=pyspy)
-            first.append(timed(partial(collector.take_sample, 0)).wall_s)
+            cost, delta = timed_call(partial(collector.take_sample, 0))
+            first.append(cost.wall_s)
+            # Which probe kept the first sample long: each sample records its probes' times.
+            for probe, took_s in delta.sample.probe_timings_s.items():
+                probes.setdefault(f"first_probe_{probe}", []).append(took_s)
             cost = timed(partial(collector.take_sample, 1))
             steady.append(cost.wall_s)
             diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
@@ -84,6 +89,8 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
         out[f"{name}_median_s"] = values.median
         out[f"{name}_min_s"] = values.min
     out["raw_slowest_single_min_s"] = base_min
+    for probe_name, took in sorted(probes.items()):
+        out[f"{probe_name}_median_s"] = collect(took).median
     out["first_ratio"] = ratio(series["diag_first"], base)
     out["steady_ratio"] = ratio(series["diag_steady"], base)
     out["floor_ratio"] = floor_s / base.median

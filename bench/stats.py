@@ -11,7 +11,9 @@ from __future__ import annotations
 import resource
 import statistics
 import time
-from typing import Callable, List, NamedTuple, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Sequence, Tuple, TypeVar
+
+T = TypeVar("T")
 
 
 class Series(NamedTuple):
@@ -46,14 +48,18 @@ def _cpu() -> Tuple[float, float]:
     return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
 
 
-def timed(fn: Callable[[], object]) -> Timed:
-    """Wall time and CPU time (this process; reaped children) of one call."""
+def timed_call(fn: Callable[[], T]) -> Tuple[Timed, T]:
+    """Wall time and CPU time (this process; reaped children) of one call, and its result."""
     cpu0 = _cpu()
     t0 = time.perf_counter()
-    fn()
+    result = fn()
     wall_s = time.perf_counter() - t0
     cpu1 = _cpu()
-    return Timed(wall_s, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
+    return Timed(wall_s, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]), result
+
+
+def timed(fn: Callable[[], object]) -> Timed:
+    return timed_call(fn)[0]
 
 
 def collect(values: List[float]) -> Series:
