@@ -15,6 +15,7 @@ import pytest
 
 from bench.job import start_counter, start_job
 from bench.report import Row, markdown, table
+from bench.stats import Series, ratio
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,3 +79,9 @@ def test_table_and_markdown_mark_missed_targets() -> None:
     md = markdown(rows, {"sec": {"x_s": 1.5}}, {"cpu": "2 cores"}, "make bench", 3.0)
     assert "| a \\| b | <= 1 | 2 s | 2.00 | **no** |" in md
     assert "### sec" in md and "| x_s | 1.5 |" in md and "- **cpu**: 2 cores" in md
+
+
+def test_series_ratio_is_median_over_median() -> None:
+    assert Series((3.0, 1.0, 2.0)).median == 2.0 and Series((3.0, 1.0)).min == 1.0
+    assert ratio(Series((2.0, 4.0, 6.0)), Series((1.0, 2.0, 3.0))) == 2.0
+    assert ratio(Series((1.0,)), Series(())) != ratio(Series((1.0,)), Series(()))  # nan
