@@ -256,11 +256,14 @@ def _decide(
     if result_waiters:
         summary, suspects = pool_story(result_waiters, alive)
         return "deadlocked", 0.7, summary, ev, suspects
-    distinct_locks = {addr for p in lockers for _, addr, _ in p.lock_waiters if addr}
-    cycle = len(distinct_locks) >= 2
+    # Thread locks are process-local: a cycle needs two locks in one process, and only a
+    # thread of the same process can release one - so a locker whose own process has no door
+    # (timer, port, input) waits forever, whatever doors other processes have.
+    cycle = any(len({a for _, a, _ in p.lock_waiters if a}) >= 2 for p in lockers)
     if lockers and cycle:
-        summary, suspects = lock_story(lockers)
+        summary, suspects = lock_story(lockers, alive)
         return "deadlocked", 0.8, summary, ev, suspects
+    stuck_lockers = [p for p in lockers if not _door(p, serving_ports([p]))]
     if STUCK in leans:
         return (
             "deadlocked",
@@ -271,8 +274,8 @@ def _decide(
             ev,
             [],
         )
-    if lockers and not (ports or doors):
-        summary, suspects = lock_story(lockers)
+    if stuck_lockers:
+        summary, suspects = lock_story(stuck_lockers, alive)
         return "deadlocked", 0.6, summary, ev, suspects
     if ports or doors:
         groups = group_by_wait(alive)

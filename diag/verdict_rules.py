@@ -130,28 +130,41 @@ def _thread_groups(p: ProcSignals) -> str:
     return ", ".join(parts)
 
 
-def lock_story(lockers: Sequence[ProcSignals]) -> Tuple[str, List[Suspect]]:
-    parts = []
+def lock_story(
+    lockers: Sequence[ProcSignals], alive: Sequence[ProcSignals] = ()
+) -> Tuple[str, List[Suspect]]:
+    """Threads blocked on locks in every sample: a cycle (two locks in one process) or one
+    lock nobody will release; the processes waiting on the lockers are named too."""
     suspects = []
-    locks: Set[str] = set()
+    cycle = False
+    alike: Dict[str, List[ProcSignals]] = {}  # forked workers blocked the same way: one entry
     for p in lockers:
         addrs = {addr or "?" for _, addr, _ in p.lock_waiters}
-        locks |= {f"{p.pid}:{a}" for a in addrs}
+        cycle = cycle or len(addrs) >= 2
         threads = _thread_groups(p)
         n = len(p.lock_waiters)
-        parts.append(
-            f"{p.name} has {n} thread{'s' if n != 1 else ''} blocked on "
+        text = (
+            f"{n} thread{'s' if n != 1 else ''} blocked on "
             f"{len(addrs)} lock{'s' if len(addrs) != 1 else ''} ({threads})"
         )
+        alike.setdefault(text, []).append(p)
         suspects.append(_suspect(p, f"threads blocked on locks in every sample: {threads}"))
-    if len(locks) >= 2:
+    parts = [
+        f"{who(procs)} {'has' if len(procs) == 1 else 'each have'} {text}"
+        for text, procs in list(alike.items())[:2]
+    ]
+    others = [p for p in alive if p not in lockers and p.main_wait and p.main_wait.kind]
+    if others:
+        parts.append(waits_phrase(group_by_wait(others)[:2]))
+    if cycle:
         cause = "a lock cycle; dump it with py-spy, kill it and fix the lock order"
     else:
         cause = (
-            "one lock nobody releases (its holder waits too, or died or returned without "
-            "releasing it); dump it with py-spy to see the holder, kill it and fix the release"
+            "one lock nobody releases (its holder waits too, died or returned without "
+            "releasing it, or it was copied held into a fork()ed child); dump it with py-spy "
+            "to see the holder, kill it and fix the release"
         )
-    summary = "deadlocked: " + "; ".join(parts[:2]) + f" with no CPU, I/O or log progress - {cause}"
+    summary = "deadlocked: " + "; ".join(parts) + f" with no CPU, I/O or log progress - {cause}"
     return summary, suspects
 
 

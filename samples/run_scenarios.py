@@ -204,6 +204,13 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "a thread in zlib.compress (GIL released) at 100% CPU; main in `Future.result`",
     ),
     Scenario(
+        "dataloader_fork_lock",
+        "deadlocked",
+        None,
+        True,
+        "DataLoader workers forked while a thread held a lock: blocked forever; parent polls",
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

@@ -673,7 +673,35 @@ def _one_sample_lock() -> Bundle:
     return build([main], n=1)
 
 
+def _forked_workers_on_inherited_lock() -> Bundle:
+    """DataLoader workers forked while a thread held a lock: each blocks on its copy forever;
+    the parent polls their queue with a timeout (it wakes) - a door of its own, not theirs."""
+    parent = Proc(
+        pid=990,
+        role="process",
+        stack=[("Queue.get", MPQUEUES), ("main", "/x/train.py")],
+        wchan="poll_schedule_timeout",
+        syscall="poll",
+        wait_timed=True,
+        wakeups_per_s=0.5,
+    )
+    get_item = [("Dataset.__getitem__", "/x/data.py"), ("fetch", "/x/data.py")]
+    workers = [
+        Proc(pid=991 + k, ppid=990, role="worker", stack=get_item, futex_addr="0x5570")
+        for k in range(2)
+    ]
+    return build([parent, *workers])
+
+
 CASES += [
+    (
+        "forked workers block on an inherited lock while the parent polls",
+        _forked_workers_on_inherited_lock,
+        "deadlocked",
+        lambda v: _assert(
+            sorted(s.pid for s in v.suspects) == [991, 992] and "each have" in v.summary
+        ),
+    ),
     (
         "rank C-call waits on a peer; the polling rank is the suspect",
         _store_wait_with_poller,
