@@ -55,4 +55,20 @@ NOTES = """\
 - **/proc per-thread reads** (`diag/probes/procfs.py`, `threads.py`): 7.7 -> 3.5 ms of CPU per
   64 threads. String paths and raw fds instead of pathlib and buffered files; the two
   context-switch counters found directly instead of parsing all of `status`.
+
+## What is still short of a target, and why
+
+- **8 ranks on 2 cores.** The py-spy dumps alone need 8 x ~28 ms of CPU, close to or beyond
+  what 2 cores give in 1.5 x one dump (the CPU floor row); diag's own work per steady sample
+  (reading /proc of 512 threads, parsing the dumps, joining them) is about a fifth of the
+  sample's CPU. With a core per rank, as on a GPU node, the dumps run side by side.
+- **Throughput.** The watch takes a few percent of one core; whether the target loses 1 % of
+  its throughput is below what this shared VM can resolve (the quartiles of the pairs).
+- **The first sample.** It also waits for the NVML worker's first answer (the row under it):
+  a fresh Python interpreter importing `pynvml`, about as long as the dumps here. On a GPU node
+  `nvmlInit` comes on top, on every sample, since the worker is started per sample; a
+  long-lived worker (started when the collector is created, killed and replaced on a timeout)
+  would take it off the critical path of every sample but the first.
+- **Journal size.** Every sample of a watch stores every thread in full, so a day at 30 s of 8
+  ranks x 60 threads is a ~250 MB `PATH.jsonl` (the report rendered from it stays small).
 """
