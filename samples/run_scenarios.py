@@ -211,6 +211,20 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "DataLoader workers forked while a thread held a lock: blocked forever; parent polls",
     ),
     Scenario(
+        "memory_loader",
+        "slow",
+        ("root",),
+        False,
+        "fills an in-memory cache: RSS +~100 MB/s, low CPU, silent",
+    ),
+    Scenario(
+        "checkpoint_writer",
+        "progressing|slow",
+        None,
+        False,
+        "writes a checkpoint shard with fsync, throttled: low CPU, bytes written rising",
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),
