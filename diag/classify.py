@@ -49,6 +49,7 @@ from diag.waits import LOCK, PEER, RESULT
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
+TRAFFIC_MIN_BYTES = 1 << 20  # bytes a rank waiting in a collective sends: the data moves
 # Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
 # not doors: only another part of the job can end them.
 DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
@@ -174,12 +175,19 @@ def _decide(
 
     progress_logs = [lg for lg in ctx.logs if lg.progress]
     # Output bytes count unless the writer's main thread sits unchanged in a peer or lock
-    # wait: then it is a heartbeat thread talking about a stuck job.
+    # wait: then it is a heartbeat thread talking about a stuck job - unless megabytes flow:
+    # a collective that moves data completes, and a loop that calls it from one line is
+    # sampled in the same place every time (a stuck collective moves nothing).
     writers = [
         p
         for p in alive
         if p.write_delta_bytes >= WRITE_MIN_BYTES
-        and (p.compute_intervals or p.main_moved or p.main_family not in (PEER, LOCK))
+        and (
+            p.compute_intervals
+            or p.main_moved
+            or p.main_family not in (PEER, LOCK)
+            or p.write_delta_bytes >= TRAFFIC_MIN_BYTES
+        )
     ]
     progressing = bool(progress_logs or writers or PROGRESS in leans)
 

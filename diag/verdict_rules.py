@@ -266,11 +266,21 @@ def progress_story(
     for lg in progress_logs[:2]:
         name = lg.path.rsplit("/", 1)[-1]
         bits.append(f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)})")
-    if writers and not progress_logs:
-        total = sum(p.write_delta_bytes for p in writers)
-        window_s = max(p.window_s for p in writers)
-        keeps = verb(writers, "keeps", "keep")
-        bits.append(f"{who(writers)} {keeps} writing output ({size(total)} in {window_s:.1f} s)")
+    exchangers = [p for p in writers if p.main_family == PEER and not p.main_moved]
+    others = [p for p in writers if p not in exchangers]
+    if others and not progress_logs:
+        total = sum(p.write_delta_bytes for p in others)
+        window_s = max(p.window_s for p in others)
+        keeps = verb(others, "keeps", "keep")
+        bits.append(f"{who(others)} {keeps} writing output ({size(total)} in {window_s:.1f} s)")
+    if exchangers:
+        total = sum(p.write_delta_bytes for p in exchangers)
+        window_s = max(p.window_s for p in exchangers)
+        bits.append(
+            f"{who(exchangers)} {verb(exchangers, 'keeps', 'keep')} moving data in "
+            f"{where(exchangers[0])} ({size(total)} sent in {window_s:.1f} s): the collectives "
+            "complete; a loop calling them from one line is sampled there every time"
+        )
     if workers:
         bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
     confidence = 0.85 if progress_logs else 0.7

@@ -693,7 +693,29 @@ def _forked_workers_on_inherited_lock() -> Bundle:
     return build([parent, *workers])
 
 
+def _training_sampled_in_all_reduce() -> Bundle:
+    """Healthy gloo training whose loop calls all_reduce from one line: every sample lands
+    there with the same stack, CPU reads as spin - but 60 MB/s leave each rank."""
+    return build(ranks(3, cpu_pct=30.0, state="S", wchar_per_s=60e6, wakeups_per_s=170.0))
+
+
+def _stuck_all_reduce_with_heartbeat_bytes() -> Bundle:
+    return build(ranks(3, wchar_per_s=200.0))
+
+
 CASES += [
+    (
+        "training loop always sampled in all_reduce, data flowing",
+        _training_sampled_in_all_reduce,
+        "progressing",
+        lambda v: _assert("moving data" in v.summary),
+    ),
+    (
+        "stuck all_reduce with a few heartbeat bytes",
+        _stuck_all_reduce_with_heartbeat_bytes,
+        "deadlocked",
+        lambda v: None,
+    ),
     (
         "forked workers block on an inherited lock while the parent polls",
         _forked_workers_on_inherited_lock,
