@@ -49,7 +49,7 @@ from diag.waits import LOCK, PEER, RESULT
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
-TRAFFIC_MIN_BYTES = 1 << 20  # bytes a rank waiting in a collective sends: the data moves
+TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
 # Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
 # not doors: only another part of the job can end them.
 DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
