@@ -247,7 +247,7 @@ def _decide(
     odd = odd_classes(classes)
     doors = [p for p in alive if _door(p, ports)]
     servers = [p for p in alive if p.main_family != PEER]
-    if peer_waiters and ports and servers and all(p in doors for p in servers):
+    if peer_waiters and servers and all(_serves(p, ports) for p in servers):
         # A rank serves a port and the others wait for it to hand them work (a request
         # broadcast): a ready server, not a diverged rank.
         groups = group_by_wait(alive)
@@ -304,6 +304,13 @@ def _decide(
         for p in alive[:4]
     ]
     return "deadlocked", 0.5, summary, ev, suspects
+
+
+def _serves(p: ProcSignals, ports: Sequence[int]) -> bool:
+    """Waits for requests on a port it listens on (accept, an event loop, a socket read)."""
+    kind = p.main_wait.kind if p.main_wait else None
+    own = set(p.listen_ports) & set(ports)
+    return bool(own) and kind in ("event-loop", "accept", "socket-read")
 
 
 def _door(p: ProcSignals, ports: Sequence[int]) -> bool:

@@ -13,7 +13,7 @@ import os
 from typing import List, Sequence, Set
 
 from diag.signals import ProcSignals
-from diag.waits import CHILD
+from diag.waits import CHILD, PEER
 
 # Linux's default ip_local_port_range: ports the kernel hands out for bind(port 0). A rank's
 # listener there is a communication library's (gloo pairs, NCCL bootstrap), not a service.
@@ -47,7 +47,9 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
         if argv0 in _LAUNCHER_NAMES:
             continue
         master = p.info.env.get("MASTER_PORT", "")
-        rank = strong_rank(p)
+        # Any rank, even one guessed from start order (mp.spawn passes the rank as an
+        # argument), or a process waiting in a collective: its ephemeral ports are gloo's.
+        rank = p.rank is not None or p.main_family == PEER
         ports.update(
             port
             for port in p.listen_ports

@@ -162,6 +162,13 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "real torchrun, 3 ranks training; prints only every 30 s (silent capture)",
     ),
     Scenario(
+        "mp_spawn_barrier",
+        "deadlocked",
+        ("rank:2",),
+        True,
+        "torch.multiprocessing.spawn (no RANK env); rank 2 polls for a file, ranks 0,1 in barrier",
+    ),
+    Scenario(
         "pool_lost_task",
         "deadlocked",
         ("root",),

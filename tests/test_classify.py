@@ -703,7 +703,34 @@ def _stuck_all_reduce_with_heartbeat_bytes() -> Bundle:
     return build(ranks(3, wchar_per_s=200.0))
 
 
+def _spawned_ranks_one_polls() -> Bundle:
+    """mp.spawn ranks (rank guessed from start order, no RANK env) with gloo's ephemeral ports;
+    rank 2 polls for a file (it wakes), ranks 0,1 wait in barrier: not a server."""
+    procs = ranks(3, stack=BARRIER, rank_source="inferred:start-order")
+    for k, p in enumerate(procs):
+        p.ports = (40000 + k,)
+    procs[2] = Proc(
+        pid=102,
+        rank=2,
+        world_size=3,
+        rank_source="inferred:start-order",
+        ppid=99,
+        stack=[("upload_checkpoint", "/job/train.py"), ("worker", "/job/train.py")],
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+        wakeups_per_s=1.0,
+        ports=(40002,),
+    )
+    return build(procs)
+
+
 CASES += [
+    (
+        "spawned ranks: gloo ports are no door, the poller is the suspect",
+        _spawned_ranks_one_polls,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [2] and "upload_checkpoint" in v.summary),
+    ),
     (
         "training loop always sampled in all_reduce, data flowing",
         _training_sampled_in_all_reduce,
