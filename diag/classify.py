@@ -6,16 +6,21 @@ classic misread (see domain notes, "What a naive classifier gets wrong"):
 
 1. Nothing sampled -> unknown. Every process gone -> exited.
 2. A rank died while its peers are still there and nothing progresses -> deadlocked: the peers
-   wait for a rank that will never come (suspect: the dead rank).
-3. The job's own output moves (log growth that is not a "still waiting" heartbeat, or bytes
-   written by a process whose stack or compute moves) -> progressing.
+   wait for a rank that will never come (suspect: the dead rank). A rank stopped by a signal
+   or debugger (state T) is the same story until someone sends SIGCONT.
+3. The job's own output moves (log growth that is not a "still waiting" heartbeat, bytes
+   written by a process whose stack or compute moves, or megabytes sent by a rank sampled in
+   a collective - the collectives complete) -> progressing.
 4. Processes work without visible output: CPU burning *outside* known waits, reads rising,
    memory growing, a GPU at full power -> slow ("looks hung, isn't"). CPU spent spinning in
    a known wait (CUDA synchronize, a collective) is not work; one long C call holding the GIL
    is (the frame is not a wait).
-5. Nothing moves: a rank waiting on a peer, a lock cycle, or a GPU spinning at idle power ->
-   deadlocked; waits that something outside can end (a listening port, an event loop, accept,
-   a timed sleep that wakes) -> idle; waits only on each other -> deadlocked, less sure.
+5. Nothing moves: a rank waiting on a peer (unless the odd rank serves requests on its own
+   port), a process waiting for pool results nobody computes, a lock cycle, a lock whose own
+   process has no way out, or a GPU spinning at idle power -> deadlocked; waits that something
+   outside can end (a listening port, accept, a timer that fires or is pending) -> idle; waits
+   only on each other, or an event loop / socket read with no timeout and no port (a peer
+   that never answers) -> deadlocked, less sure. One snapshot of a weak pattern -> unknown.
 
 Launchers and helpers (torchrun, resource trackers, ``sleep``) are kept out of the decision:
 participants are the ranks, or failing that the processes that are not merely waiting on

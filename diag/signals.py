@@ -218,7 +218,8 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             sig.window_s = max(0.0, alive[-1][0] - alive[0][0])
             main = _main_thread(last)
             sig.main_wait = rank_wait(bundle, info, main) if main else None
-            sig.stopped = all(ps.state in ("T", "t") for _, ps in alive)
+            # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
+            sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
             sig.rss_last_bytes = last.rss_bytes
             sig.rss_delta_bytes = last.rss_bytes - first.rss_bytes
             if first.io is not None and last.io is not None:
