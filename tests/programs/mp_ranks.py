@@ -14,12 +14,16 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from typing import Any
 
 
-def run(rank: int, size: int, dead: int, queue: mp.Queue[int]) -> None:
+def run(rank: int, size: int, dead: int, queue: mp.Queue[int], all_started: Any) -> None:
     os.environ["RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(size)
     if rank == dead:
+        # Exit only once every sibling is started: Process.start() reaps finished children,
+        # and a dead rank reaped that early is no zombie (the parent then never got READY).
+        all_started.wait()
         sys.exit(2)
     queue.put(rank)
     time.sleep(600)
@@ -43,9 +47,11 @@ def main() -> None:
         return
     ctx = mp.get_context(mode)
     queue = ctx.Queue()
-    procs = [ctx.Process(target=run, args=(r, size, dead, queue)) for r in range(size)]
+    all_started = ctx.Event()
+    procs = [ctx.Process(target=run, args=(r, size, dead, queue, all_started)) for r in range(size)]
     for proc in procs:
         proc.start()
+    all_started.set()
     for _ in range(size - (1 if dead >= 0 else 0)):
         queue.get()
     if dead >= 0:
