@@ -186,8 +186,12 @@ class Counter(Started):
         self._map = mmap.mmap(self._fh.fileno(), _COUNT.size, access=mmap.ACCESS_READ)
 
     def count(self) -> int:
-        value: int = _COUNT.unpack_from(self._map, 0)[0]
-        return value
+        """The counter, read until two reads agree: the 8-byte copy is not atomic, and a read
+        torn by the target's write once gave a window a negative throughput."""
+        while True:
+            first: int = _COUNT.unpack_from(self._map, 0)[0]
+            if _COUNT.unpack_from(self._map, 0)[0] == first:
+                return first
 
     def stop(self) -> None:
         super().stop()
