@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence
 
@@ -69,19 +69,32 @@ def start_ready(
         start_new_session=True,
     )
     started = Started(proc, [])
-    deadline = time.monotonic() + timeout_s
     assert proc.stdout is not None
     os.set_blocking(proc.stdout.fileno(), True)
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            started.stop()
-            pytest.fail(f"{argv} exited before READY: {''.join(started.lines)[-2000:]}")
-        started.lines.append(line)
-        if "READY" in line:
-            return started
+    # readline cannot time out, and a program whose children still hold its stdout never
+    # gives EOF: at the deadline the whole group is killed, which closes the pipe.
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        for line in iter(proc.stdout.readline, ""):
+            started.lines.append(line)
+            if "READY" in line:
+                return started
+    finally:
+        timer.cancel()
     started.stop()
-    pytest.fail(f"{argv} not READY within {timeout_s}s: {''.join(started.lines)[-2000:]}")
+    why = f"not READY within {timeout_s}s" if expired.is_set() else "exited before READY"
+    pytest.fail(f"{argv} {why}: {''.join(started.lines)[-2000:]}")
 
 
 @pytest.fixture
