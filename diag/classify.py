@@ -210,11 +210,15 @@ def _decide(
     # A dead process explains a hang when it was a rank, or when the living wait on someone
     # (a server with a finished, unreaped helper child is not deadlocked by it).
     ports = serving_ports(ctx.procs)
+    # Waits only the job itself can end: peers, locks, results, its own queues.
     waiting_on_others = [
         p
         for p in alive
         if not ports
-        and (p.main_family in (PEER, LOCK) or (p.main_wait and p.main_wait.kind == "blocked"))
+        and (
+            p.main_family in (PEER, LOCK, RESULT)
+            or (p.main_wait and p.main_wait.kind in ("blocked", "queue"))
+        )
     ]
     ranked_dead = [p for p in dead if strong_rank(p)] or (
         dead if any(strong_rank(p) for p in parts) else []

@@ -30,7 +30,7 @@ def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
             ev.append(
                 Evidence(
                     signal="exited",
-                    detail=f"{p.name} (pid {p.pid}) is "
+                    detail=f"{p.name}{f' (pid {p.pid})' if p.rank is not None else ''} is "
                     f"{p.statuses[-1]}{code} since sample {p.dead_since}",
                     ranks=_r(p),
                     pids=(p.pid,),

@@ -42,6 +42,8 @@ def dead_story(
         if rank is None and len(dead) == 1 and len(missing) == 1:
             rank = missing[0]  # a zombie has no environ; it is the rank nobody else is
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
+        if p.exit_code == -9:
+            code += ": SIGKILL - the OOM killer? see `dmesg`"
         label = f"rank {rank}" if rank is not None else "pid"
         names.append(
             f"{label} (pid {p.pid}, {p.statuses[-1]}{code})"
@@ -51,9 +53,10 @@ def dead_story(
         suspects.append(_suspect(p, f"{p.statuses[-1]}{code} while its peers wait", rank))
     waiting = waits_phrase(group_by_wait(alive)[:2])
     subject = " and ".join(names)
+    whose = "rank's" if any(p.rank is not None for p in dead) else "process's"
     summary = (
         f"deadlocked: {subject} {verb(dead, 'exited', 'exited')} while {waiting} - "
-        "they will never finish; kill the job, read the dead rank's log, restart"
+        f"they will never finish; kill the job, read the dead {whose} log, restart"
     )
     return summary, suspects
 

@@ -232,6 +232,13 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "writes a checkpoint shard with fsync, throttled: low CPU, bytes written rising",
     ),
     Scenario(
+        "producer_killed",
+        "deadlocked",
+        None,
+        False,
+        "consumer in `Queue.get`; its producer process was SIGKILLed (zombie)",
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

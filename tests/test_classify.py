@@ -724,7 +724,25 @@ def _spawned_ranks_one_polls() -> Bundle:
     return build(procs)
 
 
+def _consumer_of_a_killed_producer() -> Bundle:
+    consumer = Proc(
+        pid=1000,
+        role="process",
+        stack=[("Queue.get", MPQUEUES), ("consume", "/x/etl.py")],
+        wchan="pipe_read",
+        syscall="read",
+    )
+    producer = Proc(pid=1001, ppid=1000, role="worker", status=["zombie"] * 3, exit_code=-9)
+    return build([consumer, producer])
+
+
 CASES += [
+    (
+        "queue consumer of a SIGKILLed producer",
+        _consumer_of_a_killed_producer,
+        "deadlocked",
+        lambda v: _assert([s.pid for s in v.suspects] == [1001] and "OOM" in v.summary),
+    ),
     (
         "spawned ranks: gloo ports are no door, the poller is the suspect",
         _spawned_ranks_one_polls,
