@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 HERE = Path(__file__).resolve().parent
 SCENARIO_DIR = HERE / "scenarios"
@@ -282,7 +282,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.stdout.close()
 
 
-def capture(pid: int, out_dir: Path, name: str) -> Dict[str, object]:
+def capture(pid: int, out_dir: Path, name: str) -> Dict[str, Any]:
     """`diag capture --pid` with default settings; returns the bundle as plain JSON."""
     out = out_dir / f"{name}.json"
     done = subprocess.run(
@@ -293,11 +293,11 @@ def capture(pid: int, out_dir: Path, name: str) -> Dict[str, object]:
     )
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"diag capture failed ({done.returncode}): {done.stderr.strip()}")
-    data: Dict[str, object] = json.loads(out.read_text())
+    data: Dict[str, Any] = json.loads(out.read_text())
     return data
 
 
-def run_one(scenario: Scenario, out_dir: Path) -> Tuple[Dict[str, object], int]:
+def run_one(scenario: Scenario, out_dir: Path) -> Tuple[Dict[str, Any], int]:
     """Start, capture, stop; returns (bundle JSON, root pid)."""
     proc = start(scenario.name)
     try:
@@ -306,9 +306,9 @@ def run_one(scenario: Scenario, out_dir: Path) -> Tuple[Dict[str, object], int]:
         stop(proc)
 
 
-def suspects_text(verdict: Dict[str, object], root_pid: int) -> str:
+def suspects_text(verdict: Dict[str, Any], root_pid: int) -> str:
     out: List[str] = []
-    for s in verdict.get("suspects", []) or []:  # type: ignore[union-attr]
+    for s in verdict.get("suspects", []) or []:
         rank = s.get("rank")
         out.append(
             f"rank {rank}"
@@ -318,17 +318,18 @@ def suspects_text(verdict: Dict[str, object], root_pid: int) -> str:
     return ", ".join(out) or "-"
 
 
-def table_row(scenario: Scenario, bundle: Dict[str, object], root_pid: int) -> str:
+def table_row(scenario: Scenario, bundle: Dict[str, Any], root_pid: int) -> str:
     verdict = bundle.get("verdict") or {}
-    state = verdict.get("state", "?")  # type: ignore[union-attr]
+    state = verdict.get("state", "?")
     ok = "yes" if scenario.accepts(state) else "**NO**"
-    summary = str(verdict.get("summary", "")).replace("|", "\\|")  # type: ignore[union-attr]
+    summary = str(verdict.get("summary", "")).replace("|", "\\|")
     summary = summary.replace(str(root_pid), "<pid>")
     return (
-        f"| `{scenario.name}` | {scenario.what} | {scenario.expect} | **{state}** "
-        f"({verdict.get('confidence', 0):.2f}) | {ok} | "  # type: ignore[union-attr]
+        f"| `{scenario.name}` | {scenario.what} | {scenario.expect.replace('|', ' or ')} "
+        f"| **{state}** "
+        f"({verdict.get('confidence', 0):.2f}) | {ok} | "
         f"{suspects_text(verdict, root_pid)} | {summary} |"
-    )  # type: ignore[arg-type]
+    )
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -354,14 +355,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 bundle, root = run_one(scenario, out_dir)
             except RuntimeError as exc:
                 print(
-                    f"| `{scenario.name}` | {scenario.what} | {scenario.expect} | error | "
+                    f"| `{scenario.name}` | {scenario.what} | "
+                    f"{scenario.expect.replace('|', ' or ')} | error | "
                     f"**NO** | - | {exc} |",
                     flush=True,
                 )
                 mismatches += 1
                 continue
             verdict = bundle.get("verdict") or {}
-            mismatches += not scenario.accepts(verdict.get("state"))  # type: ignore[union-attr]
+            mismatches += not scenario.accepts(verdict.get("state"))
             print(table_row(scenario, bundle, root), flush=True)
     return 1 if mismatches else 0
 
