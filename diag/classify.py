@@ -49,7 +49,7 @@ from diag.verdict_rules import (
     work_story,
 )
 from diag.verdict_text import group_by_wait, verb, waits_phrase, where, who
-from diag.waits import LOCK, PEER, RESULT
+from diag.waits import LOCK, PEER, RESULT, SERVE
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
@@ -316,10 +316,10 @@ def _decide(
 
 
 def _serves(p: ProcSignals, ports: Sequence[int]) -> bool:
-    """Waits for requests on a port it listens on (accept, an event loop, a socket read)."""
-    kind = p.main_wait.kind if p.main_wait else None
+    """Listens on a service port and waits the way servers wait for requests: accept, an
+    event loop, a socket read, or a request queue its front-end thread fills."""
     own = set(p.listen_ports) & set(ports)
-    return bool(own) and kind in ("event-loop", "accept", "socket-read")
+    return bool(own) and p.main_family == SERVE
 
 
 def _door(p: ProcSignals, ports: Sequence[int]) -> bool:

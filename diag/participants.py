@@ -41,7 +41,10 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
     rank's ephemeral ports (gloo/NCCL listen on one per rank)."""
     ports: Set[int] = set()
     for p in procs:
-        if p.dead or p.info.role == "launcher" or p.info.name in _LAUNCHER_NAMES:
+        # A parent of ranks is a "launcher" only while it waits on them; one that serves
+        # (an HTTP front end whose workers look like ranks) keeps its port.
+        launcher = p.info.role == "launcher" and p.main_family in (CHILD, None)
+        if p.dead or launcher or p.info.name in _LAUNCHER_NAMES:
             continue
         argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
         if argv0 in _LAUNCHER_NAMES:

@@ -736,7 +736,22 @@ def _consumer_of_a_killed_producer() -> Bundle:
     return build([consumer, producer])
 
 
+def _server_parent_labelled_launcher() -> Bundle:
+    """The parent of look-alike workers is labelled a launcher; it serves, so its port counts."""
+    server, *workers = _idle_server_procs()
+    server.role = "launcher"
+    for k, w in enumerate(workers):
+        w.rank, w.rank_source = k, "inferred:start-order"
+    return build([server, *workers])
+
+
 CASES += [
+    (
+        "server that parents its workers keeps its port",
+        _server_parent_labelled_launcher,
+        "idle",
+        lambda v: _assert(":8080" in v.summary and v.confidence >= 0.8),
+    ),
     (
         "queue consumer of a SIGKILLed producer",
         _consumer_of_a_killed_producer,
