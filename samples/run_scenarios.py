@@ -162,6 +162,13 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "real torchrun, 3 ranks training; prints only every 30 s (silent capture)",
     ),
     Scenario(
+        "torchrun_tp_server_idle",
+        "idle",
+        (),
+        True,
+        "real torchrun TP server, no traffic: rank 0 serves HTTP, ranks 1,2 in broadcast",
+    ),
+    Scenario(
         "mp_spawn_barrier",
         "deadlocked",
         ("rank:2",),
