@@ -254,7 +254,7 @@ def _decide(
         )
         return "deadlocked", 0.85, summary, ev, [s for f in culprits for s in f.suspects]
     odd = odd_classes(classes)
-    doors = [p for p in alive if _door(p, ports)]
+    doors = [p for p in alive if _door(p, ports) or p.timer_threads]
     servers = [p for p in alive if p.main_family != PEER]
     if peer_waiters and servers and all(_serves(p, ports) for p in servers):
         # A rank serves a port and the others wait for it to hand them work (a request

@@ -55,6 +55,7 @@ class ProcSignals:
     listen_ports: Tuple[int, ...] = ()
     lock_waiters: List[Tuple[int, Optional[str], str]] = field(default_factory=list)
     main_wakeups: int = 0  # voluntary context switches of the main thread
+    timer_threads: int = 0  # other Python threads that sleep, wait with a timeout, or woke
     py_ok: bool = False
     stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample
 
@@ -226,6 +227,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                 sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
                 sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
             sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
+            sig.timer_threads = _timer_threads(bundle, first, last)
         out.append(sig)
     return out
 
@@ -255,3 +257,20 @@ def _lock_waiters(
         if tw.kind == "lock" or (tw.kind == "blocked" and t.futex_addr):
             out.append((t.tid, t.futex_addr, tw.label))
     return out
+
+
+def _timer_threads(bundle: Bundle, first: ProcessSample, last: ProcessSample) -> int:
+    """Python threads besides the main one that will act again by themselves: asleep, in a
+    wait with a timeout, or woken during the capture (a heartbeat, a periodic flusher). A
+    process with one is a daemon between ticks, not a process nobody can wake."""
+    main = _main_thread(last)
+    before = {t.tid: t.voluntary_ctxt_switches for t in first.threads}
+    count = 0
+    for t in last.threads:
+        if t.stack_id is None or (main is not None and t.tid == main.tid):
+            continue
+        tw = thread_wait(bundle, t)
+        woke = (t.voluntary_ctxt_switches or 0) > (before.get(t.tid) or 0) and first is not last
+        if tw.kind == "sleep" or tw.timed is True or woke:
+            count += 1
+    return count

@@ -246,6 +246,13 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "consumer in `Queue.get`; its producer process was SIGKILLed (zombie)",
     ),
     Scenario(
+        "daemon_heartbeat",
+        "idle",
+        (),
+        False,
+        "agent daemon, no port: main on a stop Event, heartbeat thread asleep, idle worker",
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

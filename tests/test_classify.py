@@ -745,7 +745,30 @@ def _server_parent_labelled_launcher() -> Bundle:
     return build([server, *workers])
 
 
+def _daemon(heartbeat: bool) -> Callable[[], Bundle]:
+    """Main waits on a stop Event (no port); with a heartbeat thread asleep between ticks it is
+    a daemon, without it nothing can ever wake it."""
+
+    def make() -> Bundle:
+        threads = [Thr(1, stack=[("Queue.get", QUEUE), ("worker", "/x/agent.py")])]
+        if heartbeat:
+            threads.append(
+                Thr(
+                    2,
+                    stack=[("heartbeat", "/x/agent.py"), ("Thread.run", THREADING)],
+                    wchan="hrtimer_nanosleep",
+                    syscall="clock_nanosleep",
+                )
+            )
+        stack = [("Condition.wait", THREADING), ("Event.wait", THREADING), ("main", "/x/a.py")]
+        return build([Proc(pid=1100, role="process", stack=stack, threads=threads)])
+
+    return make
+
+
 CASES += [
+    ("daemon: main on a stop Event, heartbeat asleep", _daemon(True), "idle", lambda v: None),
+    ("main on an Event nothing will set", _daemon(False), "deadlocked", lambda v: None),
     (
         "server that parents its workers keeps its port",
         _server_parent_labelled_launcher,
