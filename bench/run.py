@@ -163,7 +163,9 @@ def rows_of(figures: Figures) -> List[Row]:
             Row(
                 f"raw `py-spy dump --subprocesses` of the job, {n} ranks",
                 "diag faster",
-                f"{f['raw_subprocesses_median_s']:.3f} s (min {f['raw_subprocesses_min_s']:.3f})",
+                f"{f['raw_subprocesses_median_s']:.3f} s (min {f['raw_subprocesses_min_s']:.3f});"
+                f" diag first / steady sample take {f['first_vs_subprocesses']:.2f} / "
+                f"{f['steady_vs_subprocesses']:.2f} of it",
                 f"{f['raw_subprocesses_median_s'] / base:.2f}",
                 f["first_vs_subprocesses"] < 1.0,
             )
