@@ -63,6 +63,8 @@ def where(p: ProcSignals) -> str:
     if p.main_wait is None:
         return "an unknown place"
     w = p.main_wait
+    if w.kind == "native-peer":
+        return f"a C call from `{w.caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
     return f"`{w.label}` ← `{w.caller}`" if w.caller and w.caller != w.label else f"`{w.label}`"
 
 
