@@ -35,10 +35,10 @@ import diag.collectives  # noqa: F401  (registers the Flight Recorder/NCCL/RAS e
 from diag.equivalence import odd_classes, rank_classes
 from diag.findings import PROGRESS, STUCK, WORK, Context, Finding, run_sources
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
-from diag.participants import participants, serving_ports, strong_rank
+from diag.participants import door, participants, serves, serving_ports, strong_rank
 from diag.progress import log_growth
 from diag.signals import COMPUTE_PCT, ProcSignals, extract
-from diag.verdict_evidence import evidence_for
+from diag.verdict_evidence import evidence_for, exit_evidence
 from diag.verdict_rules import (
     dead_story,
     lock_story,
@@ -49,15 +49,12 @@ from diag.verdict_rules import (
     work_story,
 )
 from diag.verdict_text import group_by_wait, verb, waits_phrase, where, who
-from diag.waits import LOCK, PEER, RESULT, SERVE
+from diag.waits import LOCK, PEER, RESULT
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
 TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
-# Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
-# not doors: only another part of the job can end them.
-DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
 
 
 def _verdict(state: str, confidence: float, summary: str, **kw: Any) -> Verdict:
@@ -139,27 +136,8 @@ def _dedupe(suspects: Sequence[Suspect]) -> Tuple[Suspect, ...]:
 
 
 def _exited(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
-    code = bundle.target.exit_code
-    root = next((p for p in procs if p.pid == bundle.target.root_pid), None)
-    if code is None and root is not None:
-        code = root.exit_code
-    gone_at = max((p.dead_since for p in procs if p.dead_since is not None), default=None)
+    code, evidence = exit_evidence(bundle, procs)
     code_text = f" (exit code {code})" if code is not None else ""
-    detail = f"no process of the target is alive in sample {bundle.samples[-1].index}"
-    evidence = [
-        Evidence(
-            signal="exited",
-            detail=detail,
-            pids=tuple(p.pid for p in procs),
-            samples=(gone_at,) if gone_at is not None else (),
-            section="timeline",
-        )
-    ]
-    # Its last words: the lines the logs ended with (already redacted by the log probe).
-    for log in bundle.samples[-1].logs:
-        if log.tail:
-            last_lines = "\n".join(log.tail[-5:])
-            evidence.append(Evidence(signal="last log lines", detail=last_lines, section="logs"))
     return _verdict(
         "exited",
         0.95,
@@ -254,9 +232,9 @@ def _decide(
         )
         return "deadlocked", 0.85, summary, ev, [s for f in culprits for s in f.suspects]
     odd = odd_classes(classes)
-    doors = [p for p in alive if _door(p, ports) or p.timer_threads]
+    doors = [p for p in alive if door(p, ports) or p.timer_threads]
     servers = [p for p in alive if p.main_family != PEER]
-    if peer_waiters and servers and all(_serves(p, ports) for p in servers):
+    if peer_waiters and servers and all(serves(p, ports) for p in servers):
         # A rank serves a port and the others wait for it to hand them work (a request
         # broadcast): a ready server, not a diverged rank.
         groups = group_by_wait(alive)
@@ -280,7 +258,7 @@ def _decide(
     if lockers and cycle:
         summary, suspects = lock_story(lockers, alive)
         return "deadlocked", 0.8, summary, ev, suspects
-    stuck_lockers = [p for p in lockers if not _door(p, serving_ports([p]))]
+    stuck_lockers = [p for p in lockers if not door(p, serving_ports([p]))]
     if STUCK in leans:
         return (
             "deadlocked",
@@ -308,31 +286,13 @@ def _decide(
         f"timer, no wakeups): {waits_phrase(groups[:3])} - waiting on each other, or on a "
         "peer that never answers"
     )
+    if any(p.main_wait and p.main_wait.kind == "write-full" for p in alive):
+        summary += " (a write blocks on a full pipe or socket: its reader stopped reading)"
     suspects = [
         Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
         for p in alive[:4]
     ]
     return "deadlocked", 0.5, summary, ev, suspects
-
-
-def _serves(p: ProcSignals, ports: Sequence[int]) -> bool:
-    """Listens on a service port and waits the way servers wait for requests: accept, an
-    event loop, a socket read, or a request queue its front-end thread fills."""
-    own = set(p.listen_ports) & set(ports)
-    return bool(own) and p.main_family == SERVE
-
-
-def _door(p: ProcSignals, ports: Sequence[int]) -> bool:
-    """Can something outside the job end this process's wait? A timer that fires (it woke
-    during the capture, or its syscall has a timeout), a request on a listening port, input.
-    An event loop or socket read with no timeout and no port waits for a peer's answer."""
-    if p.main_wakeups > 0:
-        return True
-    wait = p.main_wait
-    if wait is None or wait.kind not in DOOR_KINDS:
-        return False
-    untimed_read = wait.kind in ("event-loop", "socket-read") and wait.timed is False
-    return bool(ports) or not untimed_read
 
 
 def verdict_line(verdict: Optional[Verdict]) -> str:

@@ -13,7 +13,7 @@ import os
 from typing import List, Sequence, Set
 
 from diag.signals import ProcSignals
-from diag.waits import CHILD, PEER
+from diag.waits import CHILD, PEER, SERVE
 
 # Linux's default ip_local_port_range: ports the kernel hands out for bind(port 0). A rank's
 # listener there is a communication library's (gloo pairs, NCCL bootstrap), not a service.
@@ -78,3 +78,28 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
     python = [p for p in cands if p.py_ok or p.dead]
     return python or cands or list(procs)
+
+
+# Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
+# not doors: only another part of the job can end them.
+DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
+
+
+def serves(p: ProcSignals, ports: Sequence[int]) -> bool:
+    """Listens on a service port and waits the way servers wait for requests: accept, an
+    event loop, a socket read, or a request queue its front-end thread fills."""
+    own = set(p.listen_ports) & set(ports)
+    return bool(own) and p.main_family == SERVE
+
+
+def door(p: ProcSignals, ports: Sequence[int]) -> bool:
+    """Can something outside the job end this process's wait? A timer that fires (it woke
+    during the capture, or its syscall has a timeout), a request on a listening port, input.
+    An event loop or socket read with no timeout and no port waits for a peer's answer."""
+    if p.main_wakeups > 0:
+        return True
+    wait = p.main_wait
+    if wait is None or wait.kind not in DOOR_KINDS:
+        return False
+    untimed_read = wait.kind in ("event-loop", "socket-read") and wait.timed is False
+    return bool(ports) or not untimed_read

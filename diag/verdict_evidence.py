@@ -6,10 +6,10 @@ Each item names its signal, the ranks/pids and samples it came from, and the rep
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from diag.findings import Context
-from diag.model import Evidence, RankClass
+from diag.model import Bundle, Evidence, RankClass
 from diag.signals import COMPUTE_PCT, ProcSignals
 from diag.verdict_text import size, who
 
@@ -149,3 +149,30 @@ def _members(c: RankClass) -> str:
     if c.ranks:
         return ("rank " if len(c.ranks) == 1 else "ranks ") + ",".join(map(str, c.ranks))
     return ("pid " if len(c.pids) == 1 else "pids ") + ",".join(map(str, c.pids))
+
+
+def exit_evidence(
+    bundle: Bundle, procs: Sequence[ProcSignals]
+) -> Tuple[Optional[int], List[Evidence]]:
+    """The exit code (the target's, else the root process's) and what shows the job is gone:
+    when it went, and its last words - the lines the logs ended with (already redacted)."""
+    code = bundle.target.exit_code
+    root = next((p for p in procs if p.pid == bundle.target.root_pid), None)
+    if code is None and root is not None:
+        code = root.exit_code
+    gone_at = max((p.dead_since for p in procs if p.dead_since is not None), default=None)
+    detail = f"no process of the target is alive in sample {bundle.samples[-1].index}"
+    evidence = [
+        Evidence(
+            signal="exited",
+            detail=detail,
+            pids=tuple(p.pid for p in procs),
+            samples=(gone_at,) if gone_at is not None else (),
+            section="timeline",
+        )
+    ]
+    for log in bundle.samples[-1].logs:
+        if log.tail:
+            last_lines = "\n".join(log.tail[-5:])
+            evidence.append(Evidence(signal="last log lines", detail=last_lines, section="logs"))
+    return code, evidence

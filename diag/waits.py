@@ -195,6 +195,8 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("unix_stream_read_generic", "socket-read"),
     ("wait_woken", "socket-read"),
     ("pipe_read", "queue"),
+    ("pipe_write", "write-full"),  # the pipe's reader stopped reading
+    ("sk_stream_wait_memory", "write-full"),  # the socket's peer stopped reading
     ("pipe_wait", "queue"),
     ("do_wait", "child"),
     ("flock", "lock"),
