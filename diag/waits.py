@@ -196,6 +196,7 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("wait_woken", "socket-read"),
     ("pipe_read", "queue"),
     ("pipe_write", "write-full"),  # the pipe's reader stopped reading
+    ("anon_pipe_write", "write-full"),  # 6.x kernels
     ("sk_stream_wait_memory", "write-full"),  # the socket's peer stopped reading
     ("pipe_wait", "queue"),
     ("do_wait", "child"),

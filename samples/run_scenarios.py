@@ -194,7 +194,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "progressing|slow",
         None,
         False,
-        "parent in `subprocess.run` of `head | gzip -9` (non-Python children working)",
+        "parent in `subprocess.run` of `head -c 64G /dev/urandom` piped to `gzip -9`",
     ),
     Scenario(
         "asyncio_deadlock",
@@ -251,6 +251,13 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "agent daemon, no port: main on a stop Event, heartbeat thread asleep, idle worker",
+    ),
+    Scenario(
+        "subprocess_pipe_full",
+        "deadlocked",
+        None,
+        False,
+        "parent in `Popen.wait()`; the child blocks writing to a full stdout pipe nobody reads",
     ),
     Scenario(
         "client_no_reply",

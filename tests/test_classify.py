@@ -766,7 +766,32 @@ def _daemon(heartbeat: bool) -> Callable[[], Bundle]:
     return make
 
 
+def _child_blocked_on_full_pipe() -> Bundle:
+    parent = Proc(
+        pid=1200,
+        role="launcher",
+        stack=[("Popen._try_wait", "/usr/lib/python3.11/subprocess.py"), ("main", "/x/e.py")],
+        wchan="do_wait",
+        syscall="wait4",
+    )
+    child = Proc(
+        pid=1201,
+        ppid=1200,
+        role="worker",
+        stack=[("<module>", "<string>")],
+        wchan="anon_pipe_write",
+        syscall="write",
+    )
+    return build([parent, child])
+
+
 CASES += [
+    (
+        "child blocked writing to a pipe its parent never reads",
+        _child_blocked_on_full_pipe,
+        "deadlocked",
+        lambda v: _assert("full pipe" in v.summary and [s.pid for s in v.suspects] == [1201]),
+    ),
     ("daemon: main on a stop Event, heartbeat asleep", _daemon(True), "idle", lambda v: None),
     ("main on an Event nothing will set", _daemon(False), "deadlocked", lambda v: None),
     (
