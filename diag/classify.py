@@ -35,7 +35,14 @@ import diag.collectives  # noqa: F401  (registers the Flight Recorder/NCCL/RAS e
 from diag.equivalence import odd_classes, rank_classes
 from diag.findings import PROGRESS, STUCK, WORK, Context, Finding, run_sources
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
-from diag.participants import door, participants, serves, serving_ports, strong_rank
+from diag.participants import (
+    door,
+    participants,
+    receives_work,
+    serves,
+    serving_ports,
+    strong_rank,
+)
 from diag.progress import log_growth
 from diag.signals import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict_evidence import evidence_for, exit_evidence
@@ -234,7 +241,12 @@ def _decide(
     odd = odd_classes(classes)
     doors = [p for p in alive if door(p, ports) or p.timer_threads]
     servers = [p for p in alive if p.main_family != PEER]
-    if peer_waiters and servers and all(serves(p, ports) for p in servers):
+    if (
+        peer_waiters
+        and servers
+        and all(serves(p, ports) for p in servers)
+        and all(receives_work(p) for p in peer_waiters)
+    ):
         # A rank serves a port and the others wait for it to hand them work (a request
         # broadcast): a ready server, not a diverged rank.
         groups = group_by_wait(alive)

@@ -13,7 +13,7 @@ import os
 from typing import List, Sequence, Set
 
 from diag.signals import ProcSignals
-from diag.waits import CHILD, PEER, SERVE
+from diag.waits import CHILD, PEER, SERVE, short_name
 
 # Linux's default ip_local_port_range: ports the kernel hands out for bind(port 0). A rank's
 # listener there is a communication library's (gloo pairs, NCCL bootstrap), not a service.
@@ -103,3 +103,16 @@ def door(p: ProcSignals, ports: Sequence[int]) -> bool:
         return False
     untimed_read = wait.kind in ("event-loop", "socket-read") and wait.timed is False
     return bool(ports) or not untimed_read
+
+
+# Collectives through which ranks receive work from one rank: a TP/PP server's followers wait
+# in these for the next request; ranks waiting in all_reduce or barrier wait for a peer's work.
+_RECEIVE_COLLECTIVES = frozenset(
+    {"broadcast", "broadcast_object_list", "scatter", "scatter_object_list", "recv", "irecv"}
+)
+
+
+def receives_work(p: ProcSignals) -> bool:
+    """Waits to be handed work by another rank (broadcast/scatter/recv from a source)."""
+    label = p.main_wait.label if p.main_wait else ""
+    return short_name(label) in _RECEIVE_COLLECTIVES

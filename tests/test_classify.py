@@ -785,7 +785,31 @@ def _child_blocked_on_full_pipe() -> Bundle:
     return build([parent, child])
 
 
+def _rank0_metrics_port_stuck_loader() -> Bundle:
+    """Rank 0 exports metrics on :8000 and waits on its data queue; ranks 1-3 wait for it in
+    all_reduce. A port and a queue wait do not make a training job a server."""
+    procs = ranks(4, rank_source="env:RANK")
+    procs[0] = Proc(
+        pid=100,
+        rank=0,
+        world_size=4,
+        rank_source="env:RANK",
+        ppid=99,
+        stack=[("Queue.get", MPQUEUES), ("_next_data", "/job/train.py"), ("main", "/job/t.py")],
+        wchan="pipe_read",
+        syscall="read",
+        ports=(8000,),
+    )
+    return build(procs)
+
+
 CASES += [
+    (
+        "rank 0 with a metrics port stuck on its loader; peers in all_reduce",
+        _rank0_metrics_port_stuck_loader,
+        "deadlocked",
+        lambda v: _assert(_suspect_ranks(v) == [0]),
+    ),
     (
         "child blocked writing to a pipe its parent never reads",
         _child_blocked_on_full_pipe,
