@@ -298,8 +298,11 @@ def _decide(
         f"timer, no wakeups): {waits_phrase(groups[:3])} - waiting on each other, or on a "
         "peer that never answers"
     )
-    if any(p.main_wait and p.main_wait.kind == "write-full" for p in alive):
+    kinds = {p.main_wait.kind for p in alive if p.main_wait}
+    if "write-full" in kinds:
         summary += " (a write blocks on a full pipe or socket: its reader stopped reading)"
+    if "disk" in kinds:
+        summary += " (state D: an uninterruptible kernel wait - storage or NFS not answering)"
     suspects = [
         Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
         for p in alive[:4]

@@ -803,7 +803,28 @@ def _rank0_metrics_port_stuck_loader() -> Bundle:
     return build(procs)
 
 
+def _stuck_in_d_state() -> Bundle:
+    return build(
+        [
+            Proc(
+                pid=1300,
+                role="process",
+                stack=[("load_shard", "/x/load.py")],
+                state="D",
+                wchan="rpc_wait_bit_killable",
+                syscall="read",
+            )
+        ]
+    )
+
+
 CASES += [
+    (
+        "uninterruptible read, nothing moves",
+        _stuck_in_d_state,
+        "deadlocked",
+        lambda v: _assert("state D" in v.summary),
+    ),
     (
         "rank 0 with a metrics port stuck on its loader; peers in all_reduce",
         _rank0_metrics_port_stuck_loader,
