@@ -10,8 +10,8 @@ NOTES = """\
 ## How to read this
 
 - **Baseline.** `py-spy dump --pid RANK` as a user types it (blocking mode), run on each rank
-  one after the other; the slowest of them is the baseline, since a tool that dumps the ranks
-  in parallel cannot beat it. diag's snapshot is one `Collector.take_sample`: py-spy
+  one after the other; the slowest rank (by its median over the repeats) is the baseline,
+  since a tool that dumps the ranks in parallel cannot beat it. diag's snapshot is one `Collector.take_sample`: py-spy
   (`--nonblocking` on Python >= 3.11) on every rank in parallel, plus /proc of every thread,
   sockets, logs and the GPU probe, each under its timeout. The *first* sample is what
   `diag capture --count 1` pays (process discovery and the NVML worker's first answer: a Python
@@ -21,8 +21,8 @@ NOTES = """\
   cores than ranks, the best any parallel dumper can reach is that sum over the core count; the
   "CPU floor" row gives it as a ratio. py-spy spends most of its ~25-30 ms per 64-thread rank
   in `process_vm_readv` (~12,000 calls per dump, measured with `strace -c`), which diag cannot
-  change. On 2 cores, 8 ranks x 64 threads cannot reach 1.5 x one dump: the target assumes
-  roughly one core per rank, as a GPU node has.
+  change. On 2 cores, neither 4 nor 8 ranks x 64 threads can reach 1.5 x one dump: the target
+  assumes roughly one core per rank, as a GPU node has.
 - **Throughput.** One `diag watch --interval 1` runs against the counting target; windows
   alternate between the watch running and frozen (SIGSTOP), in ABBA order. This VM is shared:
   one window's throughput varies by 5-20 % with other work, so the per-pair quartiles are given
@@ -55,13 +55,18 @@ NOTES = """\
 - **/proc per-thread reads** (`diag/probes/procfs.py`, `threads.py`): 7.7 -> 3.5 ms of CPU per
   64 threads. String paths and raw fds instead of pathlib and buffered files; the two
   context-switch counters found directly instead of parsing all of `status`.
+- **Probe order** (`diag/sampler.py`): the subprocess probes (py-spy, NVML, ncclras) start
+  before the GIL-bound /proc reads instead of after them: 3-10 % shorter samples at 4-8 ranks.
+- **Measuring the baseline**: the slowest rank by its median dump, not the max of each
+  repeat's dumps (which picked up every noise spike and flattered diag).
 
 ## What is still short of a target, and why
 
-- **8 ranks on 2 cores.** The py-spy dumps alone need 8 x ~28 ms of CPU, close to or beyond
-  what 2 cores give in 1.5 x one dump (the CPU floor row); diag's own work per steady sample
-  (reading /proc of 512 threads, parsing the dumps, joining them) is about a fifth of the
-  sample's CPU. With a core per rank, as on a GPU node, the dumps run side by side.
+- **4 and 8 ranks on 2 cores.** The py-spy dumps alone need N x ~28 ms of CPU, more than 2
+  cores give in 1.5 x one dump (the CPU floor rows); diag's own work per steady sample (reading
+  /proc of every thread, parsing the dumps, joining them) is about a fifth of the sample's CPU,
+  and a steady sample takes 1.5-1.8 x its floor. With a core per rank, as on a GPU node, the
+  dumps run side by side.
 - **Throughput.** The watch takes a few percent of one core; whether the target loses 1 % of
   its throughput is below what this shared VM can resolve (the quartiles of the pairs).
 - **The first sample.** It also waits for the NVML worker's first answer (the row under it):

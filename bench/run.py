@@ -254,7 +254,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     rows = rows_of(figures)
     print(table(rows))
     if args.write:
-        command = "make bench  # .venv/bin/python -m bench.run --write " + args.write
+        command = "make bench  # = .venv/bin/python -m bench.run --write BENCHMARKS.md"
         if args.smoke:
             command = ".venv/bin/python -m bench.run --smoke --write " + args.write
         text = markdown(rows, figures, facts, command, time.time() - started, NOTES)
