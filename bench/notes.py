@@ -11,12 +11,12 @@ NOTES = """\
 
 - **Baseline.** `py-spy dump --pid RANK` as a user types it (blocking mode), run on each rank
   one after the other; the slowest rank (by its median over the repeats) is the baseline,
-  since a tool that dumps the ranks in parallel cannot beat it. diag's snapshot is one `Collector.take_sample`: py-spy
-  (`--nonblocking` on Python >= 3.11) on every rank in parallel, plus /proc of every thread,
-  sockets, logs and the GPU probe, each under its timeout. The *first* sample is what
-  `diag capture --count 1` pays (process discovery and the NVML worker's first answer: a Python
-  subprocess, ~40 ms of CPU, here answering "no library" once and then remembered); a *steady*
-  sample is what every `diag watch` sample pays.
+  since a tool that dumps the ranks in parallel cannot beat it. diag's snapshot is one
+  `Collector.take_sample`: py-spy (`--nonblocking` on Python >= 3.11) on every rank in
+  parallel, plus /proc of every thread, sockets, logs and the GPU probe, each under its
+  timeout. The *first* sample is what `diag capture --count 1` pays (process discovery and the
+  NVML worker's first answer: a Python subprocess, ~40 ms of CPU, here answering "no library"
+  once and then remembered); a *steady* sample is what every `diag watch` sample pays.
 - **The CPU floor.** N dumps cost N x (CPU of one dump) however they are scheduled. With fewer
   cores than ranks, the best any parallel dumper can reach is that sum over the core count; the
   "CPU floor" row gives it as a ratio. py-spy spends most of its ~25-30 ms per 64-thread rank
