@@ -9,8 +9,10 @@
     {"kind": "end", "target": {...}, "verdict": {...}}      (absent if the watch was killed)
 
 Each sample line carries only the processes and stacks not seen before, so a stack that stays
-the same all day is written once. ``load_bundle`` reads either form; a journal without an
-``end`` line, or with a torn last line, loads with ``complete=False``.
+the same all day is written once, and only the thread records that changed since the previous
+line (``unchanged`` lists the rest; see ``diag.journal_delta``). ``load_bundle`` reads either
+form; a journal without an ``end`` line, or with a torn last line, loads with
+``complete=False``.
 
 Writes of whole files are atomic (temp file + fsync + rename): a reader never sees half a file.
 """
@@ -25,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 import msgspec
 
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_OUTPUT, DiagError
+from diag.journal_delta import DeltaState, Unchanged
 from diag.model import (
     SCHEMA_VERSION,
     Bundle,
@@ -54,6 +57,7 @@ class _SampleLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="k
     sample: Sample
     processes: Tuple[ProcessInfo, ...] = ()
     stacks: Dict[str, Stack] = {}
+    unchanged: Tuple[Unchanged, ...] = ()
 
 
 class _EndLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind", tag="end"):
@@ -112,6 +116,7 @@ class JournalWriter:
         self.path = Path(path)
         # ``scrub`` (Redactor.scrub_bytes) runs on every line last, as on every file diag writes.
         self._scrub = scrub
+        self._delta = DeltaState()
         try:
             self._fh = open(self.path, "ab")  # noqa: SIM115 - held until close()
         except OSError as exc:
@@ -151,7 +156,16 @@ class JournalWriter:
         new_processes: Tuple[ProcessInfo, ...] = (),
         new_stacks: Optional[Dict[str, Stack]] = None,
     ) -> None:
-        self._append(_SampleLine(sample=sample, processes=new_processes, stacks=new_stacks or {}))
+        written, unchanged = self._delta.encode(sample)
+        self._append(
+            _SampleLine(
+                sample=written,
+                processes=new_processes,
+                stacks=new_stacks or {},
+                unchanged=unchanged,
+            )
+        )
+        self._delta.commit()
 
     def end(
         self,
@@ -194,6 +208,7 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
     end: Optional[_EndLine] = None
     failures: List[ProbeFailure] = []
     complete = True
+    delta = DeltaState()
     lines = data.split(b"\n")
     for number, raw in enumerate(lines):
         if not raw.strip():
@@ -210,7 +225,7 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
             _check_version(path, header.schema_version)
             failures.extend(header.failures)
         elif isinstance(line, _SampleLine):
-            samples.append(line.sample)
+            samples.append(delta.decode(line.sample, line.unchanged))
             for info in line.processes:
                 processes[(info.host, info.pid)] = info
             stacks.update(line.stacks)
