@@ -158,6 +158,8 @@ def run_capture(
         if not samples:
             raise  # nothing to write: the CLI exits with EXIT_INTERRUPTED
         notes.append(f"interrupted: writing the {len(samples)} sample(s) taken")
+    finally:
+        collector.close()  # the NVML worker must not outlive the sampling
     if not samples:
         raise DiagError(
             f"PID {pid} exited before the first sample", "nothing to capture", EXIT_TARGET_GONE

@@ -111,9 +111,15 @@ class Collector:
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
-        # NVML in a killable subprocess; NCCL RAS only where `ncclras` is installed.
+        # NVML in a long-lived killable worker (started by the first sample, ended by close);
+        # NCCL RAS only where `ncclras` is installed.
         self.gpu_probe = GpuProbe(timeout_s=probe_timeout_s)
         self.ras_probe = RasProbe(timeout_s=probe_timeout_s, scrub=self.redactor.scrub)
+
+    def close(self) -> None:
+        """Release what outlives a sample (the NVML worker process); idempotent. Every user
+        calls it when sampling ends, in a ``finally``: capture, watch, a Slurm node."""
+        self.gpu_probe.close()
 
     def host_info(self) -> HostInfo:
         if self._host_info is None:

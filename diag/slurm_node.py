@@ -150,18 +150,21 @@ def collect_node(
     stop = stop if stop is not None else threading.Event()
     samples: List[Sample] = []
     index = 0
-    while count <= 0 or index < count:
-        if index:
-            stop.wait(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
-        if stop.is_set() or (duration_s and time.time() - created_s >= duration_s):
-            break
-        alive = collector.alive()
-        samples.append(collector.take_sample(index).sample)
-        if on_sample is not None:
-            on_sample(samples[-1])
-        index += 1
-        if not alive:  # that sample recorded the exit
-            break
+    try:
+        while count <= 0 or index < count:
+            if index:
+                stop.wait(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
+            if stop.is_set() or (duration_s and time.time() - created_s >= duration_s):
+                break
+            alive = collector.alive()
+            samples.append(collector.take_sample(index).sample)
+            if on_sample is not None:
+                on_sample(samples[-1])
+            index += 1
+            if not alive:  # that sample recorded the exit
+                break
+    finally:
+        collector.close()  # the NVML worker must not outlive the sampling
     bundle = build_bundle(collector, samples, created_s)
     bundle = enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
     if listpids_failure is not None:

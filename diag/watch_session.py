@@ -87,6 +87,7 @@ def run_session(
                 attached.launched.terminate(options.stop_grace_s)
             raise
         finally:
+            attached.collector.close()  # the NVML worker must not outlive the watch
             if attached.launched is not None:
                 attached.launched.close()
     for line in _summary(result, outputs, journal):

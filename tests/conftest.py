@@ -128,3 +128,16 @@ def run_diag(
         cwd=str(cwd) if cwd else None,
         env=env,
     )
+
+
+FAKE_NVML = REPO / "tests" / "fake_nvml"
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """Select the fake NVML binding for every NVML worker started from this test: the fake
+    ``pynvml`` first on PYTHONPATH, its placeholder ``libnvidia-ml.so.1`` on LD_LIBRARY_PATH
+    (the driver trace diag checks before it starts a worker at all)."""
+    for var, path in (("PYTHONPATH", FAKE_NVML), ("LD_LIBRARY_PATH", FAKE_NVML / "lib")):
+        monkeypatch.setenv(var, os.pathsep.join([str(path), os.environ.get(var, "")]))
+    yield monkeypatch

@@ -1,9 +1,10 @@
 """The GPU probe against the fake NVML (this machine has no GPU) and the real binding.
 
 The fake (tests/fake_nvml/pynvml.py) is selected the way any module is: its directory first
-on PYTHONPATH of the process that starts diag's NVML worker. Scenarios: no driver, a hanging
-nvmlInit, 8 GPUs with 8 rank PIDs, 100% utilisation at idle power, host PIDs hidden by a
-container.
+on PYTHONPATH of the process that starts diag's NVML worker (the ``fake_nvml`` fixture of
+conftest). Scenarios: no driver, a hanging nvmlInit, 8 GPUs with 8 rank PIDs, 100% utilisation
+at idle power, host PIDs hidden by a container. The worker's lifetime (one per capture, a fresh
+one after a hang, none left behind, none at all without a driver) is in test_gpu_worker.py.
 """
 
 from __future__ import annotations
@@ -13,25 +14,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Optional
 
 import pytest
-from conftest import PROGRAMS, REPO, run_diag
+from conftest import PROGRAMS, run_diag
 
 from diag.bundle_io import load_bundle
 from diag.model import GpuDevice, GpuProcess, GpuSample, ProcessInfo
 from diag.probes.gpu import GpuProbe, map_devices_to_ranks, read_gpu
 from diag.probes.runner import ProbeCall, ProbeError, run_all
 from diag.sampler import Collector
-
-FAKE = str(REPO / "tests" / "fake_nvml")
-
-
-@pytest.fixture
-def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """Select the fake binding for every NVML worker started from this test."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([FAKE, os.environ.get("PYTHONPATH", "")]))
-    yield monkeypatch
 
 
 def test_real_binding_without_a_gpu_is_unavailable_not_an_error() -> None:
@@ -51,6 +43,7 @@ def test_missing_library_is_remembered(fake_nvml: pytest.MonkeyPatch) -> None:
     probe = GpuProbe(timeout_s=20)
     first = probe.read()
     assert not first.available and "Library Not Found" in (first.reason or "")
+    assert probe.worker_pid is None  # the answer cannot change: the worker was closed
     fake_nvml.setenv("FAKE_NVML_SCENARIO", "gpus")  # would answer now, but is not asked again
     assert probe.read() == first
 
@@ -87,7 +80,10 @@ def test_hanging_nvml_in_a_sample(fake_nvml: pytest.MonkeyPatch, spawn: Any) -> 
     fake_nvml.setenv("FAKE_NVML_SCENARIO", "hang")
     job = spawn([sys.executable, str(PROGRAMS / "rank_job.py"), "2"])
     collector = Collector(job.pid, probe_timeout_s=2.0)
-    sample = collector.take_sample(0).sample
+    try:
+        sample = collector.take_sample(0).sample
+    finally:
+        collector.close()
     assert sample.gpu is None
     assert [f.probe for f in sample.failures] == ["gpu"]
     assert "did not answer" in sample.failures[0].reason

@@ -1,24 +1,31 @@
-"""The subprocess side of the GPU probe: read NVML once, print one JSON object, exit.
+"""The subprocess side of the GPU probe: a long-lived NVML reader, one JSON line per request.
 
 It runs in its own process because NVML can hang forever on a wedged driver (and a thread stuck
 in the driver cannot be cancelled): the parent kills this process at its deadline and records a
-probe failure instead of hanging the whole capture. It imports ``pynvml`` (from the
-``nvidia-ml-py`` package) the ordinary way, so a module earlier on PYTHONPATH - the fake NVML of
-the tests - replaces it without any hook in this code.
+probe failure instead of hanging the whole capture. It lives as long as the capture or watch
+that started it (``diag.probes.nvml_client``), so the interpreter start, the ``pynvml`` import
+and ``nvmlInit`` - slow on a GPU without persistence mode - are paid once, not every sample.
 
-Output (stdout, one line) matches ``diag.model.GpuSample``: ``{"available": false, "reason":
-...}`` when there is no binding, no library or no driver - a normal answer, not an error.
-Fields a GPU does not support (power on some boards, processes without permission) stay null.
+Protocol: each line on stdin is one request; the answer is one line on stdout matching
+``diag.model.GpuSample``. End of stdin (diag closed the pipe, exited or was killed) ends the
+worker after ``nvmlShutdown``, so a worker never outlives diag unless it is stuck in the
+driver. ``--once`` answers once without reading stdin (for a person checking a host by hand).
 
-Only the standard library is imported here: the worker starts in milliseconds and runs under
-any Python that has the binding.
+``{"available": false, "reason": ...}`` when there is no binding, no library or no driver is a
+normal answer, not an error; a failed ``nvmlInit`` is retried on the next request. Fields a GPU
+does not support (power on some boards, processes without permission) stay null.
+
+It imports ``pynvml`` (from the ``nvidia-ml-py`` package) the ordinary way, so a module earlier
+on PYTHONPATH - the fake NVML of the tests - replaces it without any hook in this code. Only
+the standard library is imported besides: the worker starts fast under any Python.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence
 
 MIB = 1024 * 1024
 
@@ -88,13 +95,24 @@ def _device(nvml: Any, index: int) -> Dict[str, Any]:
     return dev
 
 
-def read_nvml(nvml: Any) -> Dict[str, Any]:
-    """Everything the probe records, from an imported binding (real or fake)."""
-    try:
-        nvml.nvmlInit()
-    except nvml.NVMLError as exc:
-        return {"available": False, "reason": f"NVML unavailable: {_text(exc)}"}
-    try:
+class NvmlSession:
+    """NVML initialised once and kept: ``read`` is one request's answer (real or fake binding).
+
+    A failed ``nvmlInit`` is not remembered (a driver may finish loading), and a failed device
+    count drops the session so the next request initialises again."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.initialised = False
+
+    def read(self) -> Dict[str, Any]:
+        nvml = self.nvml
+        if not self.initialised:
+            try:
+                nvml.nvmlInit()
+            except nvml.NVMLError as exc:
+                return {"available": False, "reason": f"NVML unavailable: {_text(exc)}"}
+            self.initialised = True
         driver: Optional[str] = None
         raw_driver = _try(nvml, nvml.nvmlSystemGetDriverVersion)
         if raw_driver is not None:
@@ -102,6 +120,7 @@ def read_nvml(nvml: Any) -> Dict[str, Any]:
         try:
             count = int(nvml.nvmlDeviceGetCount())
         except nvml.NVMLError as exc:
+            self.shutdown()
             return {"available": False, "reason": f"NVML device count failed: {_text(exc)}"}
         if count == 0:
             return {"available": False, "reason": "no NVIDIA GPU on this host"}
@@ -112,27 +131,63 @@ def read_nvml(nvml: Any) -> Dict[str, Any]:
         if driver:
             result["driver_version"] = driver
         return result
-    finally:
+
+    def shutdown(self) -> None:
+        if not self.initialised:
+            return
+        self.initialised = False
         try:
-            nvml.nvmlShutdown()
+            self.nvml.nvmlShutdown()
         except Exception:
             pass
 
 
-def main() -> int:
+def read_nvml(nvml: Any) -> Dict[str, Any]:
+    """One answer from a fresh session, shut down after (the ``--once`` path)."""
+    session = NvmlSession(nvml)
+    try:
+        return session.read()
+    finally:
+        session.shutdown()
+
+
+def _no_binding() -> Dict[str, Any]:
+    return {
+        "available": False,
+        "reason": "nvidia-ml-py is not installed (pip install nvidia-ml-py)",
+    }
+
+
+def serve(answer: Callable[[], Dict[str, Any]], requests: IO[str], replies: IO[str]) -> int:
+    """Answer every request line until end of input; returns the number answered."""
+    served = 0
+    for _line in requests:
+        replies.write(json.dumps(answer(), separators=(",", ":")) + "\n")
+        replies.flush()
+        served += 1
+    return served
+
+
+def main(argv: Sequence[str] = ()) -> int:
     try:
         import pynvml
     except ImportError:
-        result: Dict[str, Any] = {
-            "available": False,
-            "reason": "nvidia-ml-py is not installed (pip install nvidia-ml-py)",
-        }
+        session: Optional[NvmlSession] = None
     else:
-        result = read_nvml(pynvml)
-    sys.stdout.write(json.dumps(result, separators=(",", ":")) + "\n")
-    sys.stdout.flush()
+        session = NvmlSession(pynvml)
+    answer = session.read if session is not None else _no_binding
+    try:
+        if "--once" in argv:
+            serve(answer, io.StringIO("read\n"), sys.stdout)
+        else:
+            serve(answer, sys.stdin, sys.stdout)
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass  # diag went away mid-answer: nothing left to tell anyone
+    finally:
+        if session is not None:
+            session.shutdown()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -4,7 +4,9 @@ It implements exactly the calls diag's NVML worker makes, with the same names, r
 (objects with ``.gpu``/``.memory``, ``.used``/``.total``, ``.pid``/``.usedGpuMemory``), units
 (milliwatts, bytes) and error classes (``NVMLError`` whose ``str`` is NVML's message). Put this
 directory first on PYTHONPATH of the process that starts the worker and the worker imports it
-instead of the real binding.
+instead of the real binding, and ``tests/fake_nvml/lib`` on LD_LIBRARY_PATH: its placeholder
+``libnvidia-ml.so.1`` (not a library, never loaded) is the driver trace diag looks for before
+it starts the worker at all (``diag.probes.nvidia_host``).
 
 Scenario, from the environment:
     FAKE_NVML_SCENARIO  gpus (default) | no_driver | no_library | hang | stuck | busy | idle |
@@ -13,6 +15,10 @@ Scenario, from the environment:
     FAKE_NVML_PIDS      comma-separated PIDs; PID i runs on device i
     FAKE_NVML_UTIL_PCT, FAKE_NVML_POWER_W   override the scenario's utilisation / power draw
     FAKE_NVML_HANG_FILE when set, touched right before a hang so a test knows NVML was reached
+    FAKE_NVML_HANG_AFTER N: a worker answers N requests, then hangs in the next one (a driver
+                        that wedges mid-watch); counted per process
+    FAKE_NVML_LOG_FILE  when set, each request appends the serving process's PID (one line),
+                        so a test can tell which process answered which sample
 """
 
 from __future__ import annotations
@@ -101,12 +107,16 @@ def nvmlInit() -> None:
     if scenario == "no_library":
         raise NVMLError_LibraryNotFound()
     if scenario == "hang":
-        marker = os.environ.get("FAKE_NVML_HANG_FILE")
-        if marker:
-            with open(marker, "w") as fh:
-                fh.write(str(os.getpid()))
-        while True:  # a wedged driver: nvmlInit never returns
-            time.sleep(3600)
+        _hang()  # a wedged driver: nvmlInit never returns
+
+
+def _hang() -> None:
+    marker = os.environ.get("FAKE_NVML_HANG_FILE")
+    if marker:
+        with open(marker, "w") as fh:
+            fh.write(str(os.getpid()))
+    while True:
+        time.sleep(3600)
 
 
 def nvmlShutdown() -> None:
@@ -117,7 +127,18 @@ def nvmlSystemGetDriverVersion() -> str:
     return "550.54.15"
 
 
+_requests = [0]  # device counts asked by this process: one per request of diag's worker
+
+
 def nvmlDeviceGetCount() -> int:
+    _requests[0] += 1
+    log = os.environ.get("FAKE_NVML_LOG_FILE")
+    if log:
+        with open(log, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+    hang_after = os.environ.get("FAKE_NVML_HANG_AFTER")
+    if hang_after is not None and _requests[0] > int(hang_after):
+        _hang()
     return _count()
 
 
