@@ -66,6 +66,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
             for probe, took_s in delta.sample.probe_timings_s.items():
                 probes.setdefault(f"first_probe_{probe}", []).append(took_s)
             cost = timed(partial(collector.take_sample, 1))
+            collector.close()  # its NVML worker, if this host started one
             steady.append(cost.wall_s)
             diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
     # The slowest rank's typical dump: per-rank medians, then the max over ranks. (The max of
