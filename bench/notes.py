@@ -15,8 +15,8 @@ NOTES = """\
   `Collector.take_sample`: py-spy (`--nonblocking` on Python >= 3.11) on every rank in
   parallel, plus /proc of every thread, sockets, logs and the GPU probe, each under its
   timeout. The *first* sample is what `diag capture --count 1` pays (process discovery and the
-  NVML worker's first answer: a Python subprocess, ~40 ms of CPU, here answering "no library"
-  once and then remembered); a *steady* sample is what every `diag watch` sample pays.
+  GPU probe's first answer: on a host with no sign of an NVIDIA driver, a file check and no
+  subprocess; on a GPU host, the start of the one long-lived NVML worker); a *steady* sample is what every `diag watch` sample pays.
 - **The CPU floor.** N dumps cost N x (CPU of one dump) however they are scheduled. With fewer
   cores than ranks, the best any parallel dumper can reach is that sum over the core count; the
   "CPU floor" row gives it as a ratio. py-spy spends most of its ~25-30 ms per 64-thread rank
@@ -42,7 +42,7 @@ NOTES = """\
 
 `diag capture --count 1` on 4 ranks spent 2.4 s beyond its sample; after these, ~0.3 s.
 
-- **Scrubbing the outputs** (`diag/redact.py`): 0.37 s -> 0.04 s per 240 kB report. Two
+- **Scrubbing the outputs** (`diag/redact.py`, patterns now in `diag/secret_patterns.py`): 0.37 s -> 0.04 s per 240 kB report. Two
   key=value patterns began with a name prefix that can always match, so `re` backtracked over
   every identifier: dropped (same replacements); the IGNORECASE patterns run only when a
   case-folded needle is present. Output identical to the old patterns on 200,000 fuzzed strings
@@ -69,11 +69,12 @@ NOTES = """\
   dumps run side by side.
 - **Throughput.** The watch takes a few percent of one core; whether the target loses 1 % of
   its throughput is below what this shared VM can resolve (the quartiles of the pairs).
-- **The first sample.** It also waits for the NVML worker's first answer (the row under it):
-  a fresh Python interpreter importing `pynvml`, about as long as the dumps here. On a GPU node
-  `nvmlInit` comes on top, on every sample, since the worker is started per sample; a
-  long-lived worker (started when the collector is created, killed and replaced on a timeout)
-  would take it off the critical path of every sample but the first.
-- **Journal size.** Every sample of a watch stores every thread in full, so a day at 30 s of 8
-  ranks x 60 threads is a ~250 MB `PATH.jsonl` (the report rendered from it stays small).
+- **The first sample.** The NVML probe used to start a fresh Python per sample (0.14-0.24 s,
+  longer than the dumps). It now checks for a driver without a subprocess and, on a GPU host,
+  keeps one worker for the whole capture (killed and replaced on a timeout): ~0.6 ms per
+  request after the first (fake NVML, 8 GPUs), so the first and steady samples are now close.
+- **Journal size.** The synthetic watch changes every thread in every sample, the worst case
+  (~46 KiB per sample here). A journal line stores only the thread records that changed since
+  the previous line, so a stuck or idle job writes its blocked threads once (~10x smaller,
+  `tests/test_bundle_io.py`).
 """
