@@ -16,7 +16,8 @@ NOTES = """\
   parallel, plus /proc of every thread, sockets, logs and the GPU probe, each under its
   timeout. The *first* sample is what `diag capture --count 1` pays (process discovery and the
   GPU probe's first answer: on a host with no sign of an NVIDIA driver, a file check and no
-  subprocess; on a GPU host, the start of the one long-lived NVML worker); a *steady* sample is what every `diag watch` sample pays.
+  subprocess; on a GPU host, the start of the one long-lived NVML worker); a *steady* sample
+  is what every `diag watch` sample pays.
 - **The CPU floor.** N dumps cost N x (CPU of one dump) however they are scheduled. With fewer
   cores than ranks, the best any parallel dumper can reach is that sum over the core count; the
   "CPU floor" row gives it as a ratio. py-spy spends most of its ~25-30 ms per 64-thread rank
@@ -42,7 +43,8 @@ NOTES = """\
 
 `diag capture --count 1` on 4 ranks spent 2.4 s beyond its sample; after these, ~0.3 s.
 
-- **Scrubbing the outputs** (`diag/redact.py`, patterns now in `diag/secret_patterns.py`): 0.37 s -> 0.04 s per 240 kB report. Two
+- **Scrubbing the outputs** (`diag/redact.py`, patterns now in `diag/secret_patterns.py`):
+  0.37 s -> 0.04 s per 240 kB report. Two
   key=value patterns began with a name prefix that can always match, so `re` backtracked over
   every identifier: dropped (same replacements); the IGNORECASE patterns run only when a
   case-folded needle is present. Output identical to the old patterns on 200,000 fuzzed strings
