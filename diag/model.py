@@ -99,6 +99,8 @@ class ProcessSample(Record, frozen=True):
     listen_ports: Tuple[int, ...] = ()
     # Python stacks: ok | not-python | failed (see the sample's failures) | skipped
     py_status: str = "skipped"
+    # The stacks are the previous dump's: no thread ran since it (diag.probes.quiescence).
+    stacks_reused: bool = False
     exit_code: Optional[int] = None
 
 

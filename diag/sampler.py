@@ -45,6 +45,7 @@ from diag.probes.logs import LogTracker
 from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import descendants
+from diag.probes.quiescence import Fingerprint, read_fingerprint
 from diag.probes.resources import read_resources
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import listen_ports
@@ -75,6 +76,14 @@ class SampleDelta(NamedTuple):
 class _StackOutcome(NamedTuple):
     dumps: Optional[List[PyThreadDump]]
     error: Optional[StackError]
+    reused: bool = False
+
+
+class _QuietDump(NamedTuple):
+    """A dump taken while no thread ran, and the run counters right after it."""
+
+    fingerprint: Fingerprint
+    dumps: List[PyThreadDump]
 
 
 class Collector:
@@ -110,6 +119,8 @@ class Collector:
         self._marked_gone: Set[int] = set()
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
+        # pid -> its last dump taken while nothing ran (see probes.quiescence).
+        self._quiet_dumps: Dict[int, _QuietDump] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
         # NVML in a long-lived killable worker (started by the first sample, ended by close);
         # NCCL RAS only where `ncclras` is installed.
@@ -186,10 +197,19 @@ class Collector:
     # -- the round ---------------------------------------------------------------------------
 
     def _dump(self, pid: int) -> _StackOutcome:
+        """py-spy's dump of ``pid``, or the last one when no thread has run since it was taken
+        (a parked job's stacks cannot have moved; see ``probes.quiescence``)."""
+        before = read_fingerprint(self.procfs, pid)
+        quiet = self._quiet_dumps.pop(pid, None)
+        if quiet is not None and before is not None and before == quiet.fingerprint:
+            self._quiet_dumps[pid] = quiet
+            return _StackOutcome(quiet.dumps, None, reused=True)
         try:
             dumps = dump_stacks(pid, self.probe_timeout_s, self.pyspy or "", self.procfs)
         except StackError as exc:
             return _StackOutcome(None, exc)
+        if before is not None and read_fingerprint(self.procfs, pid) == before:
+            self._quiet_dumps[pid] = _QuietDump(before, dumps)
         return _StackOutcome(dumps, None)
 
     def take_sample(self, index: int) -> SampleDelta:
@@ -315,4 +335,6 @@ class Collector:
             if sid not in self.stacks:
                 self.stacks[sid] = stack
                 new_stacks[sid] = stack
-        return msgspec.structs.replace(sample, threads=threads, py_status="ok")
+        return msgspec.structs.replace(
+            sample, threads=threads, py_status="ok", stacks_reused=outcome.reused
+        )

@@ -1,0 +1,78 @@
+"""py-spy is skipped for a process none of whose threads ran since its last dump.
+
+Real processes, real py-spy (counted through a wrapper script), real /proc: a process parked on
+locks reuses its dump from the second sample on, with identical stacks; a process that keeps
+waking never does.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, List
+
+from conftest import PROGRAMS
+
+from diag.probes.stacks import find_pyspy
+from diag.sampler import Collector
+
+
+def _counting_pyspy(tmp_path: Path) -> Path:
+    real = find_pyspy()
+    assert real is not None
+    count = tmp_path / "calls"
+    wrapper = tmp_path / "py-spy"
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> "{count}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def _samples(collector: Collector) -> List[Any]:
+    """Three samples 0.3 s apart, as a watch takes them (the gap is what lets threads run)."""
+    out = []
+    try:
+        for i in range(3):
+            if i:
+                time.sleep(0.3)
+            out.append(collector.take_sample(i).sample)
+    finally:
+        collector.close()
+    return out
+
+
+def _calls(tmp_path: Path) -> int:
+    """How many times py-spy was asked to dump (not for its --version)."""
+    path = tmp_path / "calls"
+    return path.read_text().split().count("dump") if path.exists() else 0
+
+
+def test_parked_process_reuses_its_dump(spawn: Any, tmp_path: Path) -> None:
+    target = spawn([sys.executable, str(PROGRAMS / "lock_waiters.py"), "2", "1"])
+    samples = _samples(Collector(target.pid, pyspy=str(_counting_pyspy(tmp_path))))
+    procs = [s.processes[0] for s in samples]
+    assert [p.py_status for p in procs] == ["ok", "ok", "ok"]
+    assert [p.stacks_reused for p in procs] == [False, True, True]
+    assert _calls(tmp_path) == 1
+    stacks = [{t.tid: t.stack_id for t in p.threads} for p in procs]
+    assert stacks[0] == stacks[1] == stacks[2]
+    assert sum(1 for sid in stacks[0].values() if sid) == 4  # main + 3 waiters
+
+
+BUSY = """
+import threading, time
+def tick():
+    while True:
+        time.sleep(0.05)
+threading.Thread(target=tick, daemon=True).start()
+print("READY", flush=True)
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_process_that_wakes_is_dumped_every_sample(spawn: Any, tmp_path: Path) -> None:
+    target = spawn([sys.executable, "-c", BUSY])
+    samples = _samples(Collector(target.pid, pyspy=str(_counting_pyspy(tmp_path))))
+    assert not any(s.processes[0].stacks_reused for s in samples)
+    assert _calls(tmp_path) == 3
