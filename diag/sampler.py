@@ -12,7 +12,10 @@ pause) and blocking below (there ``--nonblocking`` cannot find OS thread ids, an
 stacks cannot be joined to the /proc thread records - the join is the point; a blocking dump
 pauses the target ~8 ms at 64 threads). Zombies are not dumped. A non-Python process gets
 ``py_status`` "not-python" and no failure record; every other dump failure is recorded with its
-reason. Pass ``pyspy=None`` to collect without stacks.
+reason. Pass ``pyspy=None`` to collect without stacks. A process none of whose threads ran
+since its last dump (same run counters before and after that dump and now) reuses that dump
+instead of running py-spy again (``probes.quiescence``; ``ProcessSample.stacks_reused``): a
+parked job's watch samples then cost a few /proc reads per rank.
 
 ``take_sample`` returns only what is new (processes first seen or whose role changed, stacks
 not seen before), which is exactly what a ``diag watch`` journal line needs; ``processes`` and
