@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, List
 
-from conftest import PROGRAMS
+from conftest import PROGRAMS, run_diag
 
+from diag.bundle_io import load_bundle
 from diag.probes.stacks import find_pyspy
 from diag.sampler import Collector
 
@@ -76,3 +77,15 @@ def test_process_that_wakes_is_dumped_every_sample(spawn: Any, tmp_path: Path) -
     samples = _samples(Collector(target.pid, pyspy=str(_counting_pyspy(tmp_path))))
     assert not any(s.processes[0].stacks_reused for s in samples)
     assert _calls(tmp_path) == 3
+
+
+def test_capture_report_says_when_pyspy_was_skipped(spawn: Any, tmp_path: Path) -> None:
+    target = spawn([sys.executable, str(PROGRAMS / "lock_waiters.py"), "2", "1"])
+    out = tmp_path / "r.json"
+    done = run_diag(
+        ["capture", "--pid", str(target.pid), "--interval", "0.3", "--count", "3", "-o", str(out)]
+    )
+    assert done.returncode == 0, done.stderr
+    bundle = load_bundle(out)
+    assert [p.stacks_reused for s in bundle.samples for p in s.processes] == [False, True, True]
+    assert "py-spy skipped in 2 samples" in out.with_suffix(".html").read_text()

@@ -229,7 +229,14 @@ def _facts(index: BundleIndex, proc: Proc) -> Tuple[Tuple[str, str], ...]:
         facts.append(("status", f"{last.status}, state {last.state}"))
         facts.append(("RSS", fmt.size(last.rss_bytes)))
         facts.append(("threads", str(last.num_threads or len(last.threads))))
-        facts.append(("Python stacks", last.py_status))
+        reused = sum(1 for _, s in proc.samples if s.stacks_reused)
+        stacks_fact = last.py_status
+        if reused:
+            stacks_fact += (
+                f" (py-spy skipped in {reused} sample{'s' if reused != 1 else ''}: "
+                "no thread ran since the previous dump, so the stacks are the same)"
+            )
+        facts.append(("Python stacks", stacks_fact))
         if last.listen_ports:
             facts.append(("listening on", ", ".join(str(p) for p in last.listen_ports)))
         if last.exit_code is not None:
