@@ -43,6 +43,7 @@ from diag.participants import (
     serving_ports,
     strong_rank,
 )
+from diag.pipe_story import pipe_story, writers_of
 from diag.progress import log_growth
 from diag.signals import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict_evidence import evidence_for, exit_evidence
@@ -287,11 +288,24 @@ def _decide(
     if ports or doors:
         groups = group_by_wait(alive)
         port_text = f", {', '.join(':' + str(p) for p in ports[:4])} listening" if ports else ""
+        # No port: only a timer wakes it (a poll, a heartbeat, a retry with backoff). The
+        # stacks cannot tell "waits for work" from "retries what never comes": say both.
+        tail = (
+            "healthy, waiting for work"
+            if ports
+            else "no port to serve, it wakes on a timer (polling, a heartbeat, or retrying "
+            "something outside the job): healthy if it waits for work, stuck if what it "
+            "polls for never comes - its log says which"
+        )
         summary = (
             f"idle: nothing moves, no rank waits on a peer{port_text}; "
-            f"{waits_phrase(groups[:3])} - healthy, waiting for work"
+            f"{waits_phrase(groups[:3])} - {tail}"
         )
         return "idle", 0.8 if ports else 0.6, summary, ev, []
+    writers = writers_of(alive)
+    if writers and len(writers) * 2 >= len(alive):
+        summary, suspects = pipe_story(writers, ctx.procs)
+        return "deadlocked", 0.6, summary, ev, suspects
     groups = group_by_wait(alive)
     summary = (
         f"deadlocked: nothing moves and nothing can wake it by itself (no listening port, no "

@@ -266,6 +266,56 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "client in a socket read (no timeout) on a server outside the job that never replies",
     ),
+    # Second red-team round: non-Python children, named server processes, stdin, backoff.
+    Scenario(
+        "subprocess_fifo_child",
+        "deadlocked",
+        None,  # the suspect is the `cat` child, not the root
+        False,
+        "parent in `subprocess.run` of `cat` on a fifo nobody writes (child blocked in open)",
+    ),
+    Scenario(
+        "stdin_prompt",
+        "deadlocked",
+        ("root",),
+        False,
+        "`input()` on a stdin pipe whose writer stays open and silent: no port, no timer",
+    ),
+    Scenario(
+        "retry_backoff",
+        "idle",
+        (),
+        False,
+        "connects to a refusing port, `time.sleep(5)` between attempts (waits on the outside)",
+    ),
+    Scenario(
+        "pool_as_completed",
+        "progressing|slow",
+        None,
+        False,
+        "ProcessPoolExecutor of pure-Python units; parent prints each result from `as_completed`",
+    ),
+    Scenario(
+        "sglang_idle",
+        "idle",
+        (),
+        False,
+        "SGLang-like: HTTP front-end on a port, 2 `sglang::sched_N` processes in `Pipe.recv`",
+    ),
+    Scenario(
+        "sglang_sched_spin",
+        "slow",
+        ("rank:1",),
+        False,
+        "SGLang-like; scheduler 1 spins in pure Python, front-end waits on its reply",
+    ),
+    Scenario(
+        "ranks_stdout_full",
+        "deadlocked",
+        ("rank:0", "rank:1", "rank:2"),
+        False,
+        "launcher starts 3 ranks with `stdout=PIPE`, never reads: all ranks blocked in write",
+    ),
 )
 
 

@@ -493,7 +493,12 @@ CASES: List[Tuple[str, Callable[[], Bundle], str, CheckFn]] = [
         "deadlocked",
         lambda v: _assert("different places" in v.summary),
     ),
-    ("polling sleeper", _polling_sleeper, "idle", lambda v: None),
+    (
+        "polling sleeper",
+        _polling_sleeper,
+        "idle",
+        lambda v: _assert("wakes on a timer" in v.summary and "outside the job" in v.summary),
+    ),
     (
         "processes wait on each other's queues",
         _queue_cycle,
@@ -785,6 +790,31 @@ def _child_blocked_on_full_pipe() -> Bundle:
     return build([parent, child])
 
 
+def _ranks_blocked_on_stdout() -> Bundle:
+    """A launcher started its ranks with stdout=PIPE and waits on rank 0 instead of reading:
+    every rank blocks writing a log line to its full pipe."""
+    launcher = Proc(
+        pid=1300,
+        role="launcher",
+        stack=[("Popen._try_wait", "/usr/lib/python3.11/subprocess.py"), ("launch", "/x/l.py")],
+        wchan="do_wait",
+        syscall="wait4",
+    )
+    writers = [
+        Proc(
+            pid=1301 + r,
+            ppid=1300,
+            rank=r,
+            role="rank",
+            stack=[("<module>", "<string>")],
+            wchan="pipe_write",
+            syscall="write",
+        )
+        for r in range(3)
+    ]
+    return build([launcher, *writers])
+
+
 def _rank0_metrics_port_stuck_loader() -> Bundle:
     """Rank 0 exports metrics on :8000 and waits on its data queue; ranks 1-3 wait for it in
     all_reduce. A port and a queue wait do not make a training job a server."""
@@ -836,6 +866,16 @@ CASES += [
         _child_blocked_on_full_pipe,
         "deadlocked",
         lambda v: _assert("full pipe" in v.summary and [s.pid for s in v.suspects] == [1201]),
+    ),
+    (
+        "every rank blocked writing to a stdout pipe its launcher never reads",
+        _ranks_blocked_on_stdout,
+        "deadlocked",
+        lambda v: _assert(
+            "full pipe" in v.summary
+            and "parent pid 1300" in v.summary
+            and _suspect_ranks(v) == [0, 1, 2]
+        ),
     ),
     ("daemon: main on a stop Event, heartbeat asleep", _daemon(True), "idle", lambda v: None),
     ("main on an Event nothing will set", _daemon(False), "deadlocked", lambda v: None),
