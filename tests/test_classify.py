@@ -31,6 +31,21 @@ def ranks(n: int, stack: object = ALL_REDUCE, **kw: object) -> List[Proc]:
     return [Proc(pid=100 + r, rank=r, world_size=n, ppid=99, stack=stack, **kw) for r in range(n)]  # type: ignore[arg-type]
 
 
+def _sleeping_rank(rank: int, world_size: int, fn: str, caller: str, **kw: object) -> Proc:
+    """Rank ``rank`` asleep in ``fn`` <- ``caller`` of /job/train.py (a poll or backoff loop:
+    time.sleep, so hrtimer_nanosleep in the kernel) while its peers wait for it."""
+    return Proc(
+        pid=100 + rank,
+        rank=rank,
+        world_size=world_size,
+        ppid=99,
+        stack=[(fn, "/job/train.py"), (caller, "/job/train.py")],
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
 def _divergent() -> Bundle:
     procs = ranks(4)
     procs[2] = Proc(pid=102, rank=2, world_size=4, ppid=99, stack=BARRIER)
@@ -56,15 +71,7 @@ def _divergent() -> Bundle:
 
 def _sleeper_diverges() -> Bundle:
     procs = ranks(3)
-    procs[1] = Proc(
-        pid=101,
-        rank=1,
-        world_size=3,
-        ppid=99,
-        stack=[("rebuild_cache", "/job/train.py"), ("main", "/job/train.py")],
-        wchan="hrtimer_nanosleep",
-        syscall="clock_nanosleep",
-    )
+    procs[1] = _sleeping_rank(1, 3, "rebuild_cache", "main")
     return build(procs)
 
 
@@ -548,17 +555,8 @@ def _store_wait_with_poller() -> Bundle:
         )
         for r in range(3)
     ]
-    procs[0] = Proc(
-        pid=100,
-        rank=0,
-        world_size=3,
-        rank_source="env:RANK",
-        ppid=99,
-        stack=[("wait_for_download", "/job/train.py"), ("main", "/job/train.py")],
-        wchan="hrtimer_nanosleep",
-        syscall="clock_nanosleep",
-        wakeups_per_s=2.0,
-        ports=(40100,),
+    procs[0] = _sleeping_rank(
+        0, 3, "wait_for_download", "main", rank_source="env:RANK", wakeups_per_s=2.0, ports=(40100,)
     )
     return build(procs)
 
@@ -714,15 +712,12 @@ def _spawned_ranks_one_polls() -> Bundle:
     procs = ranks(3, stack=BARRIER, rank_source="inferred:start-order")
     for k, p in enumerate(procs):
         p.ports = (40000 + k,)
-    procs[2] = Proc(
-        pid=102,
-        rank=2,
-        world_size=3,
+    procs[2] = _sleeping_rank(
+        2,
+        3,
+        "upload_checkpoint",
+        "worker",
         rank_source="inferred:start-order",
-        ppid=99,
-        stack=[("upload_checkpoint", "/job/train.py"), ("worker", "/job/train.py")],
-        wchan="hrtimer_nanosleep",
-        syscall="clock_nanosleep",
         wakeups_per_s=1.0,
         ports=(40002,),
     )
