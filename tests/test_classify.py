@@ -31,6 +31,11 @@ def ranks(n: int, stack: object = ALL_REDUCE, **kw: object) -> List[Proc]:
     return [Proc(pid=100 + r, rank=r, world_size=n, ppid=99, stack=stack, **kw) for r in range(n)]  # type: ignore[arg-type]
 
 
+def _one(**kw: object) -> Bundle:
+    """A series of a single process (a plain script, no ranks, no launcher)."""
+    return build([Proc(**kw)])  # type: ignore[arg-type]
+
+
 def _sleeping_rank(rank: int, world_size: int, fn: str, caller: str, **kw: object) -> Proc:
     """Rank ``rank`` asleep in ``fn`` <- ``caller`` of /job/train.py (a poll or backoff loop:
     time.sleep, so hrtimer_nanosleep in the kernel) while its peers wait for it."""
@@ -188,34 +193,26 @@ def _lock_cycle() -> Bundle:
 
 
 def _gil_call() -> Bundle:
-    return build(
-        [
-            Proc(
-                pid=400,
-                role="process",
-                stack=[("catastrophic_match", "/x/regex.py"), ("main", "/x/regex.py")],
-                cpu_pct=99.0,
-                state="R",
-                wchan="0",
-                syscall="running",
-            )
-        ]
+    return _one(
+        pid=400,
+        role="process",
+        stack=[("catastrophic_match", "/x/regex.py"), ("main", "/x/regex.py")],
+        cpu_pct=99.0,
+        state="R",
+        wchan="0",
+        syscall="running",
     )
 
 
 def _slow_read() -> Bundle:
-    return build(
-        [
-            Proc(
-                pid=500,
-                role="process",
-                stack=[("read_chunk", "/x/load.py"), ("main", "/x/load.py")],
-                cpu_pct=3.0,
-                wchan="hrtimer_nanosleep",
-                syscall="clock_nanosleep",
-                rchar_per_s=4e6,
-            )
-        ]
+    return _one(
+        pid=500,
+        role="process",
+        stack=[("read_chunk", "/x/load.py"), ("main", "/x/load.py")],
+        cpu_pct=3.0,
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+        rchar_per_s=4e6,
     )
 
 
@@ -308,18 +305,14 @@ def _mismatch_tie() -> Bundle:
 
 
 def _polling_sleeper() -> Bundle:
-    return build(
-        [
-            Proc(
-                pid=600,
-                role="process",
-                stack=[("wait_for_file", "/x/poll.py")],
-                wchan="hrtimer_nanosleep",
-                syscall="clock_nanosleep",
-                wakeups_per_s=1.0,
-                cpu_pct=0.5,
-            )
-        ]
+    return _one(
+        pid=600,
+        role="process",
+        stack=[("wait_for_file", "/x/poll.py")],
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+        wakeups_per_s=1.0,
+        cpu_pct=0.5,
     )
 
 
@@ -626,17 +619,13 @@ def _event_loop(timed: Optional[bool]) -> Callable[[], Bundle]:
 
 def _client_waits_for_reply() -> Bundle:
     read = [("SocketIO.readinto", "/usr/lib/python3.11/socket.py"), ("generate", "/x/client.py")]
-    return build(
-        [
-            Proc(
-                pid=960,
-                role="process",
-                stack=read,
-                wchan="sk_wait_data",
-                syscall="recvfrom",
-                wait_timed=False,
-            )
-        ]
+    return _one(
+        pid=960,
+        role="process",
+        stack=read,
+        wchan="sk_wait_data",
+        syscall="recvfrom",
+        wait_timed=False,
     )
 
 
@@ -829,17 +818,13 @@ def _rank0_metrics_port_stuck_loader() -> Bundle:
 
 
 def _stuck_in_d_state() -> Bundle:
-    return build(
-        [
-            Proc(
-                pid=1300,
-                role="process",
-                stack=[("load_shard", "/x/load.py")],
-                state="D",
-                wchan="rpc_wait_bit_killable",
-                syscall="read",
-            )
-        ]
+    return _one(
+        pid=1300,
+        role="process",
+        stack=[("load_shard", "/x/load.py")],
+        state="D",
+        wchan="rpc_wait_bit_killable",
+        syscall="read",
     )
 
 
