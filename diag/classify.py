@@ -315,6 +315,8 @@ def _decide(
     kinds = {p.main_wait.kind for p in alive if p.main_wait}
     if "write-full" in kinds:
         summary += " (a write blocks on a full pipe or socket: its reader stopped reading)"
+    if "fifo-open" in kinds:
+        summary += " (opening a named pipe (fifo) waits for a process to open its other end)"
     if "disk" in kinds:
         summary += " (state D: an uninterruptible kernel wait - storage or NFS not answering)"
     suspects = [

@@ -199,6 +199,7 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("anon_pipe_write", "write-full"),  # 6.x kernels
     ("sk_stream_wait_memory", "write-full"),  # the socket's peer stopped reading
     ("pipe_wait", "queue"),
+    ("wait_for_partner", "fifo-open"),  # open() of a named pipe: no process opens the other end
     ("do_wait", "child"),
     ("flock", "lock"),
     ("locks_lock", "lock"),

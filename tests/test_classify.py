@@ -774,6 +774,20 @@ def _child_blocked_on_full_pipe() -> Bundle:
     return build([parent, child])
 
 
+def _child_opens_fifo() -> Bundle:
+    """A script in subprocess.run of `cat` on a named pipe nobody writes: the child blocks in
+    open() (wait_for_partner) and the parent waits for it."""
+    parent = Proc(
+        pid=1400,
+        role="launcher",
+        stack=[("Popen._try_wait", "/usr/lib/python3.11/subprocess.py"), ("main", "/x/f.py")],
+        wchan="do_wait",
+        syscall="wait4",
+    )
+    child = Proc(pid=1401, ppid=1400, role="worker", wchan="wait_for_partner", syscall="openat")
+    return build([parent, child])
+
+
 def _ranks_blocked_on_stdout() -> Bundle:
     """A launcher started its ranks with stdout=PIPE and waits on rank 0 instead of reading:
     every rank blocks writing a log line to its full pipe."""
@@ -846,6 +860,12 @@ CASES += [
         _child_blocked_on_full_pipe,
         "deadlocked",
         lambda v: _assert("full pipe" in v.summary and [s.pid for s in v.suspects] == [1201]),
+    ),
+    (
+        "non-Python child blocked opening a fifo nobody writes",
+        _child_opens_fifo,
+        "deadlocked",
+        lambda v: _assert("fifo" in v.summary and [s.pid for s in v.suspects] == [1401]),
     ),
     (
         "every rank blocked writing to a stdout pipe its launcher never reads",
