@@ -57,7 +57,7 @@ from diag.verdict_rules import (
     work_story,
 )
 from diag.verdict_text import group_by_wait, verb, waits_phrase, where, who
-from diag.waits import LOCK, PEER, RESULT
+from diag.waits import LOCK, PEER, RESULT, STDIN
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
@@ -288,15 +288,22 @@ def _decide(
     if ports or doors:
         groups = group_by_wait(alive)
         port_text = f", {', '.join(':' + str(p) for p in ports[:4])} listening" if ports else ""
-        # No port: only a timer wakes it (a poll, a heartbeat, a retry with backoff). The
-        # stacks cannot tell "waits for work" from "retries what never comes": say both.
-        tail = (
-            "healthy, waiting for work"
-            if ports
-            else "no port to serve, it wakes on a timer (polling, a heartbeat, or retrying "
-            "something outside the job): healthy if it waits for work, stuck if what it "
-            "polls for never comes - its log says which"
-        )
+        # No port: input on stdin or a timer wakes it (a poll, a heartbeat, a retry with
+        # backoff). The stacks cannot tell "waits for work" from "retries what never comes".
+        on_stdin = [p for p in doors if p.main_wait and p.main_wait.kind == STDIN]
+        tail = "healthy, waiting for work"
+        if on_stdin and not ports:
+            tail = (
+                f"{who(on_stdin)} {verb(on_stdin, 'reads', 'read')} stdin (fd 0): it waits for "
+                "input someone must type or pipe in (a prompt?) - answer it, or run the job "
+                "with stdin closed (< /dev/null)"
+            )
+        elif not ports:
+            tail = (
+                "no port to serve, it wakes on a timer (polling, a heartbeat, or retrying "
+                "something outside the job): healthy if it waits for work, stuck if what it "
+                "polls for never comes - its log says which"
+            )
         summary = (
             f"idle: nothing moves, no rank waits on a peer{port_text}; "
             f"{waits_phrase(groups[:3])} - {tail}"

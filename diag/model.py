@@ -70,6 +70,7 @@ class ThreadSample(Record, frozen=True):
     syscall_nr: Optional[int] = None
     futex_addr: Optional[str] = None  # hex string: addresses exceed JSON's safe integers
     futex_op: Optional[int] = None
+    syscall_fd: Optional[int] = None  # read/write: the fd it blocks on (0: waits on stdin)
     # The blocking syscall has a timeout (wakes by itself); False: waits until someone acts.
     wait_timed: Optional[bool] = None
     voluntary_ctxt_switches: Optional[int] = None

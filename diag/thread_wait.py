@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from diag.model import Bundle, Frame, ProcessInfo, ThreadSample
-from diag.waits import STOPPED, WRAPPERS, is_library, kernel_wait, short_name, stack_wait
+from diag.waits import STDIN, STOPPED, WRAPPERS, is_library, kernel_wait, short_name, stack_wait
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
         kind = kernel_wait(thread.wchan, thread.syscall)
         if thread.state == "D":
             kind = kind or "disk"
+        elif thread.syscall == "read" and thread.syscall_fd == 0 and kind != "disk":
+            kind = STDIN  # input() or sys.stdin.read(): waits for someone to type or pipe in
         return ThreadWait(kind or "blocked", label, "", thread.wait_timed, native=True)
     return ThreadWait(None, label, "")
 

@@ -36,6 +36,7 @@ CHILD = "child"
 SLEEP = "sleep"
 RESULT = "result"
 STOPPED = "stopped"
+STDIN = "stdin"
 
 # kind -> family
 FAMILY: Dict[str, str] = {

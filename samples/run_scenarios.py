@@ -276,8 +276,8 @@ SCENARIOS: Tuple[Scenario, ...] = (
     ),
     Scenario(
         "stdin_prompt",
-        "deadlocked",
-        ("root",),
+        "idle",
+        (),
         False,
         "`input()` on a stdin pipe whose writer stays open and silent: no port, no timer",
     ),

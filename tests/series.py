@@ -66,6 +66,7 @@ class Proc:
     syscall: Optional[str] = "futex"
     futex_addr: Optional[str] = None
     wait_timed: Optional[bool] = None  # the main thread's blocking syscall has a timeout
+    syscall_fd: Optional[int] = None  # the main thread's read/write fd
     threads: List[Thr] = field(default_factory=list)
     rss_mb: float = 500.0
     rss_mb_per_s: float = 0.0
@@ -143,6 +144,7 @@ def build(
                 wchan=p.wchan,
                 syscall=p.syscall,
                 futex_addr=p.futex_addr,
+                syscall_fd=p.syscall_fd,
                 wait_timed=p.wait_timed,
                 voluntary_ctxt_switches=int(p.wakeups_per_s * i * interval_s),
                 py_thread_name="MainThread" if p.python else None,

@@ -352,6 +352,10 @@ def _no_processes_read() -> Bundle:
 CheckFn = Callable[[Verdict], None]
 
 
+def _no_check(v: Verdict) -> None:
+    """The state is the whole expectation."""
+
+
 def _event_waiters_under_srun() -> Bundle:
     """Ranks parked on an Event forever under an srun launcher that listens for its own I/O
     forwarding; rank 0 also holds the rendezvous port. Neither port is a door to the job."""
@@ -774,6 +778,20 @@ def _child_blocked_on_full_pipe() -> Bundle:
     return build([parent, child])
 
 
+def _stdin_prompt(fd: int) -> Bundle:
+    """input() on a pipe nobody writes: py-spy shows only the caller, the kernel a read of
+    ``fd`` (0: stdin, a prompt; another fd: a pipe from a peer)."""
+    return _one(
+        pid=1500,
+        role="process",
+        stack=[("confirm_overwrite", "/x/p.py")],
+        wchan="anon_pipe_read",
+        syscall="read",
+        syscall_fd=fd,
+        wait_timed=False,
+    )
+
+
 def _child_opens_fifo() -> Bundle:
     """A script in subprocess.run of `cat` on a named pipe nobody writes: the child blocks in
     open() (wait_for_partner) and the parent waits for it."""
@@ -861,6 +879,13 @@ CASES += [
         "deadlocked",
         lambda v: _assert("full pipe" in v.summary and [s.pid for s in v.suspects] == [1201]),
     ),
+    (
+        "a prompt reads stdin: waits for input, says so",
+        lambda: _stdin_prompt(0),
+        "idle",
+        lambda v: _assert("stdin (fd 0)" in v.summary and not v.suspects),
+    ),
+    ("a read of another pipe nobody writes", lambda: _stdin_prompt(5), "deadlocked", _no_check),
     (
         "non-Python child blocked opening a fifo nobody writes",
         _child_opens_fifo,

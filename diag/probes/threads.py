@@ -92,6 +92,7 @@ class SyscallInfo(NamedTuple):
     futex_addr: Optional[str] = None
     futex_op: Optional[int] = None
     timed: Optional[bool] = None  # the blocking call ends by itself (a timeout); None: unknown
+    fd: Optional[int] = None  # read/write: the file descriptor (0: a prompt waiting on stdin)
 
 
 # Where each blocking syscall keeps its timeout: ("ms", i) an int of milliseconds in argument
@@ -109,6 +110,7 @@ _TIMEOUT_ARG: Dict[str, Tuple[str, int]] = {
 }
 _UNTIMED = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4", "waitid"})
 _TIMED = frozenset({"nanosleep", "clock_nanosleep"})
+_FD_CALLS = frozenset({"read", "write"})  # argument 0 is the fd
 
 
 def wait_timed(name: str, args: List[str]) -> Optional[bool]:
@@ -222,7 +224,8 @@ def parse_syscall(text: str, machine: str = "x86_64") -> SyscallInfo:
         addr = int(parts[1], 16)
         op = int(parts[2], 16)
         return SyscallInfo(name, nr=nr, futex_addr=hex(addr), futex_op=op, timed=timed)
-    return SyscallInfo(name, nr=nr, timed=timed)
+    fd = int(parts[1], 16) if name in _FD_CALLS and len(parts) >= 2 else None
+    return SyscallInfo(name, nr=nr, timed=timed, fd=fd)
 
 
 def parse_wchan(text: str) -> Optional[str]:
@@ -264,6 +267,7 @@ def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[Th
         syscall_nr=sys_info.nr,
         futex_addr=sys_info.futex_addr,
         futex_op=sys_info.futex_op,
+        syscall_fd=sys_info.fd,
         wait_timed=sys_info.timed,
         voluntary_ctxt_switches=vol,
         nonvoluntary_ctxt_switches=nonvol,

@@ -1,6 +1,6 @@
-"""idle: a job that stops to ask a question (``input()``) on stdin that nobody will ever
-answer (a pipe whose writer stays open and silent, as under a launcher) - waiting on the
-user, not on a peer; nothing inside the job is wrong."""
+"""idle: a job that stops to ask a question (``input()``) on stdin that nobody answers (a
+pipe whose writer stays open and silent, as under a launcher) - it waits on the user, not on a
+peer: diag must say it reads stdin, so the user answers the prompt or closes stdin."""
 
 from __future__ import annotations
 
