@@ -102,6 +102,8 @@ class ProcessSample(Record, frozen=True):
     py_status: str = "skipped"
     # The stacks are the previous dump's: no thread ran since it (diag.probes.quiescence).
     stacks_reused: bool = False
+    # Who read the stacks: "diag" (in-process, CPython 3.11-3.13) or "py-spy"; None: nobody.
+    stack_reader: Optional[str] = None
     exit_code: Optional[int] = None
 
 

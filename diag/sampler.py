@@ -7,15 +7,17 @@ unreaped ones ``zombie`` with their exit code), then runs, all at once under
 dump, plus the listening-socket and log probes. Each ``ProcessSample`` carries the time its own
 /proc read started, so rates stay right when one process is slow to read.
 
-Stacks: ``probes.stacks.dump_stacks`` runs py-spy ``--nonblocking`` on Python >= 3.11 (no
-pause) and blocking below (there ``--nonblocking`` cannot find OS thread ids, and without them
-stacks cannot be joined to the /proc thread records - the join is the point; a blocking dump
-pauses the target ~8 ms at 64 threads). Zombies are not dumped. A non-Python process gets
-``py_status`` "not-python" and no failure record; every other dump failure is recorded with its
-reason. Pass ``pyspy=None`` to collect without stacks. A process none of whose threads ran
-since its last dump (same run counters before and after that dump and now) reuses that dump
-instead of running py-spy again (``probes.quiescence``; ``ProcessSample.stacks_reused``): a
-parked job's watch samples then cost a few /proc reads per rank.
+Stacks: ``probes.stacks.read_python_stacks`` reads CPython 3.11-3.13 stacks in-process
+(``probes.pyframes``, no pause, a fraction of py-spy's cost) and runs py-spy for the rest:
+``--nonblocking`` on Python >= 3.11, blocking below (there ``--nonblocking`` cannot find OS
+thread ids, and without them stacks cannot be joined to the /proc thread records - the join is
+the point; a blocking dump pauses the target ~8 ms at 64 threads). ``ProcessSample.stack_reader``
+says which read it. Zombies are not dumped. A non-Python process gets ``py_status``
+"not-python" and no failure record; every other dump failure is recorded with its reason. Pass
+``pyspy=None`` to collect without stacks. A process none of whose threads ran since its last
+dump (same run counters before and after that dump and now) reuses that dump instead of reading
+again (``probes.quiescence``; ``ProcessSample.stacks_reused``): a parked job's watch samples
+then cost a few /proc reads per rank.
 
 ``take_sample`` returns only what is new (processes first seen or whose role changed, stacks
 not seen before), which is exactly what a ``diag watch`` journal line needs; ``processes`` and
@@ -58,7 +60,7 @@ from diag.probes.stacks import (
     KIND_ZOMBIE,
     PyThreadDump,
     StackError,
-    dump_stacks,
+    read_python_stacks,
     join_stacks,
 )
 from diag.probes.threads import decode_wait_status, read_threads
@@ -80,6 +82,7 @@ class _StackOutcome(NamedTuple):
     dumps: Optional[List[PyThreadDump]]
     error: Optional[StackError]
     reused: bool = False
+    reader: Optional[str] = None
 
 
 class _QuietDump(NamedTuple):
@@ -87,6 +90,7 @@ class _QuietDump(NamedTuple):
 
     fingerprint: Fingerprint
     dumps: List[PyThreadDump]
+    reader: str
 
 
 class Collector:
@@ -100,6 +104,7 @@ class Collector:
         probe_timeout_s: float = 10.0,
         host: str = "",
         extra_roots: Sequence[int] = (),
+        stack_reader: str = "auto",
     ) -> None:
         self.root_pid = root_pid
         # More tops of the same job, sampled as one tree (a Slurm node: the batch script and
@@ -107,6 +112,7 @@ class Collector:
         self.root_pids: Tuple[int, ...] = (root_pid, *extra_roots)
         self.procfs = procfs if procfs is not None else ProcFS()
         self.pyspy = pyspy
+        self.stack_reader = stack_reader  # "auto": in-process where it can, else py-spy
         self.probe_timeout_s = probe_timeout_s
         self.host = host
         self.redactor = Redactor()
@@ -206,14 +212,16 @@ class Collector:
         quiet = self._quiet_dumps.pop(pid, None)
         if quiet is not None and before is not None and before == quiet.fingerprint:
             self._quiet_dumps[pid] = quiet
-            return _StackOutcome(quiet.dumps, None, reused=True)
+            return _StackOutcome(quiet.dumps, None, reused=True, reader=quiet.reader)
         try:
-            dumps = dump_stacks(pid, self.probe_timeout_s, self.pyspy or "", self.procfs)
+            dumps, reader = read_python_stacks(
+                pid, self.probe_timeout_s, self.pyspy or "", self.procfs, self.stack_reader
+            )
         except StackError as exc:
             return _StackOutcome(None, exc)
         if before is not None and read_fingerprint(self.procfs, pid) == before:
-            self._quiet_dumps[pid] = _QuietDump(before, dumps)
-        return _StackOutcome(dumps, None)
+            self._quiet_dumps[pid] = _QuietDump(before, dumps, reader)
+        return _StackOutcome(dumps, None, reader=reader)
 
     def take_sample(self, index: int) -> SampleDelta:
         t0 = time.time()
@@ -339,5 +347,9 @@ class Collector:
                 self.stacks[sid] = stack
                 new_stacks[sid] = stack
         return msgspec.structs.replace(
-            sample, threads=threads, py_status="ok", stacks_reused=outcome.reused
+            sample,
+            threads=threads,
+            py_status="ok",
+            stacks_reused=outcome.reused,
+            stack_reader=outcome.reader,
         )

@@ -20,6 +20,11 @@ sampler set ``py_status`` without parsing text.
 
 Parsing py-spy's JSON and joining it to the /proc threads is pure and lives in
 ``diag.probes.pyspy_dump``; this module runs py-spy.
+
+``read_python_stacks`` is what a sample calls: on CPython 3.11-3.13 it first reads the stacks
+in-process (``diag.probes.pyframes``: the same non-blocking read, a fraction of py-spy's cost)
+and uses py-spy for every other Python, for any read that fails or looks inconsistent (tried
+twice: a running thread can tear one read), and always when asked for ``reader="py-spy"``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from diag.probes.procfs import ProcFS
+from diag.probes.pyframes import read_stacks
+from diag.probes.pymem import RemoteReadError
 from diag.probes.pyspy_dump import (
     KIND_ERROR,
     KIND_GONE,
@@ -67,6 +74,7 @@ __all__ = [
     "join_stacks",
     "parse_pyspy_json",
     "python_version_of",
+    "read_python_stacks",
     "stack_id",
 ]
 
@@ -189,3 +197,29 @@ def dump_stacks(
     if rc != 0 or not out.strip():  # empty output: the target exited during the dump
         raise classify_failure(err, pid, fs)
     return parse_pyspy_json(out)
+
+
+READER_DIAG = "diag"
+READER_PYSPY = "py-spy"
+_IN_PROCESS_TRIES = 2
+
+
+def read_python_stacks(
+    pid: int,
+    timeout_s: float,
+    pyspy: str,
+    procfs: Optional[ProcFS] = None,
+    reader: str = "auto",
+) -> Tuple[List[PyThreadDump], str]:
+    """Every Python thread's stack of ``pid`` and which reader gave it ("diag" or "py-spy")."""
+    fs = procfs or ProcFS()
+    if reader != READER_PYSPY:
+        for _ in range(_IN_PROCESS_TRIES):
+            try:
+                dumps = read_stacks(fs, pid)
+            except RemoteReadError:
+                continue
+            if dumps is None:
+                break  # not a Python this reader knows: py-spy's job
+            return dumps, READER_DIAG
+    return dump_stacks(pid, timeout_s, pyspy, fs), READER_PYSPY

@@ -231,9 +231,12 @@ def _facts(index: BundleIndex, proc: Proc) -> Tuple[Tuple[str, str], ...]:
         facts.append(("threads", str(last.num_threads or len(last.threads))))
         reused = sum(1 for _, s in proc.samples if s.stacks_reused)
         stacks_fact = last.py_status
+        readers = sorted({s.stack_reader for _, s in proc.samples if s.stack_reader})
+        if readers:
+            stacks_fact += f", read by {' and '.join(readers)}"
         if reused:
             stacks_fact += (
-                f" (py-spy skipped in {reused} sample{'s' if reused != 1 else ''}: "
+                f" (not read again in {reused} sample{'s' if reused != 1 else ''}: "
                 "no thread ran since the previous dump, so the stacks are the same)"
             )
         facts.append(("Python stacks", stacks_fact))
