@@ -26,7 +26,6 @@ not seen before), which is exactly what a ``diag watch`` journal line needs; ``p
 
 from __future__ import annotations
 
-import errno
 import platform
 import time
 from functools import partial
@@ -50,22 +49,22 @@ from diag.probes.logs import LogTracker
 from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import descendants
-from diag.probes.quiescence import Fingerprint, read_fingerprint
-from diag.probes.resources import read_resources
+from diag.probes.quiescence import Fingerprint
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import listen_ports
 from diag.probes.stacks import (
+    KIND_ERROR,
     KIND_GONE,
     KIND_NOT_PYTHON,
     KIND_ZOMBIE,
     PyThreadDump,
     StackError,
-    read_python_stacks,
     join_stacks,
 )
-from diag.probes.threads import decode_wait_status, read_threads
 from diag.process_table import ProcessTable
+from diag.process_work import ProcessReader, ProcessResult, ProcessWork, StackRead
 from diag.redact import Redactor
+from diag.shards import ShardPool
 
 # py-spy gets the probe timeout itself (and kills its subprocess); the thread waiting on it a
 # little more, so the subprocess's own timeout message is the one recorded.
@@ -105,6 +104,7 @@ class Collector:
         host: str = "",
         extra_roots: Sequence[int] = (),
         stack_reader: str = "auto",
+        workers: Optional[int] = None,
     ) -> None:
         self.root_pid = root_pid
         # More tops of the same job, sampled as one tree (a Slurm node: the batch script and
@@ -124,12 +124,25 @@ class Collector:
         self.stacks: Dict[str, Stack] = {}
         self._machine = platform.machine()
         self._host_info: Optional[HostInfo] = None
-        self._exit_codes: Dict[int, Optional[int]] = {}
+        self._reader = ProcessReader(
+            self.procfs,
+            host,
+            self._machine,
+            lambda: self.host_info().page_size_bytes,
+            pyspy or "",
+            stack_reader,
+            probe_timeout_s,
+        )
+        self._exit_codes = self._reader.exit_codes  # the same dict: pid -> exit code of a zombie
+        # Forked workers for the per-process reads (diag.shards); 0 or 1: all in this process.
+        self._shards = ShardPool(self._reader, workers)
         self._marked_gone: Set[int] = set()
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
         # pid -> its last dump taken while nothing ran (see probes.quiescence).
         self._quiet_dumps: Dict[int, _QuietDump] = {}
+        # The latest sample of each process (its thread count weighs it among the workers).
+        self._last_samples: Dict[int, ProcessSample] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
         # NVML in a long-lived killable worker (started by the first sample, ended by close);
         # NCCL RAS only where `ncclras` is installed.
@@ -140,6 +153,7 @@ class Collector:
         """Release what outlives a sample (the NVML worker process); idempotent. Every user
         calls it when sampling ends, in a ``finally``: capture, watch, a Slurm node."""
         self.gpu_probe.close()
+        self._shards.close()
 
     def host_info(self) -> HostInfo:
         if self._host_info is None:
@@ -173,31 +187,7 @@ class Collector:
         return important or pid in self.root_pids or pid not in self._marked_gone
 
     def _read_proc(self, pid: int) -> ProcessSample:
-        t_s = time.time()
-        try:
-            res = read_resources(self.procfs, pid, self.host_info().page_size_bytes)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ESRCH):
-                return ProcessSample(pid=pid, host=self.host, t_s=t_s, status="exited")
-            raise
-        zombie = res.stat.state in ("Z", "X", "x")
-        if zombie:
-            self._exit_codes[pid] = decode_wait_status(res.stat.exit_code)
-        return ProcessSample(
-            pid=pid,
-            host=self.host,
-            t_s=t_s,
-            status="zombie" if zombie else "alive",
-            state=res.stat.state,
-            utime_ticks=res.stat.utime_ticks,
-            stime_ticks=res.stat.stime_ticks,
-            rss_bytes=res.rss_bytes,
-            vms_bytes=res.vms_bytes,
-            num_threads=res.stat.num_threads,
-            io=res.io,
-            threads=() if zombie else read_threads(self.procfs, pid, self._machine),
-            exit_code=self._exit_codes.get(pid),
-        )
+        return self._reader.read_proc(pid)
 
     def _read_logs(self, pids: List[int]) -> Tuple[LogSample, ...]:
         self._logs.discover(pids)
@@ -206,22 +196,37 @@ class Collector:
     # -- the round ---------------------------------------------------------------------------
 
     def _dump(self, pid: int) -> _StackOutcome:
-        """py-spy's dump of ``pid``, or the last one when no thread has run since it was taken
-        (a parked job's stacks cannot have moved; see ``probes.quiescence``)."""
-        before = read_fingerprint(self.procfs, pid)
+        """The stack read of ``pid`` here, or the last one when no thread has run since it was
+        taken (a parked job's stacks cannot have moved; see ``probes.quiescence``)."""
+        quiet = self._quiet_dumps.get(pid)
+        read = self._reader.read_stacks(pid, quiet.fingerprint if quiet else None)
+        return self._absorb(pid, read)
+
+    def _absorb(self, pid: int, read: StackRead) -> _StackOutcome:
+        """A stack read (here or in a worker) as an outcome; keeps a dump taken while quiet."""
         quiet = self._quiet_dumps.pop(pid, None)
-        if quiet is not None and before is not None and before == quiet.fingerprint:
+        if read.reused and quiet is not None:
             self._quiet_dumps[pid] = quiet
             return _StackOutcome(quiet.dumps, None, reused=True, reader=quiet.reader)
-        try:
-            dumps, reader = read_python_stacks(
-                pid, self.probe_timeout_s, self.pyspy or "", self.procfs, self.stack_reader
+        if read.dumps is None:
+            kind = read.error_kind or KIND_ERROR
+            return _StackOutcome(None, StackError(kind, read.error or "no stacks were read"))
+        if read.quiet is not None:
+            self._quiet_dumps[pid] = _QuietDump(read.quiet, read.dumps, read.reader or "")
+        return _StackOutcome(read.dumps, None, reader=read.reader)
+
+    def _jobs(self, live: List[int]) -> List[ProcessWork]:
+        out = []
+        for pid in live:
+            quiet = self._quiet_dumps.get(pid)
+            out.append(
+                ProcessWork(
+                    pid=pid,
+                    stacks=bool(self.pyspy) and pid not in self._exit_codes,
+                    quiet=quiet.fingerprint if quiet is not None else None,
+                )
             )
-        except StackError as exc:
-            return _StackOutcome(None, exc)
-        if before is not None and read_fingerprint(self.procfs, pid) == before:
-            self._quiet_dumps[pid] = _QuietDump(before, dumps, reader)
-        return _StackOutcome(dumps, None, reader=reader)
+        return out
 
     def take_sample(self, index: int) -> SampleDelta:
         t0 = time.time()
@@ -236,7 +241,12 @@ class Collector:
         # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
         # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
         calls: List[ProbeCall[Any]] = []
-        if self.pyspy:
+        sharded = self._shards.usable(live)
+        if sharded:  # /proc and stacks of every process, spread over the workers
+            weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
+            run = partial(self._shards.run, self._jobs(live), weights, timeout_s + _STACKS_GRACE_S)
+            calls.append(ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S))
+        elif self.pyspy:
             calls += [
                 ProbeCall("stacks", partial(self._dump, pid), timeout_s + _STACKS_GRACE_S, pid)
                 for pid in live
@@ -245,7 +255,10 @@ class Collector:
         calls.append(self.gpu_probe.call())
         if self.ras_probe.available():
             calls.append(self.ras_probe.call())
-        calls += [ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live]
+        if not sharded:
+            calls += [
+                ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live
+            ]
         calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
@@ -281,7 +294,9 @@ class Collector:
                     outcomes.setdefault(call.pid, _StackOutcome(None, None))
             if value is None:
                 continue
-            if call.probe == "proc":
+            if call.probe == "workers":
+                self._from_workers(value, procs, outcomes, failures, timings, index)
+            elif call.probe == "proc":
                 procs[call.pid or 0] = value
             elif call.probe == "stacks":
                 outcomes.setdefault(call.pid or 0, value)
@@ -318,6 +333,7 @@ class Collector:
         if inferred:
             kept = tuple(info for info in new_processes if info.pid not in inferred)
             new_processes = (*kept, *inferred.values())
+        self._last_samples = {p.pid: p for p in samples}
         result_sample = Sample(
             index=index,
             t_s=t0,
@@ -330,6 +346,51 @@ class Collector:
             ras=ras,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
+
+    def _from_workers(
+        self,
+        value: Tuple[Dict[int, ProcessResult], Dict[int, str]],
+        procs: Dict[int, ProcessSample],
+        outcomes: Dict[int, _StackOutcome],
+        failures: List[ProbeFailure],
+        timings: Dict[str, float],
+        index: int,
+    ) -> None:
+        """The workers' results as if each process's probes had run here (same records)."""
+        results, missing = value
+
+        def fail(probe: str, reason: str, pid: int, took_s: float = 0.0) -> None:
+            failures.append(
+                ProbeFailure(
+                    probe=probe,
+                    reason=reason,
+                    duration_s=round(took_s, 4),
+                    pid=pid,
+                    host=self.host,
+                    sample=index,
+                )
+            )
+
+        for pid, why in missing.items():
+            fail("proc", why, pid)
+        for pid, result in results.items():
+            timings["proc"] = max(timings.get("proc", 0.0), round(result.proc_s, 4))
+            if result.proc_error is not None:
+                fail("proc", result.proc_error, pid, result.proc_s)
+            if result.sample is not None:
+                procs[pid] = result.sample
+                if result.sample.status == "zombie":
+                    self._exit_codes[pid] = result.sample.exit_code
+            read = result.stacks
+            if read is None:
+                continue
+            timings["stacks"] = max(timings.get("stacks", 0.0), round(read.duration_s, 4))
+            outcome = self._absorb(pid, read)
+            outcomes[pid] = outcome
+            if outcome.error is not None:
+                self.stack_errors[pid] = outcome.error.kind
+                if outcome.error.kind not in (KIND_NOT_PYTHON, KIND_ZOMBIE, KIND_GONE):
+                    fail("stacks", str(outcome.error), pid, read.duration_s)
 
     def _with_stacks(
         self, sample: ProcessSample, outcome: Optional[_StackOutcome], new_stacks: Dict[str, Stack]

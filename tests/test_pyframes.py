@@ -78,9 +78,10 @@ def _headers() -> Iterator[Tuple[Tuple[int, int], Path]]:
 def test_the_running_pythons_headers_are_there() -> None:
     """The offsets test below must not pass by finding nothing to compare."""
     assert sys.version_info[:2] in LAYOUTS
-    assert any(v == sys.version_info[:2] for v, _ in _headers()) or Path(
-        sysconfig.get_paths()["include"], "internal"
-    ).is_dir()
+    assert (
+        any(v == sys.version_info[:2] for v, _ in _headers())
+        or Path(sysconfig.get_paths()["include"], "internal").is_dir()
+    )
 
 
 @pytest.mark.parametrize("version", sorted(LAYOUTS))
@@ -228,6 +229,7 @@ def test_reader_can_be_forced_to_pyspy(spawn: Any) -> None:
     auto, auto_reader = read_python_stacks(target.pid, 20.0, _pyspy())
     forced, forced_reader = read_python_stacks(target.pid, 20.0, _pyspy(), reader="py-spy")
     assert (auto_reader, forced_reader) == ("diag", "py-spy")
+
     def seen(dumps: List[Any]) -> List[Tuple[Any, ...]]:
         return sorted((d.os_thread_id, d.thread_id, d.thread_name, d.frames) for d in dumps)
 
@@ -261,12 +263,19 @@ def test_a_churning_process_never_gets_a_made_up_stack(spawn: Any) -> None:
     the program can have; a torn read is retried or handed to py-spy, never returned."""
     target = spawn([sys.executable, "-c", CHURN])
     allowed = {"spin", "worker", "short_lived", "<module>"}
+    lines = len(CHURN.splitlines())
     readers = []
     for _ in range(60):
-        dumps, reader = read_python_stacks(target.pid, 20.0, _pyspy())
+        try:
+            dumps, reader = read_python_stacks(target.pid, 20.0, _pyspy())
+        except StackError as exc:  # py-spy, after three torn reads, may give up: no stack
+            readers.append(f"failed: {exc}")
+            continue
         readers.append(reader)
         for dump in dumps:
-            own = [f.name for f in dump.frames if f.filename == "<string>"]
-            assert set(own) <= allowed, own
+            own = [f for f in dump.frames if f.filename == "<string>"]
+            assert {f.name for f in own} <= allowed, own
+            assert all(1 <= f.line <= lines for f in own), own
+            assert sum(1 for f in own if f.name == "spin") <= 61
             assert dump.os_thread_id is not None
-    assert readers.count("diag") >= 30
+    assert readers.count("diag") >= 50, readers

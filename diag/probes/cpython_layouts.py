@@ -35,6 +35,10 @@ class Layout:
     tstate_next: int
     tstate_thread_id: int
     tstate_native_thread_id: int
+    # The thread's frame stack: the current chunk and the top of its used part.
+    tstate_datastack_chunk: int
+    tstate_datastack_top: int
+    chunk_data: int
     # 3.11/3.12: tstate->cframe->current_frame; 3.13: tstate->current_frame.
     tstate_cframe: Optional[int]
     cframe_current_frame: Optional[int]
@@ -75,6 +79,7 @@ _COMMON = dict(
     gil_last_holder=8,
     tstate_next=8,
     frame_instr=56,
+    chunk_data=24,
     frame_localsplus=72,
     frame_size=80,
     code_filename=112,
@@ -106,6 +111,8 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         interp_gil=None,
         tstate_thread_id=152,
         tstate_native_thread_id=160,
+        tstate_datastack_chunk=296,
+        tstate_datastack_top=304,
         tstate_cframe=56,
         cframe_current_frame=8,
         tstate_current_frame=None,
@@ -129,6 +136,8 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         interp_gil=384,
         tstate_thread_id=136,
         tstate_native_thread_id=144,
+        tstate_datastack_chunk=232,
+        tstate_datastack_top=240,
         tstate_cframe=56,
         cframe_current_frame=0,
         tstate_current_frame=None,
@@ -152,6 +161,8 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         interp_gil=16,
         tstate_thread_id=152,
         tstate_native_thread_id=160,
+        tstate_datastack_chunk=232,
+        tstate_datastack_top=240,
         tstate_cframe=None,
         cframe_current_frame=None,
         tstate_current_frame=72,

@@ -32,20 +32,24 @@ def _svarint(table: bytes, pos: int) -> Tuple[int, int]:
 
 
 def line_of(table: bytes, first_line: int, lasti: int) -> Optional[int]:
-    """The line of code unit ``lasti`` (first line for a frame that has not started yet)."""
+    """The line of code unit ``lasti`` (the first line for a frame that has not started yet).
+
+    Scans from the start and stops at ``lasti``: a stack read asks once per distinct
+    (code object, instruction), and many threads wait at the same few places.
+    """
     if lasti < 0:
         return first_line
     line = first_line
     addr = 0
     pos = 0
-    while pos < len(table):
+    size = len(table)
+    while pos < size:
         head = table[pos]
         pos += 1
         code = (head >> 3) & 0x0F
         end = addr + (head & 0x07) + 1
-        known = True
         if code == 15:
-            known = False
+            pass  # no location: the line is unknown here, and unchanged for what follows
         elif code == 14:
             delta, pos = _svarint(table, pos)
             line += delta
@@ -59,7 +63,7 @@ def line_of(table: bytes, first_line: int, lasti: int) -> Optional[int]:
             pos += 2
         else:
             pos += 1
-        if addr <= lasti < end:
-            return line if known else None
+        if lasti < end:
+            return None if code == 15 else line
         addr = end
     return None

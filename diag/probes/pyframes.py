@@ -37,6 +37,7 @@ from diag.probes.pyspy_dump import PyThreadDump
 
 _MAX_THREADS = 10_000
 _MAX_DEPTH = 5_000
+_MAX_WINDOW_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,24 @@ class _Code:
 class StackReader:
     """One dump of one process: caches live for this dump only (addresses get reused)."""
 
-    def __init__(self, memory: RemoteMemory, runtime: Runtime, layout: Layout) -> None:
+    def __init__(
+        self, memory: RemoteMemory, runtime: Runtime, layout: Layout, procfs: ProcFS
+    ) -> None:
+        self._procfs = procfs
         self._mem = memory
         self._rt = runtime
         self._lay = layout
         self._objects = ObjectReader(memory, layout)
         self._codes: Dict[int, _Code] = {}
+        # (code object, instruction) -> its Frame: threads parked at one place share it.
+        self._located: Dict[Tuple[int, int], Frame] = {}
+        self._tstate_size = 8 + max(
+            layout.tstate_native_thread_id,
+            layout.tstate_datastack_top,
+            layout.tstate_current_frame or 0,
+            layout.tstate_cframe or 0,
+            layout.tstate_next,
+        )
 
     def threads(self, pid: int, live_tids: Set[int]) -> List[PyThreadDump]:
         lay = self._lay
@@ -71,12 +84,17 @@ class StackReader:
             if tstate in seen or len(seen) >= _MAX_THREADS:
                 raise RemoteReadError("thread list loops (changed during the read)")
             seen.add(tstate)
-            size = lay.tstate_native_thread_id + 8
-            raw = self._mem.read(tstate, max(size, (lay.tstate_current_frame or 0) + 8))
+            raw = self._mem.read(tstate, self._tstate_size)
             (native_id,) = struct.unpack_from("<Q", raw, lay.tstate_native_thread_id)
+            (tstate_next,) = struct.unpack_from("<Q", raw, lay.tstate_next)
+            if native_id == 0:  # created, its OS thread not started yet: nothing to show
+                tstate = tstate_next
+                continue
             if native_id not in live_tids:
-                raise RemoteReadError(f"thread state names thread {native_id}, not in /proc")
-            frames, thread_obj = self._frames(self._current_frame(raw))
+                live_tids = self._fresh_tids(pid)  # a thread started since /proc was listed?
+                if native_id not in live_tids:
+                    raise RemoteReadError(f"thread state names thread {native_id}, not in /proc")
+            frames, thread_obj = self._frames(self._current_frame(raw), self._stack_window(raw))
             out.append(
                 PyThreadDump(
                     os_thread_id=int(native_id),
@@ -87,8 +105,21 @@ class StackReader:
                     frames=tuple(frames),
                 )
             )
-            (tstate,) = struct.unpack_from("<Q", raw, lay.tstate_next)
+            tstate = tstate_next
         return out
+
+    def _stack_window(self, raw: bytes) -> Tuple[int, bytes]:
+        """The used part of the thread's current frame-stack chunk, read at once: most of its
+        frames lie there, so one read replaces one read per frame."""
+        lay = self._lay
+        (chunk,) = struct.unpack_from("<Q", raw, lay.tstate_datastack_chunk)
+        (top,) = struct.unpack_from("<Q", raw, lay.tstate_datastack_top)
+        if not chunk or not chunk < top <= chunk + _MAX_WINDOW_BYTES:
+            return 0, b""
+        return chunk, self._mem.read(chunk, top - chunk)
+
+    def _fresh_tids(self, pid: int) -> Set[int]:
+        return set(self._procfs.tids(pid))
 
     def _gil_holder(self, interp: int) -> Optional[int]:
         lay = self._lay
@@ -110,34 +141,46 @@ class StackReader:
         (cframe,) = struct.unpack_from("<Q", raw, lay.tstate_cframe or 0)
         return self._mem.ptr(cframe + (lay.cframe_current_frame or 0)) if cframe else 0
 
-    def _frames(self, frame: int) -> Tuple[List[Frame], Optional[int]]:
+    def _frames(self, frame: int, window: Tuple[int, bytes]) -> Tuple[List[Frame], Optional[int]]:
         """Frames innermost first, and the ``Thread`` object of an outermost ``_bootstrap``."""
         lay = self._lay
+        base, stack = window
+        end = base + len(stack) - lay.frame_size
+        words = struct.Struct(f"<{lay.frame_size // 8}Q").unpack
+        i_code, i_prev, i_instr = lay.frame_code // 8, lay.frame_previous // 8, lay.frame_instr // 8
+        i_self = lay.frame_localsplus // 8
+        skip_shims = lay.version >= (3, 12)
+        read = self._mem.read
+        located = self._located
         frames: List[Frame] = []
         seen: Set[int] = set()
-        thread_obj: Optional[int] = None
         outermost_self = 0
         while frame:
             if frame in seen or len(seen) >= _MAX_DEPTH:
                 raise RemoteReadError("frame chain loops (changed during the read)")
             seen.add(frame)
-            raw = self._mem.read(frame, lay.frame_size)
-            code_addr, previous, instr = (
-                struct.unpack_from("<Q", raw, off)[0]
-                for off in (lay.frame_code, lay.frame_previous, lay.frame_instr)
-            )
-            if lay.version >= (3, 12) and raw[lay.frame_owner] == FRAME_OWNED_BY_CSTACK:
+            if base <= frame <= end:
+                raw = stack[frame - base : frame - base + lay.frame_size]
+            else:  # a generator's or coroutine's frame, or an older chunk
+                raw = read(frame, lay.frame_size)
+            fields = words(raw)
+            previous = fields[i_prev]
+            if skip_shims and raw[lay.frame_owner] == FRAME_OWNED_BY_CSTACK:
                 frame = previous
                 continue
-            code = self._code(code_addr)
-            lasti = (instr - code.code_start) // 2
-            line = line_of(code.linetable, code.first_line, lasti)
-            frames.append(Frame(name=code.qualname, filename=code.filename, line=line or 0))
-            outermost_self = struct.unpack_from("<Q", raw, lay.frame_localsplus)[0]
+            key = (fields[i_code], fields[i_instr])
+            found = located.get(key)
+            if found is None:
+                code = self._code(key[0])
+                line = line_of(code.linetable, code.first_line, (key[1] - code.code_start) // 2)
+                found = Frame(name=code.qualname, filename=code.filename, line=line or 0)
+                located[key] = found
+            frames.append(found)
+            outermost_self = fields[i_self]
             frame = previous
-        if frames and frames[-1].name == "Thread._bootstrap":
-            thread_obj = outermost_self or None
-        return frames, thread_obj
+        if frames and frames[-1].name == "Thread._bootstrap" and outermost_self:
+            return frames, outermost_self
+        return frames, None
 
     def _code(self, addr: int) -> _Code:
         cached = self._codes.get(addr)
@@ -173,8 +216,11 @@ class StackReader:
             return None  # a name is a nicety; the stack stands without it
 
 
-def read_stacks(procfs: ProcFS, pid: int) -> Optional[List[PyThreadDump]]:
+def read_stacks(procfs: ProcFS, pid: int, activity: bool = True) -> Optional[List[PyThreadDump]]:
     """All Python threads of ``pid``, or None when this reader does not handle its Python.
+
+    ``active`` is py-spy's: the thread is on a CPU (state R) - read per thread unless
+    ``activity`` is False (then False: the caller has the states from its own /proc read).
 
     Raises ``RemoteReadError`` when it handles it but the read failed or was inconsistent.
     """
@@ -184,7 +230,9 @@ def read_stacks(procfs: ProcFS, pid: int) -> Optional[List[PyThreadDump]]:
         if runtime is None or layout is None:
             return None
         live = set(procfs.tids(pid))
-        dumps = StackReader(memory, runtime, layout).threads(pid, live)
+        dumps = StackReader(memory, runtime, layout, procfs).threads(pid, live)
+    if not activity:
+        return dumps
     states = {}
     for dump in dumps:
         stat = procfs.try_read_text(pid, "task", str(dump.os_thread_id), "stat") or ""

@@ -115,3 +115,12 @@ def locate_runtime(procfs: ProcFS, pid: int, memory: RemoteMemory) -> Optional[R
             version=(hexversion >> 24, (hexversion >> 16) & 0xFF),
         )
     return None
+
+
+def warm_symbols(procfs: ProcFS, pid: int) -> None:
+    """Parse the symbols of ``pid``'s Python binaries into the cache, reading no memory: done
+    before forking workers, so that each of them does not parse the same file again."""
+    maps = procfs.try_read_text(pid, "maps") or ""
+    for path in mapped_python(maps):
+        if _symbols_of(procfs, pid, path) is not None:
+            return

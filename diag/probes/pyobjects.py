@@ -34,6 +34,7 @@ class ObjectReader:
         self._lay = layout
         self._strings: Dict[int, str] = {}
         self._keys: Dict[int, List[Tuple[int, int]]] = {}
+        self._types: Dict[int, Tuple[int, int, int]] = {}
 
     def _read_object(self, addr: int, header: int, size_of: _SizeOf) -> Tuple[bytes, int]:
         """The header and the first ``size_of(header)`` payload bytes, in one read if it fits."""
@@ -83,11 +84,7 @@ class ObjectReader:
     def attribute(self, obj: int, name: str) -> Optional[int]:
         """The address of ``obj.name`` from its instance storage, or None if it has none."""
         lay = self._lay
-        type_addr = self._mem.ptr(obj + 8)
-        raw = self._mem.read(type_addr, lay.heaptype_cached_keys + 8)
-        (flags,) = struct.unpack_from("<Q", raw, lay.type_flags)
-        (basicsize,) = struct.unpack_from("<q", raw, lay.type_basicsize)
-        (shared_keys,) = struct.unpack_from("<Q", raw, lay.heaptype_cached_keys)
+        flags, basicsize, shared_keys = self._type_of(self._mem.ptr(obj + 8))
         if not flags & _TPFLAGS_MANAGED_DICT:
             return None
         values, dict_addr = self._instance_storage(obj, flags, basicsize)
@@ -104,11 +101,26 @@ class ObjectReader:
                 return value
         return None
 
+    def _type_of(self, type_addr: int) -> Tuple[int, int, int]:
+        """(flags, basic size, shared keys) of a heap type, read once per dump."""
+        cached = self._types.get(type_addr)
+        if cached is None:
+            lay = self._lay
+            raw = self._mem.read(type_addr, lay.heaptype_cached_keys + 8)
+            cached = (
+                int(struct.unpack_from("<Q", raw, lay.type_flags)[0]),
+                int(struct.unpack_from("<q", raw, lay.type_basicsize)[0]),
+                int(struct.unpack_from("<Q", raw, lay.heaptype_cached_keys)[0]),
+            )
+            self._types[type_addr] = cached
+        return cached
+
     def _instance_storage(self, obj: int, flags: int, basicsize: int) -> Tuple[int, int]:
         """(values array, dict) of a managed-dict instance, by version; 0 where absent."""
         version = self._lay.version
         if version == (3, 11):
-            return self._mem.ptr(obj - 32), self._mem.ptr(obj - 24)
+            values, dict_addr = struct.unpack("<QQ", self._mem.read(obj - 32, 16))
+            return int(values), int(dict_addr)
         if version == (3, 12):
             tagged = self._mem.ptr(obj - 24)
             return (tagged + 1, 0) if tagged & 1 else (0, tagged)  # stored as values - 1

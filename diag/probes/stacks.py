@@ -24,7 +24,7 @@ Parsing py-spy's JSON and joining it to the /proc threads is pure and lives in
 ``read_python_stacks`` is what a sample calls: on CPython 3.11-3.13 it first reads the stacks
 in-process (``diag.probes.pyframes``: the same non-blocking read, a fraction of py-spy's cost)
 and uses py-spy for every other Python, for any read that fails or looks inconsistent (tried
-twice: a running thread can tear one read), and always when asked for ``reader="py-spy"``.
+three times: a running thread can tear a read), and always when asked for ``reader="py-spy"``.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def dump_stacks(
 
 READER_DIAG = "diag"
 READER_PYSPY = "py-spy"
-_IN_PROCESS_TRIES = 2
+_IN_PROCESS_TRIES = 3
 
 
 def read_python_stacks(
@@ -210,13 +210,18 @@ def read_python_stacks(
     pyspy: str,
     procfs: Optional[ProcFS] = None,
     reader: str = "auto",
+    activity: bool = True,
 ) -> Tuple[List[PyThreadDump], str]:
-    """Every Python thread's stack of ``pid`` and which reader gave it ("diag" or "py-spy")."""
+    """Every Python thread's stack of ``pid`` and which reader gave it ("diag" or "py-spy").
+
+    ``activity=False``: the caller reads the threads' states itself (diag's reader then leaves
+    ``active`` False instead of reading every thread's stat).
+    """
     fs = procfs or ProcFS()
     if reader != READER_PYSPY:
         for _ in range(_IN_PROCESS_TRIES):
             try:
-                dumps = read_stacks(fs, pid)
+                dumps = read_stacks(fs, pid, activity)
             except RemoteReadError:
                 continue
             if dumps is None:

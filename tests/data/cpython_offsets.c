@@ -24,6 +24,9 @@ int main(void) {
   P("tstate_next", offsetof(PyThreadState, next));
   P("tstate_thread_id", offsetof(PyThreadState, thread_id));
   P("tstate_native_thread_id", offsetof(PyThreadState, native_thread_id));
+  P("tstate_datastack_chunk", offsetof(PyThreadState, datastack_chunk));
+  P("tstate_datastack_top", offsetof(PyThreadState, datastack_top));
+  P("chunk_data", offsetof(_PyStackChunk, data));
 #if PY_VERSION_HEX >= 0x030D0000
   P("tstate_current_frame", offsetof(PyThreadState, current_frame));
   P("frame_code", offsetof(_PyInterpreterFrame, f_executable));

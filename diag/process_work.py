@@ -1,0 +1,168 @@
+"""One process's share of a sample: its /proc read and its stack read, as plain records.
+
+Both the Collector (in its own threads) and the forked shard workers (``diag.shards``) run
+exactly this, so a sample means the same whichever did the work. The records are msgspec
+Structs because a worker sends them through a pipe.
+
+The stack read keeps ``diag.probes.quiescence``'s rule: a dump is offered for reuse with the
+run counters of every thread read before it (``quiet``); a later sample whose counters are
+still exactly those - nothing ran from before that dump until now, so nothing ran during it
+either - reuses the dump instead of reading again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import msgspec
+
+from diag.model import ProcessSample, ThreadSample
+from diag.probes.procfs import ProcFS
+from diag.probes.pymem import warm_symbols
+from diag.probes.pyspy_dump import PyThreadDump, StackError
+from diag.probes.quiescence import Fingerprint, counters_of, read_counters
+from diag.probes.quiescence import quiet as quiet_counters
+from diag.probes.resources import read_resources
+from diag.probes.stacks import READER_DIAG, read_python_stacks
+from diag.probes.threads import decode_wait_status, read_threads
+
+
+class StackRead(msgspec.Struct, frozen=True):
+    """The outcome of one stack read: dumps, or ``reused``, or an error (``StackError``)."""
+
+    dumps: Optional[List[PyThreadDump]] = None
+    reader: Optional[str] = None
+    error_kind: Optional[str] = None
+    error: Optional[str] = None
+    reused: bool = False
+    # The counters after a dump during which no thread ran: the key for reusing it.
+    quiet: Optional[Fingerprint] = None
+    duration_s: float = 0.0
+
+
+class ProcessWork(msgspec.Struct, frozen=True):
+    """What to do for one process; ``quiet`` is the key of its reusable dump, if any."""
+
+    pid: int
+    stacks: bool = True
+    quiet: Optional[Fingerprint] = None
+
+
+class ProcessResult(msgspec.Struct, frozen=True):
+    """The /proc read (or why it failed) and the stack read of one process."""
+
+    pid: int
+    sample: Optional[ProcessSample] = None
+    proc_error: Optional[str] = None
+    proc_s: float = 0.0
+    stacks: Optional[StackRead] = None
+
+
+class ProcessReader:
+    """The per-process reads, with what they need from the Collector and nothing else."""
+
+    def __init__(
+        self,
+        procfs: ProcFS,
+        host: str,
+        machine: str,
+        page_size: Callable[[], int],
+        pyspy: str,
+        stack_reader: str,
+        timeout_s: float,
+    ) -> None:
+        self.procfs = procfs
+        self.host = host
+        self.machine = machine
+        self.page_size = page_size
+        self.pyspy = pyspy
+        self.stack_reader = stack_reader
+        self.timeout_s = timeout_s
+        self.exit_codes: Dict[int, Optional[int]] = {}
+
+    def read_proc(self, pid: int) -> ProcessSample:
+        t_s = time.time()
+        try:
+            res = read_resources(self.procfs, pid, self.page_size())
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ESRCH):
+                return ProcessSample(pid=pid, host=self.host, t_s=t_s, status="exited")
+            raise
+        zombie = res.stat.state in ("Z", "X", "x")
+        if zombie:
+            self.exit_codes[pid] = decode_wait_status(res.stat.exit_code)
+        return ProcessSample(
+            pid=pid,
+            host=self.host,
+            t_s=t_s,
+            status="zombie" if zombie else "alive",
+            state=res.stat.state,
+            utime_ticks=res.stat.utime_ticks,
+            stime_ticks=res.stat.stime_ticks,
+            rss_bytes=res.rss_bytes,
+            vms_bytes=res.vms_bytes,
+            num_threads=res.stat.num_threads,
+            io=res.io,
+            threads=() if zombie else read_threads(self.procfs, pid, self.machine),
+            exit_code=self.exit_codes.get(pid),
+        )
+
+    def read_stacks(
+        self,
+        pid: int,
+        quiet: Optional[Fingerprint],
+        threads: Optional[Sequence[ThreadSample]] = None,
+    ) -> StackRead:
+        """The stacks of ``pid``, or ``reused`` when its counters still equal ``quiet``.
+
+        ``threads``: the /proc read of its threads made just before (by the same worker); its
+        counters are then the ones compared, else they are read here. A dump is offered for
+        reuse with the counters read *before* it: a later sample that finds the very same
+        counters knows that no thread ran from before this dump until then.
+        """
+        started = time.monotonic()
+        known = counters_of(threads) if threads is not None else None
+        counters = known if threads is not None else read_counters(self.procfs, pid)
+        before = quiet_counters(counters)
+        if quiet is not None and before is not None and before == quiet:
+            return StackRead(reused=True, quiet=quiet, duration_s=time.monotonic() - started)
+        try:
+            dumps, reader = read_python_stacks(
+                pid, self.timeout_s, self.pyspy, self.procfs, self.stack_reader, activity=False
+            )
+        except StackError as exc:
+            return StackRead(
+                error_kind=exc.kind, error=str(exc), duration_s=time.monotonic() - started
+            )
+        if reader == READER_DIAG:  # "active" as py-spy means it: on a CPU
+            running = {c[0] for c in counters or () if c[1] == "R"}
+            dumps = [dataclasses.replace(d, active=d.os_thread_id in running) for d in dumps]
+        return StackRead(
+            dumps=dumps, reader=reader, quiet=before, duration_s=time.monotonic() - started
+        )
+
+    def warm(self, pids: List[int]) -> None:
+        """Load what every worker would otherwise load again (the Python binaries' symbols)."""
+        if self.pyspy and self.stack_reader != "py-spy":
+            for pid in pids:
+                warm_symbols(self.procfs, pid)
+
+    def work(self, job: ProcessWork) -> ProcessResult:
+        """Both reads of one process; a failed /proc read is reported, never raised."""
+        started = time.monotonic()
+        try:
+            sample: Optional[ProcessSample] = self.read_proc(job.pid)
+            error = None
+        except Exception as exc:  # the runner's rule: a probe's failure is a record
+            sample, error = None, f"{type(exc).__name__}: {exc}"
+        proc_s = time.monotonic() - started
+        stacks = None
+        if job.stacks and sample is not None and sample.status == "alive":
+            # The /proc read just made is the "before" of the dump (same worker, in order).
+            stacks = self.read_stacks(job.pid, job.quiet, sample.threads)
+        return ProcessResult(
+            pid=job.pid, sample=sample, proc_error=error, proc_s=proc_s, stacks=stacks
+        )

@@ -1,0 +1,208 @@
+"""Spread a sample's per-process work over forked workers, one per core, so it uses them all.
+
+Why: the /proc read of a rank's threads and the stack read are Python code, and in one
+process they share one interpreter lock: with 8 ranks x 64 threads on a 2-core host, threads
+only take turns (and pay for every hand-over). Forked workers run the same code
+(``diag.process_work``) truly in parallel; a snapshot of N ranks then costs about N / cores
+ranks' worth, and the Collector's own threads are left for the GPU, socket and log probes.
+
+Fork, not a new interpreter: a fork is a few milliseconds and needs no imports, where starting
+``python -m`` would cost more than the sample it speeds up. Forking is only done while the
+Collector's process has a single thread (before any probe thread exists, or after all ended):
+a fork with other threads running can copy a held lock. A worker closes every inherited file
+descriptor but its two pipes (a launched command's output pipe must not be held open by it),
+ignores SIGINT (Ctrl-C is diag's to handle) and exits when its request pipe closes - also when
+diag dies, so no worker outlives it.
+
+A worker that misses the deadline is killed and its unanswered processes get a "timed out"
+record; a worker that dies is reported the same way. Either way the pool is closed and later
+samples do the work in the Collector's own threads, as without workers.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import struct
+import threading
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.process_work import ProcessReader, ProcessResult, ProcessWork
+
+_HEADER = struct.Struct("<I")
+_MAX_WORKERS = 8
+_jobs_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(List[ProcessWork]))
+_result_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(ProcessResult))
+
+
+def _write_frame(fd: int, payload: bytes) -> None:
+    data = memoryview(_HEADER.pack(len(payload)) + payload)
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _read_exact(fd: int, size: int) -> Optional[bytes]:
+    out = b""
+    while len(out) < size:
+        chunk = os.read(fd, size - len(out))
+        if not chunk:
+            return None
+        out += chunk
+    return out
+
+
+def _serve(reader: ProcessReader, requests: int, answers: int) -> None:
+    """The worker's loop: a list of ``ProcessWork`` in, one ``ProcessResult`` per process out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    keep = sorted({0, 1, 2, requests, answers})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)
+    encode, decode = _result_codec[0].encode, _jobs_codec[1].decode
+    while True:
+        head = _read_exact(requests, _HEADER.size)
+        if head is None:
+            return
+        body = _read_exact(requests, _HEADER.unpack(head)[0])
+        if body is None:
+            return
+        for job in decode(body):
+            _write_frame(answers, encode(reader.work(job)))
+
+
+class _Worker:
+    def __init__(self, pid: int, requests: int, answers: int) -> None:
+        self.pid = pid
+        self.requests = requests
+        self.answers = answers
+        self.buffer = b""
+        self.expected = 0
+
+    def kill(self) -> None:
+        for fd in (self.requests, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+
+
+class ShardPool:
+    """Forked workers doing ``ProcessReader.work``; ``run`` gives each a share of a sample."""
+
+    def __init__(self, reader: ProcessReader, workers: Optional[int] = None) -> None:
+        self._reader = reader
+        wanted = workers if workers is not None else min(os.cpu_count() or 1, _MAX_WORKERS)
+        self._wanted = max(wanted, 0)
+        self._workers: List[_Worker] = []
+        self.broken: Optional[str] = None  # why the pool stopped being used
+
+    def usable(self, pids: List[int]) -> bool:
+        """Start the workers if needed and safe; whether this sample should use them."""
+        if self.broken is not None or self._wanted < 2:
+            return False
+        if self._workers:
+            return True
+        if len(pids) < 2 or threading.active_count() != 1:
+            return False  # nothing to share, or forking beside other threads is unsafe now
+        self._reader.warm(pids)
+        self._workers = [self._fork() for _ in range(self._wanted)]
+        return True
+
+    def _fork(self) -> _Worker:
+        req_r, req_w = os.pipe()
+        ans_r, ans_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 0
+            try:
+                os.close(req_w)
+                os.close(ans_r)
+                _serve(self._reader, req_r, ans_w)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        os.close(req_r)
+        os.close(ans_w)
+        return _Worker(pid, req_w, ans_r)
+
+    def run(
+        self, jobs: Sequence[ProcessWork], weights: Dict[int, int], timeout_s: float
+    ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
+        """Results by pid, and for each process without one, why (timeout, worker died)."""
+        shares: List[List[ProcessWork]] = [[] for _ in self._workers]
+        loads = [0] * len(self._workers)
+        for job in sorted(jobs, key=lambda j: -weights.get(j.pid, 1)):
+            i = loads.index(min(loads))
+            shares[i].append(job)
+            loads[i] += weights.get(job.pid, 1)
+        selector = selectors.DefaultSelector()
+        missing: Dict[int, str] = {}
+        results: Dict[int, ProcessResult] = {}
+        for worker, share in zip(self._workers, shares):
+            if not share:
+                continue
+            worker.expected = len(share)
+            try:
+                _write_frame(worker.requests, _jobs_codec[0].encode(share))
+            except OSError as exc:
+                self._break(f"a worker could not be asked ({exc.strerror})")
+                return {}, {job.pid: self.broken or "" for job in jobs}
+            selector.register(worker.answers, selectors.EVENT_READ, worker)
+        deadline = time.monotonic() + timeout_s
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            events = selector.select(max(remaining, 0.0)) if remaining > 0 else []
+            if not events:
+                self._break(f"a worker took longer than {timeout_s:g}s")
+                break
+            for key, _ in events:
+                worker = key.data
+                chunk = os.read(worker.answers, 1 << 20)
+                if not chunk:
+                    selector.unregister(worker.answers)
+                    self._break("a worker exited")
+                    continue
+                worker.buffer += chunk
+                self._take_frames(worker, results)
+                if worker.expected == 0:
+                    selector.unregister(worker.answers)
+        selector.close()
+        for job in jobs:
+            if job.pid not in results:
+                missing[job.pid] = f"not read: {self.broken or 'no answer'}"
+        return results, missing
+
+    def _take_frames(self, worker: _Worker, results: Dict[int, ProcessResult]) -> None:
+        while len(worker.buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(worker.buffer)
+            if len(worker.buffer) < _HEADER.size + size:
+                return
+            body = worker.buffer[_HEADER.size : _HEADER.size + size]
+            worker.buffer = worker.buffer[_HEADER.size + size :]
+            result = _result_codec[1].decode(body)
+            results[result.pid] = result
+            worker.expected -= 1
+
+    def _break(self, why: str) -> None:
+        if self.broken is None:
+            self.broken = why
+        self.close()
+
+    def close(self) -> None:
+        """End the workers (idempotent); later samples run without them."""
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.kill()
