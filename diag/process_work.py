@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import errno
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.model import ProcessSample, ThreadSample
+from diag.model import Frame, ProcessSample, ThreadSample
 from diag.probes.procfs import ProcFS
 from diag.probes.pymem import warm_symbols
-from diag.probes.pyspy_dump import PyThreadDump, StackError
+from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id
 from diag.probes.quiescence import Fingerprint, counters_of, read_counters
 from diag.probes.quiescence import quiet as quiet_counters
 from diag.probes.resources import read_resources
@@ -33,7 +33,10 @@ from diag.probes.threads import decode_wait_status, read_threads
 class StackRead(msgspec.Struct, frozen=True):
     """The outcome of one stack read: dumps, or ``reused``, or an error (``StackError``)."""
 
+    # Each thread's frames are in ``stacks`` under its ``stack_id`` (a pipe carries each
+    # distinct stack once, and its id is hashed where the read ran): see ``full_dumps``.
     dumps: Optional[List[PyThreadDump]] = None
+    stacks: Dict[str, Tuple[Frame, ...]] = {}
     reader: Optional[str] = None
     error_kind: Optional[str] = None
     error: Optional[str] = None
@@ -41,6 +44,16 @@ class StackRead(msgspec.Struct, frozen=True):
     # The counters after a dump during which no thread ran: the key for reusing it.
     quiet: Optional[Fingerprint] = None
     duration_s: float = 0.0
+
+    def full_dumps(self) -> Optional[List[PyThreadDump]]:
+        """The dumps with their frames back (shared tuples, one per distinct stack)."""
+        if self.dumps is None:
+            return None
+        stacks = self.stacks
+        return [
+            dataclasses.replace(d, frames=stacks[d.stack_id]) if d.stack_id in stacks else d
+            for d in self.dumps
+        ]
 
 
 class ProcessWork(msgspec.Struct, frozen=True):
@@ -137,11 +150,24 @@ class ProcessReader:
             return StackRead(
                 error_kind=exc.kind, error=str(exc), duration_s=time.monotonic() - started
             )
-        if reader == READER_DIAG:  # "active" as py-spy means it: on a CPU
-            running = {c[0] for c in counters or () if c[1] == "R"}
-            dumps = [dataclasses.replace(d, active=d.os_thread_id in running) for d in dumps]
+        running = {c[0] for c in counters or () if c[1] == "R"}
+        ids: Dict[Tuple[Frame, ...], str] = {}
+        stacks: Dict[str, Tuple[Frame, ...]] = {}
+        compact = []
+        for d in dumps:
+            sid = ids.get(d.frames)
+            if sid is None:
+                sid = ids[d.frames] = stack_id(d.frames)
+                stacks[sid] = d.frames
+            # "active" as py-spy means it (on a CPU) for diag's own reads.
+            active = d.os_thread_id in running if reader == READER_DIAG else d.active
+            compact.append(dataclasses.replace(d, active=active, frames=(), stack_id=sid))
         return StackRead(
-            dumps=dumps, reader=reader, quiet=before, duration_s=time.monotonic() - started
+            dumps=compact,
+            stacks=stacks,
+            reader=reader,
+            quiet=before,
+            duration_s=time.monotonic() - started,
         )
 
     def warm(self, pids: List[int]) -> None:

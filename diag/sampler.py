@@ -208,12 +208,13 @@ class Collector:
         if read.reused and quiet is not None:
             self._quiet_dumps[pid] = quiet
             return _StackOutcome(quiet.dumps, None, reused=True, reader=quiet.reader)
-        if read.dumps is None:
+        dumps = read.full_dumps()
+        if dumps is None:
             kind = read.error_kind or KIND_ERROR
             return _StackOutcome(None, StackError(kind, read.error or "no stacks were read"))
         if read.quiet is not None:
-            self._quiet_dumps[pid] = _QuietDump(read.quiet, read.dumps, read.reader or "")
-        return _StackOutcome(read.dumps, None, reader=read.reader)
+            self._quiet_dumps[pid] = _QuietDump(read.quiet, dumps, read.reader or "")
+        return _StackOutcome(dumps, None, reader=read.reader)
 
     def _jobs(self, live: List[int]) -> List[ProcessWork]:
         out = []
@@ -232,6 +233,11 @@ class Collector:
         t0 = time.time()
         started = time.monotonic()
         tree = self._tree()
+        # Workers start on every process's /proc and stacks now, while this thread discovers.
+        pending = None
+        if self._shards.usable(tree):
+            weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
+            pending = self._shards.submit(self._jobs(tree), weights)
         new_processes = self.table.discover(tree, index)
         in_tree = set(tree)
         live = [pid for pid in tree if pid in self.processes]
@@ -241,10 +247,9 @@ class Collector:
         # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
         # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
         calls: List[ProbeCall[Any]] = []
-        sharded = self._shards.usable(live)
-        if sharded:  # /proc and stacks of every process, spread over the workers
-            weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
-            run = partial(self._shards.run, self._jobs(live), weights, timeout_s + _STACKS_GRACE_S)
+        sharded = pending is not None
+        if pending is not None:  # /proc and stacks of every process, spread over the workers
+            run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S)
             calls.append(ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S))
         elif self.pyspy:
             calls += [
@@ -358,6 +363,9 @@ class Collector:
     ) -> None:
         """The workers' results as if each process's probes had run here (same records)."""
         results, missing = value
+        # Work was handed out before discovery: a process it could not identify is dropped.
+        results = {pid: r for pid, r in results.items() if pid in self.processes}
+        missing = {pid: why for pid, why in missing.items() if pid in self.processes}
 
         def fail(probe: str, reason: str, pid: int, took_s: float = 0.0) -> None:
             failures.append(

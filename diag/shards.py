@@ -99,6 +99,14 @@ class _Worker:
             pass
 
 
+class Pending:
+    """Work handed out by ``submit``, to be gathered by ``collect``."""
+
+    def __init__(self, jobs: List[ProcessWork]) -> None:
+        self.jobs = jobs
+        self.workers: List[_Worker] = []
+
+
 class ShardPool:
     """Forked workers doing ``ProcessReader.work``; ``run`` gives each a share of a sample."""
 
@@ -138,51 +146,58 @@ class ShardPool:
         os.close(ans_w)
         return _Worker(pid, req_w, ans_r)
 
-    def run(
-        self, jobs: Sequence[ProcessWork], weights: Dict[int, int], timeout_s: float
-    ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
-        """Results by pid, and for each process without one, why (timeout, worker died)."""
+    def submit(self, jobs: Sequence[ProcessWork], weights: Dict[int, int]) -> Pending:
+        """Hand each worker its share now (heaviest processes first, to the least loaded), so
+        they work while this process does the rest of the sample; ``collect`` gathers."""
+        pending = Pending(list(jobs))
         shares: List[List[ProcessWork]] = [[] for _ in self._workers]
         loads = [0] * len(self._workers)
         for job in sorted(jobs, key=lambda j: -weights.get(j.pid, 1)):
             i = loads.index(min(loads))
             shares[i].append(job)
             loads[i] += weights.get(job.pid, 1)
-        selector = selectors.DefaultSelector()
-        missing: Dict[int, str] = {}
-        results: Dict[int, ProcessResult] = {}
         for worker, share in zip(self._workers, shares):
             if not share:
                 continue
             worker.expected = len(share)
+            worker.buffer = b""
             try:
                 _write_frame(worker.requests, _jobs_codec[0].encode(share))
             except OSError as exc:
                 self._break(f"a worker could not be asked ({exc.strerror})")
-                return {}, {job.pid: self.broken or "" for job in jobs}
-            selector.register(worker.answers, selectors.EVENT_READ, worker)
+                return pending
+            pending.workers.append(worker)
+        return pending
+
+    def collect(
+        self, pending: Pending, timeout_s: float
+    ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
+        """Results by pid, and for each process without one, why (timeout, worker died)."""
+        results: Dict[int, ProcessResult] = {}
         deadline = time.monotonic() + timeout_s
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            events = selector.select(max(remaining, 0.0)) if remaining > 0 else []
-            if not events:
-                self._break(f"a worker took longer than {timeout_s:g}s")
-                break
-            for key, _ in events:
-                worker = key.data
-                chunk = os.read(worker.answers, 1 << 20)
-                if not chunk:
-                    selector.unregister(worker.answers)
-                    self._break("a worker exited")
-                    continue
-                worker.buffer += chunk
-                self._take_frames(worker, results)
-                if worker.expected == 0:
-                    selector.unregister(worker.answers)
-        selector.close()
-        for job in jobs:
-            if job.pid not in results:
-                missing[job.pid] = f"not read: {self.broken or 'no answer'}"
+        with selectors.DefaultSelector() as selector:
+            for worker in pending.workers if self.broken is None else []:
+                selector.register(worker.answers, selectors.EVENT_READ, worker)
+            while selector.get_map() and self.broken is None:
+                remaining = deadline - time.monotonic()
+                events = selector.select(remaining) if remaining > 0 else []
+                if not events:
+                    self._break(f"a worker took longer than {timeout_s:g}s")
+                for key, _ in events:
+                    worker = key.data
+                    chunk = os.read(worker.answers, 1 << 20)
+                    if not chunk:
+                        self._break("a worker exited")
+                        break
+                    worker.buffer += chunk
+                    self._take_frames(worker, results)
+                    if worker.expected == 0:
+                        selector.unregister(worker.answers)
+        missing = {
+            job.pid: f"not read: {self.broken or 'no answer'}"
+            for job in pending.jobs
+            if job.pid not in results
+        }
         return results, missing
 
     def _take_frames(self, worker: _Worker, results: Dict[int, ProcessResult]) -> None:

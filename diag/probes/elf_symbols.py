@@ -12,6 +12,7 @@ the caller falls back to py-spy.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
@@ -107,23 +108,28 @@ def _lookup(symtab: bytes, strtab: bytes, name: str) -> Optional[int]:
 
 def load_base(maps_text: str, path: str) -> Optional[int]:
     """The start of ``path``'s offset-0 mapping in a /proc/PID/maps text, or None."""
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5] == path and int(parts[2], 16) == 0:
-            return int(parts[0].split("-", 1)[0], 16)
-    return None
+    pattern = rf"^([0-9a-f]+)-\S+ \S+ 0+ \S+ \d+ +{re.escape(path)}$"
+    match = re.search(pattern, maps_text, re.M)
+    return int(match.group(1), 16) if match else None
 
 
-def mapped_python(maps_text: str) -> List[str]:
-    """Mapped files that may define ``_PyRuntime``: libpython first, then the rest (the exe)."""
-    libs: List[str] = []
-    others: List[str] = []
-    for line in maps_text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) != 6 or not parts[5].startswith("/"):
-            continue
-        path = parts[5]
-        bucket = libs if "/libpython" in path else others
-        if path not in bucket and "python" in path.rsplit("/", 1)[-1]:
-            bucket.append(path)
-    return libs + others
+def mapped_python(maps_text: str, exe: Optional[str] = None) -> List[str]:
+    """Files that may define ``_PyRuntime``: the mapped libpython(s), then the executable.
+
+    Only lines naming a libpython are looked at (``str.find``, in C): a torch process maps
+    ~1,000 files, nearly all under a ``python3.X`` directory. The executable comes from
+    ``/proc/PID/exe`` (``exe``), so a renamed or embedding binary is tried too.
+    """
+    paths: Dict[str, None] = {}
+    pos = maps_text.find("/libpython")
+    while pos >= 0:
+        start = maps_text.rfind("\n", 0, pos) + 1
+        end = maps_text.find("\n", pos)
+        end = len(maps_text) if end < 0 else end
+        parts = maps_text[start:end].split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            paths[parts[5]] = None
+        pos = maps_text.find("/libpython", end)
+    if exe and exe.startswith("/") and not exe.endswith(" (deleted)"):
+        paths[exe] = None
+    return list(paths)

@@ -10,6 +10,7 @@ a signed varint keeps its sign in bit 0.
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Tuple
 
 
@@ -31,11 +32,12 @@ def _svarint(table: bytes, pos: int) -> Tuple[int, int]:
     return (-(value >> 1) if value & 1 else value >> 1), pos
 
 
+@functools.lru_cache(maxsize=8192)
 def line_of(table: bytes, first_line: int, lasti: int) -> Optional[int]:
     """The line of code unit ``lasti`` (the first line for a frame that has not started yet).
 
-    Scans from the start and stops at ``lasti``: a stack read asks once per distinct
-    (code object, instruction), and many threads wait at the same few places.
+    Scans from the start and stops at ``lasti``; remembered (by the table's bytes, not by an
+    address): the ranks of a job run the same code and wait at the same few places.
     """
     if lasti < 0:
         return first_line

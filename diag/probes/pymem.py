@@ -100,7 +100,7 @@ def _symbols_of(procfs: ProcFS, pid: int, path: str) -> Optional[ElfSymbols]:
 def locate_runtime(procfs: ProcFS, pid: int, memory: RemoteMemory) -> Optional[Runtime]:
     """The runtime of ``pid``'s interpreter, or None (not CPython 3.11+, or not found)."""
     maps = procfs.try_read_text(pid, "maps") or ""
-    for path in mapped_python(maps):
+    for path in mapped_python(maps, procfs.readlink(pid, "exe")):
         symbols = _symbols_of(procfs, pid, path)
         if symbols is None or not all(name in symbols.values for name in _SYMBOLS):
             continue
@@ -121,6 +121,6 @@ def warm_symbols(procfs: ProcFS, pid: int) -> None:
     """Parse the symbols of ``pid``'s Python binaries into the cache, reading no memory: done
     before forking workers, so that each of them does not parse the same file again."""
     maps = procfs.try_read_text(pid, "maps") or ""
-    for path in mapped_python(maps):
+    for path in mapped_python(maps, procfs.readlink(pid, "exe")):
         if _symbols_of(procfs, pid, path) is not None:
             return

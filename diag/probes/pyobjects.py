@@ -84,10 +84,14 @@ class ObjectReader:
     def attribute(self, obj: int, name: str) -> Optional[int]:
         """The address of ``obj.name`` from its instance storage, or None if it has none."""
         lay = self._lay
-        flags, basicsize, shared_keys = self._type_of(self._mem.ptr(obj + 8))
+        # The pre-header words (3.11: values, dict; 3.12+: dict or values) and the header
+        # (refcount, type), in one read.
+        first = 4 if lay.version == (3, 11) else 3
+        words = struct.unpack(f"<{first + 2}Q", self._mem.read(obj - 8 * first, 8 * (first + 2)))
+        flags, basicsize, shared_keys = self._type_of(words[-1])
         if not flags & _TPFLAGS_MANAGED_DICT:
             return None
-        values, dict_addr = self._instance_storage(obj, flags, basicsize)
+        values, dict_addr = self._instance_storage(obj, flags, basicsize, words[0], words[1])
         if values:
             return self._split_value(shared_keys, values, name)
         if not dict_addr:
@@ -115,20 +119,23 @@ class ObjectReader:
             self._types[type_addr] = cached
         return cached
 
-    def _instance_storage(self, obj: int, flags: int, basicsize: int) -> Tuple[int, int]:
-        """(values array, dict) of a managed-dict instance, by version; 0 where absent."""
+    def _instance_storage(
+        self, obj: int, flags: int, basicsize: int, word0: int, word1: int
+    ) -> Tuple[int, int]:
+        """(values array, dict) of a managed-dict instance, by version; 0 where absent.
+
+        ``word0``/``word1``: the first pre-header words (3.11: values, dict; 3.12+: the
+        dict-or-values word, then the GC header)."""
         version = self._lay.version
         if version == (3, 11):
-            values, dict_addr = struct.unpack("<QQ", self._mem.read(obj - 32, 16))
-            return int(values), int(dict_addr)
+            return word0, word1
         if version == (3, 12):
-            tagged = self._mem.ptr(obj - 24)
-            return (tagged + 1, 0) if tagged & 1 else (0, tagged)  # stored as values - 1
+            return (word0 + 1, 0) if word0 & 1 else (0, word0)  # values stored as values - 1
         if flags & _TPFLAGS_INLINE_VALUES:
             inline = obj + basicsize
             if self._mem.read(inline + 3, 1)[0]:  # PyDictValues.valid
                 return inline + self._lay.values_array, 0
-        return 0, self._mem.ptr(obj - 24)
+        return 0, word0
 
     def _split_value(self, keys: int, values: int, name: str) -> Optional[int]:
         for index, (key, _) in enumerate(self._entries(keys)):

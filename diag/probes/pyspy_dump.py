@@ -53,6 +53,8 @@ class PyThreadDump:
     active: bool
     owns_gil: bool
     frames: Tuple[Frame, ...]
+    # ``stack_id(frames)`` when the reader already computed it (diag.process_work does).
+    stack_id: Optional[str] = None
 
 
 class _PySpyFrame(msgspec.Struct):
@@ -127,7 +129,7 @@ def join_stacks(
     stacks: Dict[str, Stack] = {}
     unmatched: List[Tuple[PyThreadDump, str]] = []
     for dump in dumps:
-        sid = stack_id(dump.frames)
+        sid = dump.stack_id or stack_id(dump.frames)
         stacks.setdefault(sid, Stack(frames=dump.frames))
         i = index_of.get(dump.os_thread_id) if dump.os_thread_id is not None else None
         if i is not None and i not in claimed:
