@@ -64,7 +64,7 @@ from diag.probes.stacks import (
 from diag.process_table import ProcessTable
 from diag.process_work import ProcessReader, ProcessResult, ProcessWork, StackRead
 from diag.redact import Redactor
-from diag.shards import ShardPool
+from diag.shards import WORKER_EXITED, Pending, ShardPool
 
 # py-spy gets the probe timeout itself (and kills its subprocess); the thread waiting on it a
 # little more, so the subprocess's own timeout message is the one recorded.
@@ -216,6 +216,19 @@ class Collector:
             self._quiet_dumps[pid] = _QuietDump(read.quiet, dumps, read.reader or "")
         return _StackOutcome(dumps, None, reader=read.reader)
 
+    def _collect(
+        self, pending: Pending, timeout_s: float
+    ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
+        """The workers' results; what a worker that died left undone is done here instead (a
+        worker that hung is not retried: the same read would likely hang here too)."""
+        results, missing = self._shards.collect(pending, timeout_s)
+        if self._shards.broken == WORKER_EXITED:
+            for job in pending.jobs:
+                if job.pid in missing:
+                    results[job.pid] = self._reader.work(job)
+                    del missing[job.pid]
+        return results, missing
+
     def _jobs(self, live: List[int]) -> List[ProcessWork]:
         out = []
         for pid in live:
@@ -238,6 +251,8 @@ class Collector:
         if self._shards.usable(tree):
             weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
             pending = self._shards.submit(self._jobs(tree), weights)
+            if self._shards.broken is not None:
+                pending = None  # a worker died since the last sample: all of it here
         new_processes = self.table.discover(tree, index)
         in_tree = set(tree)
         live = [pid for pid in tree if pid in self.processes]
@@ -249,7 +264,7 @@ class Collector:
         calls: List[ProbeCall[Any]] = []
         sharded = pending is not None
         if pending is not None:  # /proc and stacks of every process, spread over the workers
-            run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S)
+            run = partial(self._collect, pending, timeout_s + _STACKS_GRACE_S)
             calls.append(ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S))
         elif self.pyspy:
             calls += [

@@ -35,6 +35,7 @@ from diag.process_work import ProcessReader, ProcessResult, ProcessWork
 
 _HEADER = struct.Struct("<I")
 _MAX_WORKERS = 8
+WORKER_EXITED = "a worker exited"
 _jobs_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(List[ProcessWork]))
 _result_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(ProcessResult))
 
@@ -146,6 +147,10 @@ class ShardPool:
         os.close(ans_w)
         return _Worker(pid, req_w, ans_r)
 
+    @property
+    def worker_pids(self) -> List[int]:
+        return [w.pid for w in self._workers]
+
     def submit(self, jobs: Sequence[ProcessWork], weights: Dict[int, int]) -> Pending:
         """Hand each worker its share now (heaviest processes first, to the least loaded), so
         they work while this process does the rest of the sample; ``collect`` gathers."""
@@ -187,7 +192,7 @@ class ShardPool:
                     worker = key.data
                     chunk = os.read(worker.answers, 1 << 20)
                     if not chunk:
-                        self._break("a worker exited")
+                        self._break(WORKER_EXITED)
                         break
                     worker.buffer += chunk
                     self._take_frames(worker, results)

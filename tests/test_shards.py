@@ -1,0 +1,176 @@
+"""The forked workers that read /proc and stacks (``diag.shards``), on real processes.
+
+A sample taken through workers must say what one taken in diag's own threads says; a worker
+that hangs or dies must cost at most its deadline and never the snapshot; workers hold no
+file descriptor of diag's but their pipes, and do not outlive diag.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+from conftest import PROGRAMS
+
+from diag.model import Sample
+from diag.sampler import Collector
+
+
+def _view(sample: Sample) -> Dict[int, Tuple[Any, ...]]:
+    """What must not depend on who read it: per process, per thread, state and stack."""
+    return {
+        p.pid: (
+            p.status,
+            p.py_status,
+            p.stack_reader,
+            tuple((t.tid, t.state, t.stack_id, t.py_thread_name) for t in p.threads),
+        )
+        for p in sample.processes
+    }
+
+
+def _parked_job(spawn: Any) -> Any:
+    code = (
+        "import subprocess, sys, time\n"
+        f"kids = [subprocess.Popen([sys.executable, {str(PROGRAMS / 'lock_waiters.py')!r},"
+        " '2', '1'], stdout=subprocess.PIPE) for _ in range(3)]\n"
+        "[k.stdout.readline() for k in kids]\n"
+        "print('READY', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    return spawn([sys.executable, "-c", code])
+
+
+def _pyspy() -> str:
+    from diag.probes.stacks import find_pyspy
+
+    path = find_pyspy()
+    assert path is not None
+    return path
+
+
+def test_workers_and_threads_see_the_same_job(spawn: Any) -> None:
+    target = _parked_job(spawn)
+    through = Collector(target.pid, pyspy=_pyspy(), workers=2)
+    here = Collector(target.pid, pyspy=_pyspy(), workers=0)
+    try:
+        a = through.take_sample(0).sample
+        b = here.take_sample(0).sample
+        assert len(through._shards.worker_pids) == 2
+        assert not here._shards.worker_pids
+    finally:
+        through.close()
+        here.close()
+    assert "workers" in a.probe_timings_s and "workers" not in b.probe_timings_s
+    assert len(a.processes) == 4
+    assert _view(a) == _view(b)
+    assert {p.stack_reader for p in a.processes} == {"diag"}
+    assert not a.failures and not b.failures
+
+
+def test_a_hung_worker_costs_its_deadline_then_the_work_is_done_here(spawn: Any) -> None:
+    target = _parked_job(spawn)
+    collector = Collector(target.pid, pyspy=_pyspy(), workers=2, probe_timeout_s=1.0)
+    try:
+        collector.take_sample(0)
+        for pid in collector._shards.worker_pids:
+            os.kill(pid, signal.SIGSTOP)
+        started = time.monotonic()
+        stuck = collector.take_sample(1).sample
+        took_s = time.monotonic() - started
+        after = collector.take_sample(2).sample
+    finally:
+        collector.close()
+    assert took_s < 1.0 + 2.0 + 2.0  # the deadline and its grace, not forever
+    reasons = {f.reason for f in stuck.failures}
+    assert any("took longer than" in r for r in reasons), reasons
+    assert collector._shards.worker_pids == []  # killed (and reaped), not left stopped
+    assert "workers" not in after.probe_timings_s
+    assert all(p.py_status == "ok" for p in after.processes if p.stack_reader)
+    assert len([p for p in after.processes if p.py_status == "ok"]) == 4
+    assert not after.failures
+
+
+def test_a_dead_worker_loses_nothing(spawn: Any) -> None:
+    target = _parked_job(spawn)
+    collector = Collector(target.pid, pyspy=_pyspy(), workers=2)
+    try:
+        first = collector.take_sample(0).sample
+        os.kill(collector._shards.worker_pids[0], signal.SIGKILL)
+        time.sleep(0.2)
+        second = collector.take_sample(1).sample
+    finally:
+        collector.close()
+    assert not second.failures
+    assert [p.py_status for p in second.processes] == [p.py_status for p in first.processes]
+    assert len([p for p in second.processes if p.py_status == "ok"]) == 4
+
+
+def _fds(pid: int) -> List[str]:
+    base = Path(f"/proc/{pid}/fd")
+    return sorted(os.readlink(base / n) for n in os.listdir(base) if int(n) > 2)
+
+
+def test_workers_hold_only_their_pipes(spawn: Any, tmp_path: Path) -> None:
+    target = _parked_job(spawn)
+    held = open(tmp_path / "held-by-diag", "w")  # noqa: SIM115 - open across the fork
+    collector = Collector(target.pid, pyspy=_pyspy(), workers=2)
+    try:
+        collector.take_sample(0)
+        for pid in collector._shards.worker_pids:
+            fds = _fds(pid)
+            assert len(fds) == 2 and all(f.startswith("pipe:") for f in fds), fds
+    finally:
+        collector.close()
+        held.close()
+
+
+WATCHER = """
+import sys, time
+from diag.sampler import Collector
+c = Collector(int(sys.argv[1]), pyspy=None, workers=2)
+c.take_sample(0)
+print(*c._shards.worker_pids, flush=True)
+time.sleep(600)
+"""
+
+
+def test_workers_end_when_diag_is_killed(spawn: Any) -> None:
+    target = _parked_job(spawn)
+    diag = subprocess.Popen(
+        [sys.executable, "-c", WATCHER, str(target.pid)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert diag.stdout is not None
+        workers = [int(w) for w in diag.stdout.readline().split()]
+        assert len(workers) == 2
+        diag.kill()
+        diag.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+            for w in workers:  # they are diag's children: reap what init did not yet
+                try:
+                    os.waitpid(w, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+            time.sleep(0.05)
+        alive = [w for w in workers if _running(w)]
+        assert not alive, alive
+    finally:
+        if diag.poll() is None:
+            diag.kill()
+        if diag.stdout is not None:
+            diag.stdout.close()
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
