@@ -133,11 +133,20 @@ def rows_of(figures: Figures) -> List[Row]:
         )
         rows.append(
             Row(
-                "  first sample's slowest probes: NVML worker, py-spy dumps",
+                "  first sample's slowest probes: NVML worker, workers (/proc + stacks)",
                 "(explains)",
                 f"{f.get('first_probe_gpu_median_s', float('nan')):.3f} s, "
-                f"{f.get('first_probe_stacks_median_s', float('nan')):.3f} s",
+                f"{f.get('first_probe_workers_median_s', float('nan')):.3f} s",
                 "",
+                None,
+            )
+        )
+        rows.append(
+            Row(
+                "  same, with py-spy per rank in one process (diag before its own reader)",
+                "(compares)",
+                f"{f['diag_first_pyspy_median_s']:.3f} s (min {f['diag_first_pyspy_min_s']:.3f})",
+                f"{f['first_pyspy_ratio']:.2f}",
                 None,
             )
         )
@@ -152,8 +161,8 @@ def rows_of(figures: Figures) -> List[Row]:
         )
         rows.append(
             Row(
-                f"CPU floor: {n} dumps' CPU / {int(f['cores'])} cores",
-                "(bound, not a target)",
+                f"py-spy's CPU floor: {n} dumps' CPU / {int(f['cores'])} cores",
+                "(bound on py-spy per rank)",
                 f"{f['raw_cpu_sum_median_s']:.3f} s CPU",
                 f"{f['floor_ratio']:.2f}",
                 None,

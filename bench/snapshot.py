@@ -6,13 +6,15 @@ Per repeat, on the same live job (``bench.job.start_job``):
   slowest rank (by its median over the repeats) is the baseline: a tool that dumps the ranks
   in parallel cannot beat it;
 * raw ``py-spy dump --subprocesses --pid LAUNCHER`` (py-spy's own way to dump a job);
-* diag's first sample with a fresh ``Collector`` (process discovery, environ, the GPU probe's
-  first answer: what ``diag capture --count 1`` pays) and a second, steady-state sample (what
-  every ``diag watch`` sample pays).
+* diag's first sample, the ``Collector`` built and its workers forked included (process
+  discovery, environ, the GPU probe's first answer: what ``diag capture --count 1`` pays), and
+  a second, steady-state sample (what every ``diag watch`` sample pays);
+* the same first sample the way diag took it before its own stack reader: py-spy per rank, in
+  threads of one process (``stack_reader="py-spy"``, ``workers=0``), for comparison.
 
 The CPU time of the raw dumps is recorded too: N dumps need N x (CPU of one dump) however they
-are scheduled, so on a machine with fewer cores than ranks the best any parallel dumper can do
-is that sum over the core count. ``floor_ratio`` reports that bound next to the measured ratio.
+are scheduled, so on a machine with fewer cores than ranks the best any tool that runs py-spy
+per rank can do is that sum over the core count. ``floor_ratio`` reports that bound.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 from functools import partial
-from typing import Dict, List
+from typing import Any, Dict, List, Tuple
 
 from bench.job import start_job
 from bench.stats import Series, collect, ratio, timed, timed_call
@@ -38,6 +40,12 @@ def _raw_dump(pyspy: str, pid: int, *extra: str) -> None:
     )
 
 
+def _first_sample(pid: int, pyspy: str, **options: Any) -> Tuple[Collector, Any]:
+    """A fresh Collector's first sample (construction and worker start included)."""
+    collector = Collector(pid, pyspy=pyspy, **options)
+    return collector, collector.take_sample(0)
+
+
 def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]:
     """Seconds (median and min over ``repeats``) and the ratios against the raw baseline."""
     pyspy = find_pyspy()
@@ -48,6 +56,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
     raw_cpu_sum: List[float] = []
     raw_sub: List[float] = []
     first: List[float] = []
+    first_pyspy: List[float] = []
     steady: List[float] = []
     diag_cpu: List[float] = []
     probes: Dict[str, List[float]] = {}
@@ -59,8 +68,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
                 per_rank.setdefault(pid, []).append(t.wall_s)
             raw_cpu_sum.append(sum(t.children_cpu_s for t in singles))
             raw_sub.append(timed(partial(_raw_dump, pyspy, job.pid, "--subprocesses")).wall_s)
-            collector = Collector(job.pid, pyspy=pyspy)
-            cost, delta = timed_call(partial(collector.take_sample, 0))
+            cost, (collector, delta) = timed_call(partial(_first_sample, job.pid, pyspy))
             first.append(cost.wall_s)
             # Which probe kept the first sample long: each sample records its probes' times.
             for probe, took_s in delta.sample.probe_timings_s.items():
@@ -69,6 +77,11 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
             collector.close()  # its NVML worker, if this host started one
             steady.append(cost.wall_s)
             diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
+            cost, (old, _) = timed_call(
+                partial(_first_sample, job.pid, pyspy, stack_reader="py-spy", workers=0)
+            )
+            old.close()
+            first_pyspy.append(cost.wall_s)
     # The slowest rank's typical dump: per-rank medians, then the max over ranks. (The max of
     # each repeat's N dumps would pick up every noise spike and flatter diag.)
     base = Series(
@@ -81,6 +94,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
         "raw_slowest_single": base,
         "raw_subprocesses": collect(raw_sub),
         "diag_first": collect(first),
+        "diag_first_pyspy": collect(first_pyspy),
         "diag_steady": collect(steady),
         "diag_steady_cpu": collect(diag_cpu),
         "raw_cpu_sum": cpu_sum,
@@ -93,6 +107,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
     for probe_name, took in sorted(probes.items()):
         out[f"{probe_name}_median_s"] = collect(took).median
     out["first_ratio"] = ratio(series["diag_first"], base)
+    out["first_pyspy_ratio"] = ratio(series["diag_first_pyspy"], base)
     out["steady_ratio"] = ratio(series["diag_steady"], base)
     out["floor_ratio"] = floor_s / base.median
     out["first_vs_subprocesses"] = ratio(series["diag_first"], series["raw_subprocesses"])

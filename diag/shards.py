@@ -27,6 +27,7 @@ import signal
 import struct
 import threading
 import time
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import msgspec
@@ -117,6 +118,8 @@ class ShardPool:
         self._wanted = max(wanted, 0)
         self._workers: List[_Worker] = []
         self.broken: Optional[str] = None  # why the pool stopped being used
+        # A Collector dropped without close() must not leave its workers until diag exits.
+        self._finalizer = weakref.finalize(self, _kill_all, self._workers)
 
     def usable(self, pids: List[int]) -> bool:
         """Start the workers if needed and safe; whether this sample should use them."""
@@ -127,7 +130,7 @@ class ShardPool:
         if len(pids) < 2 or threading.active_count() != 1:
             return False  # nothing to share, or forking beside other threads is unsafe now
         self._reader.warm(pids)
-        self._workers = [self._fork() for _ in range(self._wanted)]
+        self._workers.extend(self._fork() for _ in range(self._wanted))
         return True
 
     def _fork(self) -> _Worker:
@@ -223,6 +226,10 @@ class ShardPool:
 
     def close(self) -> None:
         """End the workers (idempotent); later samples run without them."""
-        workers, self._workers = self._workers, []
-        for worker in workers:
-            worker.kill()
+        _kill_all(self._workers)
+
+
+def _kill_all(workers: List[_Worker]) -> None:
+    """Kill and reap every worker, emptying the (shared) list."""
+    while workers:
+        workers.pop().kill()

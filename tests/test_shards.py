@@ -174,3 +174,16 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_a_collector_dropped_without_close_ends_its_workers(spawn: Any) -> None:
+    import gc
+
+    target = _parked_job(spawn)
+    collector = Collector(target.pid, pyspy=None, workers=2)
+    collector.take_sample(0)
+    workers = list(collector._shards.worker_pids)
+    assert len(workers) == 2
+    del collector
+    gc.collect()
+    assert not [w for w in workers if _running(w)]
