@@ -11,19 +11,23 @@ NOTES = """\
 
 - **Baseline.** `py-spy dump --pid RANK` as a user types it (blocking mode), run on each rank
   one after the other; the slowest rank (by its median over the repeats) is the baseline,
-  since a tool that dumps the ranks in parallel cannot beat it. diag's snapshot is one
-  `Collector.take_sample`: py-spy (`--nonblocking` on Python >= 3.11) on every rank in
-  parallel, plus /proc of every thread, sockets, logs and the GPU probe, each under its
-  timeout. The *first* sample is what `diag capture --count 1` pays (process discovery and the
-  GPU probe's first answer: on a host with no sign of an NVIDIA driver, a file check and no
-  subprocess; on a GPU host, the start of the one long-lived NVML worker); a *steady* sample
-  is what every `diag watch` sample pays.
-- **The CPU floor.** N dumps cost N x (CPU of one dump) however they are scheduled. With fewer
-  cores than ranks, the best any parallel dumper can reach is that sum over the core count; the
-  "CPU floor" row gives it as a ratio. py-spy spends most of its ~25-30 ms per 64-thread rank
-  in `process_vm_readv` (~12,000 calls per dump, measured with `strace -c`), which diag cannot
-  change. On 2 cores, neither 4 nor 8 ranks x 64 threads can reach 1.5 x one dump: the target
-  assumes roughly one core per rank, as a GPU node has.
+  since a tool that reads the ranks in parallel cannot beat it. diag's snapshot is one
+  `Collector.take_sample`: /proc of every thread and the Python stacks of every rank (diag's
+  own reader on CPython 3.11-3.13, py-spy otherwise), spread over forked workers (one per
+  core), plus sockets, logs and the GPU probe, each under its timeout. The *first* sample
+  includes building the Collector and forking its workers, i.e. what `diag capture --count 1`
+  pays (process discovery and the GPU probe's first answer: on a host with no sign of an
+  NVIDIA driver, a file check and no subprocess; on a GPU host, the start of the one
+  long-lived NVML worker); a *steady* sample is what every `diag watch` sample pays (a rank
+  none of whose threads ran since the last read keeps its stacks: the benchmark's ranks park
+  most of their threads, so steady samples reuse much of the first).
+- **py-spy's CPU floor.** N py-spy dumps cost N x (CPU of one dump) however they are
+  scheduled: with fewer cores than ranks, a tool that runs py-spy per rank cannot do better
+  than that sum over the core count (the "CPU floor" row; py-spy spends most of its ~25-30 ms
+  per 64-thread rank in ~12,000 `process_vm_readv` calls, measured with `strace -c`). On 2
+  cores that floor is ~1.8 x one dump at 4 ranks and ~3 x at 8, which is why diag reads
+  CPython 3.11-3.13 stacks itself; the "py-spy per rank" row shows a first sample taken that
+  way (as diag did before), for comparison.
 - **Throughput.** One `diag watch --interval 1` runs against the counting target; windows
   alternate between the watch running and frozen (SIGSTOP), in ABBA order. This VM is shared:
   one window's throughput varies by 5-20 % with other work, so the per-pair quartiles are given
@@ -62,13 +66,27 @@ NOTES = """\
 - **Measuring the baseline**: the slowest rank by its median dump, not the max of each
   repeat's dumps (which picked up every noise spike and flattered diag).
 
+## What the stack reader and the workers changed (issue 7)
+
+- **diag's own stack reader** (`diag/probes/pyframes.py`): a 64-thread rank costs ~3-5 ms of
+  CPU instead of py-spy's ~28 ms: one read per thread state and per thread's frame-stack chunk,
+  each code object, string and line table read once per dump (line numbers cached across ranks
+  by the table's bytes), thread names from the `Thread` object of each thread's outermost frame.
+- **Forked workers** (`diag/shards.py`): the per-process reads ran in threads of one process,
+  which take turns on one interpreter lock (and pay for each hand-over); workers, one per core,
+  read their share side by side and send each distinct stack once, its id already hashed.
+  Work is handed out before process discovery, which then runs beside it.
+- **Reuse without a second read**: a dump is offered for reuse with the counters of the /proc
+  read made just before it (same worker), not with counters read again after it.
+- **Per-thread /proc files in one `read`** (`diag/probes/procfs.py`): the read that only saw
+  EOF is skipped (a quarter of a sample's syscalls).
+
 ## What is still short of a target, and why
 
-- **4 and 8 ranks on 2 cores.** The py-spy dumps alone need N x ~28 ms of CPU, more than 2
-  cores give in 1.5 x one dump (the CPU floor rows); diag's own work per steady sample (reading
-  /proc of every thread, parsing the dumps, joining them) is about a fifth of the sample's CPU,
-  and a steady sample takes 1.5-1.8 x its floor. With a core per rank, as on a GPU node, the
-  dumps run side by side.
+- **The first sample at 8 ranks.** On 2 cores, 8 ranks x 64 threads of /proc reads and stack
+  reads are ~60-70 ms of CPU across the workers, plus process discovery, the socket probe and
+  the fork; the steady sample and 4 ranks are within the target. A host with more cores gets
+  more workers (up to 8).
 - **Throughput.** The watch takes a few percent of one core; whether the target loses 1 % of
   its throughput is below what this shared VM can resolve (the quartiles of the pairs).
 - **The first sample.** The NVML probe used to start a fresh Python per sample (0.14-0.24 s,

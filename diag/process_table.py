@@ -30,7 +30,7 @@ from diag.probes.proctree import (
     start_order_groups,
     title_of,
 )
-from diag.probes.runner import ProbeCall, run_all
+from diag.probes.runner import ProbeCall, ProbeResult, run_all
 from diag.redact import Redactor
 
 
@@ -57,17 +57,24 @@ class ProcessTable:
         self._cmdlines: Dict[int, Tuple[str, ...]] = {}
         self._start_ticks: Dict[int, int] = {}
 
-    def discover(self, pids: Sequence[int], index: int) -> Tuple[ProcessInfo, ...]:
-        """Read the PIDs not seen before; returns the new or changed ProcessInfos."""
+    def discover(
+        self, pids: Sequence[int], index: int, known: Optional[Mapping[int, Identity]] = None
+    ) -> Tuple[ProcessInfo, ...]:
+        """Read the PIDs not seen before (``known``: identities a worker already read);
+        returns the new or changed ProcessInfos."""
+        known = known or {}
         new = [pid for pid in pids if pid not in self.infos]
-        results = run_all(
+        to_read = [pid for pid in new if pid not in known]
+        read = run_all(
             [
                 ProbeCall(
                     "identity", partial(read_identity, self.procfs, pid), self.probe_timeout_s, pid
                 )
-                for pid in new
+                for pid in to_read
             ]
         )
+        by_pid = dict(zip(to_read, read))
+        results = [by_pid.get(pid) or ProbeResult(known[pid], None, 0.0) for pid in new]
         self.identity_failures = [
             r.failure
             for r in results

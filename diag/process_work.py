@@ -15,12 +15,13 @@ from __future__ import annotations
 import dataclasses
 import errno
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import msgspec
 
 from diag.model import Frame, ProcessSample, ThreadSample
 from diag.probes.procfs import ProcFS
+from diag.probes.proctree import Identity, read_identity
 from diag.probes.pymem import warm_symbols
 from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id
 from diag.probes.quiescence import Fingerprint, counters_of, read_counters
@@ -62,12 +63,16 @@ class ProcessWork(msgspec.Struct, frozen=True):
     pid: int
     stacks: bool = True
     quiet: Optional[Fingerprint] = None
+    identity: bool = False  # a process not seen before: read what identifies it too
 
 
 class ProcessResult(msgspec.Struct, frozen=True):
     """The /proc read (or why it failed) and the stack read of one process."""
 
     pid: int
+    # A first, partial answer carries only ``identity`` (None: unreadable, read again there).
+    partial: bool = False
+    identity: Optional[Identity] = None
     sample: Optional[ProcessSample] = None
     proc_error: Optional[str] = None
     proc_s: float = 0.0
@@ -82,7 +87,7 @@ class ProcessReader:
         procfs: ProcFS,
         host: str,
         machine: str,
-        page_size: Callable[[], int],
+        page_size_bytes: int,
         pyspy: str,
         stack_reader: str,
         timeout_s: float,
@@ -90,7 +95,7 @@ class ProcessReader:
         self.procfs = procfs
         self.host = host
         self.machine = machine
-        self.page_size = page_size
+        self.page_size_bytes = page_size_bytes
         self.pyspy = pyspy
         self.stack_reader = stack_reader
         self.timeout_s = timeout_s
@@ -99,7 +104,7 @@ class ProcessReader:
     def read_proc(self, pid: int) -> ProcessSample:
         t_s = time.time()
         try:
-            res = read_resources(self.procfs, pid, self.page_size())
+            res = read_resources(self.procfs, pid, self.page_size_bytes)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ESRCH):
                 return ProcessSample(pid=pid, host=self.host, t_s=t_s, status="exited")
@@ -176,6 +181,15 @@ class ProcessReader:
             for pid in pids:
                 warm_symbols(self.procfs, pid)
 
+    def identify(self, job: ProcessWork) -> ProcessResult:
+        """What identifies a new process (a partial result; None if it cannot be read: the
+        Collector then reads it itself and records why)."""
+        try:
+            identity: Optional[Identity] = read_identity(self.procfs, job.pid)
+        except Exception:
+            identity = None
+        return ProcessResult(pid=job.pid, partial=True, identity=identity)
+
     def work(self, job: ProcessWork) -> ProcessResult:
         """Both reads of one process; a failed /proc read is reported, never raised."""
         started = time.monotonic()
@@ -190,5 +204,9 @@ class ProcessReader:
             # The /proc read just made is the "before" of the dump (same worker, in order).
             stacks = self.read_stacks(job.pid, job.quiet, sample.threads)
         return ProcessResult(
-            pid=job.pid, sample=sample, proc_error=error, proc_s=proc_s, stacks=stacks
+            pid=job.pid,
+            sample=sample,
+            proc_error=error,
+            proc_s=proc_s,
+            stacks=stacks,
         )

@@ -26,6 +26,7 @@ not seen before), which is exactly what a ``diag watch`` journal line needs; ``p
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from functools import partial
@@ -48,7 +49,7 @@ from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
 from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
-from diag.probes.proctree import descendants
+from diag.probes.proctree import Identity, descendants
 from diag.probes.quiescence import Fingerprint
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import listen_ports
@@ -128,7 +129,7 @@ class Collector:
             self.procfs,
             host,
             self._machine,
-            lambda: self.host_info().page_size_bytes,
+            os.sysconf("SC_PAGE_SIZE"),  # what host_info() records, without its py-spy run
             pyspy or "",
             stack_reader,
             probe_timeout_s,
@@ -238,6 +239,7 @@ class Collector:
                     pid=pid,
                     stacks=bool(self.pyspy) and pid not in self._exit_codes,
                     quiet=quiet.fingerprint if quiet is not None else None,
+                    identity=pid not in self.processes,
                 )
             )
         return out
@@ -246,19 +248,22 @@ class Collector:
         t0 = time.time()
         started = time.monotonic()
         tree = self._tree()
-        # Workers start on every process's /proc and stacks now, while this thread discovers.
+        # Workers start on every process now (what identifies a new one, its /proc, its stacks)
+        # and discovery waits for them; without workers it comes first, here.
         pending = None
         if self._shards.usable(tree):
             weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
             pending = self._shards.submit(self._jobs(tree), weights)
             if self._shards.broken is not None:
                 pending = None  # a worker died since the last sample: all of it here
-        new_processes = self.table.discover(tree, index)
-        in_tree = set(tree)
-        live = [pid for pid in tree if pid in self.processes]
-        gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
-        self._marked_gone.update(gone)
         timeout_s = self.probe_timeout_s
+        known: Dict[int, Identity] = {}
+        if pending is not None:
+            self.host_info()  # (once: it runs py-spy --version) while the workers read
+            found = self._shards.collect_identities(pending, timeout_s + _STACKS_GRACE_S)
+            known = {pid: ident for pid, ident in found.items() if ident is not None}
+        new_processes = self.table.discover(tree, index, known)
+        live = [pid for pid in tree if pid in self.processes]
         # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
         # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
         calls: List[ProbeCall[Any]] = []
@@ -284,16 +289,14 @@ class Collector:
         results = run_all(calls)
         self.stack_errors = {}
 
-        failures = [
-            msgspec.structs.replace(f, host=self.host, sample=index)
-            for f in self.table.identity_failures
-        ]
+        failures: List[ProbeFailure] = []
         timings: Dict[str, float] = {}
         procs: Dict[int, ProcessSample] = {}
         outcomes: Dict[int, _StackOutcome] = {}
         ports: Dict[int, Tuple[int, ...]] = {}
         logs: Tuple[LogSample, ...] = ()
         gpu = ras = None
+        from_workers: Optional[Tuple[Dict[int, ProcessResult], Dict[int, str]]] = None
         for call, result in zip(calls, results):
             timings[call.probe] = max(timings.get(call.probe, 0.0), round(result.duration_s, 4))
             failure = result.failure
@@ -315,7 +318,7 @@ class Collector:
             if value is None:
                 continue
             if call.probe == "workers":
-                self._from_workers(value, procs, outcomes, failures, timings, index)
+                from_workers = value
             elif call.probe == "proc":
                 procs[call.pid or 0] = value
             elif call.probe == "stacks":
@@ -328,6 +331,16 @@ class Collector:
                 gpu = value
             elif call.probe == "ncclras":
                 ras = value
+
+        if from_workers is not None:
+            self._from_workers(from_workers, procs, outcomes, failures, timings, index)
+        failures[:0] = [
+            msgspec.structs.replace(f, host=self.host, sample=index)
+            for f in self.table.identity_failures
+        ]
+        in_tree = set(tree)
+        gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
+        self._marked_gone.update(gone)
 
         samples: List[ProcessSample] = []
         new_stacks: Dict[str, Stack] = {}

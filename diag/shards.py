@@ -28,10 +28,11 @@ import struct
 import threading
 import time
 import weakref
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import msgspec
 
+from diag.probes.proctree import Identity
 from diag.process_work import ProcessReader, ProcessResult, ProcessWork
 
 _HEADER = struct.Struct("<I")
@@ -73,7 +74,13 @@ def _serve(reader: ProcessReader, requests: int, answers: int) -> None:
         body = _read_exact(requests, _HEADER.unpack(head)[0])
         if body is None:
             return
-        for job in decode(body):
+        jobs = decode(body)
+        # What identifies new processes goes first: the Collector discovers them while the
+        # workers go on with /proc and stacks.
+        for job in jobs:
+            if job.identity:
+                _write_frame(answers, encode(reader.identify(job)))
+        for job in jobs:
             _write_frame(answers, encode(reader.work(job)))
 
 
@@ -83,7 +90,8 @@ class _Worker:
         self.requests = requests
         self.answers = answers
         self.buffer = b""
-        self.expected = 0
+        self.expected = 0  # results still to come
+        self.expected_ids = 0  # identities still to come
 
     def kill(self) -> None:
         for fd in (self.requests, self.answers):
@@ -107,6 +115,8 @@ class Pending:
     def __init__(self, jobs: List[ProcessWork]) -> None:
         self.jobs = jobs
         self.workers: List[_Worker] = []
+        self.identities: Dict[int, Optional[Identity]] = {}
+        self.results: Dict[int, ProcessResult] = {}
 
 
 class ShardPool:
@@ -168,6 +178,7 @@ class ShardPool:
             if not share:
                 continue
             worker.expected = len(share)
+            worker.expected_ids = sum(1 for job in share if job.identity)
             worker.buffer = b""
             try:
                 _write_frame(worker.requests, _jobs_codec[0].encode(share))
@@ -177,16 +188,33 @@ class ShardPool:
             pending.workers.append(worker)
         return pending
 
+    def collect_identities(
+        self, pending: Pending, timeout_s: float
+    ) -> Dict[int, Optional[Identity]]:
+        """What identifies each new process (None: unreadable there), as soon as it is in."""
+        self._pump(pending, lambda: all(w.expected_ids == 0 for w in pending.workers), timeout_s)
+        return pending.identities
+
     def collect(
         self, pending: Pending, timeout_s: float
     ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
         """Results by pid, and for each process without one, why (timeout, worker died)."""
-        results: Dict[int, ProcessResult] = {}
+        self._pump(pending, lambda: all(w.expected == 0 for w in pending.workers), timeout_s)
+        missing = {
+            job.pid: f"not read: {self.broken or 'no answer'}"
+            for job in pending.jobs
+            if job.pid not in pending.results
+        }
+        return pending.results, missing
+
+    def _pump(self, pending: Pending, done: Callable[[], bool], timeout_s: float) -> None:
+        """Read the workers' answers until ``done()``, a worker dies or the deadline passes."""
         deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as selector:
             for worker in pending.workers if self.broken is None else []:
-                selector.register(worker.answers, selectors.EVENT_READ, worker)
-            while selector.get_map() and self.broken is None:
+                if worker.expected:
+                    selector.register(worker.answers, selectors.EVENT_READ, worker)
+            while not done() and selector.get_map() and self.broken is None:
                 remaining = deadline - time.monotonic()
                 events = selector.select(remaining) if remaining > 0 else []
                 if not events:
@@ -198,17 +226,11 @@ class ShardPool:
                         self._break(WORKER_EXITED)
                         break
                     worker.buffer += chunk
-                    self._take_frames(worker, results)
+                    self._take_frames(worker, pending)
                     if worker.expected == 0:
                         selector.unregister(worker.answers)
-        missing = {
-            job.pid: f"not read: {self.broken or 'no answer'}"
-            for job in pending.jobs
-            if job.pid not in results
-        }
-        return results, missing
 
-    def _take_frames(self, worker: _Worker, results: Dict[int, ProcessResult]) -> None:
+    def _take_frames(self, worker: _Worker, pending: Pending) -> None:
         while len(worker.buffer) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(worker.buffer)
             if len(worker.buffer) < _HEADER.size + size:
@@ -216,8 +238,12 @@ class ShardPool:
             body = worker.buffer[_HEADER.size : _HEADER.size + size]
             worker.buffer = worker.buffer[_HEADER.size + size :]
             result = _result_codec[1].decode(body)
-            results[result.pid] = result
-            worker.expected -= 1
+            if result.partial:
+                pending.identities[result.pid] = result.identity
+                worker.expected_ids -= 1
+            else:
+                pending.results[result.pid] = result
+                worker.expected -= 1
 
     def _break(self, why: str) -> None:
         if self.broken is None:

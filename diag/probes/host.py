@@ -7,6 +7,7 @@ boot time turns process start ticks into wall-clock times.
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import socket
@@ -28,9 +29,17 @@ def parse_boot_time(stat_text: str) -> Optional[float]:
 
 
 def pyspy_version(pyspy: Optional[str], timeout_s: float = 5.0) -> Optional[str]:
-    """``py-spy --version`` -> "0.4.3"; None when absent or it misbehaves."""
+    """``py-spy --version`` -> "0.4.3"; None when absent or it misbehaves.
+
+    The py-spy installed beside diag (the usual case) is told by its package metadata: no
+    process to start in the first sample, while the workers want the cores."""
     if not pyspy:
         return None
+    if os.path.dirname(pyspy) == os.path.dirname(sys.executable):
+        try:
+            return importlib.metadata.version("py-spy")
+        except importlib.metadata.PackageNotFoundError:
+            pass
     try:
         out = subprocess.run(
             [pyspy, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False
