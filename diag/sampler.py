@@ -37,7 +37,6 @@ import msgspec
 from diag.model import (
     HostInfo,
     LogSample,
-    ProbeFailure,
     ProcessInfo,
     ProcessSample,
     Sample,
@@ -50,21 +49,16 @@ from diag.probes.logs import LogTracker
 from diag.probes.ncclras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, descendants
-from diag.probes.quiescence import Fingerprint
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import listen_ports
 from diag.probes.stacks import (
-    KIND_ERROR,
-    KIND_GONE,
     KIND_NOT_PYTHON,
-    KIND_ZOMBIE,
-    PyThreadDump,
-    StackError,
     join_stacks,
 )
 from diag.process_table import ProcessTable
-from diag.process_work import ProcessReader, ProcessResult, ProcessWork, StackRead
+from diag.process_work import ProcessReader, ProcessResult, ProcessWork
 from diag.redact import Redactor
+from diag.round_records import RoundRecords, StackBook, StackOutcome
 from diag.shards import WORKER_EXITED, Pending, ShardPool
 
 # py-spy gets the probe timeout itself (and kills its subprocess); the thread waiting on it a
@@ -76,21 +70,6 @@ class SampleDelta(NamedTuple):
     sample: Sample
     new_processes: Tuple[ProcessInfo, ...]
     new_stacks: Dict[str, Stack]
-
-
-class _StackOutcome(NamedTuple):
-    dumps: Optional[List[PyThreadDump]]
-    error: Optional[StackError]
-    reused: bool = False
-    reader: Optional[str] = None
-
-
-class _QuietDump(NamedTuple):
-    """A dump taken while no thread ran, and the run counters right after it."""
-
-    fingerprint: Fingerprint
-    dumps: List[PyThreadDump]
-    reader: str
 
 
 class Collector:
@@ -140,8 +119,8 @@ class Collector:
         self._marked_gone: Set[int] = set()
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
         self.stack_errors: Dict[int, str] = {}
-        # pid -> its last dump taken while nothing ran (see probes.quiescence).
-        self._quiet_dumps: Dict[int, _QuietDump] = {}
+        # The dumps that may be reused (see probes.quiescence).
+        self._book = StackBook()
         # The latest sample of each process (its thread count weighs it among the workers).
         self._last_samples: Dict[int, ProcessSample] = {}
         self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
@@ -196,26 +175,10 @@ class Collector:
 
     # -- the round ---------------------------------------------------------------------------
 
-    def _dump(self, pid: int) -> _StackOutcome:
+    def _dump(self, pid: int) -> StackOutcome:
         """The stack read of ``pid`` here, or the last one when no thread has run since it was
         taken (a parked job's stacks cannot have moved; see ``probes.quiescence``)."""
-        quiet = self._quiet_dumps.get(pid)
-        read = self._reader.read_stacks(pid, quiet.fingerprint if quiet else None)
-        return self._absorb(pid, read)
-
-    def _absorb(self, pid: int, read: StackRead) -> _StackOutcome:
-        """A stack read (here or in a worker) as an outcome; keeps a dump taken while quiet."""
-        quiet = self._quiet_dumps.pop(pid, None)
-        if read.reused and quiet is not None:
-            self._quiet_dumps[pid] = quiet
-            return _StackOutcome(quiet.dumps, None, reused=True, reader=quiet.reader)
-        dumps = read.full_dumps()
-        if dumps is None:
-            kind = read.error_kind or KIND_ERROR
-            return _StackOutcome(None, StackError(kind, read.error or "no stacks were read"))
-        if read.quiet is not None:
-            self._quiet_dumps[pid] = _QuietDump(read.quiet, dumps, read.reader or "")
-        return _StackOutcome(dumps, None, reader=read.reader)
+        return self._book.absorb(pid, self._reader.read_stacks(pid, self._book.key(pid)))
 
     def _collect(
         self, pending: Pending, timeout_s: float
@@ -233,12 +196,11 @@ class Collector:
     def _jobs(self, live: List[int]) -> List[ProcessWork]:
         out = []
         for pid in live:
-            quiet = self._quiet_dumps.get(pid)
             out.append(
                 ProcessWork(
                     pid=pid,
                     stacks=bool(self.pyspy) and pid not in self._exit_codes,
-                    quiet=quiet.fingerprint if quiet is not None else None,
+                    quiet=self._book.key(pid),
                     identity=pid not in self.processes,
                 )
             )
@@ -287,42 +249,31 @@ class Collector:
         calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
-        self.stack_errors = {}
-
-        failures: List[ProbeFailure] = []
-        timings: Dict[str, float] = {}
-        procs: Dict[int, ProcessSample] = {}
-        outcomes: Dict[int, _StackOutcome] = {}
+        rec = RoundRecords(self.host, index)
+        rec.failures.extend(
+            msgspec.structs.replace(f, host=self.host, sample=index)
+            for f in self.table.identity_failures
+        )
         ports: Dict[int, Tuple[int, ...]] = {}
         logs: Tuple[LogSample, ...] = ()
         gpu = ras = None
-        from_workers: Optional[Tuple[Dict[int, ProcessResult], Dict[int, str]]] = None
         for call, result in zip(calls, results):
-            timings[call.probe] = max(timings.get(call.probe, 0.0), round(result.duration_s, 4))
-            failure = result.failure
+            rec.time(call.probe, result.duration_s)
             value = result.value
-            if isinstance(value, _StackOutcome) and value.error is not None:
-                outcomes[call.pid or 0] = value
-                self.stack_errors[call.pid or 0] = value.error.kind
-                if value.error.kind not in (KIND_NOT_PYTHON, KIND_ZOMBIE, KIND_GONE):
-                    failure = ProbeFailure(
-                        probe="stacks",
-                        reason=str(value.error),
-                        duration_s=round(result.duration_s, 4),
-                        pid=call.pid,
-                    )
-            if failure is not None:
-                failures.append(msgspec.structs.replace(failure, host=self.host, sample=index))
+            if result.failure is not None:
+                rec.failures.append(
+                    msgspec.structs.replace(result.failure, host=self.host, sample=index)
+                )
                 if call.probe == "stacks" and call.pid is not None:
-                    outcomes.setdefault(call.pid, _StackOutcome(None, None))
+                    rec.outcomes.setdefault(call.pid, StackOutcome(None, None))
             if value is None:
                 continue
             if call.probe == "workers":
-                from_workers = value
+                rec.from_workers(value, self.processes, self._book, self._exit_codes)
             elif call.probe == "proc":
-                procs[call.pid or 0] = value
+                rec.procs[call.pid or 0] = value
             elif call.probe == "stacks":
-                outcomes.setdefault(call.pid or 0, value)
+                rec.stack_outcome(call.pid or 0, value, result.duration_s)
             elif call.probe == "sockets":
                 ports = value
             elif call.probe == "logs":
@@ -331,13 +282,7 @@ class Collector:
                 gpu = value
             elif call.probe == "ncclras":
                 ras = value
-
-        if from_workers is not None:
-            self._from_workers(from_workers, procs, outcomes, failures, timings, index)
-        failures[:0] = [
-            msgspec.structs.replace(f, host=self.host, sample=index)
-            for f in self.table.identity_failures
-        ]
+        self.stack_errors = rec.stack_errors
         in_tree = set(tree)
         gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
         self._marked_gone.update(gone)
@@ -345,10 +290,10 @@ class Collector:
         samples: List[ProcessSample] = []
         new_stacks: Dict[str, Stack] = {}
         for pid in live:
-            sample = procs.get(pid) or ProcessSample(
+            sample = rec.procs.get(pid) or ProcessSample(
                 pid=pid, host=self.host, t_s=t0, status="unreadable"
             )
-            sample = self._with_stacks(sample, outcomes.get(pid), new_stacks)
+            sample = self._with_stacks(sample, rec.outcomes.get(pid), new_stacks)
             samples.append(msgspec.structs.replace(sample, listen_ports=ports.get(pid, ())))
         for pid in gone:
             samples.append(
@@ -374,62 +319,14 @@ class Collector:
             processes=tuple(sorted(samples, key=lambda s: s.pid)),
             logs=logs,
             gpu=gpu,
-            failures=tuple(failures),
-            probe_timings_s=timings,
+            failures=tuple(rec.failures),
+            probe_timings_s=rec.timings,
             ras=ras,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
 
-    def _from_workers(
-        self,
-        value: Tuple[Dict[int, ProcessResult], Dict[int, str]],
-        procs: Dict[int, ProcessSample],
-        outcomes: Dict[int, _StackOutcome],
-        failures: List[ProbeFailure],
-        timings: Dict[str, float],
-        index: int,
-    ) -> None:
-        """The workers' results as if each process's probes had run here (same records)."""
-        results, missing = value
-        # Work was handed out before discovery: a process it could not identify is dropped.
-        results = {pid: r for pid, r in results.items() if pid in self.processes}
-        missing = {pid: why for pid, why in missing.items() if pid in self.processes}
-
-        def fail(probe: str, reason: str, pid: int, took_s: float = 0.0) -> None:
-            failures.append(
-                ProbeFailure(
-                    probe=probe,
-                    reason=reason,
-                    duration_s=round(took_s, 4),
-                    pid=pid,
-                    host=self.host,
-                    sample=index,
-                )
-            )
-
-        for pid, why in missing.items():
-            fail("proc", why, pid)
-        for pid, result in results.items():
-            timings["proc"] = max(timings.get("proc", 0.0), round(result.proc_s, 4))
-            if result.proc_error is not None:
-                fail("proc", result.proc_error, pid, result.proc_s)
-            if result.sample is not None:
-                procs[pid] = result.sample
-                if result.sample.status == "zombie":
-                    self._exit_codes[pid] = result.sample.exit_code
-            read = result.stacks
-            if read is None:
-                continue
-            timings["stacks"] = max(timings.get("stacks", 0.0), round(read.duration_s, 4))
-            outcome = self._absorb(pid, read)
-            outcomes[pid] = outcome
-            if outcome.error is not None:
-                self.stack_errors[pid] = outcome.error.kind
-                if outcome.error.kind not in (KIND_NOT_PYTHON, KIND_ZOMBIE, KIND_GONE):
-                    fail("stacks", str(outcome.error), pid, read.duration_s)
-
     def _with_stacks(
-        self, sample: ProcessSample, outcome: Optional[_StackOutcome], new_stacks: Dict[str, Stack]
+        self, sample: ProcessSample, outcome: Optional[StackOutcome], new_stacks: Dict[str, Stack]
     ) -> ProcessSample:
         """Join a py-spy dump to the thread records and set ``py_status``."""
         if sample.status != "alive" or outcome is None:
