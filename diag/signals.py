@@ -125,7 +125,10 @@ def _interval(
         prev = before.get(t.tid)
         if prev is None:
             continue
-        pct = max(0, _ticks(t) - _ticks(prev)) * 100.0 / clk / dt_s
+        # Ticks are charged whole: one tick may be a fraction of a millisecond of CPU, which
+        # over a short interval would read as a busy thread. Count a thread's CPU one tick
+        # short (nothing over a long interval, a quantisation artefact over a short one).
+        pct = max(0, _ticks(t) - _ticks(prev) - 1) * 100.0 / clk / dt_s
         moved = t.stack_id is not None and prev.stack_id != t.stack_id
         if moved:
             sig.stacks_moved += 1

@@ -996,3 +996,40 @@ def test_verdict(name: str, make: Callable[[], Bundle], state: str, check: Check
     assert 0.0 <= verdict.confidence <= 1.0
     assert verdict.summary.startswith(state)
     check(verdict)
+
+
+def test_one_tick_over_a_short_interval_is_not_a_busy_thread() -> None:
+    """CPU ticks are charged whole: a rank charged one tick over 60 ms (1/6 of a core on
+    paper) may have run a fraction of a millisecond; its peer died, so the job is stuck. The
+    same rank charged 120 ticks per 2 s interval is busy."""
+
+    def job(cpu_pct: float, interval_s: float) -> Bundle:
+        return build(
+            [
+                Proc(pid=99, role="launcher", python=False),
+                Proc(
+                    pid=100,
+                    rank=0,
+                    world_size=2,
+                    ppid=99,
+                    python=False,
+                    cpu_pct=cpu_pct,
+                    wchan="hrtimer_nanosleep",
+                    syscall="clock_nanosleep",
+                ),
+                Proc(
+                    pid=101,
+                    rank=1,
+                    world_size=2,
+                    ppid=99,
+                    python=False,
+                    status=["alive", "zombie"],
+                    exit_code=1,
+                ),
+            ],
+            n=2,
+            interval_s=interval_s,
+        )
+
+    assert classify(job(17.0, 0.06)).state == "deadlocked"  # 1 tick
+    assert classify(job(60.0, 2.0)).state == "slow"  # 120 ticks
