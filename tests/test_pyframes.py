@@ -279,3 +279,23 @@ def test_a_churning_process_never_gets_a_made_up_stack(spawn: Any) -> None:
             assert sum(1 for f in own if f.name == "spin") <= 61
             assert dump.os_thread_id is not None
     assert readers.count("diag") >= 50, readers
+
+
+@pytest.mark.parametrize("reader", ["auto", "py-spy"])
+def test_a_process_in_its_own_pid_namespace_gets_the_thread_ids_listed_here(
+    reader: str, spawn: Any
+) -> None:
+    """A container seen from the host: the target knows its threads as 1, 2, ...; /proc here
+    lists other ids. Both readers give the ids /proc lists, so stacks join their threads."""
+    program = str(DATA / "pyspy" / "threads_program.py")
+    target = spawn(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, program])
+    children = Path(f"/proc/{target.pid}/task/{target.pid}/children").read_text().split()
+    python = [int(c) for c in children]  # unshare --fork: the program is its child
+    (pid,) = python
+    _settled(pid)
+    dumps, who = read_python_stacks(pid, 20.0, _pyspy(), reader=reader)
+    assert who == ("diag" if reader == "auto" else "py-spy")
+    listed = {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    assert {d.os_thread_id for d in dumps} == listed
+    names = {d.os_thread_id: d.thread_name for d in dumps}
+    assert names[pid] == "MainThread"

@@ -12,7 +12,9 @@ What it reads (offsets in ``diag.probes.cpython_layouts``): ``_PyRuntime`` -> th
 frames skipped) -> the code object's qualified name, file name, first line and location table.
 Frames come innermost first with the names py-spy gives (``qualname``). A thread started by
 ``threading`` is named from its ``Thread`` object (``self`` of the outermost
-``Thread._bootstrap`` frame); the thread whose id is the pid is ``MainThread``.
+``Thread._bootstrap`` frame); the thread whose id is the pid is ``MainThread``. Thread ids are
+the ones /proc lists here, also for a process in a container's PID namespace (mapped through
+``NSpid``).
 
 The process is not stopped (like ``py-spy dump --nonblocking``): a running thread may change
 its stack under the read. Every read is checked (code objects must have ``PyCode_Type``, thread
@@ -34,6 +36,7 @@ from diag.probes.procfs import ProcFS
 from diag.probes.pymem import RemoteMemory, RemoteReadError, Runtime, locate_runtime
 from diag.probes.pyobjects import ObjectReader
 from diag.probes.pyspy_dump import PyThreadDump
+from diag.probes.threads import namespace_tids
 
 _MAX_THREADS = 10_000
 _MAX_DEPTH = 5_000
@@ -63,6 +66,7 @@ class StackReader:
         self._codes: Dict[int, _Code] = {}
         # (code object, instruction) -> its Frame: threads parked at one place share it.
         self._located: Dict[Tuple[int, int], Frame] = {}
+        self._ns_map: Optional[Dict[int, int]] = None  # see _host_tid
         self._tstate_size = 8 + max(
             layout.tstate_native_thread_id,
             layout.tstate_datastack_top,
@@ -90,16 +94,13 @@ class StackReader:
             if native_id == 0:  # created, its OS thread not started yet: nothing to show
                 tstate = tstate_next
                 continue
-            if native_id not in live_tids:
-                live_tids = self._fresh_tids(pid)  # a thread started since /proc was listed?
-                if native_id not in live_tids:
-                    raise RemoteReadError(f"thread state names thread {native_id}, not in /proc")
+            tid = self._host_tid(pid, int(native_id), live_tids)
             frames, thread_obj = self._frames(self._current_frame(raw), self._stack_window(raw))
             out.append(
                 PyThreadDump(
-                    os_thread_id=int(native_id),
+                    os_thread_id=tid,
                     thread_id=int(struct.unpack_from("<Q", raw, lay.tstate_thread_id)[0]),
-                    thread_name=self._thread_name(pid, int(native_id), thread_obj),
+                    thread_name=self._thread_name(pid, tid, thread_obj),
                     active=False,
                     owns_gil=holder == tstate,
                     frames=tuple(frames),
@@ -118,8 +119,25 @@ class StackReader:
             return 0, b""
         return chunk, self._mem.read(chunk, top - chunk)
 
-    def _fresh_tids(self, pid: int) -> Set[int]:
-        return set(self._procfs.tids(pid))
+    def _host_tid(self, pid: int, native_id: int, live: Set[int]) -> int:
+        """The thread id /proc lists for a thread state's native id.
+
+        A process in another PID namespace (a container, seen from the host) records the id
+        of its own namespace: /proc/PID/task/TID/status maps it (``NSpid:``, innermost last).
+        """
+        if self._ns_map is None:
+            self._ns_map = self._namespace_map(pid)
+        if self._ns_map:
+            live = set(self._ns_map)
+        if native_id not in live:  # a thread started since /proc was listed?
+            self._ns_map = self._namespace_map(pid)
+            live = set(self._ns_map) if self._ns_map else set(self._procfs.tids(pid))
+            if native_id not in live:
+                raise RemoteReadError(f"thread state names thread {native_id}, not in /proc")
+        return self._ns_map[native_id] if self._ns_map else native_id
+
+    def _namespace_map(self, pid: int) -> Dict[int, int]:
+        return namespace_tids(self._procfs, pid)
 
     def _gil_holder(self, interp: int) -> Optional[int]:
         lay = self._lay

@@ -29,6 +29,7 @@ three times: a running thread can tear a read), and always when asked for ``read
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -56,6 +57,7 @@ from diag.probes.pyspy_dump import (
     parse_pyspy_json,
     stack_id,
 )
+from diag.probes.threads import namespace_tids
 
 # The parser and the join are re-exported: callers know them as part of this probe.
 __all__ = [
@@ -227,4 +229,13 @@ def read_python_stacks(
             if dumps is None:
                 break  # not a Python this reader knows: py-spy's job
             return dumps, READER_DIAG
-    return dump_stacks(pid, timeout_s, pyspy, fs), READER_PYSPY
+    dumps = dump_stacks(pid, timeout_s, pyspy, fs)
+    inner = namespace_tids(fs, pid)  # py-spy gives a container's own thread ids
+    if inner:
+        dumps = [
+            dataclasses.replace(d, os_thread_id=inner.get(d.os_thread_id, d.os_thread_id))
+            if d.os_thread_id is not None
+            else d
+            for d in dumps
+        ]
+    return dumps, READER_PYSPY

@@ -16,6 +16,7 @@ Parsers are pure functions of the file text; ``read_threads`` is the thin I/O ar
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from diag.model import ThreadSample
@@ -282,3 +283,23 @@ def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, 
         if sample is not None:
             out.append(sample)
     return tuple(out)
+
+
+def namespace_tids(procfs: ProcFS, pid: int) -> Dict[int, int]:
+    """{thread id in ``pid``'s own PID namespace: id in ours}; {} when they are the same.
+
+    A process in a container records (and py-spy reports) the thread ids of its namespace;
+    /proc here lists other ones. ``NSpid:`` in each task's status gives both (innermost last).
+    """
+    theirs = procfs.readlink(pid, "ns", "pid")
+    ours = procfs.readlink(os.getpid(), "ns", "pid")
+    if theirs is None or ours is None or theirs == ours:
+        return {}
+    out: Dict[int, int] = {}
+    for tid in procfs.tids(pid):
+        status = procfs.try_read_text(pid, "task", str(tid), "status") or ""
+        for line in status.splitlines():
+            if line.startswith("NSpid:"):
+                out[int(line.split()[-1])] = tid
+                break
+    return out
