@@ -166,19 +166,11 @@ class Collector:
         important = info.rank is not None or info.role in ("rank", "launcher", "process")
         return important or pid in self.root_pids or pid not in self._marked_gone
 
-    def _read_proc(self, pid: int) -> ProcessSample:
-        return self._reader.read_proc(pid)
-
     def _read_logs(self, pids: List[int]) -> Tuple[LogSample, ...]:
         self._logs.discover(pids)
         return self._logs.sample()
 
     # -- the round ---------------------------------------------------------------------------
-
-    def _dump(self, pid: int) -> StackOutcome:
-        """The stack read of ``pid`` here, or the last one when no thread has run since it was
-        taken (a parked job's stacks cannot have moved; see ``probes.quiescence``)."""
-        return self._book.absorb(pid, self._reader.read_stacks(pid, self._book.key(pid)))
 
     def _collect(
         self, pending: Pending, timeout_s: float
@@ -210,17 +202,15 @@ class Collector:
         t0 = time.time()
         started = time.monotonic()
         tree = self._tree()
-        # Workers start on every process now (what identifies a new one, its /proc, its stacks)
-        # and discovery waits for them; without workers it comes first, here.
-        pending = None
-        if self._shards.usable(tree):
-            weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
-            pending = self._shards.submit(self._jobs(tree), weights)
-            if self._shards.broken is not None:
-                pending = None  # a worker died since the last sample: all of it here
+        # Every process's share of the work (what identifies a new one, its /proc, its stacks)
+        # is handed to the workers now, and discovery waits for what identifies them; without
+        # workers it is all done in one thread of this process (``diag.shards``).
+        self._shards.start(tree)
+        weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
+        pending = self._shards.submit(self._jobs(tree), weights)
         timeout_s = self.probe_timeout_s
         known: Dict[int, Identity] = {}
-        if pending is not None:
+        if pending.workers:
             self.host_info()  # (once: it runs py-spy --version) while the workers read
             found = self._shards.collect_identities(pending, timeout_s + _STACKS_GRACE_S)
             known = {pid: ident for pid, ident in found.items() if ident is not None}
@@ -228,24 +218,11 @@ class Collector:
         live = [pid for pid in tree if pid in self.processes]
         # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
         # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
-        calls: List[ProbeCall[Any]] = []
-        sharded = pending is not None
-        if pending is not None:  # /proc and stacks of every process, spread over the workers
-            run = partial(self._collect, pending, timeout_s + _STACKS_GRACE_S)
-            calls.append(ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S))
-        elif self.pyspy:
-            calls += [
-                ProbeCall("stacks", partial(self._dump, pid), timeout_s + _STACKS_GRACE_S, pid)
-                for pid in live
-                if pid not in self._exit_codes  # a zombie seen before: nothing to dump
-            ]
+        run = partial(self._collect, pending, timeout_s + _STACKS_GRACE_S)
+        calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S)]
         calls.append(self.gpu_probe.call())
         if self.ras_probe.available():
             calls.append(self.ras_probe.call())
-        if not sharded:
-            calls += [
-                ProbeCall("proc", partial(self._read_proc, pid), timeout_s, pid) for pid in live
-            ]
         calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
@@ -264,16 +241,10 @@ class Collector:
                 rec.failures.append(
                     msgspec.structs.replace(result.failure, host=self.host, sample=index)
                 )
-                if call.probe == "stacks" and call.pid is not None:
-                    rec.outcomes.setdefault(call.pid, StackOutcome(None, None))
             if value is None:
                 continue
             if call.probe == "workers":
                 rec.from_workers(value, self.processes, self._book, self._exit_codes)
-            elif call.probe == "proc":
-                rec.procs[call.pid or 0] = value
-            elif call.probe == "stacks":
-                rec.stack_outcome(call.pid or 0, value, result.duration_s)
             elif call.probe == "sockets":
                 ports = value
             elif call.probe == "logs":

@@ -7,16 +7,19 @@ only take turns (and pay for every hand-over). Forked workers run the same code
 ranks' worth, and the Collector's own threads are left for the GPU, socket and log probes.
 
 Fork, not a new interpreter: a fork is a few milliseconds and needs no imports, where starting
-``python -m`` would cost more than the sample it speeds up. Forking is only done while the
-Collector's process has a single thread (before any probe thread exists, or after all ended):
-a fork with other threads running can copy a held lock. A worker closes every inherited file
-descriptor but its two pipes (a launched command's output pipe must not be held open by it),
-ignores SIGINT (Ctrl-C is diag's to handle) and exits when its request pipe closes - also when
-diag dies, so no worker outlives it.
+``python -m`` would cost more than the sample it speeds up. Other threads may exist when it
+forks (``diag watch -- CMD`` tees the command's output on one): the child has only the forking
+thread, and it touches no lock another thread could hold - every module it needs is imported
+before, it never writes to ``sys.stdout``/``stderr`` or a log, and CPython re-creates the GIL
+and the import lock in a child. A worker closes every inherited file descriptor but its two
+pipes (a launched command's output pipe must not be held open by it), ignores SIGINT (Ctrl-C
+is diag's to handle) and exits when its request pipe closes - also when diag dies, so no
+worker outlives it.
 
-A worker that misses the deadline is killed and its unanswered processes get a "timed out"
-record; a worker that dies is reported the same way. Either way the pool is closed and later
-samples do the work in the Collector's own threads, as without workers.
+A worker that misses the deadline is killed and its unanswered processes get a "not read"
+record; a worker that dies has its share done by the Collector instead. Either way the pool is
+closed, and later samples do all of the work in this process: in one thread, one process after
+another, each under its own timeout (``diag.serial_lane``) - as on one core, or for one process.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import os
 import selectors
 import signal
 import struct
-import threading
 import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -34,6 +36,7 @@ import msgspec
 
 from diag.probes.proctree import Identity
 from diag.process_work import ProcessReader, ProcessResult, ProcessWork
+from diag.serial_lane import run_serial
 
 _HEADER = struct.Struct("<I")
 _MAX_WORKERS = 8
@@ -116,6 +119,7 @@ class Pending:
         self.jobs = jobs
         self.workers: List[_Worker] = []
         self.identities: Dict[int, Optional[Identity]] = {}
+        self.own: List[ProcessWork] = []  # done in this process, by ``collect``
         self.results: Dict[int, ProcessResult] = {}
 
 
@@ -131,17 +135,13 @@ class ShardPool:
         # A Collector dropped without close() must not leave its workers until diag exits.
         self._finalizer = weakref.finalize(self, _kill_all, self._workers)
 
-    def usable(self, pids: List[int]) -> bool:
-        """Start the workers if needed and safe; whether this sample should use them."""
-        if self.broken is not None or self._wanted < 2:
-            return False
-        if self._workers:
-            return True
-        if len(pids) < 2 or threading.active_count() != 1:
-            return False  # nothing to share, or forking beside other threads is unsafe now
+    def start(self, pids: List[int]) -> None:
+        """Fork the workers if there is work to share and it is safe now (no other thread in
+        this process); without them, ``submit`` keeps all the work here."""
+        if self._workers or self.broken is not None or self._wanted < 2 or len(pids) < 2:
+            return
         self._reader.warm(pids)
         self._workers.extend(self._fork() for _ in range(self._wanted))
-        return True
 
     def _fork(self) -> _Worker:
         req_r, req_w = os.pipe()
@@ -166,8 +166,13 @@ class ShardPool:
 
     def submit(self, jobs: Sequence[ProcessWork], weights: Dict[int, int]) -> Pending:
         """Hand each worker its share now (heaviest processes first, to the least loaded), so
-        they work while this process does the rest of the sample; ``collect`` gathers."""
+        they work while this process does the rest of the sample; ``collect`` gathers.
+        Without workers (one core, one process, or none could be started) all of it is done
+        here, in one thread: threads of one process would only take turns on its lock."""
         pending = Pending(list(jobs))
+        if not self._workers:
+            pending.own = list(jobs)
+            return pending
         shares: List[List[ProcessWork]] = [[] for _ in self._workers]
         loads = [0] * len(self._workers)
         for job in sorted(jobs, key=lambda j: -weights.get(j.pid, 1)):
@@ -184,6 +189,8 @@ class ShardPool:
                 _write_frame(worker.requests, _jobs_codec[0].encode(share))
             except OSError as exc:
                 self._break(f"a worker could not be asked ({exc.strerror})")
+                pending.own = list(jobs)  # all of it here, this time and from now on
+                pending.workers = []
                 return pending
             pending.workers.append(worker)
         return pending
@@ -191,7 +198,8 @@ class ShardPool:
     def collect_identities(
         self, pending: Pending, timeout_s: float
     ) -> Dict[int, Optional[Identity]]:
-        """What identifies each new process (None: unreadable there), as soon as it is in."""
+        """What identifies each new process a worker read (None: unreadable there), as soon
+        as it is in; the others are for the Collector's discovery to read (with timeouts)."""
         self._pump(pending, lambda: all(w.expected_ids == 0 for w in pending.workers), timeout_s)
         return pending.identities
 
@@ -199,9 +207,12 @@ class ShardPool:
         self, pending: Pending, timeout_s: float
     ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
         """Results by pid, and for each process without one, why (timeout, worker died)."""
+        jobs = {job.pid: job for job in pending.own}
+        own, failed = run_serial(list(jobs), lambda pid: self._reader.work(jobs[pid]), timeout_s)
+        pending.results.update(own)
         self._pump(pending, lambda: all(w.expected == 0 for w in pending.workers), timeout_s)
         missing = {
-            job.pid: f"not read: {self.broken or 'no answer'}"
+            job.pid: f"not read: {failed.get(job.pid) or self.broken or 'no answer'}"
             for job in pending.jobs
             if job.pid not in pending.results
         }

@@ -28,7 +28,7 @@ from diag.probes.elf_symbols import dynamic_symbols, mapped_python
 from diag.probes.linetable import line_of
 from diag.probes.procfs import ProcFS
 from diag.probes.pyframes import read_stacks
-from diag.probes.pymem import RemoteMemory, locate_runtime
+from diag.probes.pymem import NotCPython, RemoteMemory, locate_runtime
 from diag.probes.stacks import (
     KIND_NOT_PYTHON,
     StackError,
@@ -215,11 +215,16 @@ def test_older_pythons_are_left_to_pyspy(minor: int, spawn: Any) -> None:
     assert all(d.os_thread_id for d in dumps) and len(dumps) == 5
 
 
-def test_a_process_that_is_not_python(spawn: Any) -> None:
+def test_a_process_that_is_not_python_is_told_without_pyspy(spawn: Any, tmp_path: Path) -> None:
     target = spawn(["sh", "-c", "echo READY; exec sleep 600"])
-    assert read_stacks(ProcFS(), target.pid) is None
+    with pytest.raises(NotCPython):
+        read_stacks(ProcFS(), target.pid)
+    never = tmp_path / "py-spy-never-runs"
     with pytest.raises(StackError) as err:
-        read_python_stacks(target.pid, 20.0, _pyspy())
+        read_python_stacks(target.pid, 20.0, str(never))
+    assert err.value.kind == KIND_NOT_PYTHON
+    with pytest.raises(StackError) as err:  # py-spy, asked for, says the same
+        read_python_stacks(target.pid, 20.0, _pyspy(), reader="py-spy")
     assert err.value.kind == KIND_NOT_PYTHON
 
 

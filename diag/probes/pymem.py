@@ -22,13 +22,19 @@ from typing import Dict, Optional, Tuple
 from diag.probes.elf_symbols import ElfSymbols, dynamic_symbols, load_base, mapped_python
 from diag.probes.procfs import ProcFS
 
-_SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
+_SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version", "Py_Initialize")
+_RUNTIME_SYMBOLS = ("_PyRuntime", "PyCode_Type", "Py_Version")
 _FileKey = Tuple[int, int, int, int]
 _symbol_cache: Dict[_FileKey, Optional[ElfSymbols]] = {}
 
 
 class RemoteReadError(Exception):
     """A read of the target's memory failed or gave something that cannot be a Python struct."""
+
+
+class NotCPython(Exception):
+    """No file the process maps defines ``Py_Initialize``: there is no CPython in it (a shell,
+    a launcher binary), which py-spy would only confirm at the cost of a run."""
 
 
 @dataclass(frozen=True)
@@ -98,11 +104,16 @@ def _symbols_of(procfs: ProcFS, pid: int, path: str) -> Optional[ElfSymbols]:
 
 
 def locate_runtime(procfs: ProcFS, pid: int, memory: RemoteMemory) -> Optional[Runtime]:
-    """The runtime of ``pid``'s interpreter, or None (not CPython 3.11+, or not found)."""
-    maps = procfs.try_read_text(pid, "maps") or ""
+    """The runtime of ``pid``'s interpreter, or None (a CPython older than 3.11, or one this
+    cannot place); raises ``NotCPython`` when nothing it maps is CPython."""
+    maps = procfs.try_read_text(pid, "maps")
+    if maps is None:
+        raise RemoteReadError(f"cannot read the memory map of pid {pid}")
+    python = False
     for path in mapped_python(maps, procfs.readlink(pid, "exe")):
         symbols = _symbols_of(procfs, pid, path)
-        if symbols is None or not all(name in symbols.values for name in _SYMBOLS):
+        python = python or (symbols is not None and "Py_Initialize" in symbols.values)
+        if symbols is None or not all(name in symbols.values for name in _RUNTIME_SYMBOLS):
             continue
         start = load_base(maps, path)
         if start is None:
@@ -114,6 +125,8 @@ def locate_runtime(procfs: ProcFS, pid: int, memory: RemoteMemory) -> Optional[R
             code_type_addr=base + symbols.values["PyCode_Type"],
             version=(hexversion >> 24, (hexversion >> 16) & 0xFF),
         )
+    if not python:
+        raise NotCPython(f"pid {pid} maps no CPython")
     return None
 
 

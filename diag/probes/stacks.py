@@ -42,7 +42,7 @@ from typing import List, Optional, Tuple
 
 from diag.probes.procfs import ProcFS
 from diag.probes.pyframes import read_stacks
-from diag.probes.pymem import RemoteReadError
+from diag.probes.pymem import NotCPython, RemoteReadError
 from diag.probes.pyspy_dump import (
     KIND_ERROR,
     KIND_GONE,
@@ -224,6 +224,8 @@ def read_python_stacks(
         for _ in range(_IN_PROCESS_TRIES):
             try:
                 dumps = read_stacks(fs, pid, activity)
+            except NotCPython:
+                raise StackError(KIND_NOT_PYTHON, f"not a Python process (pid {pid})") from None
             except RemoteReadError:
                 continue
             if dumps is None:
