@@ -27,7 +27,7 @@ NOTES = """\
   per 64-thread rank in ~12,000 `process_vm_readv` calls, measured with `strace -c`). On 2
   cores that floor is ~1.8 x one dump at 4 ranks and ~3 x at 8, which is why diag reads
   CPython 3.11-3.13 stacks itself; the "py-spy per rank" row shows a first sample taken that
-  way (as diag did before), for comparison.
+  way (what a Python < 3.11 job gets), for comparison.
 - **Throughput.** One `diag watch --interval 1` runs against the counting target; windows
   alternate between the watch running and frozen (SIGSTOP), in ABBA order. This VM is shared:
   one window's throughput varies by 5-20 % with other work, so the per-pair quartiles are given

@@ -143,7 +143,7 @@ def rows_of(figures: Figures) -> List[Row]:
         )
         rows.append(
             Row(
-                "  same, with py-spy per rank in one process (diag before its own reader)",
+                "  same, with py-spy per rank (as for Python < 3.11)",
                 "(compares)",
                 f"{f['diag_first_pyspy_median_s']:.3f} s (min {f['diag_first_pyspy_min_s']:.3f})",
                 f"{f['first_pyspy_ratio']:.2f}",

@@ -9,8 +9,8 @@ Per repeat, on the same live job (``bench.job.start_job``):
 * diag's first sample, the ``Collector`` built and its workers forked included (process
   discovery, environ, the GPU probe's first answer: what ``diag capture --count 1`` pays), and
   a second, steady-state sample (what every ``diag watch`` sample pays);
-* the same first sample the way diag took it before its own stack reader: py-spy per rank, in
-  threads of one process (``stack_reader="py-spy"``, ``workers=0``), for comparison.
+* the same first sample with py-spy per rank instead of diag's own reader
+  (``stack_reader="py-spy"``: what a Python < 3.11 job gets), for comparison.
 
 The CPU time of the raw dumps is recorded too: N dumps need N x (CPU of one dump) however they
 are scheduled, so on a machine with fewer cores than ranks the best any tool that runs py-spy
@@ -78,7 +78,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
             steady.append(cost.wall_s)
             diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
             cost, (old, _) = timed_call(
-                partial(_first_sample, job.pid, pyspy, stack_reader="py-spy", workers=0)
+                partial(_first_sample, job.pid, pyspy, stack_reader="py-spy")
             )
             old.close()
             first_pyspy.append(cost.wall_s)
