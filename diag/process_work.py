@@ -64,6 +64,8 @@ class ProcessWork(msgspec.Struct, frozen=True):
     stacks: bool = True
     quiet: Optional[Fingerprint] = None
     identity: bool = False  # a process not seen before: read what identifies it too
+    # For a worker: "work" (the reads) or "identity" (only what identifies it, answered first).
+    task: str = "work"
 
 
 class ProcessResult(msgspec.Struct, frozen=True):

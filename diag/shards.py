@@ -40,6 +40,7 @@ from diag.serial_lane import run_serial
 
 _HEADER = struct.Struct("<I")
 _MAX_WORKERS = 8
+_IN_FLIGHT = 2  # reads a worker holds at once: the next is there while the last is answered
 WORKER_EXITED = "a worker exited"
 _jobs_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(List[ProcessWork]))
 _result_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(ProcessResult))
@@ -77,14 +78,9 @@ def _serve(reader: ProcessReader, requests: int, answers: int) -> None:
         body = _read_exact(requests, _HEADER.unpack(head)[0])
         if body is None:
             return
-        jobs = decode(body)
-        # What identifies new processes goes first: the Collector discovers them while the
-        # workers go on with /proc and stacks.
-        for job in jobs:
-            if job.identity:
-                _write_frame(answers, encode(reader.identify(job)))
-        for job in jobs:
-            _write_frame(answers, encode(reader.work(job)))
+        for job in decode(body):
+            answer = reader.identify(job) if job.task == "identity" else reader.work(job)
+            _write_frame(answers, encode(answer))
 
 
 class _Worker:
@@ -120,6 +116,7 @@ class Pending:
         self.workers: List[_Worker] = []
         self.identities: Dict[int, Optional[Identity]] = {}
         self.own: List[ProcessWork] = []  # done in this process, by ``collect``
+        self.queue: List[ProcessWork] = []  # for the next worker that answers
         self.results: Dict[int, ProcessResult] = {}
 
 
@@ -173,27 +170,33 @@ class ShardPool:
         if not self._workers:
             pending.own = list(jobs)
             return pending
-        shares: List[List[ProcessWork]] = [[] for _ in self._workers]
-        loads = [0] * len(self._workers)
-        for job in sorted(jobs, key=lambda j: -weights.get(j.pid, 1)):
-            i = loads.index(min(loads))
-            shares[i].append(job)
-            loads[i] += weights.get(job.pid, 1)
-        for worker, share in zip(self._workers, shares):
-            if not share:
-                continue
-            worker.expected = len(share)
-            worker.expected_ids = sum(1 for job in share if job.identity)
-            worker.buffer = b""
-            try:
-                _write_frame(worker.requests, _jobs_codec[0].encode(share))
-            except OSError as exc:
-                self._break(f"a worker could not be asked ({exc.strerror})")
-                pending.own = list(jobs)  # all of it here, this time and from now on
-                pending.workers = []
-                return pending
+        # What identifies new processes is asked first, spread evenly: the Collector discovers
+        # them while the workers go on. The reads follow, heaviest process first, a couple at
+        # a time: each worker gets the next as it answers, so a faster core (or a worker that
+        # drew lighter processes) takes more of them.
+        firsts: List[List[ProcessWork]] = [[] for _ in self._workers]
+        for i, job in enumerate(j for j in jobs if j.identity):
+            firsts[i % len(firsts)].append(msgspec.structs.replace(job, task="identity"))
+        pending.queue = sorted(jobs, key=lambda j: -weights.get(j.pid, 1))
+        for worker, first in zip(self._workers, firsts):
+            work = pending.queue[:_IN_FLIGHT]
+            del pending.queue[:_IN_FLIGHT]
+            worker.expected, worker.expected_ids, worker.buffer = len(work), len(first), b""
+            if not self._send(worker, [*first, *work]):
+                pending.own, pending.workers, pending.queue = list(jobs), [], []
+                return pending  # all of it here, this time and from now on
             pending.workers.append(worker)
         return pending
+
+    def _send(self, worker: _Worker, jobs: List[ProcessWork]) -> bool:
+        if not jobs:
+            return True
+        try:
+            _write_frame(worker.requests, _jobs_codec[0].encode(jobs))
+        except OSError as exc:
+            self._break(f"a worker could not be asked ({exc.strerror})")
+            return False
+        return True
 
     def collect_identities(
         self, pending: Pending, timeout_s: float
@@ -210,7 +213,11 @@ class ShardPool:
         jobs = {job.pid: job for job in pending.own}
         own, failed = run_serial(list(jobs), lambda pid: self._reader.work(jobs[pid]), timeout_s)
         pending.results.update(own)
-        self._pump(pending, lambda: all(w.expected == 0 for w in pending.workers), timeout_s)
+        self._pump(
+            pending,
+            lambda: not pending.queue and all(w.expected == 0 for w in pending.workers),
+            timeout_s,
+        )
         missing = {
             job.pid: f"not read: {failed.get(job.pid) or self.broken or 'no answer'}"
             for job in pending.jobs
@@ -223,7 +230,7 @@ class ShardPool:
         deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as selector:
             for worker in pending.workers if self.broken is None else []:
-                if worker.expected:
+                if worker.expected or worker.expected_ids:
                     selector.register(worker.answers, selectors.EVENT_READ, worker)
             while not done() and selector.get_map() and self.broken is None:
                 remaining = deadline - time.monotonic()
@@ -238,7 +245,7 @@ class ShardPool:
                         break
                     worker.buffer += chunk
                     self._take_frames(worker, pending)
-                    if worker.expected == 0:
+                    if worker.expected == 0 and worker.expected_ids == 0:
                         selector.unregister(worker.answers)
 
     def _take_frames(self, worker: _Worker, pending: Pending) -> None:
@@ -255,6 +262,9 @@ class ShardPool:
             else:
                 pending.results[result.pid] = result
                 worker.expected -= 1
+                if pending.queue and self._send(worker, [pending.queue[0]]):
+                    pending.queue.pop(0)
+                    worker.expected += 1
 
     def _break(self, why: str) -> None:
         if self.broken is None:
