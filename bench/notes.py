@@ -83,10 +83,15 @@ NOTES = """\
 
 ## What is still short of a target, and why
 
-- **The first sample at 8 ranks.** On 2 cores, 8 ranks x 64 threads of /proc reads and stack
-  reads are ~60-70 ms of CPU across the workers, plus process discovery, the socket probe and
-  the fork; the steady sample and 4 ranks are within the target. A host with more cores gets
-  more workers (up to 8).
+- **The first sample at 8 ranks** (what `capture --count 1` pays, the Collector built and its
+  workers forked included) is ~1.5-2 x one raw dump here, depending on the run; the steady
+  sample and the first sample at 4 ranks are within the target. The first sample is ~100 ms
+  of CPU in all at 8 ranks x 64 threads (per rank ~5.5 ms: ~2.5 ms reading /proc of 64
+  threads, ~3 ms reading their stacks; plus discovery, sockets, logs, the fork), which 2
+  vCPUs cannot finish in 50 ms. This VM's two vCPUs do not run at the same speed (the same
+  reads take ~5.5 ms on one and ~8.5 ms on the other, whichever process runs them), which is
+  why workers take the next read as they answer instead of a fixed half. A host with more
+  cores gets more workers (up to 8).
 - **Throughput.** The watch takes a few percent of one core; whether the target loses 1 % of
   its throughput is below what this shared VM can resolve (the quartiles of the pairs).
 - **The first sample.** The NVML probe used to start a fresh Python per sample (0.14-0.24 s,
