@@ -16,6 +16,7 @@ variables first - so a credential embedded in an allowed value (an NCCL URL with
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, Optional
 
@@ -146,6 +147,7 @@ def read_environ(pid: int, procfs: Optional[ProcFS] = None) -> Dict[str, str]:
     return parse_environ((procfs or ProcFS()).read_bytes(pid, "environ"))
 
 
+@functools.lru_cache(maxsize=4096)
 def is_allowed(name: str) -> bool:
     """True when the allowlist covers ``name`` and its name does not look secret."""
     if is_secret_name(name) and name not in _SECRET_LOOKING_BUT_SAFE:
