@@ -160,15 +160,19 @@ class StackReader:
         return self._mem.ptr(cframe + (lay.cframe_current_frame or 0)) if cframe else 0
 
     def _frames(self, frame: int, window: Tuple[int, bytes]) -> Tuple[List[Frame], Optional[int]]:
-        """Frames innermost first, and the ``Thread`` object of an outermost ``_bootstrap``."""
+        """Frames innermost first, and the ``Thread`` object of an outermost ``_bootstrap``.
+
+        A frame inside the thread's stack window is read from it as 8-byte words in place
+        (a memoryview, no copy); one elsewhere (a generator's) is read on its own.
+        """
         lay = self._lay
         base, stack = window
+        in_place = memoryview(stack)[: len(stack) // 8 * 8].cast("Q")
         end = base + len(stack) - lay.frame_size
-        words = struct.Struct(f"<{lay.frame_size // 8}Q").unpack
+        unpack = struct.Struct(f"<{lay.frame_size // 8}Q").unpack
         i_code, i_prev, i_instr = lay.frame_code // 8, lay.frame_previous // 8, lay.frame_instr // 8
         i_self = lay.frame_localsplus // 8
-        skip_shims = lay.version >= (3, 12)
-        read = self._mem.read
+        owner_at = lay.frame_owner if lay.version >= (3, 12) else -1
         located = self._located
         frames: List[Frame] = []
         seen: Set[int] = set()
@@ -177,24 +181,29 @@ class StackReader:
             if frame in seen or len(seen) >= _MAX_DEPTH:
                 raise RemoteReadError("frame chain loops (changed during the read)")
             seen.add(frame)
-            if base <= frame <= end:
-                raw = stack[frame - base : frame - base + lay.frame_size]
+            if base <= frame <= end and not (frame - base) & 7:
+                at = frame - base
+                w = at >> 3
+                code_addr, previous = in_place[w + i_code], in_place[w + i_prev]
+                instr, self_addr = in_place[w + i_instr], in_place[w + i_self]
+                owner = stack[at + owner_at] if owner_at >= 0 else 0
             else:  # a generator's or coroutine's frame, or an older chunk
-                raw = read(frame, lay.frame_size)
-            fields = words(raw)
-            previous = fields[i_prev]
-            if skip_shims and raw[lay.frame_owner] == FRAME_OWNED_BY_CSTACK:
+                raw = self._mem.read(frame, lay.frame_size)
+                fields = unpack(raw)
+                code_addr, previous = fields[i_code], fields[i_prev]
+                instr, self_addr = fields[i_instr], fields[i_self]
+                owner = raw[owner_at] if owner_at >= 0 else 0
+            if owner == FRAME_OWNED_BY_CSTACK:  # a 3.12+ shim frame: no Python code
                 frame = previous
                 continue
-            key = (fields[i_code], fields[i_instr])
-            found = located.get(key)
+            found = located.get((code_addr, instr))
             if found is None:
-                code = self._code(key[0])
-                line = line_of(code.linetable, code.first_line, (key[1] - code.code_start) // 2)
+                code = self._code(code_addr)
+                line = line_of(code.linetable, code.first_line, (instr - code.code_start) // 2)
                 found = Frame(name=code.qualname, filename=code.filename, line=line or 0)
-                located[key] = found
+                located[(code_addr, instr)] = found
             frames.append(found)
-            outermost_self = fields[i_self]
+            outermost_self = self_addr
             frame = previous
         if frames and frames[-1].name == "Thread._bootstrap" and outermost_self:
             return frames, outermost_self
