@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from functools import partial
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from bench.job import start_job
-from bench.stats import Series, Timed, collect, ratio, timed, timed_call
+from bench.stats import Series, collect, ratio, timed, timed_call
 from diag.probes.stacks import find_pyspy
 from diag.sampler import Collector
 
@@ -39,21 +38,6 @@ def _raw_dump(pyspy: str, pid: int, *extra: str) -> None:
         timeout=60,
         check=False,
     )
-
-
-_SETTLE_S = 0.25
-
-
-def _settle() -> None:
-    """A blocking py-spy dump stops and resumes every thread of a rank: they all wake and go
-    back to sleep. Every measurement starts from a job at rest, as a stuck job is."""
-    time.sleep(_SETTLE_S)
-
-
-def _settled(fn: Callable[[], object]) -> Timed:
-    """``fn`` timed after the job settled (the settling not counted)."""
-    _settle()
-    return timed(fn)
 
 
 def _first_sample(pid: int, pyspy: str, **options: Any) -> Tuple[Collector, Any]:
@@ -79,12 +63,11 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
     with start_job(ranks, threads) as job:
         _raw_dump(pyspy, job.rank_pids[0])  # warm the page cache for py-spy and the target
         for _ in range(repeats):
-            singles = [_settled(partial(_raw_dump, pyspy, pid)) for pid in job.rank_pids]
+            singles = [timed(partial(_raw_dump, pyspy, pid)) for pid in job.rank_pids]
             for pid, t in zip(job.rank_pids, singles):
                 per_rank.setdefault(pid, []).append(t.wall_s)
             raw_cpu_sum.append(sum(t.children_cpu_s for t in singles))
-            raw_sub.append(_settled(partial(_raw_dump, pyspy, job.pid, "--subprocesses")).wall_s)
-            _settle()
+            raw_sub.append(timed(partial(_raw_dump, pyspy, job.pid, "--subprocesses")).wall_s)
             cost, (collector, delta) = timed_call(partial(_first_sample, job.pid, pyspy))
             first.append(cost.wall_s)
             # Which probe kept the first sample long: each sample records its probes' times.
@@ -94,7 +77,6 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
             collector.close()  # its NVML worker, if this host started one
             steady.append(cost.wall_s)
             diag_cpu.append(cost.self_cpu_s + cost.children_cpu_s)
-            _settle()
             cost, (old, _) = timed_call(
                 partial(_first_sample, job.pid, pyspy, stack_reader="py-spy")
             )
