@@ -144,8 +144,7 @@ class ProcessReader:
         counters knows that no thread ran from before this dump until then.
         """
         started = time.monotonic()
-        known = counters_of(threads) if threads is not None else None
-        counters = known if threads is not None else read_counters(self.procfs, pid)
+        counters = counters_of(threads) if threads is not None else read_counters(self.procfs, pid)
         before = quiet_counters(counters)
         if quiet is not None and before is not None and before == quiet:
             return StackRead(reused=True, quiet=quiet, duration_s=time.monotonic() - started)

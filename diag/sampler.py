@@ -56,13 +56,13 @@ from diag.probes.stacks import (
     join_stacks,
 )
 from diag.process_table import ProcessTable
-from diag.process_work import ProcessReader, ProcessResult, ProcessWork
+from diag.process_work import ProcessReader, ProcessWork
 from diag.redact import Redactor
 from diag.round_records import RoundRecords, StackBook, StackOutcome
-from diag.shards import WORKER_EXITED, Pending, ShardPool
+from diag.shards import ShardPool
 
-# py-spy gets the probe timeout itself (and kills its subprocess); the thread waiting on it a
-# little more, so the subprocess's own timeout message is the one recorded.
+# The per-process reads get the probe timeout themselves (py-spy kills its subprocess on it);
+# the workers' deadline is a little longer, so a read's own timeout is the one recorded.
 _STACKS_GRACE_S = 2.0
 
 
@@ -172,19 +172,6 @@ class Collector:
 
     # -- the round ---------------------------------------------------------------------------
 
-    def _collect(
-        self, pending: Pending, timeout_s: float
-    ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
-        """The workers' results; what a worker that died left undone is done here instead (a
-        worker that hung is not retried: the same read would likely hang here too)."""
-        results, missing = self._shards.collect(pending, timeout_s)
-        if self._shards.broken == WORKER_EXITED:
-            for job in pending.jobs:
-                if job.pid in missing:
-                    results[job.pid] = self._reader.work(job)
-                    del missing[job.pid]
-        return results, missing
-
     def _jobs(self, live: List[int]) -> List[ProcessWork]:
         out = []
         for pid in live:
@@ -211,14 +198,14 @@ class Collector:
         timeout_s = self.probe_timeout_s
         known: Dict[int, Identity] = {}
         if pending.workers:
-            self.host_info()  # (once: it runs py-spy --version) while the workers read
+            self.host_info()  # (read once) while the workers read
             found = self._shards.collect_identities(pending, timeout_s + _STACKS_GRACE_S)
             known = {pid: ident for pid, ident in found.items() if ident is not None}
         new_processes = self.table.discover(tree, index, known)
         live = [pid for pid in tree if pid in self.processes]
         # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
         # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
-        run = partial(self._collect, pending, timeout_s + _STACKS_GRACE_S)
+        run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S)
         calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S)]
         calls.append(self.gpu_probe.call())
         if self.ras_probe.available():

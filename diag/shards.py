@@ -209,21 +209,36 @@ class ShardPool:
     def collect(
         self, pending: Pending, timeout_s: float
     ) -> Tuple[Dict[int, ProcessResult], Dict[int, str]]:
-        """Results by pid, and for each process without one, why (timeout, worker died)."""
-        jobs = {job.pid: job for job in pending.own}
-        own, failed = run_serial(list(jobs), lambda pid: self._reader.work(jobs[pid]), timeout_s)
-        pending.results.update(own)
+        """Results by pid, and for each process without one, why (timeout, worker died).
+
+        What a worker that died left undone is done here too, in the same lane as this
+        process's own share (a worker that hung is not retried: the read would hang here)."""
+        failed = self._run_here(pending, pending.own, timeout_s)
         self._pump(
             pending,
             lambda: not pending.queue and all(w.expected == 0 for w in pending.workers),
             timeout_s,
         )
+        if self.broken == WORKER_EXITED:
+            undone = [job for job in pending.jobs if job.pid not in pending.results]
+            failed.update(self._run_here(pending, undone, timeout_s))
         missing = {
             job.pid: f"not read: {failed.get(job.pid) or self.broken or 'no answer'}"
             for job in pending.jobs
             if job.pid not in pending.results
         }
         return pending.results, missing
+
+    def _run_here(
+        self, pending: Pending, jobs: List[ProcessWork], timeout_s: float
+    ) -> Dict[int, str]:
+        """``jobs`` one after another in one thread of this process (``diag.serial_lane``)."""
+        by_pid = {job.pid: job for job in jobs}
+        done, failed = run_serial(
+            list(by_pid), lambda pid: self._reader.work(by_pid[pid]), timeout_s
+        )
+        pending.results.update(done)
+        return failed
 
     def _pump(self, pending: Pending, done: Callable[[], bool], timeout_s: float) -> None:
         """Read the workers' answers until ``done()``, a worker dies or the deadline passes."""

@@ -36,7 +36,7 @@ from diag.probes.procfs import ProcFS
 from diag.probes.pymem import RemoteMemory, RemoteReadError, Runtime, locate_runtime
 from diag.probes.pyobjects import ObjectReader
 from diag.probes.pyspy_dump import PyThreadDump
-from diag.probes.threads import namespace_tids
+from diag.probes.threads import namespace_tids, parse_thread_stat
 
 _MAX_THREADS = 10_000
 _MAX_DEPTH = 5_000
@@ -126,18 +126,15 @@ class StackReader:
         of its own namespace: /proc/PID/task/TID/status maps it (``NSpid:``, innermost last).
         """
         if self._ns_map is None:
-            self._ns_map = self._namespace_map(pid)
+            self._ns_map = namespace_tids(self._procfs, pid)
         if self._ns_map:
             live = set(self._ns_map)
         if native_id not in live:  # a thread started since /proc was listed?
-            self._ns_map = self._namespace_map(pid)
+            self._ns_map = namespace_tids(self._procfs, pid)
             live = set(self._ns_map) if self._ns_map else set(self._procfs.tids(pid))
             if native_id not in live:
                 raise RemoteReadError(f"thread state names thread {native_id}, not in /proc")
         return self._ns_map[native_id] if self._ns_map else native_id
-
-    def _namespace_map(self, pid: int) -> Dict[int, int]:
-        return namespace_tids(self._procfs, pid)
 
     def _gil_holder(self, interp: int) -> Optional[int]:
         lay = self._lay
@@ -260,8 +257,11 @@ def read_stacks(procfs: ProcFS, pid: int, activity: bool = True) -> Optional[Lis
         dumps = StackReader(memory, runtime, layout, procfs).threads(pid, live)
     if not activity:
         return dumps
-    states = {}
-    for dump in dumps:
-        stat = procfs.try_read_text(pid, "task", str(dump.os_thread_id), "stat") or ""
-        states[dump.os_thread_id] = stat.rsplit(")", 1)[-1].split()[:1] == ["R"]
-    return [dataclasses.replace(d, active=states[d.os_thread_id]) for d in dumps]
+    return [dataclasses.replace(d, active=_running(procfs, pid, d.os_thread_id)) for d in dumps]
+
+
+def _running(procfs: ProcFS, pid: int, tid: Optional[int]) -> bool:
+    try:
+        return parse_thread_stat(procfs.read_task_text(pid, tid or 0, "stat"))[1] == "R"
+    except (OSError, ValueError, IndexError):
+        return False
