@@ -12,10 +12,9 @@ either - reuses the dump instead of reading again.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
@@ -52,7 +51,7 @@ class StackRead(msgspec.Struct, frozen=True):
             return None
         stacks = self.stacks
         return [
-            dataclasses.replace(d, frames=stacks[d.stack_id]) if d.stack_id in stacks else d
+            msgspec.structs.replace(d, frames=stacks[d.stack_id]) if d.stack_id in stacks else d
             for d in self.dumps
         ]
 
@@ -167,7 +166,7 @@ class ProcessReader:
                 stacks[sid] = d.frames
             # "active" as py-spy means it (on a CPU) for diag's own reads.
             active = d.os_thread_id in running if reader == READER_DIAG else d.active
-            compact.append(dataclasses.replace(d, active=active, frames=(), stack_id=sid))
+            compact.append(msgspec.structs.replace(d, active=active, frames=(), stack_id=sid))
         return StackRead(
             dumps=compact,
             stacks=stacks,
@@ -177,9 +176,17 @@ class ProcessReader:
         )
 
     def warm(self, pids: List[int]) -> None:
-        """Load what every worker would otherwise load again (the Python binaries' symbols)."""
-        if self.pyspy and self.stack_reader != "py-spy":
-            for pid in pids:
+        """Load what every worker would otherwise load again (the Python binaries' symbols),
+        once per executable: the ranks of a job share one, and reading each one's memory map
+        to find it again cost ~0.3 ms a rank. (Only a head start: a worker that meets a binary
+        not loaded here loads it itself.)"""
+        if not self.pyspy or self.stack_reader == "py-spy":
+            return
+        seen: Set[Optional[str]] = set()
+        for pid in pids:
+            exe = self.procfs.readlink(pid, "exe")
+            if exe not in seen:
+                seen.add(exe)
                 warm_symbols(self.procfs, pid)
 
     def identify(self, job: ProcessWork) -> ProcessResult:

@@ -20,7 +20,13 @@ from diag.probes.proctree import (
 )
 from diag.probes.resources import parse_io, read_resources
 from diag.probes.sockets import listen_ports, parse_net_tcp
-from diag.probes.threads import decode_wait_status, parse_syscall, parse_task_stat, read_threads
+from diag.probes.threads import (
+    decode_wait_status,
+    parse_parent,
+    parse_syscall,
+    parse_task_stat,
+    read_threads,
+)
 
 DATA = Path(__file__).resolve().parent / "data" / "proc"
 MISC = DATA / "misc"
@@ -205,3 +211,11 @@ def test_start_order_groups() -> None:
 )
 def test_syscall_timeout(text: str, timed: object) -> None:
     assert parse_syscall(text, "x86_64").timed is timed
+
+
+def test_parent_fields_agree_with_the_full_parse() -> None:
+    """The process tree's fast parse reads the same ppid and start time as ``TaskStat``."""
+    for path in [DATA / "8964/task/9006/stat", MISC / "stat_zombie", MISC / "stat_zombie_exit3"]:
+        text = path.read_text()
+        full = parse_task_stat(text)
+        assert parse_parent(text) == (full.ppid, full.start_ticks)

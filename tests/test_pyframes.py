@@ -24,7 +24,7 @@ import pytest
 from conftest import PROGRAMS
 
 from diag.probes.cpython_layouts import LAYOUTS
-from diag.probes.elf_symbols import dynamic_symbols, mapped_python
+from diag.probes.elf_symbols import dynamic_symbols, load_base, mapped_python
 from diag.probes.linetable import line_of
 from diag.probes.procfs import ProcFS
 from diag.probes.pyframes import read_stacks
@@ -157,6 +157,22 @@ def test_symbols_agree_with_nm_and_the_runtime_with_ctypes() -> None:
     lib = ctypes.pythonapi
     assert runtime.runtime_addr == ctypes.addressof(ctypes.c_char.in_dll(lib, "_PyRuntime"))
     assert runtime.code_type_addr == id(types.CodeType)
+
+
+def test_load_base_is_the_offset_zero_mapping_of_exactly_that_path() -> None:
+    maps = (
+        "7f0000001000-7f0000002000 r-xp 00001000 fe:00 11    /opt/lib/libpython3.12.so\n"
+        "7f0000000000-7f0000001000 r--p 00000000 fe:00 11    /opt/lib/libpython3.12.so\n"
+        "7e0000000000-7e0000001000 r--p 00000000 fe:00 12    /x/opt/lib/libpython3.12.so\n"
+        "7d0000000000-7d0000001000 r--p 00000000 fe:00 13    /my dir/python3\n"
+        "55aa00000000-55aa00001000 r--p 00000000 fe:00 14    /usr/bin/python3"
+    )
+    assert load_base(maps, "/opt/lib/libpython3.12.so") == 0x7F0000000000
+    assert load_base(maps, "/x/opt/lib/libpython3.12.so") == 0x7E0000000000
+    assert load_base(maps, "/my dir/python3") == 0x7D0000000000
+    assert load_base(maps, "dir/python3") is None  # not a whole path
+    assert load_base(maps, "/usr/bin/python3") == 0x55AA00000000  # last line, no newline
+    assert load_base(maps, "/usr/bin/python") is None
 
 
 # -- whole reads against py-spy ------------------------------------------------------------------

@@ -378,3 +378,13 @@ def test_permission_denied_as_another_user(spawn: Any) -> None:
         assert err.value.kind == KIND_PERMISSION
     finally:
         shutil.rmtree(bindir, ignore_errors=True)
+
+
+def test_pyspy_version_from_dist_info_matches_its_own_answer() -> None:
+    """The version read from the dist-info name (no subprocess) is what py-spy says."""
+    from diag.probes.host import pyspy_version
+
+    pyspy = find_pyspy()
+    assert pyspy is not None
+    said = subprocess.run([pyspy, "--version"], capture_output=True, text=True, check=True)
+    assert pyspy_version(pyspy) == said.stdout.split()[-1]

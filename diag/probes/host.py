@@ -12,7 +12,6 @@ import platform
 import socket
 import subprocess
 import sys
-import sysconfig
 from typing import Optional
 
 from diag import __version__
@@ -33,17 +32,20 @@ def pyspy_version(pyspy: Optional[str], timeout_s: float = 5.0) -> Optional[str]
 
     The py-spy installed beside diag (the usual case) is told by the name of its
     ``py_spy-X.Y.Z.dist-info`` directory: no process to start in the first sample, while the
-    workers want the cores (and ``importlib.metadata`` alone takes ~30 ms to import)."""
+    workers want the cores (``importlib.metadata`` alone takes ~30 ms to import, and
+    ``sysconfig.get_paths()`` 2-5 ms: the site-packages directories are already in
+    ``sys.path``)."""
     if not pyspy:
         return None
     if os.path.dirname(pyspy) == os.path.dirname(sys.executable):
-        try:
-            names = os.listdir(sysconfig.get_paths()["purelib"])
-        except OSError:
-            names = []
-        for name in names:
-            if name.startswith("py_spy-") and name.endswith(".dist-info"):
-                return name[len("py_spy-") : -len(".dist-info")]
+        for directory in (p for p in sys.path if p.endswith("-packages")):
+            try:
+                names = os.listdir(directory)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith("py_spy-") and name.endswith(".dist-info"):
+                    return name[len("py_spy-") : -len(".dist-info")]
     try:
         out = subprocess.run(
             [pyspy, "--version"], capture_output=True, text=True, timeout=timeout_s, check=False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Union
+from typing import List, Optional, Sequence, Union
 
 
 def _read_fd(path: str) -> bytes:
@@ -52,6 +52,12 @@ class ProcFS:
     def __init__(self, root: Union[str, Path] = "/proc") -> None:
         self.root = Path(root)
 
+    @property
+    def live(self) -> bool:
+        """This machine's own /proc (not a recorded tree): kernel interfaces beside /proc,
+        such as netlink, describe the same processes."""
+        return self.root == Path("/proc")
+
     def path(self, pid: int, *parts: str) -> Path:
         return self.root.joinpath(str(pid), *parts)
 
@@ -64,6 +70,21 @@ class ProcFS:
 
     def read_task_text(self, pid: int, tid: int, name: str) -> str:
         return _read_small(f"{self.root}/{pid}/task/{tid}/{name}").decode("utf-8", "replace")
+
+    def read_task_texts(self, pid: int, tid: int, names: Sequence[str]) -> List[Optional[str]]:
+        """Several small files of one thread, None for each that cannot be read (the thread
+        exited, or no right to it): one call per thread instead of one per file, which was a
+        tenth of reading a 64-thread rank."""
+        prefix = f"{self.root}/{pid}/task/{tid}/"
+        out: List[Optional[str]] = []
+        for name in names:
+            try:
+                data = _read_small(prefix + name)
+            except OSError:
+                out.append(None)
+                continue
+            out.append(data.decode("utf-8", "replace"))
+        return out
 
     def read_bytes(self, pid: int, *parts: str) -> bytes:
         return _read_fd(f"{self.root}/{pid}/{'/'.join(parts)}")

@@ -24,7 +24,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from diag.probes.procfs import ProcFS
 from diag.probes.rank_sources import RankInfo, detect_rank, title_of
-from diag.probes.threads import TaskStat, parse_task_stat
+from diag.probes.threads import TaskStat, parse_parent, parse_task_stat
 
 # One process's own rank (env, argv, title) is re-exported: callers know it as part of this probe.
 __all__ = [
@@ -201,10 +201,10 @@ def descendants(root_pid: int, procfs: ProcFS) -> List[int]:
     children: Dict[int, List[Tuple[int, int]]] = {}
     for pid in procfs.pids():
         try:
-            stat = parse_task_stat(procfs.read_text(pid, "stat"))
+            ppid, start_ticks = parse_parent(procfs.read_text(pid, "stat"))
         except (OSError, ValueError, IndexError):
             continue  # exited between the listing and the read
-        children.setdefault(stat.ppid, []).append((pid, stat.start_ticks))
+        children.setdefault(ppid, []).append((pid, start_ticks))
     found: Set[int] = set()
     stack = [root_pid]
     while stack:

@@ -24,10 +24,11 @@ raises ``RemoteReadError``, on which the caller uses py-spy instead. Nothing is 
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set, Tuple
+
+import msgspec
 
 from diag.model import Frame
 from diag.probes.cpython_layouts import FRAME_OWNED_BY_CSTACK, Layout, layout_for
@@ -257,7 +258,7 @@ def read_stacks(procfs: ProcFS, pid: int, activity: bool = True) -> Optional[Lis
         dumps = StackReader(memory, runtime, layout, procfs).threads(pid, live)
     if not activity:
         return dumps
-    return [dataclasses.replace(d, active=_running(procfs, pid, d.os_thread_id)) for d in dumps]
+    return [msgspec.structs.replace(d, active=_running(procfs, pid, d.os_thread_id)) for d in dumps]
 
 
 def _running(procfs: ProcFS, pid: int, tid: Optional[int]) -> bool:

@@ -17,7 +17,6 @@ meaning "OS thread unknown". Nothing py-spy saw is dropped.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
@@ -43,9 +42,11 @@ class StackError(ProbeError):
         self.kind = kind
 
 
-@dataclass(frozen=True)
-class PyThreadDump:
-    """One Python thread as py-spy saw it; frames innermost first."""
+class PyThreadDump(msgspec.Struct, frozen=True):
+    """One Python thread as py-spy saw it; frames innermost first.
+
+    A msgspec Struct, not a dataclass: workers send ~500 of them per sample through a pipe,
+    and ``msgspec.structs.replace`` is ~10x cheaper than ``dataclasses.replace``."""
 
     os_thread_id: Optional[int]
     thread_id: int

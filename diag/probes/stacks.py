@@ -29,7 +29,6 @@ three times: a running thread can tear a read), and always when asked for ``read
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shutil
@@ -39,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 from typing import List, Optional, Tuple
+
+import msgspec
 
 from diag.probes.procfs import ProcFS
 from diag.probes.pyframes import read_stacks
@@ -235,7 +236,7 @@ def read_python_stacks(
     inner = namespace_tids(fs, pid)  # py-spy gives a container's own thread ids
     if inner:
         dumps = [
-            dataclasses.replace(d, os_thread_id=inner.get(d.os_thread_id, d.os_thread_id))
+            msgspec.structs.replace(d, os_thread_id=inner.get(d.os_thread_id, d.os_thread_id))
             if d.os_thread_id is not None
             else d
             for d in dumps

@@ -112,6 +112,7 @@ _TIMEOUT_ARG: Dict[str, Tuple[str, int]] = {
 _UNTIMED = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4", "waitid"})
 _TIMED = frozenset({"nanosleep", "clock_nanosleep"})
 _FD_CALLS = frozenset({"read", "write"})  # argument 0 is the fd
+_UNREAD = SyscallInfo(None)
 
 
 def wait_timed(name: str, args: List[str]) -> Optional[bool]:
@@ -163,6 +164,13 @@ def parse_thread_stat(text: str) -> Tuple[str, str, int, int]:
     close_at = text.rindex(")")
     rest = text[close_at + 2 :].split(" ", 13)  # rest[0] is field 3: field N is rest[N - 3]
     return text[text.index("(") + 1 : close_at], rest[0], int(rest[11]), int(rest[12])
+
+
+def parse_parent(text: str) -> Tuple[int, int]:
+    """(ppid, start ticks) of a stat line: what the process tree needs of every process on
+    the host (hundreds on a busy one), without building a whole ``TaskStat``."""
+    rest = text[text.rindex(")") + 2 :].split(" ", 20)  # rest[0] is field 3
+    return int(rest[1]), int(rest[19])
 
 
 def decode_wait_status(status: Optional[int]) -> Optional[int]:
@@ -243,28 +251,22 @@ def parse_wchan(text: str) -> Optional[str]:
     return None if value in ("", "0") else value
 
 
+_THREAD_FILES = ("stat", "wchan", "syscall", "status")
+
+
 def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[ThreadSample]:
-    """One thread's sample; None if it exited between listing and reading."""
-    try:
-        name, state, utime, stime = parse_thread_stat(procfs.read_task_text(pid, tid, "stat"))
-    except (OSError, ValueError, IndexError):
+    """One thread's sample; None if it exited between listing and reading. A file other than
+    stat that cannot be read (EACCES without ptrace-read rights) leaves its fields None."""
+    stat, wchan_text, syscall_text, status = procfs.read_task_texts(pid, tid, _THREAD_FILES)
+    if stat is None:
         return None
-    wchan: Optional[str] = None
-    sys_info = SyscallInfo(None)
-    vol: Optional[int] = None
-    nonvol: Optional[int] = None
     try:
-        wchan = parse_wchan(procfs.read_task_text(pid, tid, "wchan"))
-    except OSError:
-        pass
-    try:
-        sys_info = parse_syscall(procfs.read_task_text(pid, tid, "syscall"), machine)
-    except OSError:  # EACCES without ptrace-read rights, ENOENT if it just exited
-        pass
-    try:
-        vol, nonvol = parse_ctxt_switches(procfs.read_task_text(pid, tid, "status"))
-    except OSError:
-        pass
+        name, state, utime, stime = parse_thread_stat(stat)
+    except (ValueError, IndexError):
+        return None
+    wchan = parse_wchan(wchan_text) if wchan_text is not None else None
+    sys_info = parse_syscall(syscall_text, machine) if syscall_text is not None else _UNREAD
+    vol, nonvol = parse_ctxt_switches(status) if status is not None else (None, None)
     return ThreadSample(
         tid=tid,
         name=name,

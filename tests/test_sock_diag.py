@@ -1,0 +1,111 @@
+"""Listening sockets by netlink sock_diag: the same answer as /proc/net/tcp{,6}, for less."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from diag.probes import sockets
+from diag.probes.procfs import ProcFS
+from diag.probes.sock_diag import (
+    NLMSG_DONE,
+    NLMSG_ERROR,
+    SOCK_DIAG_BY_FAMILY,
+    TCP_LISTEN_STATE,
+    listening_sockets,
+    parse_dump,
+)
+from diag.probes.sockets import _listen_table, listen_ports
+
+
+def _message(kind: int, body: bytes) -> bytes:
+    length = 16 + len(body)
+    padded = body + b"\0" * (-length % 4)
+    return struct.pack("=IHHII", length, kind, 0, 1, 0) + padded
+
+
+def _diag_msg(state: int, port: int, inode: int) -> bytes:
+    sockid = port.to_bytes(2, "big") + b"\0\0" + b"\0" * 32 + b"\0" * 4 + b"\0" * 8
+    return (
+        struct.pack("=BBBB", socket.AF_INET, state, 0, 0)
+        + sockid
+        + struct.pack("=IIIII", 0, 0, 0, 0, inode)
+    )
+
+
+def test_parse_dump_reads_listeners_until_done() -> None:
+    data = (
+        _message(SOCK_DIAG_BY_FAMILY, _diag_msg(TCP_LISTEN_STATE, 8080, 111))
+        + _message(SOCK_DIAG_BY_FAMILY, _diag_msg(1, 9999, 222))  # established: not kept
+        + _message(SOCK_DIAG_BY_FAMILY, _diag_msg(TCP_LISTEN_STATE, 443, 333))
+    )
+    into: dict[int, int] = {}
+    assert parse_dump(data, into) is False  # more datagrams to come
+    assert into == {111: 8080, 333: 443}
+    assert parse_dump(_message(NLMSG_DONE, struct.pack("=i", 0)), into) is True
+
+
+def test_parse_dump_raises_the_kernels_error_and_on_truncation() -> None:
+    with pytest.raises(OSError) as refused:
+        parse_dump(_message(NLMSG_ERROR, struct.pack("=i", -errno.ENOENT)), {})
+    assert refused.value.errno == errno.ENOENT
+    whole = _message(SOCK_DIAG_BY_FAMILY, _diag_msg(TCP_LISTEN_STATE, 1, 2))
+    with pytest.raises(ValueError, match="truncated"):
+        parse_dump(whole[:-8], {})
+
+
+@pytest.fixture()
+def listeners() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """An IPv4 and an IPv6 listener of this process, on ports the kernel picks."""
+    v4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    v4.bind(("127.0.0.1", 0))
+    v4.listen()
+    v6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    v6.bind(("::1", 0))
+    v6.listen()
+    try:
+        yield v4, v6
+    finally:
+        v4.close()
+        v6.close()
+
+
+def test_netlink_agrees_with_proc_net_tcp(listeners: tuple[socket.socket, ...]) -> None:
+    by_netlink = listening_sockets()
+    by_proc = _listen_table(ProcFS(), os.getpid())
+    assert by_netlink == by_proc
+    ports = {s.getsockname()[1] for s in listeners}
+    assert ports <= set(by_netlink.values())
+
+
+def test_listen_ports_same_with_and_without_netlink(
+    listeners: tuple[socket.socket, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    procfs = ProcFS()
+    ours = listen_ports(procfs, [os.getpid()])
+    assert set(ours[os.getpid()]) == {s.getsockname()[1] for s in listeners}
+
+    def refused(timeout_s: float = 2.0) -> dict[int, int]:
+        raise OSError(errno.EPROTONOSUPPORT, "no sock_diag")
+
+    monkeypatch.setattr(sockets, "listening_sockets", refused)
+    assert listen_ports(procfs, [os.getpid()]) == ours
+
+
+def test_recorded_proc_tree_never_asks_netlink(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A recorded tree describes another machine: netlink would answer for this one."""
+
+    def forbidden(timeout_s: float = 2.0) -> dict[int, int]:
+        raise AssertionError("netlink asked for a recorded /proc tree")
+
+    monkeypatch.setattr(sockets, "listening_sockets", forbidden)
+    recorded = ProcFS(Path(__file__).resolve().parent / "data" / "proc")
+    assert listen_ports(recorded, [8964]) == {8964: (36371, 43623)}
