@@ -205,8 +205,9 @@ class Collector:
         live = [pid for pid in tree if pid in self.processes]
         # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
         # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
-        run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S)
-        calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, timeout_s + 2 * _STACKS_GRACE_S)]
+        budget_s = timeout_s + 2 * _STACKS_GRACE_S
+        run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S, budget_s)
+        calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, budget_s, bounded=True)]
         calls.append(self.gpu_probe.call())
         if self.ras_probe.available():
             calls.append(self.ras_probe.call())

@@ -16,6 +16,7 @@ import time
 from typing import Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
 
 K = TypeVar("K")
+DEADLINE_PASSED = "the deadline of the whole row passed first"
 V = TypeVar("V")
 
 
@@ -40,21 +41,31 @@ class _Lane(Generic[K, V]):
 
 
 def run_serial(
-    keys: Sequence[K], call: Callable[[K], V], timeout_s: float
+    keys: Sequence[K],
+    call: Callable[[K], V],
+    timeout_s: float,
+    deadline: Optional[float] = None,
 ) -> Tuple[Dict[K, V], Dict[K, str]]:
-    """``call(key)`` for each key in order; values, and for the keys without one, why."""
+    """``call(key)`` for each key in order; values, and for the keys without one, why.
+
+    ``deadline`` (``time.monotonic()``): when the whole row must end (a sample must end even
+    when every process hangs in turn); the call running then and those after it are given up."""
     values: Dict[K, V] = {}
     failed: Dict[K, str] = {}
     todo: List[K] = list(keys)
+    end = deadline if deadline is not None else float("inf")
     while todo:
         lane: _Lane[K, V] = _Lane(todo, call)
         current: Optional[K] = todo[0]
         started = time.monotonic()
         while current is not None:
+            wait_until = min(started + timeout_s, end)
             try:
-                kind, key, payload = lane.events.get(timeout=started + timeout_s - time.monotonic())
+                kind, key, payload = lane.events.get(timeout=wait_until - time.monotonic())
             except (queue.Empty, ValueError):  # ValueError: a negative timeout
                 lane.cancelled = True
+                if wait_until >= end:
+                    return values, _past_deadline(todo, values, failed)
                 failed[current] = f"timed out after {timeout_s:g}s"
                 break
             if kind == "start":
@@ -69,3 +80,10 @@ def run_serial(
             started = time.monotonic()
         todo = [k for k in todo if k not in values and k not in failed]
     return values, failed
+
+
+def _past_deadline(todo: Sequence[K], values: Dict[K, V], failed: Dict[K, str]) -> Dict[K, str]:
+    for key in todo:
+        if key not in values and key not in failed:
+            failed[key] = DEADLINE_PASSED
+    return failed

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from diag.serial_lane import run_serial
+from diag.serial_lane import DEADLINE_PASSED, run_serial
 
 
 def test_calls_run_in_order_on_one_thread() -> None:
@@ -38,3 +38,23 @@ def test_a_hung_call_costs_its_timeout_and_the_rest_still_run() -> None:
     assert values == {"a": "A", "b": "B"}
     assert failed == {"stuck": "timed out after 0.3s", "broken": "OSError: EIO"}
     assert 0.3 <= took_s < 2.0
+
+
+def test_the_budget_bounds_the_whole_row_and_says_what_was_not_read() -> None:
+    never = threading.Event()
+
+    def call(key: str) -> str:
+        if key.startswith("stuck"):
+            never.wait()
+        return key
+
+    started = time.monotonic()
+    values, failed = run_serial(
+        ["a", "stuck1", "stuck2", "stuck3", "b"], call, timeout_s=0.4, deadline=started + 0.6
+    )
+    took_s = time.monotonic() - started
+    never.set()
+    assert values == {"a": "a"}
+    assert failed["stuck1"] == "timed out after 0.4s"
+    assert failed["stuck2"] == failed["stuck3"] == failed["b"] == DEADLINE_PASSED
+    assert 0.6 <= took_s < 1.5  # not 3 x 0.4 s

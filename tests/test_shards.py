@@ -133,7 +133,7 @@ def _fds(pid: int) -> List[str]:
     return sorted(os.readlink(base / n) for n in os.listdir(base) if int(n) > 2)
 
 
-def test_workers_hold_only_their_pipes(spawn: Any, tmp_path: Path) -> None:
+def test_workers_hold_only_their_pipes_and_the_job_board(spawn: Any, tmp_path: Path) -> None:
     target = _parked_job(spawn)
     held = open(tmp_path / "held-by-diag", "w")  # noqa: SIM115 - open across the fork
     collector = Collector(target.pid, pyspy=_pyspy(), workers=2)
@@ -141,7 +141,8 @@ def test_workers_hold_only_their_pipes(spawn: Any, tmp_path: Path) -> None:
         collector.take_sample(0)
         for pid in collector._shards.worker_pids:
             fds = _fds(pid)
-            assert len(fds) == 2 and all(f.startswith("pipe:") for f in fds), fds
+            pipes = [f for f in fds if f.startswith("pipe:")]
+            assert len(pipes) == 2 and fds == ["/memfd:diag-jobs (deleted)", *pipes], fds
     finally:
         collector.close()
         held.close()
@@ -204,3 +205,30 @@ def test_a_collector_dropped_without_close_ends_its_workers(spawn: Any) -> None:
     del collector
     gc.collect()
     assert not [w for w in workers if _running(w)]
+
+
+def test_without_workers_a_sample_of_hung_reads_ends_within_its_budget(
+    spawn: Any, monkeypatch: Any
+) -> None:
+    """Every process's read hangs in turn (D state): the sample still ends, in about the
+    probe timeout plus its grace, not one timeout per process."""
+    import threading
+
+    from diag.process_work import ProcessReader
+
+    target = _parked_job(spawn)
+    collector = Collector(target.pid, pyspy=_pyspy(), workers=0, probe_timeout_s=0.5)
+    never = threading.Event()
+    monkeypatch.setattr(ProcessReader, "work", lambda self, job: never.wait())
+    try:
+        started = time.monotonic()
+        sample = collector.take_sample(0).sample
+        took_s = time.monotonic() - started
+    finally:
+        never.set()
+        collector.close()
+    assert took_s < 0.5 + 2 * 2.0 + 1.0
+    reasons = [f.reason for f in sample.failures if f.probe == "proc"]
+    assert len(reasons) == len(sample.processes) > 2, reasons  # none read
+    assert "not read: timed out after 2.5s" in reasons
+    assert "not read: the sample's 4.5s for these reads ran out first" in reasons
