@@ -36,19 +36,40 @@ def _cpu_s(pid: int) -> float:
     return sum(int(f) for f in fields[11:15]) * _TICK_S
 
 
+def _watch_cpu_s(pid: int) -> float:
+    """The watch's CPU with its live children's (the forked workers, which live as long as
+    the watch and so are never among its reaped children)."""
+    total = _cpu_s(pid)
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return total
+    for tid in tids:
+        try:
+            children = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                total += _cpu_s(int(child))
+            except OSError:
+                pass  # exited between the listing and the read
+    return total
+
+
 class Window(NamedTuple):
     per_s: float  # iterations per wall second
     per_cpu_s: float  # iterations per CPU second of the target
-    watch_cpu_pct: float  # the watch's CPU use (py-spy included), % of one core
+    watch_cpu_pct: float  # the watch's CPU use (workers and py-spy included), % of one core
 
 
 def _window(counter: Counter, window_s: float, watch_pid: Optional[int] = None) -> Window:
     """One window, timed on this side."""
-    w0 = _cpu_s(watch_pid) if watch_pid else 0.0
+    w0 = _watch_cpu_s(watch_pid) if watch_pid else 0.0
     c0, t0, cpu0 = counter.count(), time.perf_counter(), _cpu_s(counter.pid)
     time.sleep(window_s)
     c1, t1, cpu1 = counter.count(), time.perf_counter(), _cpu_s(counter.pid)
-    w1 = _cpu_s(watch_pid) if watch_pid else 0.0
+    w1 = _watch_cpu_s(watch_pid) if watch_pid else 0.0
     return Window(
         (c1 - c0) / (t1 - t0), (c1 - c0) / max(cpu1 - cpu0, _TICK_S), 100 * (w1 - w0) / (t1 - t0)
     )

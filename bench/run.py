@@ -194,7 +194,8 @@ def rows_of(figures: Figures) -> List[Row]:
         Row(
             "  same, per CPU second of the target",
             "(explains)",
-            f"the watch and its py-spy used {o['watch_cpu_pct_median']:.1f} % of one core",
+            f"the watch (its workers and py-spy included) used "
+            f"{o['watch_cpu_pct_median']:.1f} % of one core",
             f"{o['cpu_ratio_median']:.3f}",
             None,
         )
