@@ -65,6 +65,10 @@ class WatchOptions(msgspec.Struct, frozen=True, kw_only=True):
     # but at least 10 s, so a log that pauses between bursts is not called idle at once.
     verdict_min_samples: int = 3
     verdict_min_span_s: float = 10.0
+    # The live report (HTML, Markdown, JSON) is rewritten after a sample when the verdict
+    # changed or this long after its last rewrite: rendering and scrubbing it was ~60 % of a
+    # 1-second watch's CPU. The journal gets every sample; the final report is always written.
+    report_every_s: float = 10.0
 
 
 class WatchResult(msgspec.Struct, kw_only=True):
@@ -108,6 +112,7 @@ class _Loop:
         self.journal: Optional[JournalWriter] = None
         self.ended_seen = False
         self.on_waiting: Callable[[], None] = lambda: None
+        self._reported: Optional[Tuple[float, Optional[str]]] = None  # (when, verdict state)
 
     def target(self) -> Target:
         target = self.source.target
@@ -184,10 +189,21 @@ class _Loop:
                 return
             if self.child_ended() or not self.source.alive():
                 continue  # it ended during this sample: the next one, taken now, shows how
-            self.writer(self.current(), False)
+            self._write_live_report(verdict)
             if self.stop.wait(opts.interval_s - (time.monotonic() - sample_started)):
                 self.after_stop_request()
                 # loop once more: the final sample shows the state the stop left behind
+
+    def _write_live_report(self, verdict: Verdict) -> None:
+        now = time.monotonic()
+        last = self._reported
+        if (
+            last is None
+            or last[1] != verdict.state
+            or now - last[0] >= self.options.report_every_s - 0.5 * self.options.interval_s
+        ):
+            self.writer(self.current(), False)
+            self._reported = (now, verdict.state)
 
     def settle_launched(self) -> None:
         """Sampling is over and a launched command may still run.

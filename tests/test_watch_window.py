@@ -152,3 +152,34 @@ def test_fail_on_counts_only_verdicts_judged_on_enough_samples(tmp_path: Path) -
     journal = load_bundle(tmp_path / "w.jsonl")
     assert journal.complete and len(journal.samples) == 3
     assert journal.verdict is not None and journal.verdict.state == "idle"
+
+
+def test_live_report_is_rewritten_on_a_new_verdict_or_after_report_every_s(
+    tmp_path: Path,
+) -> None:
+    """A 1-second watch must not spend its time re-rendering: the live report waits for a
+    changed verdict or ``report_every_s``; the final one is always written."""
+    reports: List[Tuple[int, bool]] = []
+    states = iter(["idle"] * 4 + ["deadlocked"] * 6)
+    options = WatchOptions(interval_s=0.0, count=10, report_every_s=3600.0)
+    result = run_watch(
+        SeriesSource(10),
+        options,
+        writer=lambda bundle, final: reports.append((len(bundle.samples), final)),
+        classify=lambda bundle: Verdict(state=next(states)),
+        echo=lambda line: None,
+    )
+    assert result.samples == 10
+    # After sample 1 (the first), sample 5 (the verdict changed), and the final report.
+    assert reports == [(1, False), (5, False), (10, True)]
+
+    reports.clear()
+    every = WatchOptions(interval_s=0.0, count=4, report_every_s=0.0)
+    run_watch(
+        SeriesSource(4),
+        every,
+        writer=lambda bundle, final: reports.append((len(bundle.samples), final)),
+        classify=lambda bundle: Verdict(state="idle"),
+        echo=lambda line: None,
+    )
+    assert reports == [(1, False), (2, False), (3, False), (4, True)]

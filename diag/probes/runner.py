@@ -5,13 +5,19 @@ driver, py-spy can hang in waitpid. Each probe call therefore runs on its own da
 (abandoned, not joined, if it overruns: a daemon thread never blocks diag's exit) and its
 failure - exception or timeout - becomes a ``ProbeFailure`` record instead of an exception.
 Subprocess-based probes (py-spy, NVML) also pass the timeout to the subprocess and kill it.
+
+The threads are kept for the next calls once their call returns (a watch samples every few
+seconds, and starting a thread waits for it to be scheduled: a fifth of a 1-second watch's
+CPU went to starting threads); one whose call hangs is simply never given another.
 """
 
 from __future__ import annotations
 
+import os
+import queue
 import threading
 import time
-from typing import Callable, Dict, Generic, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
 
 from diag.model import ProbeFailure
 
@@ -73,36 +79,74 @@ def _target(call: ProbeCall[T], box: Dict[str, object]) -> None:
     box["duration_s"] = time.monotonic() - t0
 
 
+_Job = Tuple[ProbeCall[Any], Dict[str, object], threading.Event]
+_MAX_IDLE = 16
+
+
+class _Runner:
+    """A daemon thread that runs probe calls one at a time and waits in ``_idle`` between."""
+
+    _idle: List[_Runner] = []
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="probe", daemon=True).start()
+
+    @classmethod
+    def run(cls, call: ProbeCall[Any], box: Dict[str, object]) -> threading.Event:
+        """Start ``call`` on an idle runner (or a new one); the event is set when it returns."""
+        with cls._lock:
+            runner = cls._idle.pop() if cls._idle else None
+        done = threading.Event()
+        (runner or cls())._jobs.put((call, box, done))
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            call, box, done = self._jobs.get()
+            _target(call, box)
+            with self._lock:
+                if len(self._idle) >= _MAX_IDLE:
+                    done.set()
+                    return
+                self._idle.append(self)
+            done.set()
+
+
+def _forget_runners() -> None:
+    """A forked child has none of its parent's threads (nor a usable copy of a lock another
+    thread may have held): it starts its own."""
+    _Runner._idle = []
+    _Runner._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_runners)
+
+
 def run_all(calls: Sequence[ProbeCall[T]]) -> List[ProbeResult[T]]:
-    """Start every call on its own thread (a ``bounded`` one runs in this thread once the
+    """Run every call on a thread of its own (a ``bounded`` one in this thread once the
     others are started), wait for each up to its own timeout, in order."""
     started = time.monotonic()
     boxes: List[Dict[str, object]] = [{} for _ in calls]
-    threads: List[Optional[threading.Thread]] = []
-    for call, box in zip(calls, boxes):
-        started_thread: Optional[threading.Thread] = None
-        if not call.bounded:
-            started_thread = threading.Thread(
-                target=_target, args=(call, box), name=f"probe-{call.probe}", daemon=True
-            )
-            started_thread.start()
-        threads.append(started_thread)
+    running: List[Optional[threading.Event]] = [
+        None if call.bounded else _Runner.run(call, box) for call, box in zip(calls, boxes)
+    ]
     for call, box in zip(calls, boxes):
         if call.bounded:
             _target(call, box)
 
     results: List[ProbeResult[T]] = []
-    for running, call, box in zip(threads, calls, boxes):
-        if running is not None:
-            remaining = call.timeout_s - (time.monotonic() - started)
-            running.join(max(remaining, 0.0))
-            if running.is_alive():
-                reason = f"timed out after {call.timeout_s:g}s"
-                failure = ProbeFailure(
-                    probe=call.probe, reason=reason, duration_s=call.timeout_s, pid=call.pid
-                )
-                results.append(ProbeResult(None, failure, call.timeout_s))
-                continue
+    for done, call, box in zip(running, calls, boxes):
+        if done is not None and not done.wait(
+            max(call.timeout_s - (time.monotonic() - started), 0.0)
+        ):
+            reason = f"timed out after {call.timeout_s:g}s"
+            failure = ProbeFailure(
+                probe=call.probe, reason=reason, duration_s=call.timeout_s, pid=call.pid
+            )
+            results.append(ProbeResult(None, failure, call.timeout_s))
+            continue
         duration_s = float(box.get("duration_s", 0.0))  # type: ignore[arg-type]
         if "error" in box:
             failure = ProbeFailure(
