@@ -127,8 +127,8 @@ def rows_of(figures: Figures) -> List[Row]:
                 f"diag snapshot, first sample (= `capture --count 1`), {n} ranks",
                 "<= 1.5 x baseline",
                 f"{f['diag_first_median_s']:.3f} s (min {f['diag_first_min_s']:.3f})",
-                f"{f['first_ratio']:.2f}",
-                f["first_ratio"] <= 1.5,
+                f"{f['first_ratio']:.2f} (min/min {f['first_ratio_min']:.2f})",
+                max(f["first_ratio"], f["first_ratio_min"]) <= 1.5,
             )
         )
         rows.append(
@@ -155,8 +155,8 @@ def rows_of(figures: Figures) -> List[Row]:
                 f"diag snapshot, steady sample (each `watch` sample), {n} ranks",
                 "<= 1.5 x baseline",
                 f"{f['diag_steady_median_s']:.3f} s (min {f['diag_steady_min_s']:.3f})",
-                f"{f['steady_ratio']:.2f}",
-                f["steady_ratio"] <= 1.5,
+                f"{f['steady_ratio']:.2f} (min/min {f['steady_ratio_min']:.2f})",
+                max(f["steady_ratio"], f["steady_ratio_min"]) <= 1.5,
             )
         )
         rows.append(
