@@ -107,15 +107,15 @@ def _counter_main(path: str, threads: int) -> None:
 # -- starting them (the benchmark side) -------------------------------------------------------
 
 
-_S = TypeVar("_S", bound="Started")
+_S = TypeVar("_S", bound="ProcessGroup")
 
 
-class Started:
-    """A program in its own process group; killed as a group by ``stop``."""
+class ProcessGroup:
+    """A program in its own process group; killed as a group by ``stop``. (The tests'
+    ``Started`` is one too: ``tests/conftest.py``.)"""
 
-    def __init__(self, proc: subprocess.Popen[str], ready_line: str) -> None:
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
         self.proc = proc
-        self.ready_line = ready_line
 
     @property
     def pid(self) -> int:
@@ -139,6 +139,14 @@ class Started:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+class Started(ProcessGroup):
+    """A benchmark program that printed its READY line (which may carry data)."""
+
+    def __init__(self, proc: subprocess.Popen[str], ready_line: str) -> None:
+        super().__init__(proc)
+        self.ready_line = ready_line
 
 
 def _start(argv: Sequence[str], timeout_s: float = 60.0) -> Started:

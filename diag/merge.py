@@ -65,7 +65,7 @@ def _label(obj: Any, host: str) -> Any:
         and "host" in obj.__struct_fields__
         and getattr(obj, "host") == ""  # noqa: B009 - the field is checked dynamically
     ):
-        return msgspec.structs.replace(obj, host=host)  # type: ignore[type-var]
+        return msgspec.structs.replace(obj, host=host)
     return obj
 
 

@@ -17,35 +17,20 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
+from bench.job import ProcessGroup
+
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 SCENARIOS = REPO / "samples" / "scenarios"
 DIAG = [sys.executable, "-m", "diag"]
 
 
-class Started:
+class Started(ProcessGroup):
     """A program started in its own process group; ``lines`` holds what it printed up to READY."""
 
     def __init__(self, proc: subprocess.Popen[str], lines: List[str]) -> None:
-        self.proc = proc
+        super().__init__(proc)
         self.lines = lines
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 def start_ready(

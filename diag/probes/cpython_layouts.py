@@ -125,7 +125,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         compact_size=72,
         heaptype_cached_keys=872,
         values_array=0,
-        **_COMMON,  # type: ignore[arg-type]
+        **_COMMON,
     ),
     (3, 12): Layout(
         version=(3, 12),
@@ -150,7 +150,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         compact_size=56,
         heaptype_cached_keys=880,
         values_array=0,
-        **_COMMON,  # type: ignore[arg-type]
+        **_COMMON,
     ),
     (3, 13): Layout(
         version=(3, 13),
@@ -175,7 +175,7 @@ LAYOUTS: Dict[Tuple[int, int], Layout] = {
         compact_size=56,
         heaptype_cached_keys=880,
         values_array=8,
-        **_COMMON,  # type: ignore[arg-type]
+        **_COMMON,
     ),
 }
 

@@ -91,7 +91,7 @@ def _growth(deltas: Sequence[int]) -> str:
     parts: List[str] = []
     prev: Optional[int] = None
     count = 0
-    for d in [*deltas, None]:  # type: ignore[list-item]
+    for d in [*deltas, None]:
         if d == prev:
             count += 1
             continue
