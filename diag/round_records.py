@@ -111,7 +111,7 @@ class RoundRecords:
         exit_codes: Dict[int, Optional[int]],
     ) -> None:
         """The workers' results as if each process's probes had run here (same records).
-        Work was handed out before discovery: a process not in ``known`` is dropped."""
+        Work was posted before discovery: a process not in ``known`` is dropped."""
         results, missing = value
         for pid, why in missing.items():
             if pid in known:

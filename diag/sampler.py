@@ -2,10 +2,11 @@
 
 ``take_sample`` re-discovers the process tree (new ranks appear, exited ones are kept and
 marked ``exited`` - ranks, launchers and roots in every later sample, other processes once -,
-unreaped ones ``zombie`` with their exit code), then runs, all at once under
-``probes.runner.run_all``: per process the /proc read (resources + every thread) and the py-spy
-dump, plus the listening-socket and log probes. Each ``ProcessSample`` carries the time its own
-/proc read started, so rates stay right when one process is slow to read.
+unreaped ones ``zombie`` with their exit code), posts per process the /proc read (resources +
+every thread) and the stack read to the forked workers (``diag.shards``), and runs beside them,
+under ``probes.runner.run_all``, the GPU, listening-socket and log probes. Each
+``ProcessSample`` carries the time its own /proc read started, so rates stay right when one
+process is slow to read.
 
 Stacks: ``probes.stacks.read_python_stacks`` reads CPython 3.11-3.13 stacks in-process
 (``probes.pyframes``, no pause, a fraction of py-spy's cost) and runs py-spy for the rest:
@@ -203,8 +204,8 @@ class Collector:
             known = {pid: ident for pid, ident in found.items() if ident is not None}
         new_processes = self.table.discover(tree, index, known)
         live = [pid for pid in tree if pid in self.processes]
-        # The subprocesses (py-spy, NVML, ncclras) are the slowest probes: started first, they
-        # run while the /proc reads hold the GIL instead of waiting for them (bench/snapshot.py).
+        # The workers already read; here their answers are collected (in this thread: the call
+        # keeps its own deadline) while the other probes run on threads of their own.
         budget_s = timeout_s + 2 * _STACKS_GRACE_S
         run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S, budget_s)
         calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, budget_s, bounded=True)]

@@ -64,3 +64,19 @@ def test_a_forked_child_starts_its_own_threads() -> None:
     os.close(write)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_idle_thread_keeps_no_reference_to_its_last_call() -> None:
+    import gc
+    import weakref
+
+    class Owner:
+        def probe(self) -> int:
+            return 1
+
+    owner = Owner()
+    alive = weakref.ref(owner)
+    run_all([ProbeCall("owned", owner.probe, 5.0)])
+    del owner
+    gc.collect()
+    assert alive() is None

@@ -106,12 +106,16 @@ class _Runner:
         while True:
             call, box, done = self._jobs.get()
             _target(call, box)
+            # An idle thread must not keep the last call alive (its function may hold a
+            # Collector, whose finalizer ends the shard workers).
+            del call, box
             with self._lock:
                 if len(self._idle) >= _MAX_IDLE:
                     done.set()
                     return
                 self._idle.append(self)
             done.set()
+            del done
 
 
 def _forget_runners() -> None:
