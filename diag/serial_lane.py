@@ -16,8 +16,8 @@ import time
 from typing import Callable, Dict, Generic, List, Optional, Sequence, Tuple, TypeVar
 
 K = TypeVar("K")
-DEADLINE_PASSED = "the deadline of the whole row passed first"
 V = TypeVar("V")
+DEADLINE_PASSED = "the deadline of the whole row passed first"
 
 
 class _Lane(Generic[K, V]):

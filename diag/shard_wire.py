@@ -71,10 +71,17 @@ def read_board(board: int) -> Tuple[int, List[ProcessWork]]:
     return round_no, _jobs_codec[1].decode(payload)
 
 
-def post_tickets(tickets: int, round_no: int, count: int) -> None:
+def post_tickets(tickets: int, round_no: int, count: int) -> int:
+    """Post tickets 0..count-1 on the (non-blocking) ticket pipe; how many fit. The pipe is
+    empty when a round starts and holds at least 4 KiB (512 tickets; 64 KiB usually): what
+    does not fit is left to the Collector, which never blocks here on workers that hang."""
     for first in range(0, count, TICKETS_PER_WRITE):
         last = min(first + TICKETS_PER_WRITE, count)
-        os.write(tickets, b"".join(TICKET.pack(round_no, i) for i in range(first, last)))
+        try:
+            os.write(tickets, b"".join(TICKET.pack(round_no, i) for i in range(first, last)))
+        except BlockingIOError:
+            return first
+    return count
 
 
 def _read_exact(fd: int, size: int) -> Optional[bytes]:

@@ -37,12 +37,9 @@ import msgspec
 from diag.probes.proctree import Identity
 from diag.process_work import ProcessReader, ProcessResult, ProcessWork
 from diag.serial_lane import DEADLINE_PASSED, run_serial
-from diag.shard_wire import TICKETS_PER_WRITE, post_board, post_tickets, serve, take_frames
+from diag.shard_wire import post_board, post_tickets, serve, take_frames
 
 _MAX_WORKERS = 8
-# More jobs than fit in the ticket pipe at once (64 KiB) would block the Collector until a
-# worker takes some: such a round (a thousand-process tree) is done here instead.
-_MAX_TICKETS = 8 * TICKETS_PER_WRITE
 WORKER_EXITED = "a worker exited"
 
 
@@ -85,6 +82,7 @@ class _Shared:
 
     def __init__(self) -> None:
         self.tickets_r, self.tickets_w = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(self.tickets_w, False)  # see ``post_tickets``
         self.board = os.memfd_create("diag-jobs", os.MFD_CLOEXEC)
 
 
@@ -144,20 +142,24 @@ class ShardPool:
         pending = Pending(list(jobs))
         identities = [msgspec.structs.replace(j, task="identity") for j in jobs if j.identity]
         posted = identities + sorted(jobs, key=lambda j: -weights.get(j.pid, 1))
-        if not self._workers or len(posted) > _MAX_TICKETS:
+        if not self._workers:
             pending.own = list(jobs)
             return pending
         self._round += 1
         tickets_w, board = self._fds
         try:
             post_board(board, self._round, posted)
-            post_tickets(tickets_w, self._round, len(posted))
+            count = post_tickets(tickets_w, self._round, len(posted))
         except OSError as exc:
             self._break(f"work could not be posted to the workers ({exc.strerror})")
             pending.own = list(jobs)
             return pending
+        # Jobs without a ticket (a pipe smaller than the round) are this process's: an
+        # identity is then read by discovery, a read by ``collect``.
+        pending.own = [job for job in posted[count:] if job.task == "work"]
         pending.workers = list(self._workers)
-        pending.ids_due, pending.results_due = len(identities), len(jobs)
+        pending.ids_due = min(count, len(identities))
+        pending.results_due = max(count - len(identities), 0)
         return pending
 
     def collect_identities(
