@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Tuple
 
 from bench.job import start_job
 from bench.stats import Series, collect, ratio, timed, timed_call
+from diag.probes.linetable import line_of
+from diag.probes.pymem import forget_symbols
 from diag.probes.stacks import find_pyspy
 from diag.sampler import Collector
 
@@ -41,7 +43,10 @@ def _raw_dump(pyspy: str, pid: int, *extra: str) -> None:
 
 
 def _first_sample(pid: int, pyspy: str, **options: Any) -> Tuple[Collector, Any]:
-    """A fresh Collector's first sample (construction and worker start included)."""
+    """A fresh Collector's first sample (construction and worker start included), with what
+    a new diag process would not have yet: the binaries' symbols, the line-table cache."""
+    forget_symbols()
+    line_of.cache_clear()
     collector = Collector(pid, pyspy=pyspy, **options)
     return collector, collector.take_sample(0)
 

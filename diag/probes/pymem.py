@@ -79,6 +79,11 @@ class RemoteMemory:
         return int(struct.unpack("<Q", self.read(addr, 8))[0])
 
 
+def forget_symbols() -> None:
+    """Empty the per-file symbol cache (a benchmark's "first sample" must parse again)."""
+    _symbol_cache.clear()
+
+
 def _symbols_of(procfs: ProcFS, pid: int, path: str) -> Optional[ElfSymbols]:
     # The binary as the target sees it (its mount namespace), through /proc/PID/root.
     host_path = procfs.path(pid) / "root" / path.lstrip("/")
