@@ -46,7 +46,7 @@ class Sizes(NamedTuple):
     capture_repeats: int
 
 
-FULL = Sizes((4, 8), 64, 7, 20, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
+FULL = Sizes((4, 8), 64, 7, 40, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
 SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1)
 
 
