@@ -116,7 +116,7 @@ NOTES = """\
   vCPUs that do not run at the same speed. A host with more cores gets more workers (up to 8).
 - **Throughput.** The watch takes ~1 % of one core; whether the target loses 1 % of its
   throughput is below what this shared VM can resolve (the quartiles of the pairs span
-  +-5-10 %), so the median of 20 pairs lands within a percent or two of 1 either way.
+  +-5-10 %): the median of 40 pairs still lands a percent or two from the truth either way.
 - **The first sample.** The NVML probe used to start a fresh Python per sample (0.14-0.24 s,
   longer than the dumps). It now checks for a driver without a subprocess and, on a GPU host,
   keeps one worker for the whole capture (killed and replaced on a timeout): ~0.6 ms per
