@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import selectors
 import signal
+import tempfile
 import time
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -83,7 +84,18 @@ class _Shared:
     def __init__(self) -> None:
         self.tickets_r, self.tickets_w = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(self.tickets_w, False)  # see ``post_tickets``
-        self.board = os.memfd_create("diag-jobs", os.MFD_CLOEXEC)
+        self.board = _new_board()
+
+
+def _new_board() -> int:
+    """A memfd; or, for a Python built without ``os.memfd_create`` (builds made against an
+    old glibc for portability, as some standalone and uv-managed ones are), an unlinked
+    temporary file: the workers only ``pread`` what the Collector ``pwrite``s there."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("diag-jobs", os.MFD_CLOEXEC)
+    fd, path = tempfile.mkstemp(prefix="diag-jobs-")
+    os.unlink(path)
+    return fd
 
 
 class ShardPool:

@@ -232,3 +232,23 @@ def test_without_workers_a_sample_of_hung_reads_ends_within_its_budget(
     assert len(reasons) == len(sample.processes) > 2, reasons  # none read
     assert "not read: timed out after 2.5s" in reasons
     assert "not read: the sample's 4.5s for these reads ran out first" in reasons
+
+
+def test_without_memfd_the_board_is_an_unlinked_file(spawn: Any, monkeypatch: Any) -> None:
+    """A Python built without ``os.memfd_create`` still gets workers, and the same records."""
+    target = _parked_job(spawn)
+    monkeypatch.delattr(os, "memfd_create")
+    through = Collector(target.pid, pyspy=_pyspy(), workers=2)
+    here = Collector(target.pid, pyspy=_pyspy(), workers=0)
+    try:
+        a = through.take_sample(0).sample
+        b = here.take_sample(0).sample
+        workers = through._shards.worker_pids
+        assert len(workers) == 2
+        board = [f for f in _fds(workers[0]) if not f.startswith("pipe:")]
+        assert len(board) == 1 and "diag-jobs-" in board[0] and board[0].endswith("(deleted)")
+    finally:
+        through.close()
+        here.close()
+    assert _view(a) == _view(b)
+    assert not a.failures
