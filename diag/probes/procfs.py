@@ -11,17 +11,20 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
 
+def _read_to_eof(fd: int, chunks: List[bytes]) -> bytes:
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
 def _read_fd(path: str) -> bytes:
     """The hot path (four files per thread per sample): a string path and a raw fd cost about a
     third of ``pathlib`` + a buffered file object, which matters at 8 ranks x 64 threads."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        chunks: List[bytes] = []
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
+        return _read_to_eof(fd, [])
     finally:
         os.close(fd)
 
@@ -36,14 +39,7 @@ def _read_small(path: str) -> bytes:
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         first = os.read(fd, _ONE_READ_BYTES)
-        if len(first) < _ONE_READ_BYTES:
-            return first
-        chunks = [first]
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
+        return first if len(first) < _ONE_READ_BYTES else _read_to_eof(fd, [first])
     finally:
         os.close(fd)
 
