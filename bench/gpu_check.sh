@@ -64,8 +64,8 @@ fi
 "$PY" - "$OUT/gpu.json" "$JOB" "$WITH_CUDA" <<'EOF'
 import sys
 
-from diag.bundle_io import load_bundle
-from diag.probes.gpu import map_devices_to_ranks
+from diag.bundle.io import load_bundle
+from diag.verdict.gpu import map_devices_to_ranks
 
 path, job_pid, with_cuda = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 bundle = load_bundle(path)

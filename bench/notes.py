@@ -62,22 +62,22 @@ NOTES = """\
 - **/proc per-thread reads** (`diag/probes/procfs.py`, `threads.py`): 7.7 -> 3.5 ms of CPU per
   64 threads. String paths and raw fds instead of pathlib and buffered files; the two
   context-switch counters found directly instead of parsing all of `status`.
-- **Probe order** (`diag/sampler.py`): the subprocess probes (py-spy, NVML, ncclras) start
+- **Probe order** (`diag/collect/collector.py`): the subprocess probes (py-spy, NVML, ncclras) start
   before the GIL-bound /proc reads instead of after them: 3-10 % shorter samples at 4-8 ranks.
 - **Measuring the baseline**: the slowest rank by its median dump, not the max of each
   repeat's dumps (which picked up every noise spike and flattered diag).
 
 ## What the stack reader and the workers changed (issue 7)
 
-- **diag's own stack reader** (`diag/probes/pyframes.py`): a 64-thread rank costs ~3-5 ms of
+- **diag's own stack reader** (`diag/probes/cpython/pyframes.py`): a 64-thread rank costs ~3-5 ms of
   CPU instead of py-spy's ~28 ms: one read per thread state and per thread's frame-stack chunk,
   each code object, string and line table read once per dump (line numbers cached across ranks
   by the table's bytes), thread names from the `Thread` object of each thread's outermost frame.
-- **Forked workers** (`diag/shards.py`): the per-process reads ran in threads of one process,
+- **Forked workers** (`diag/collect/shards.py`): the per-process reads ran in threads of one process,
   which take turns on one interpreter lock (and pay for each hand-over); workers, one per core,
   read their share side by side and send each distinct stack once, its id already hashed.
   Work is posted before process discovery, which then runs beside it: the round's job list on
-  a shared memfd and one ticket per job on a pipe all workers read (`diag/shard_wire.py`), so
+  a shared memfd and one ticket per job on a pipe all workers read (`diag/collect/shard_wire.py`), so
   a free worker takes the next job itself. Handing out jobs from the Collector as workers
   answered left workers idle for 1-7 ms whenever the Collector's probe threads held its lock.
 - **Reuse without a second read**: a dump is offered for reuse with the counters of the /proc

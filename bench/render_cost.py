@@ -14,7 +14,7 @@ from typing import Dict, List
 
 from bench.stats import collect
 from bench.synth import make_bundle
-from diag.bundle_io import encode_bundle
+from diag.bundle.io import encode_bundle
 from diag.model import Bundle
 from diag.render.html import render_html
 from diag.render.markdown import render_markdown

@@ -26,10 +26,10 @@ from typing import Any, Dict, List, Tuple
 
 from bench.job import start_job
 from bench.stats import Series, collect, ratio, timed, timed_call
-from diag.probes.linetable import line_of
-from diag.probes.pymem import forget_symbols
+from diag.collect.collector import Collector
+from diag.probes.cpython.linetable import line_of
+from diag.probes.cpython.pymem import forget_symbols
 from diag.probes.stacks import find_pyspy
-from diag.sampler import Collector
 
 
 def _raw_dump(pyspy: str, pid: int, *extra: str) -> None:

@@ -2,7 +2,7 @@
 
 Feeds thousands of synthetic samples (an 8-rank job, 32 threads per rank, a log growing every
 sample, a finite pool of distinct stacks as real code has) through the real watch loop
-(``diag.watch.run_watch``: window, classifier, journal with fsync, atomic report refresh) and
+(``diag.watch.loop.run_watch``: window, classifier, journal with fsync, atomic report refresh) and
 prints the collector-side RSS over time and the size of what lands on disk.
 
     .venv/bin/python -m bench.watch_memory                 # a day at 30 s: 2,880 samples
@@ -25,8 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 import psutil
 
-from diag.bundle_io import atomic_write_bytes, encode_bundle, load_bundle
-from diag.interrupts import StopRequest
+from diag.bundle.io import atomic_write_bytes, encode_bundle, load_bundle
 from diag.model import (
     Bundle,
     Frame,
@@ -40,7 +39,8 @@ from diag.model import (
     ThreadSample,
     Verdict,
 )
-from diag.watch import WatchOptions, run_watch
+from diag.watch.interrupts import StopRequest
+from diag.watch.loop import WatchOptions, run_watch
 
 T0_S = 1_780_000_000.0
 INTERVAL_S = 30.0
@@ -67,7 +67,7 @@ def _stack(n: int) -> Tuple[str, Stack]:
 
 
 class SyntheticCollector:
-    """Same surface as ``diag.sampler.Collector``; sends each stack and process once."""
+    """Same surface as ``diag.collect.collector.Collector``; sends each stack and process once."""
 
     def __init__(self, ranks: int, threads: int, distinct_stacks: int) -> None:
         self.ranks = ranks
@@ -152,7 +152,7 @@ def _stand_in_classify(_bundle: Bundle) -> Verdict:
 def _classifier(real: bool) -> object:
     if not real:
         return _stand_in_classify
-    from diag.classify import classify
+    from diag.verdict.classify import classify
 
     return classify
 
@@ -176,8 +176,8 @@ def run(
         report = base.with_suffix(".json")
 
         if render:
-            from diag.capture import write_outputs
             from diag.redact import Redactor
+            from diag.render.outputs import write_outputs
 
             redactor = Redactor()
 

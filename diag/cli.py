@@ -75,13 +75,13 @@ def capture(
     With `-- CMD ARGS...` diag launches the command, captures it from its first second, and
     records its exit code (its output is teed to PATH.log).
     """
-    from diag.outcome import report_outcome
-    from diag.watch_session import parse_states
+    from diag.commands.outcome import report_outcome
+    from diag.watch.session import parse_states
 
     fail_states = parse_states(fail_on)
     if slurm_job is not None:
         _require_no_target(pid, command)
-        from diag.merge_cmd import run_slurm_capture
+        from diag.slurm.commands import run_slurm_capture
 
         merged = run_slurm_capture(
             slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
@@ -89,7 +89,7 @@ def capture(
         report_outcome(merged, merged=True, fail_states=fail_states, out=click.echo, err=_echo_err)
         return
     if command or pid is None:
-        from diag.watch_session import capture_launched, require_one_target
+        from diag.watch.session import capture_launched, require_one_target
 
         require_one_target(pid, command, "capture")
         capture_launched(
@@ -103,7 +103,7 @@ def capture(
             fail_on=fail_states,
         )
         return
-    from diag.capture import run_capture
+    from diag.commands.capture import run_capture
 
     result = run_capture(
         pid,
@@ -165,9 +165,9 @@ def watch(
     """
     if slurm_job is not None:
         _require_no_target(pid, command)
-        from diag.merge_cmd import run_slurm_watch
-        from diag.outcome import report_outcome
-        from diag.watch_session import parse_states
+        from diag.commands.outcome import report_outcome
+        from diag.slurm.commands import run_slurm_watch
+        from diag.watch.session import parse_states
 
         fail_states = parse_states(fail_on)
         result = run_slurm_watch(
@@ -181,7 +181,7 @@ def watch(
         )
         report_outcome(result, merged=True, fail_states=fail_states, out=click.echo, err=_echo_err)
         return
-    from diag.watch_session import watch_command
+    from diag.watch.session import watch_command
 
     watch_command(
         pid=pid,
@@ -208,8 +208,8 @@ def merge(bundles: List[str], out: Optional[str]) -> None:
     how far apart their clocks/samples were is shown. An unreadable bundle is recorded and the
     merge is made from the rest.
     """
-    from diag.merge_cmd import run_merge
-    from diag.outcome import report_outcome
+    from diag.commands.merge import run_merge
+    from diag.commands.outcome import report_outcome
 
     merged = run_merge(bundles, out)
     report_outcome(merged, merged=True, fail_states=frozenset(), out=click.echo, err=_echo_err)
@@ -220,7 +220,7 @@ def merge(bundles: List[str], out: Optional[str]) -> None:
 @output_option("HTML path (default: beside the bundle); the Markdown goes beside it as .md.")
 def report(bundle: str, out: Optional[str]) -> None:
     """Re-render a bundle (.json, or a .jsonl journal, even cut short) as HTML + Markdown."""
-    from diag.render.outputs import run_report
+    from diag.commands.report import run_report
 
     for path in run_report(bundle, out):
         click.echo(f"wrote {path}")
@@ -230,7 +230,7 @@ def report(bundle: str, out: Optional[str]) -> None:
 @click.argument("bundle", type=click.Path(dir_okay=False))
 def summary(bundle: str) -> None:
     """Print a bundle's verdict and per-rank table."""
-    from diag.render.outputs import summary_text
+    from diag.commands.report import summary_text
 
     click.echo(summary_text(bundle), nl=False)
 
@@ -251,7 +251,7 @@ def slurm_node(
     stop_on_eof: bool,
 ) -> None:
     """Per-node half of --slurm-job (started by srun): bundle to stdout, line protocol."""
-    from diag.slurm_node import run_node
+    from diag.slurm.node import run_node
 
     sys.exit(
         run_node(

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from bench.synth import make_bundle
-from diag.bundle_io import JournalWriter, load_bundle, write_bundle
+from diag.bundle.io import JournalWriter, load_bundle, write_bundle
 from diag.errors import EXIT_BAD_BUNDLE, DiagError
 from diag.model import SCHEMA_VERSION, Bundle, ProcessSample, Sample, ThreadSample
 

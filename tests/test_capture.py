@@ -13,7 +13,7 @@ from typing import Dict, List
 import pytest
 from conftest import PROGRAMS, run_diag
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
 from diag.model import Bundle, ProcessSample
 
 pytestmark = pytest.mark.slow
@@ -119,7 +119,7 @@ def test_default_output_name_in_cwd(spawn, tmp_path: Path) -> None:
 
 def test_collector_keeps_a_dead_rank_marked(spawn) -> None:
     """A rank seen alive, then dead (zombie, then reaped), keeps its rank and exit code."""
-    from diag.sampler import Collector
+    from diag.collect.collector import Collector
 
     prog = spawn([sys.executable, str(PROGRAMS / "rank_job.py"), "2"])
     pids = {int(r): p for r, p in json.loads(prog.lines[-1].split("READY", 1)[1]).items()}
@@ -175,7 +175,7 @@ def test_worker_pool_is_not_taken_for_ranks(spawn, tmp_path: Path) -> None:
 def test_exited_helper_marked_once_exited_rank_always(spawn) -> None:
     """A short-lived unranked child is marked exited in the sample after it went, not forever
     (a day-long watch of a job that runs a helper every minute must not grow each sample)."""
-    from diag.sampler import Collector
+    from diag.collect.collector import Collector
 
     prog = spawn(["sh", "-c", "sleep 1000 & echo READY; wait; sleep 1000"])
     collector = Collector(prog.pid, pyspy=None)

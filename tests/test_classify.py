@@ -7,8 +7,8 @@ from typing import Callable, List, Optional, Tuple
 import pytest
 from series import CUDA, QUEUE, SELECTORS, SOCKETSERVER, THREADING, TORCH, Proc, Thr, build
 
-from diag.classify import classify
 from diag.model import Bundle, Verdict
+from diag.verdict.classify import classify
 
 ALL_REDUCE = [
     ("all_reduce", TORCH),

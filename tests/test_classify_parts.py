@@ -7,12 +7,12 @@ from typing import Optional, Sequence, Tuple
 import pytest
 from series import BARRIER_STACK, Proc, build
 
-from diag.equivalence import odd_classes, rank_classes
 from diag.model import Frame, RankClass
-from diag.progress import is_heartbeat
-from diag.signals import extract
-from diag.verdict_text import ranges
-from diag.waits import family, kernel_wait, stack_wait
+from diag.verdict.equivalence import odd_classes, rank_classes
+from diag.verdict.features import extract
+from diag.verdict.progress import is_heartbeat
+from diag.verdict.waits import family, kernel_wait, stack_wait
+from diag.verdict.wording import ranges
 
 LIB = "/usr/lib/python3.11"
 TORCH = "/venv/lib/python3.11/site-packages/torch"

@@ -15,8 +15,8 @@ from typing import Any, List
 import pytest
 from conftest import REPO
 
-from diag.bundle_io import load_bundle
-from diag.classify import classify
+from diag.bundle.io import load_bundle
+from diag.verdict.classify import classify
 
 BUNDLES = REPO / "samples" / "bundles"
 _spec = importlib.util.spec_from_file_location(

@@ -17,11 +17,11 @@ from typing import Any, Callable, Dict
 import pytest
 from conftest import PROGRAMS, run_diag, start_ready
 
-from diag.bundle_io import load_bundle
-from diag.collectives import fr_findings
+from diag.bundle.io import load_bundle
 from diag.model import CollectiveRecord, ProcessInfo, RankCollectives
-from diag.probes import flight_recorder
-from diag.probes.flight_recorder import DumpError, decode_dump, summarize_dump
+from diag.probes.nccl import flight_recorder
+from diag.probes.nccl.flight_recorder import DumpError, decode_dump, summarize_dump
+from diag.verdict.collectives import fr_findings
 
 pytest.importorskip("torch")
 

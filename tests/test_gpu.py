@@ -19,11 +19,12 @@ from typing import Any, Dict, Optional
 import pytest
 from conftest import PROGRAMS, run_diag
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
+from diag.collect.collector import Collector
 from diag.model import GpuDevice, GpuProcess, GpuSample, ProcessInfo
-from diag.probes.gpu import GpuProbe, map_devices_to_ranks, read_gpu
+from diag.probes.gpu.probe import GpuProbe, read_gpu
 from diag.probes.runner import ProbeCall, ProbeError, run_all
-from diag.sampler import Collector
+from diag.verdict.gpu import map_devices_to_ranks
 
 
 def test_real_binding_without_a_gpu_is_unavailable_not_an_error() -> None:
@@ -238,8 +239,8 @@ def test_a_worker_stuck_in_the_driver_is_not_doubled(fake_nvml: pytest.MonkeyPat
 
 def test_merged_hosts_each_have_a_gpu_0() -> None:
     """Two nodes, a GPU 0 each: evidence per (host, GPU), ranks from that host's processes."""
-    from diag.classify import classify
     from diag.model import Bundle, ProcessSample, Sample
+    from diag.verdict.classify import classify
 
     def dev(host: str, pid: int) -> GpuDevice:
         return GpuDevice(index=0, host=host, util_gpu_pct=100.0, power_w=80.0,

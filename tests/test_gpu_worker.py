@@ -22,13 +22,13 @@ from typing import Any, Dict, List
 import pytest
 from conftest import DIAG, FAKE_NVML, PROGRAMS, REPO, run_diag, start_ready
 
+from diag.collect.collector import Collector
 from diag.model import GpuSample
-from diag.probes.gpu import GpuProbe, parse_worker_output
-from diag.probes.nvidia_host import NO_DRIVER_REASON, NVML_LIBRARY, nvidia_signs
-from diag.probes.nvml_worker import NvmlSession, serve
+from diag.probes.gpu.nvidia_host import NO_DRIVER_REASON, NVML_LIBRARY, nvidia_signs
+from diag.probes.gpu.nvml_worker import NvmlSession, serve
+from diag.probes.gpu.probe import GpuProbe, parse_worker_output
 from diag.probes.procfs import ProcFS
 from diag.probes.runner import run_all
-from diag.sampler import Collector
 
 
 def _served_by(log: Path) -> List[int]:
@@ -41,7 +41,7 @@ def _is_worker(pid: int) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return b"diag.probes.nvml_worker" in cmdline and _state(pid) not in ("Z", "")
+    return b"diag.probes.gpu.nvml_worker" in cmdline and _state(pid) not in ("Z", "")
 
 
 def _state(pid: int) -> str:
@@ -213,7 +213,7 @@ def test_ctrl_c_on_diag_watch_leaves_no_worker(
 
 PROBE_THEN_WAIT = """
 import sys, time
-from diag.probes.gpu import GpuProbe, parse_worker_output
+from diag.probes.gpu.probe import GpuProbe, parse_worker_output
 probe = GpuProbe(timeout_s=20)
 assert probe.read().available
 print("READY", probe.worker_pid, flush=True)

@@ -15,8 +15,8 @@ import pytest
 from conftest import DIAG, PROGRAMS
 
 from diag.errors import EXIT_NO_TARGET, DiagError
-from diag.interrupts import SignalForwarding, StopRequest
-from diag.launch import LaunchedCommand, describe_exit, launch
+from diag.watch.interrupts import SignalForwarding, StopRequest
+from diag.watch.launch import LaunchedCommand, describe_exit, launch
 
 CHILD = str(PROGRAMS / "launch_child.py")
 

@@ -15,10 +15,10 @@ import msgspec
 import pytest
 from conftest import run_diag
 
-from diag.bundle_io import load_bundle, write_bundle
+from diag.bundle.io import load_bundle, write_bundle
+from diag.bundle.merge import HostPart, MissingHost, merge_bundles
+from diag.commands.merge import describe_hosts
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_REMOTE, DiagError
-from diag.merge import HostPart, MissingHost, merge_bundles
-from diag.merge_cmd import describe_hosts
 from diag.model import Bundle, GpuDevice, GpuSample, RankCollectives, RankNcclLog
 
 DATA = Path(__file__).resolve().parent / "data" / "merge"

@@ -17,12 +17,12 @@ import msgspec
 import pytest
 from conftest import PROGRAMS, run_diag
 
-from diag.bundle_io import load_bundle
-from diag.classify import classify
-from diag.collectives import log_findings
+from diag.bundle.io import load_bundle
+from diag.collect.collector import Collector
 from diag.model import Bundle, LogSignal, RankNcclLog, Sample
-from diag.probes.flight_recorder import enrich_bundle
-from diag.sampler import Collector
+from diag.probes.nccl.flight_recorder import enrich_bundle
+from diag.verdict.classify import classify
+from diag.verdict.collectives import log_findings
 
 
 def _state(pid: int) -> str:

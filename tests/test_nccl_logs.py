@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from diag.model import LogSample, ProcessInfo, Sample
-from diag.probes import nccl_logs
-from diag.probes.nccl_logs import LogEntry, parse_line, summarize
+from diag.probes.nccl import logs as nccl_logs
+from diag.probes.nccl.logs import LogEntry, parse_line, summarize
 
 WATCHDOG_OLD = (
     "[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout:"

@@ -12,9 +12,9 @@ from typing import Iterator
 import pytest
 from conftest import REPO
 
-from diag.collectives import ras_findings
-from diag.probes.ncclras import RasProbe, parse_json, query
+from diag.probes.nccl.ras import RasProbe, parse_json, query
 from diag.probes.runner import ProbeError
+from diag.verdict.collectives import ras_findings
 
 FAKE_BIN = REPO / "tests" / "fake_nvml" / "bin"
 FAKE = str(FAKE_BIN / "ncclras")

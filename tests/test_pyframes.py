@@ -23,12 +23,12 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 from conftest import PROGRAMS
 
-from diag.probes.cpython_layouts import LAYOUTS
-from diag.probes.elf_symbols import dynamic_symbols, load_base, mapped_python
-from diag.probes.linetable import line_of
+from diag.probes.cpython.elf_symbols import dynamic_symbols, load_base, mapped_python
+from diag.probes.cpython.layouts import LAYOUTS
+from diag.probes.cpython.linetable import line_of
+from diag.probes.cpython.pyframes import read_stacks
+from diag.probes.cpython.pymem import NotCPython, RemoteMemory, locate_runtime
 from diag.probes.procfs import ProcFS
-from diag.probes.pyframes import read_stacks
-from diag.probes.pymem import NotCPython, RemoteMemory, locate_runtime
 from diag.probes.stacks import (
     KIND_NOT_PYTHON,
     StackError,

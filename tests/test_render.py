@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from bench.synth import make_bundle
-from diag.bundle_io import JournalWriter, encode_bundle, write_bundle
+from diag.bundle.io import JournalWriter, encode_bundle, write_bundle
 from diag.model import Bundle, Evidence, Frame, LogSample, Stack, Suspect, Verdict
 from diag.render import build as build_mod
 from diag.render import fmt
@@ -96,7 +96,7 @@ def test_matrix_shows_the_odd_rank_and_collapses_the_stuck_samples() -> None:
 
 @pytest.mark.parametrize("bundle_path", RECORDED, ids=lambda p: p.stem)
 def test_every_internal_link_has_a_target(bundle_path: Path) -> None:
-    from diag.bundle_io import load_bundle
+    from diag.bundle.io import load_bundle
 
     for bundle in (load_bundle(bundle_path), make_bundle(ranks=4, threads=8, samples=10)):
         parser = _Links()
@@ -187,12 +187,12 @@ def test_missing_verdict_is_computed_or_reported_as_none(monkeypatch: pytest.Mon
     bundle = make_bundle(ranks=2, threads=3, samples=3, with_verdict=False)
     verdict, source = resolve_verdict(bundle)
     assert source == "computed" and verdict is not None
-    import diag.classify
+    import diag.verdict.classify
 
     def broken(_: Bundle) -> Verdict:
         raise RuntimeError("classifier bug")
 
-    monkeypatch.setattr(diag.classify, "classify", broken)
+    monkeypatch.setattr(diag.verdict.classify, "classify", broken)
     verdict, source = build_mod.resolve_verdict(bundle)
     assert (verdict, source) == (None, "none")
     view = build_view(bundle, None, "none")

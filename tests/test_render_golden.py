@@ -19,7 +19,7 @@ import msgspec
 import pytest
 
 from bench.synth import make_bundle
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
 from diag.model import Bundle
 from diag.render.build import build_view
 from diag.render.markdown import render_markdown

@@ -18,7 +18,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
 from diag.redact import PLACEHOLDER
 from tests.conftest import Started, run_diag
 

@@ -1,11 +1,11 @@
-"""One thread, calls in a row, each under its own timeout (``diag.serial_lane``)."""
+"""One thread, calls in a row, each under its own timeout (``diag.collect.serial_lane``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from diag.serial_lane import DEADLINE_PASSED, run_serial
+from diag.collect.serial_lane import DEADLINE_PASSED, run_serial
 
 
 def test_calls_run_in_order_on_one_thread() -> None:

@@ -1,12 +1,12 @@
-"""The wire between the Collector and its workers (``diag.shard_wire``)."""
+"""The wire between the Collector and its workers (``diag.collect.shard_wire``)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 
-from diag.process_work import ProcessResult, ProcessWork
-from diag.shard_wire import (
+from diag.collect.process_work import ProcessResult, ProcessWork
+from diag.collect.shard_wire import (
     TICKET,
     _result_codec,
     post_board,

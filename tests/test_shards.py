@@ -1,4 +1,4 @@
-"""The forked workers that read /proc and stacks (``diag.shards``), on real processes.
+"""The forked workers that read /proc and stacks (``diag.collect.shards``), on real processes.
 
 A sample taken through workers must say what one taken in diag's own threads says; a worker
 that hangs or dies must cost at most its deadline and never the snapshot; workers hold no
@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Tuple
 
 from conftest import PROGRAMS
 
+from diag.collect.collector import Collector
 from diag.model import Sample
-from diag.sampler import Collector
 
 
 def _view(sample: Sample) -> Dict[int, Tuple[Any, ...]]:
@@ -150,7 +150,7 @@ def test_workers_hold_only_their_pipes_and_the_job_board(spawn: Any, tmp_path: P
 
 WATCHER = """
 import sys, time
-from diag.sampler import Collector
+from diag.collect.collector import Collector
 c = Collector(int(sys.argv[1]), pyspy=None, workers=2)
 c.take_sample(0)
 print(*c._shards.worker_pids, flush=True)
@@ -214,7 +214,7 @@ def test_without_workers_a_sample_of_hung_reads_ends_within_its_budget(
     probe timeout plus its grace, not one timeout per process."""
     import threading
 
-    from diag.process_work import ProcessReader
+    from diag.collect.process_work import ProcessReader
 
     target = _parked_job(spawn)
     collector = Collector(target.pid, pyspy=_pyspy(), workers=0, probe_timeout_s=0.5)

@@ -10,8 +10,8 @@ from typing import Dict
 
 import pytest
 
-from diag.bundle_io import encode_bundle, load_bundle
-from diag.merge import merge_bundles
+from diag.bundle.io import encode_bundle, load_bundle
+from diag.bundle.merge import merge_bundles
 from diag.probes.procfs import ProcFS
 from diag.probes.slurm_procs import (
     find_job_processes,
@@ -20,9 +20,9 @@ from diag.probes.slurm_procs import (
     job_roots,
     parse_listpids,
 )
-from diag.slurm import JobInfo, node_command, parse_job_line, srun_argv
-from diag.slurm_srun import srun_env
-from diag.slurm_wire import Gathered, encode_chunks
+from diag.slurm.controller import JobInfo, node_command, parse_job_line, srun_argv
+from diag.slurm.srun import srun_env
+from diag.slurm.wire import Gathered, encode_chunks
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -178,7 +178,7 @@ def test_find_job_processes_by_environ(spawn) -> None:  # type: ignore[no-untype
 def test_collector_samples_every_root(spawn) -> None:  # type: ignore[no-untyped-def]
     """A Slurm node's job is several trees (batch script; each step's tasks under slurmstepd):
     one Collector samples them all."""
-    from diag.sampler import Collector
+    from diag.collect.collector import Collector
 
     rank = str(SLURM / "rank.py")
     a = spawn([sys.executable, rank], env={"RANK": "0"})

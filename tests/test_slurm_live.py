@@ -18,10 +18,10 @@ import pytest
 from conftest import run_diag
 from slurm_cluster import SLURM, Cluster, start_cluster, stop_cluster
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
 from diag.errors import EXIT_NO_TARGET, EXIT_REMOTE, DiagError
-from diag.slurm import capture_job
-from diag.slurm_wire import Gathered
+from diag.slurm.controller import capture_job
+from diag.slurm.wire import Gathered
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "hf_PlantedSecretValue0123456789abcdef"

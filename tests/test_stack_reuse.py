@@ -15,9 +15,9 @@ from typing import Any, List
 
 from conftest import PROGRAMS, run_diag
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
+from diag.collect.collector import Collector
 from diag.probes.stacks import find_pyspy
-from diag.sampler import Collector
 
 
 def _counting_pyspy(tmp_path: Path) -> Path:

@@ -18,7 +18,7 @@ from typing import List, Optional
 import pytest
 from conftest import DIAG, PROGRAMS, REPO, Started, run_diag
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
 from diag.errors import EXIT_FAIL_ON, EXIT_NO_TARGET, EXIT_OK
 from diag.model import Bundle
 

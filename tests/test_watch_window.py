@@ -8,7 +8,7 @@ from typing import Dict, List, NamedTuple, Tuple
 
 import pytest
 
-from diag.bundle_io import load_bundle
+from diag.bundle.io import load_bundle
 from diag.errors import EXIT_USAGE, DiagError
 from diag.model import (
     Frame,
@@ -22,9 +22,9 @@ from diag.model import (
     ThreadSample,
     Verdict,
 )
-from diag.watch import WatchOptions, run_watch
-from diag.watch_session import parse_duration_s, parse_states
-from diag.watch_window import SampleWindow, cpu_by_process, log_growth, status_line
+from diag.watch.loop import WatchOptions, run_watch
+from diag.watch.session import parse_duration_s, parse_states
+from diag.watch.window import SampleWindow, cpu_by_process, log_growth, status_line
 
 HOST = HostInfo(clk_tck=100)
 

@@ -54,7 +54,7 @@ class PyThreadDump(msgspec.Struct, frozen=True):
     active: bool
     owns_gil: bool
     frames: Tuple[Frame, ...]
-    # ``stack_id(frames)`` when the reader already computed it (diag.process_work does).
+    # ``stack_id(frames)`` when the reader already computed it (diag.collect.process_work does).
     stack_id: Optional[str] = None
 
 

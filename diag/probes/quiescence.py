@@ -8,7 +8,7 @@ read for every thread of the process, is a fingerprint of "nothing ran". The stu
 exists for - every thread parked in a futex - keeps the same fingerprint for hours, and each
 ``diag watch`` sample of it then costs a few /proc reads instead of one stack read per rank.
 
-Soundness rules, enforced by the caller (``diag.process_work``):
+Soundness rules, enforced by the caller (``diag.collect.process_work``):
 - the counters are read right before the dump (or taken from the /proc read of the threads
   that the same worker made just before it: ``counters_of``) and kept with the dump;
 - no thread may be running (state R) then: a thread on a CPU has no settled stack;

@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-from diag.render.build import build_view, resolve_verdict
+from diag.render.build import build_view
 from diag.render.html import render_html
 from diag.render.markdown import render_markdown
 from diag.render.terminal import render_summary
 
-__all__ = ["build_view", "render_html", "render_markdown", "render_summary", "resolve_verdict"]
+__all__ = ["build_view", "render_html", "render_markdown", "render_summary"]

@@ -84,24 +84,6 @@ _STATE_CSS = {
 }
 
 
-def resolve_verdict(bundle: Bundle) -> Tuple[Optional[Verdict], str]:
-    """The bundle's verdict, else one computed now (old or cut-short bundles), else none."""
-    if bundle.verdict is not None:
-        return bundle.verdict, "bundle"
-    try:
-        from diag import classify as classify_mod
-    except ImportError:
-        return None, "none"
-    classify = getattr(classify_mod, "classify", None)
-    if classify is None or not bundle.samples:
-        return None, "none"
-    try:
-        verdict = classify(bundle)
-    except Exception:  # the report must still render when the classifier cannot
-        return None, "none"
-    return (verdict, "computed") if isinstance(verdict, Verdict) else (None, "none")
-
-
 def build_view(
     bundle: Bundle, verdict: Optional[Verdict] = None, source: str = "bundle"
 ) -> ReportView:

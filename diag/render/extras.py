@@ -70,14 +70,8 @@ def build_collectives(index: BundleIndex) -> Tuple[CollectiveRow, ...]:
 
 
 def _nccl_logs(bundle: Bundle) -> Sequence[RankNcclLog]:
-    if bundle.nccl_logs:
-        return bundle.nccl_logs
-    try:  # older bundles: derive from the log tails, as the verdict does
-        from diag.collectives import nccl_logs_of
-
-        return nccl_logs_of(bundle)
-    except Exception:
-        return ()
+    # Older bundles carry none: ``diag report`` derives it from the log tails before rendering.
+    return bundle.nccl_logs
 
 
 def build_nccl_logs(index: BundleIndex) -> Tuple[NcclLogRow, ...]:

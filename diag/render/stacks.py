@@ -3,7 +3,7 @@
 Two ranks "do the same thing" when their main threads run the same functions from the same
 call sites: signatures keep the line numbers of user frames (a rank at line 30 of a script
 while its peers wait at line 28 is the odd one) and drop them for library frames (versions
-differ across nodes), the same rule as the verdict's equivalence classes (diag.equivalence).
+differ across nodes), the same rule as the verdict's equivalence classes (diag.verdict.equivalence).
 Each distinct stack is rendered once in the report and referenced everywhere else by its label
 (S1, S2, ...), which keeps a day-long capture small.
 """
@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 from diag.model import Frame, Stack
 from diag.render import fmt
 from diag.render.view import FrameView, StackView
-from diag.waits import is_library
+from diag.verdict.waits import is_library
 
 T = TypeVar("T")
 Signature = Tuple[Tuple[str, str, int], ...]

@@ -6,7 +6,7 @@ It implements exactly the calls diag's NVML worker makes, with the same names, r
 directory first on PYTHONPATH of the process that starts the worker and the worker imports it
 instead of the real binding, and ``tests/fake_nvml/lib`` on LD_LIBRARY_PATH: its placeholder
 ``libnvidia-ml.so.1`` (not a library, never loaded) is the driver trace diag looks for before
-it starts the worker at all (``diag.probes.nvidia_host``).
+it starts the worker at all (``diag.probes.gpu.nvidia_host``).
 
 Scenario, from the environment:
     FAKE_NVML_SCENARIO  gpus (default) | no_driver | no_library | hang | stuck | busy | idle |

@@ -11,7 +11,7 @@ import os
 import random
 import sys
 
-from diag.slurm_wire import TAG, encode_chunks
+from diag.slurm.wire import TAG, encode_chunks
 
 
 def blob(task: int) -> bytes:

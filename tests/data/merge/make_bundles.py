@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from diag.bundle_io import load_bundle, write_bundle
+from diag.bundle.io import load_bundle, write_bundle
 from diag.model import Bundle
 
 HERE = Path(__file__).resolve().parent

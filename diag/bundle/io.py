@@ -1,0 +1,277 @@
+"""Reading and writing bundles: one JSON document, or an append-only JSON-lines journal.
+
+``.json`` is the whole bundle in one document (``diag capture``). ``.jsonl`` is the journal a
+``diag watch`` appends to as it goes, so a SIGKILL loses at most the sample in flight:
+
+    {"kind": "header", "schema_version": 1, "created_s": ..., "host": {...}, "target": {...}}
+    {"kind": "sample", "sample": {...}, "processes": [new ProcessInfo...], "stacks": {new...}}
+    ...
+    {"kind": "end", "target": {...}, "verdict": {...}}      (absent if the watch was killed)
+
+Each sample line carries only the processes and stacks not seen before, so a stack that stays
+the same all day is written once, and only the thread records that changed since the previous
+line (``unchanged`` lists the rest; see ``diag.bundle.journal_delta``). ``load_bundle`` reads either
+form; a journal without an ``end`` line, or with a torn last line, loads with
+``complete=False``.
+
+Writes of whole files are atomic (temp file + fsync + rename): a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import msgspec
+
+from diag.bundle.journal_delta import DeltaState, Unchanged
+from diag.errors import EXIT_BAD_BUNDLE, EXIT_OUTPUT, DiagError
+from diag.model import (
+    SCHEMA_VERSION,
+    Bundle,
+    HostInfo,
+    ProbeFailure,
+    ProcessInfo,
+    RankCollectives,
+    Sample,
+    Stack,
+    Target,
+    Verdict,
+)
+
+_encoder = msgspec.json.Encoder()
+_bundle_decoder = msgspec.json.Decoder(Bundle)
+
+
+class _Header(msgspec.Struct, kw_only=True, tag_field="kind", tag="header"):
+    schema_version: int = SCHEMA_VERSION
+    created_s: float = 0.0
+    host: HostInfo = HostInfo()
+    target: Target = Target()
+    failures: Tuple[ProbeFailure, ...] = ()
+
+
+class _SampleLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind", tag="sample"):
+    sample: Sample
+    processes: Tuple[ProcessInfo, ...] = ()
+    stacks: Dict[str, Stack] = {}
+    unchanged: Tuple[Unchanged, ...] = ()
+
+
+class _EndLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind", tag="end"):
+    target: Optional[Target] = None
+    verdict: Optional[Verdict] = None
+    failures: Tuple[ProbeFailure, ...] = ()
+    collectives: Tuple[RankCollectives, ...] = ()  # Flight Recorder dumps found by the end
+
+
+_line_decoder = msgspec.json.Decoder(Union[_Header, _SampleLine, _EndLine])
+
+
+def encode_bundle(bundle: Bundle) -> bytes:
+    return _encoder.encode(bundle)
+
+
+def atomic_write_bytes(path: Union[str, Path], data: bytes) -> None:
+    """Write ``data`` so that ``path`` is always either the old file or the whole new one."""
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
+    except OSError as exc:
+        raise DiagError(
+            f"cannot write {target}: {exc.strerror or exc}",
+            "choose a writable location with -o PATH",
+            EXIT_OUTPUT,
+        ) from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise DiagError(
+            f"cannot write {target}: {exc.strerror or exc}",
+            "free disk space or choose another location with -o PATH",
+            EXIT_OUTPUT,
+        ) from exc
+
+
+def write_bundle(bundle: Bundle, path: Union[str, Path]) -> None:
+    atomic_write_bytes(path, encode_bundle(bundle))
+
+
+class JournalWriter:
+    """Append-only journal of a watch: header once, one flushed+fsynced line per sample."""
+
+    def __init__(
+        self, path: Union[str, Path], scrub: Optional[Callable[[bytes], bytes]] = None
+    ) -> None:
+        self.path = Path(path)
+        # ``scrub`` (Redactor.scrub_bytes) runs on every line last, as on every file diag writes.
+        self._scrub = scrub
+        self._delta = DeltaState()
+        try:
+            self._fh = open(self.path, "ab")  # noqa: SIM115 - held until close()
+        except OSError as exc:
+            raise DiagError(
+                f"cannot write {self.path}: {exc.strerror or exc}",
+                "choose a writable location with -o PATH",
+                EXIT_OUTPUT,
+            ) from exc
+
+    def _append(self, obj: Any) -> None:
+        data = _encoder.encode(obj)
+        if self._scrub is not None:
+            data = self._scrub(data)
+        try:
+            self._fh.write(data + b"\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:  # a full disk: the lines already synced stay readable
+            raise DiagError(
+                f"cannot append to {self.path}: {exc.strerror or exc}",
+                "free disk space; the samples written so far render with diag report",
+                EXIT_OUTPUT,
+            ) from exc
+
+    def header(
+        self,
+        host: HostInfo,
+        target: Target,
+        created_s: float,
+        failures: Tuple[ProbeFailure, ...] = (),
+    ) -> None:
+        self._append(_Header(created_s=created_s, host=host, target=target, failures=failures))
+
+    def sample(
+        self,
+        sample: Sample,
+        new_processes: Tuple[ProcessInfo, ...] = (),
+        new_stacks: Optional[Dict[str, Stack]] = None,
+    ) -> None:
+        written, unchanged = self._delta.encode(sample)
+        self._append(
+            _SampleLine(
+                sample=written,
+                processes=new_processes,
+                stacks=new_stacks or {},
+                unchanged=unchanged,
+            )
+        )
+        self._delta.commit()
+
+    def end(
+        self,
+        target: Optional[Target],
+        verdict: Optional[Verdict],
+        failures: Tuple[ProbeFailure, ...] = (),
+        collectives: Tuple[RankCollectives, ...] = (),
+    ) -> None:
+        self._append(
+            _EndLine(target=target, verdict=verdict, failures=failures, collectives=collectives)
+        )
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+def _bad(path: Path, why: str) -> DiagError:
+    return DiagError(
+        f"{path} is not a readable diag bundle ({why})",
+        "pass the .json or .jsonl file that diag capture/watch wrote",
+        EXIT_BAD_BUNDLE,
+    )
+
+
+def _check_version(path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise DiagError(
+            f"{path} has bundle schema {version}, newer than this diag understands "
+            f"({SCHEMA_VERSION})",
+            "upgrade diag (pipx upgrade diag)",
+            EXIT_BAD_BUNDLE,
+        )
+
+
+def _load_journal(path: Path, data: bytes) -> Bundle:
+    header: Optional[_Header] = None
+    samples: List[Sample] = []
+    processes: Dict[Tuple[str, int], ProcessInfo] = {}
+    stacks: Dict[str, Stack] = {}
+    end: Optional[_EndLine] = None
+    failures: List[ProbeFailure] = []
+    complete = True
+    delta = DeltaState()
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            line = _line_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if number >= len(lines) - 2:  # a torn last line: the sample in flight
+                complete = False
+                break
+            raise _bad(path, f"line {number + 1}: {exc}") from exc
+        if isinstance(line, _Header):
+            header = line
+            _check_version(path, header.schema_version)
+            failures.extend(header.failures)
+        elif isinstance(line, _SampleLine):
+            samples.append(delta.decode(line.sample, line.unchanged))
+            for info in line.processes:
+                processes[(info.host, info.pid)] = info
+            stacks.update(line.stacks)
+        else:
+            end = line
+            failures.extend(end.failures)
+    if header is None:
+        raise _bad(path, "no header line")
+    target = end.target if end is not None and end.target is not None else header.target
+    return Bundle(
+        schema_version=header.schema_version,
+        created_s=header.created_s,
+        host=header.host,
+        target=target,
+        processes=tuple(processes.values()),
+        stacks=stacks,
+        samples=tuple(samples),
+        failures=tuple(failures),
+        verdict=end.verdict if end is not None else None,
+        collectives=end.collectives if end is not None else (),
+        complete=complete and end is not None,
+    )
+
+
+def load_bundle(path: Union[str, Path]) -> Bundle:
+    """Load a ``.json`` bundle or a ``.jsonl`` journal; errors carry their remedy."""
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise DiagError(
+            f"cannot read {source}: {exc.strerror or exc}",
+            "check the path of the bundle",
+            EXIT_BAD_BUNDLE,
+        ) from exc
+    stripped = data.lstrip()
+    if stripped.startswith(b"{") and b'"kind":"header"' in stripped.split(b"\n", 1)[0]:
+        return _load_journal(source, data)
+    try:
+        version = msgspec.json.decode(data, type=Dict[str, Any]).get("schema_version")
+    except msgspec.DecodeError as exc:
+        raise _bad(source, f"not JSON: {exc}") from exc
+    if not isinstance(version, int):
+        raise _bad(source, "no schema_version")
+    _check_version(source, version)
+    try:
+        return _bundle_decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _bad(source, str(exc)) from exc

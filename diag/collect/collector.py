@@ -1,0 +1,321 @@
+"""The Collector: one sampling round over every process of a job, all probes in parallel.
+
+``take_sample`` re-discovers the process tree (new ranks appear, exited ones are kept and
+marked ``exited`` - ranks, launchers and roots in every later sample, other processes once -,
+unreaped ones ``zombie`` with their exit code), posts per process the /proc read (resources +
+every thread) and the stack read to the forked workers (``diag.collect.shards``), and runs beside them,
+under ``probes.runner.run_all``, the GPU, listening-socket and log probes. Each
+``ProcessSample`` carries the time its own /proc read started, so rates stay right when one
+process is slow to read.
+
+Stacks: ``probes.stacks.read_python_stacks`` reads CPython 3.11-3.13 stacks in-process
+(``probes.pyframes``, no pause, a fraction of py-spy's cost) and runs py-spy for the rest:
+``--nonblocking`` on Python >= 3.11, blocking below (there ``--nonblocking`` cannot find OS
+thread ids, and without them stacks cannot be joined to the /proc thread records - the join is
+the point; a blocking dump pauses the target ~8 ms at 64 threads). ``ProcessSample.stack_reader``
+says which read it. Zombies are not dumped. A non-Python process gets ``py_status``
+"not-python" and no failure record; every other dump failure is recorded with its reason. Pass
+``pyspy=None`` to collect without stacks. A process none of whose threads ran since its last
+dump (same run counters before and after that dump and now) reuses that dump instead of reading
+again (``probes.quiescence``; ``ProcessSample.stacks_reused``): a parked job's watch samples
+then cost a few /proc reads per rank.
+
+``take_sample`` returns only what is new (processes first seen or whose role changed, stacks
+not seen before), which is exactly what a ``diag watch`` journal line needs; ``processes`` and
+``stacks`` hold the accumulated state for a one-shot ``.json`` bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from functools import partial
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+import msgspec
+
+from diag.collect.process_table import ProcessTable
+from diag.collect.process_work import ProcessReader, ProcessWork
+from diag.collect.round_records import RoundRecords, StackBook, StackOutcome
+from diag.collect.shards import ShardPool
+from diag.model import (
+    Bundle,
+    HostInfo,
+    LogSample,
+    ProcessInfo,
+    ProcessSample,
+    Sample,
+    Stack,
+    Target,
+)
+from diag.probes.gpu.probe import GpuProbe
+from diag.probes.host import read_host_info
+from diag.probes.logs import LogTracker
+from diag.probes.nccl.ras import RasProbe
+from diag.probes.procfs import ProcFS
+from diag.probes.proctree import Identity, descendants
+from diag.probes.runner import ProbeCall, run_all
+from diag.probes.sockets import listen_ports
+from diag.probes.stacks import (
+    KIND_NOT_PYTHON,
+    join_stacks,
+)
+from diag.redact import Redactor
+
+# The per-process reads get the probe timeout themselves (py-spy kills its subprocess on it);
+# the workers' deadline is a little longer, so a read's own timeout is the one recorded.
+_STACKS_GRACE_S = 2.0
+
+
+class SampleDelta(NamedTuple):
+    sample: Sample
+    new_processes: Tuple[ProcessInfo, ...]
+    new_stacks: Dict[str, Stack]
+
+
+class Collector:
+    def __init__(
+        self,
+        root_pid: int,
+        *,
+        procfs: Optional[ProcFS] = None,
+        log_paths: Sequence[str] = (),
+        pyspy: Optional[str] = None,
+        probe_timeout_s: float = 10.0,
+        host: str = "",
+        extra_roots: Sequence[int] = (),
+        stack_reader: str = "auto",
+        workers: Optional[int] = None,
+    ) -> None:
+        self.root_pid = root_pid
+        # More tops of the same job, sampled as one tree (a Slurm node: the batch script and
+        # each step's tasks, whose parent is slurmstepd, not the script).
+        self.root_pids: Tuple[int, ...] = (root_pid, *extra_roots)
+        self.procfs = procfs if procfs is not None else ProcFS()
+        self.pyspy = pyspy
+        self.stack_reader = stack_reader  # "auto": in-process where it can, else py-spy
+        self.probe_timeout_s = probe_timeout_s
+        self.host = host
+        self.redactor = Redactor()
+        self.target = Target(root_pid=root_pid, log_paths=tuple(log_paths))
+        self.table = ProcessTable(
+            root_pid, self.procfs, self.redactor, self.host_info, probe_timeout_s, host
+        )
+        self.processes: Dict[int, ProcessInfo] = self.table.infos  # the same dict, kept current
+        self.stacks: Dict[str, Stack] = {}
+        self._machine = platform.machine()
+        self._host_info: Optional[HostInfo] = None
+        self._reader = ProcessReader(
+            self.procfs,
+            host,
+            self._machine,
+            os.sysconf("SC_PAGE_SIZE"),  # what host_info() records, without its py-spy run
+            pyspy or "",
+            stack_reader,
+            probe_timeout_s,
+        )
+        self._exit_codes = self._reader.exit_codes  # the same dict: pid -> exit code of a zombie
+        # Forked workers for the per-process reads (diag.collect.shards); 0 or 1: all in this process.
+        self._shards = ShardPool(self._reader, workers)
+        self._marked_gone: Set[int] = set()
+        # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).
+        self.stack_errors: Dict[int, str] = {}
+        # The dumps that may be reused (see probes.quiescence).
+        self._book = StackBook()
+        # The latest sample of each process (its thread count weighs it among the workers).
+        self._last_samples: Dict[int, ProcessSample] = {}
+        self._logs = LogTracker(self.redactor, list(log_paths), procfs=self.procfs)
+        # NVML in a long-lived killable worker (started by the first sample, ended by close);
+        # NCCL RAS only where `ncclras` is installed.
+        self.gpu_probe = GpuProbe(timeout_s=probe_timeout_s)
+        self.ras_probe = RasProbe(timeout_s=probe_timeout_s, scrub=self.redactor.scrub)
+
+    def close(self) -> None:
+        """Release what outlives a sample (the NVML worker process); idempotent. Every user
+        calls it when sampling ends, in a ``finally``: capture, watch, a Slurm node."""
+        self.gpu_probe.close()
+        self._shards.close()
+
+    def bundle(self, samples: Sequence[Sample], created_s: float) -> Bundle:
+        """The bundle of what this Collector has seen; the verdict is attached later."""
+        return Bundle(
+            created_s=created_s,
+            host=self.host_info(),
+            target=self.target,
+            processes=tuple(sorted(self.processes.values(), key=lambda p: p.pid)),
+            stacks=dict(self.stacks),
+            samples=tuple(samples),
+        )
+
+    def host_info(self) -> HostInfo:
+        if self._host_info is None:
+            self._host_info = read_host_info(self.procfs, self.pyspy)
+        return self._host_info
+
+    def alive(self) -> bool:
+        """A root process exists and is neither a zombie nor dead."""
+        return any(self._root_alive(pid) for pid in self.root_pids)
+
+    def _root_alive(self, pid: int) -> bool:
+        try:
+            state = self.procfs.read_text(pid, "stat").rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X", "x")
+
+    def _tree(self) -> List[int]:
+        if len(self.root_pids) == 1:
+            return descendants(self.root_pid, self.procfs)
+        return sorted({pid for root in self.root_pids for pid in descendants(root, self.procfs)})
+
+    # -- one process -------------------------------------------------------------------------
+
+    def _keep_marking(self, pid: int) -> bool:
+        """Exited ranks, launchers and roots are marked in every later sample (the verdict
+        reads the last one); any other process only in the first sample after it went, so a
+        job that runs a short helper every minute does not grow each sample for a day."""
+        info = self.processes[pid]
+        important = info.rank is not None or info.role in ("rank", "launcher", "process")
+        return important or pid in self.root_pids or pid not in self._marked_gone
+
+    def _read_logs(self, pids: List[int]) -> Tuple[LogSample, ...]:
+        self._logs.discover(pids)
+        return self._logs.sample()
+
+    # -- the round ---------------------------------------------------------------------------
+
+    def _jobs(self, live: List[int]) -> List[ProcessWork]:
+        out = []
+        for pid in live:
+            out.append(
+                ProcessWork(
+                    pid=pid,
+                    stacks=bool(self.pyspy) and pid not in self._exit_codes,
+                    quiet=self._book.key(pid),
+                    identity=pid not in self.processes,
+                )
+            )
+        return out
+
+    def take_sample(self, index: int) -> SampleDelta:
+        t0 = time.time()
+        started = time.monotonic()
+        tree = self._tree()
+        # Every process's share of the work (what identifies a new one, its /proc, its stacks)
+        # is handed to the workers now, and discovery waits for what identifies them; without
+        # workers it is all done in one thread of this process (``diag.collect.shards``).
+        self._shards.start(tree)
+        weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
+        pending = self._shards.submit(self._jobs(tree), weights)
+        timeout_s = self.probe_timeout_s
+        known: Dict[int, Identity] = {}
+        if pending.workers:
+            self.host_info()  # (read once) while the workers read
+            found = self._shards.collect_identities(pending, timeout_s + _STACKS_GRACE_S)
+            known = {pid: ident for pid, ident in found.items() if ident is not None}
+        new_processes = self.table.discover(tree, index, known)
+        live = [pid for pid in tree if pid in self.processes]
+        # The workers already read; here their answers are collected (in this thread: the call
+        # keeps its own deadline) while the other probes run on threads of their own.
+        budget_s = timeout_s + 2 * _STACKS_GRACE_S
+        run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S, budget_s)
+        calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, budget_s, bounded=True)]
+        calls.append(self.gpu_probe.call())
+        if self.ras_probe.available():
+            calls.append(self.ras_probe.call())
+        calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
+        calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
+        results = run_all(calls)
+        rec = RoundRecords(self.host, index)
+        rec.failures.extend(
+            msgspec.structs.replace(f, host=self.host, sample=index)
+            for f in self.table.identity_failures
+        )
+        ports: Dict[int, Tuple[int, ...]] = {}
+        logs: Tuple[LogSample, ...] = ()
+        gpu = ras = None
+        for call, result in zip(calls, results):
+            rec.time(call.probe, result.duration_s)
+            value = result.value
+            if result.failure is not None:
+                rec.failures.append(
+                    msgspec.structs.replace(result.failure, host=self.host, sample=index)
+                )
+            if value is None:
+                continue
+            if call.probe == "workers":
+                rec.from_workers(value, self.processes, self._book, self._exit_codes)
+            elif call.probe == "sockets":
+                ports = value
+            elif call.probe == "logs":
+                logs = value
+            elif call.probe == "gpu":
+                gpu = value
+            elif call.probe == "ncclras":
+                ras = value
+        self.stack_errors = rec.stack_errors
+        in_tree = set(tree)
+        gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
+        self._marked_gone.update(gone)
+
+        samples: List[ProcessSample] = []
+        new_stacks: Dict[str, Stack] = {}
+        for pid in live:
+            sample = rec.procs.get(pid) or ProcessSample(
+                pid=pid, host=self.host, t_s=t0, status="unreadable"
+            )
+            sample = self._with_stacks(sample, rec.outcomes.get(pid), new_stacks)
+            samples.append(msgspec.structs.replace(sample, listen_ports=ports.get(pid, ())))
+        for pid in gone:
+            samples.append(
+                ProcessSample(
+                    pid=pid,
+                    host=self.host,
+                    t_s=t0,
+                    status="exited",
+                    exit_code=self._exit_codes.get(pid),
+                )
+            )
+        inferred: Dict[int, ProcessInfo] = {}
+        if self.pyspy:  # groups are told from worker pools by their stacks
+            inferred = {i.pid: i for i in self.table.infer_start_order(samples, self.stacks)}
+        if inferred:
+            kept = tuple(info for info in new_processes if info.pid not in inferred)
+            new_processes = (*kept, *inferred.values())
+        self._last_samples = {p.pid: p for p in samples}
+        result_sample = Sample(
+            index=index,
+            t_s=t0,
+            duration_s=round(time.monotonic() - started, 4),
+            processes=tuple(sorted(samples, key=lambda s: s.pid)),
+            logs=logs,
+            gpu=gpu,
+            failures=tuple(rec.failures),
+            probe_timings_s=rec.timings,
+            ras=ras,
+        )
+        return SampleDelta(result_sample, new_processes, new_stacks)
+
+    def _with_stacks(
+        self, sample: ProcessSample, outcome: Optional[StackOutcome], new_stacks: Dict[str, Stack]
+    ) -> ProcessSample:
+        """Join a py-spy dump to the thread records and set ``py_status``."""
+        if sample.status != "alive" or outcome is None:
+            return sample
+        if outcome.dumps is None:
+            kind = outcome.error.kind if outcome.error is not None else ""
+            status = "not-python" if kind == KIND_NOT_PYTHON else "failed"
+            return msgspec.structs.replace(sample, py_status=status)
+        threads, interned = join_stacks(sample.threads, outcome.dumps, sample.pid)
+        for sid, stack in interned.items():
+            if sid not in self.stacks:
+                self.stacks[sid] = stack
+                new_stacks[sid] = stack
+        return msgspec.structs.replace(
+            sample,
+            threads=threads,
+            py_status="ok",
+            stacks_reused=outcome.reused,
+            stack_reader=outcome.reader,
+        )

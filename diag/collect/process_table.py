@@ -1,0 +1,187 @@
+"""The processes of one capture: who they are, which rank, which role - kept across samples.
+
+``diag.collect.collector.Collector`` asks it, each sample, to take in the PIDs of the current tree: new
+ones are read once (argv, environment at exec time, start time) under the probe timeout, their
+secrets taught to the redactor before anything is written, their rank detected
+(``probes.proctree``). Ranks that can only be inferred - a dead rank from the WORLD_SIZE its
+siblings miss, spawned/forked sibling groups from their start order once their stacks show they
+are not a worker pool - may change a process's rank or role after it was first recorded; such
+processes are re-issued (a ``diag watch`` journal keeps the last record of each PID).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+import msgspec
+
+from diag.model import HostInfo, ProbeFailure, ProcessInfo, ProcessSample, Stack
+from diag.probes.env import parse_environ, select_env
+from diag.probes.procfs import ProcFS
+from diag.probes.proctree import (
+    POOL_WORKER_FILES,
+    Identity,
+    RankInfo,
+    assign_roles,
+    detect_rank,
+    infer_dead_rank,
+    read_identity,
+    start_order_groups,
+    title_of,
+)
+from diag.probes.runner import ProbeCall, ProbeResult, run_all
+from diag.redact import Redactor
+
+
+class ProcessTable:
+    def __init__(
+        self,
+        root_pid: int,
+        procfs: ProcFS,
+        redactor: Redactor,
+        host_info: Callable[[], HostInfo],
+        probe_timeout_s: float,
+        host: str = "",
+    ) -> None:
+        self.root_pid = root_pid
+        self.procfs = procfs
+        self.redactor = redactor
+        self.host_info = host_info
+        self.probe_timeout_s = probe_timeout_s
+        self.host = host
+        self.infos: Dict[int, ProcessInfo] = {}
+        self.identity_failures: List[ProbeFailure] = []  # of the latest ``discover``
+        self._ranks: Dict[int, RankInfo] = {}
+        self._parents: Dict[int, Optional[int]] = {}
+        self._cmdlines: Dict[int, Tuple[str, ...]] = {}
+        self._start_ticks: Dict[int, int] = {}
+
+    def discover(
+        self, pids: Sequence[int], index: int, known: Optional[Mapping[int, Identity]] = None
+    ) -> Tuple[ProcessInfo, ...]:
+        """Read the PIDs not seen before (``known``: identities a worker already read);
+        returns the new or changed ProcessInfos."""
+        known = known or {}
+        new = [pid for pid in pids if pid not in self.infos]
+        to_read = [pid for pid in new if pid not in known]
+        read = run_all(
+            [
+                ProbeCall(
+                    "identity", partial(read_identity, self.procfs, pid), self.probe_timeout_s, pid
+                )
+                for pid in to_read
+            ]
+        )
+        by_pid = dict(zip(to_read, read))
+        results = [by_pid.get(pid) or ProbeResult(known[pid], None, 0.0) for pid in new]
+        self.identity_failures = [
+            r.failure
+            for r in results
+            if r.failure is not None and "No such file" not in r.failure.reason  # just exited
+        ]
+        envs: Dict[int, Dict[str, str]] = {}
+        identities: Dict[int, Identity] = {}
+        for pid, result in zip(new, results):
+            if result.value is None:
+                continue
+            ident = result.value
+            env = parse_environ(ident.environ) if ident.environ else {}
+            self.redactor.add_environ(env)  # learn every secret before anything is written
+            identities[pid] = ident
+            envs[pid] = env
+            self._parents[pid] = ident.stat.ppid
+            self._cmdlines[pid] = ident.cmdline
+            self._start_ticks[pid] = ident.stat.start_ticks
+            self._ranks[pid] = detect_rank(
+                env, ident.cmdline, title_of(ident.cmdline, ident.stat.name)
+            )
+        zombies = {pid for pid, ident in identities.items() if ident.stat.state == "Z"}
+        self._ranks.update(infer_dead_rank(self._parents, self._ranks, zombies))
+        roles = assign_roles(self.root_pid, self._parents, self._ranks)
+        changed = [
+            self._new_info(ident, envs[pid], roles, index) for pid, ident in identities.items()
+        ]
+        changed.extend(self._refresh(roles, skip=set(identities)))
+        return tuple(changed)
+
+    def _new_info(
+        self, ident: Identity, env: Dict[str, str], roles: Mapping[int, str], index: int
+    ) -> ProcessInfo:
+        host = self.host_info()
+        rank = self._ranks[ident.pid]
+        start_s = None
+        if host.boot_time_s is not None:
+            start_s = host.boot_time_s + ident.stat.start_ticks / host.clk_tck
+        info = ProcessInfo(
+            pid=ident.pid,
+            host=self.host,
+            ppid=ident.stat.ppid,
+            name=self.redactor.scrub(ident.stat.name),
+            exe=ident.exe,
+            cmdline=self.redactor.scrub_argv(ident.cmdline),
+            role=roles.get(ident.pid, "process"),
+            rank=rank.rank,
+            local_rank=rank.local_rank,
+            world_size=rank.world_size,
+            rank_source=rank.source,
+            env=select_env(env, self.redactor),
+            start_time_s=start_s,
+            first_seen_sample=index,
+        )
+        self.infos[ident.pid] = info
+        return info
+
+    def _refresh(self, roles: Mapping[int, str], skip: Set[int]) -> List[ProcessInfo]:
+        """Re-issue the ProcessInfos whose role or rank changed."""
+        changed: List[ProcessInfo] = []
+        for pid, info in list(self.infos.items()):
+            rank = self._ranks.get(pid, RankInfo())
+            role = roles.get(pid, info.role)
+            now = (role, rank.rank, rank.source)
+            if pid in skip or now == (info.role, info.rank, info.rank_source):
+                continue
+            self.infos[pid] = msgspec.structs.replace(
+                info,
+                role=role,
+                rank=rank.rank,
+                rank_source=rank.source,
+                world_size=info.world_size if info.world_size is not None else rank.world_size,
+            )
+            changed.append(self.infos[pid])
+        return changed
+
+    def infer_start_order(
+        self, samples: Sequence[ProcessSample], stacks: Mapping[str, Stack]
+    ) -> List[ProcessInfo]:
+        """Ranks of spawned/forked sibling groups by start order (``start_order_groups``),
+        once stacks of the group are in and none of them runs a worker-pool loop."""
+        by_pid = {s.pid: s for s in samples}
+        dead = {pid for pid, s in by_pid.items() if s.status in ("zombie", "exited")}
+        groups = start_order_groups(
+            self._parents, self._ranks, self._cmdlines, self._start_ticks, dead
+        )
+        inferred = False
+        for group in groups:
+            live = [by_pid[p] for p in group if p in by_pid and by_pid[p].status == "alive"]
+            dumped = [s for s in live if s.py_status == "ok"]
+            # Pool members all run the same loop: one dumped member is enough to tell.
+            if not dumped or any(_in_pool(s, stacks) for s in dumped):
+                continue
+            for rank, pid in enumerate(group):
+                local = self._ranks.get(pid, RankInfo()).local_rank
+                self._ranks[pid] = RankInfo(rank, local, len(group), "inferred:start-order")
+            inferred = True
+        if not inferred:
+            return []
+        return self._refresh(assign_roles(self.root_pid, self._parents, self._ranks), set())
+
+
+def _in_pool(sample: ProcessSample, stacks: Mapping[str, Stack]) -> bool:
+    for thread in sample.threads:
+        stack = stacks.get(thread.stack_id or "")
+        if stack and any(
+            marker in frame.filename for frame in stack.frames for marker in POOL_WORKER_FILES
+        ):
+            return True
+    return False

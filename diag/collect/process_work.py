@@ -1,0 +1,220 @@
+"""One process's share of a sample: its /proc read and its stack read, as plain records.
+
+Both the Collector (in its own threads) and the forked shard workers (``diag.collect.shards``) run
+exactly this, so a sample means the same whichever did the work. The records are msgspec
+Structs because a worker sends them through a pipe.
+
+The stack read keeps ``diag.probes.quiescence``'s rule: a dump is offered for reuse with the
+run counters of every thread read before it (``quiet``); a later sample whose counters are
+still exactly those - nothing ran from before that dump until now, so nothing ran during it
+either - reuses the dump instead of reading again.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import msgspec
+
+from diag.model import Frame, ProcessSample, ThreadSample
+from diag.probes.cpython.pymem import warm_symbols
+from diag.probes.procfs import ProcFS
+from diag.probes.proctree import Identity, read_identity
+from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id
+from diag.probes.quiescence import Fingerprint, counters_of, read_counters
+from diag.probes.quiescence import quiet as quiet_counters
+from diag.probes.resources import read_resources
+from diag.probes.stacks import READER_DIAG, read_python_stacks
+from diag.probes.threads import decode_wait_status, read_threads
+
+
+class StackRead(msgspec.Struct, frozen=True):
+    """The outcome of one stack read: dumps, or ``reused``, or an error (``StackError``)."""
+
+    # Each thread's frames are in ``stacks`` under its ``stack_id`` (a pipe carries each
+    # distinct stack once, and its id is hashed where the read ran): see ``full_dumps``.
+    dumps: Optional[List[PyThreadDump]] = None
+    stacks: Dict[str, Tuple[Frame, ...]] = {}
+    reader: Optional[str] = None
+    error_kind: Optional[str] = None
+    error: Optional[str] = None
+    reused: bool = False
+    # The counters after a dump during which no thread ran: the key for reusing it.
+    quiet: Optional[Fingerprint] = None
+    duration_s: float = 0.0
+
+    def full_dumps(self) -> Optional[List[PyThreadDump]]:
+        """The dumps with their frames back (shared tuples, one per distinct stack)."""
+        if self.dumps is None:
+            return None
+        stacks = self.stacks
+        return [
+            msgspec.structs.replace(d, frames=stacks[d.stack_id]) if d.stack_id in stacks else d
+            for d in self.dumps
+        ]
+
+
+class ProcessWork(msgspec.Struct, frozen=True):
+    """What to do for one process; ``quiet`` is the key of its reusable dump, if any."""
+
+    pid: int
+    stacks: bool = True
+    quiet: Optional[Fingerprint] = None
+    identity: bool = False  # a process not seen before: read what identifies it too
+    # For a worker: "work" (the reads) or "identity" (only what identifies it, answered first).
+    task: str = "work"
+
+
+class ProcessResult(msgspec.Struct, frozen=True):
+    """The /proc read (or why it failed) and the stack read of one process."""
+
+    pid: int
+    # A first, partial answer carries only ``identity`` (None: unreadable, read again there).
+    partial: bool = False
+    identity: Optional[Identity] = None
+    sample: Optional[ProcessSample] = None
+    proc_error: Optional[str] = None
+    proc_s: float = 0.0
+    stacks: Optional[StackRead] = None
+
+
+class ProcessReader:
+    """The per-process reads, with what they need from the Collector and nothing else."""
+
+    def __init__(
+        self,
+        procfs: ProcFS,
+        host: str,
+        machine: str,
+        page_size_bytes: int,
+        pyspy: str,
+        stack_reader: str,
+        timeout_s: float,
+    ) -> None:
+        self.procfs = procfs
+        self.host = host
+        self.machine = machine
+        self.page_size_bytes = page_size_bytes
+        self.pyspy = pyspy
+        self.stack_reader = stack_reader
+        self.timeout_s = timeout_s
+        self.exit_codes: Dict[int, Optional[int]] = {}
+
+    def read_proc(self, pid: int) -> ProcessSample:
+        t_s = time.time()
+        try:
+            res = read_resources(self.procfs, pid, self.page_size_bytes)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ESRCH):
+                return ProcessSample(pid=pid, host=self.host, t_s=t_s, status="exited")
+            raise
+        zombie = res.stat.state in ("Z", "X", "x")
+        if zombie:
+            self.exit_codes[pid] = decode_wait_status(res.stat.exit_code)
+        return ProcessSample(
+            pid=pid,
+            host=self.host,
+            t_s=t_s,
+            status="zombie" if zombie else "alive",
+            state=res.stat.state,
+            utime_ticks=res.stat.utime_ticks,
+            stime_ticks=res.stat.stime_ticks,
+            rss_bytes=res.rss_bytes,
+            vms_bytes=res.vms_bytes,
+            num_threads=res.stat.num_threads,
+            io=res.io,
+            threads=() if zombie else read_threads(self.procfs, pid, self.machine),
+            exit_code=self.exit_codes.get(pid),
+        )
+
+    def read_stacks(
+        self,
+        pid: int,
+        quiet: Optional[Fingerprint],
+        threads: Optional[Sequence[ThreadSample]] = None,
+    ) -> StackRead:
+        """The stacks of ``pid``, or ``reused`` when its counters still equal ``quiet``.
+
+        ``threads``: the /proc read of its threads made just before (by the same worker); its
+        counters are then the ones compared, else they are read here. A dump is offered for
+        reuse with the counters read *before* it: a later sample that finds the very same
+        counters knows that no thread ran from before this dump until then.
+        """
+        started = time.monotonic()
+        counters = counters_of(threads) if threads is not None else read_counters(self.procfs, pid)
+        before = quiet_counters(counters)
+        if quiet is not None and before is not None and before == quiet:
+            return StackRead(reused=True, quiet=quiet, duration_s=time.monotonic() - started)
+        try:
+            dumps, reader = read_python_stacks(
+                pid, self.timeout_s, self.pyspy, self.procfs, self.stack_reader, activity=False
+            )
+        except StackError as exc:
+            return StackRead(
+                error_kind=exc.kind, error=str(exc), duration_s=time.monotonic() - started
+            )
+        running = {c[0] for c in counters or () if c[1] == "R"}
+        ids: Dict[Tuple[Frame, ...], str] = {}
+        stacks: Dict[str, Tuple[Frame, ...]] = {}
+        compact = []
+        for d in dumps:
+            sid = ids.get(d.frames)
+            if sid is None:
+                sid = ids[d.frames] = stack_id(d.frames)
+                stacks[sid] = d.frames
+            # "active" as py-spy means it (on a CPU) for diag's own reads.
+            active = d.os_thread_id in running if reader == READER_DIAG else d.active
+            compact.append(msgspec.structs.replace(d, active=active, frames=(), stack_id=sid))
+        return StackRead(
+            dumps=compact,
+            stacks=stacks,
+            reader=reader,
+            quiet=before,
+            duration_s=time.monotonic() - started,
+        )
+
+    def warm(self, pids: List[int]) -> None:
+        """Load what every worker would otherwise load again (the Python binaries' symbols),
+        once per executable: the ranks of a job share one, and reading each one's memory map
+        to find it again cost ~0.3 ms a rank. (Only a head start: a worker that meets a binary
+        not loaded here loads it itself.)"""
+        if not self.pyspy or self.stack_reader == "py-spy":
+            return
+        seen: Set[Optional[str]] = set()
+        for pid in pids:
+            exe = self.procfs.readlink(pid, "exe")
+            if exe not in seen:
+                seen.add(exe)
+                warm_symbols(self.procfs, pid)
+
+    def identify(self, job: ProcessWork) -> ProcessResult:
+        """What identifies a new process (a partial result; None if it cannot be read: the
+        Collector then reads it itself and records why)."""
+        try:
+            identity: Optional[Identity] = read_identity(self.procfs, job.pid)
+        except Exception:
+            identity = None
+        return ProcessResult(pid=job.pid, partial=True, identity=identity)
+
+    def work(self, job: ProcessWork) -> ProcessResult:
+        """Both reads of one process; a failed /proc read is reported, never raised."""
+        started = time.monotonic()
+        try:
+            sample: Optional[ProcessSample] = self.read_proc(job.pid)
+            error = None
+        except Exception as exc:  # the runner's rule: a probe's failure is a record
+            sample, error = None, f"{type(exc).__name__}: {exc}"
+        proc_s = time.monotonic() - started
+        stacks = None
+        if job.stacks and sample is not None and sample.status == "alive":
+            # The /proc read just made is the "before" of the dump (same worker, in order).
+            stacks = self.read_stacks(job.pid, job.quiet, sample.threads)
+        return ProcessResult(
+            pid=job.pid,
+            sample=sample,
+            proc_error=error,
+            proc_s=proc_s,
+            stacks=stacks,
+        )

@@ -1,0 +1,120 @@
+"""How the Collector and its forked workers talk (``diag.collect.shards``), and the worker's loop.
+
+A round's work is posted, not handed out. The Collector writes the round's job list once on a
+board (a memfd every worker inherited) and then one ticket per job - (round, index), 8 bytes -
+on a pipe all workers read. A worker that is free takes the next ticket itself, so the work
+spreads by each worker's speed (this VM's two vCPUs differ by ~1.5x) and never waits for the
+Collector to hand out the next job: handing out had made workers idle for milliseconds at a
+time whenever the Collector's threads held its interpreter lock. A ticket is smaller than
+PIPE_BUF and read whole, so two workers never split one. Each answer goes back as a
+length-prefixed msgpack frame on the worker's own pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+from typing import List, Optional, Tuple
+
+import msgspec
+
+from diag.collect.process_work import ProcessReader, ProcessResult, ProcessWork
+
+_HEADER = struct.Struct("<I")  # an answer's length
+TICKET = struct.Struct("<II")  # (round, index in the round's job list)
+_BOARD_HEADER = struct.Struct("<IQ")  # (round, length of the encoded job list)
+# Tickets written per write: below PIPE_BUF (4096), so each write lands whole.
+TICKETS_PER_WRITE = 4096 // TICKET.size
+_jobs_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(List[ProcessWork]))
+_result_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(ProcessResult))
+
+
+def write_frame(fd: int, payload: bytes) -> None:
+    data = memoryview(_HEADER.pack(len(payload)) + payload)
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def take_frames(buffer: bytes) -> Tuple[List[ProcessResult], bytes]:
+    """The whole answers at the start of ``buffer``, and what is left of it."""
+    results: List[ProcessResult] = []
+    at = 0
+    while len(buffer) - at >= _HEADER.size:
+        (size,) = _HEADER.unpack_from(buffer, at)
+        if len(buffer) - at - _HEADER.size < size:
+            break
+        start = at + _HEADER.size
+        results.append(_result_codec[1].decode(buffer[start : start + size]))
+        at = start + size
+    return results, buffer[at:]
+
+
+def post_board(board: int, round_no: int, jobs: List[ProcessWork]) -> None:
+    """Write a round's job list where every worker can read it (before any of its tickets)."""
+    payload = _jobs_codec[0].encode(jobs)
+    data = memoryview(_BOARD_HEADER.pack(round_no, len(payload)) + payload)
+    at = 0
+    while at < len(data):
+        at += os.pwrite(board, data[at:], at)
+
+
+def read_board(board: int) -> Tuple[int, List[ProcessWork]]:
+    head = os.pread(board, _BOARD_HEADER.size, 0)
+    round_no, size = _BOARD_HEADER.unpack(head)
+    payload = b""
+    while len(payload) < size:
+        chunk = os.pread(board, size - len(payload), _BOARD_HEADER.size + len(payload))
+        if not chunk:
+            raise EOFError("the job board is shorter than it says")
+        payload += chunk
+    return round_no, _jobs_codec[1].decode(payload)
+
+
+def post_tickets(tickets: int, round_no: int, count: int) -> int:
+    """Post tickets 0..count-1 on the (non-blocking) ticket pipe; how many fit. The pipe is
+    empty when a round starts and holds at least 4 KiB (512 tickets; 64 KiB usually): what
+    does not fit is left to the Collector, which never blocks here on workers that hang."""
+    for first in range(0, count, TICKETS_PER_WRITE):
+        last = min(first + TICKETS_PER_WRITE, count)
+        try:
+            os.write(tickets, b"".join(TICKET.pack(round_no, i) for i in range(first, last)))
+        except BlockingIOError:
+            return first
+    return count
+
+
+def _read_exact(fd: int, size: int) -> Optional[bytes]:
+    out = b""
+    while len(out) < size:
+        chunk = os.read(fd, size - len(out))
+        if not chunk:
+            return None
+        out += chunk
+    return out
+
+
+def serve(reader: ProcessReader, tickets: int, board: int, answers: int) -> None:
+    """The worker's loop: take a ticket, do that job of the board, answer; until the ticket
+    pipe closes (the Collector closed the pool, or diag died)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    keep = sorted({0, 1, 2, tickets, board, answers})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)
+    encode = _result_codec[0].encode
+    round_no = -1
+    jobs: List[ProcessWork] = []
+    while True:
+        ticket = _read_exact(tickets, TICKET.size)
+        if ticket is None:
+            return
+        wanted, index = TICKET.unpack(ticket)
+        if wanted != round_no:
+            round_no, jobs = read_board(board)
+            if round_no != wanted:  # cannot happen while the Collector keeps its order
+                raise RuntimeError(f"ticket for round {wanted}, board has {round_no}")
+        job = jobs[index]
+        answer = reader.identify(job) if job.task == "identity" else reader.work(job)
+        write_frame(answers, encode(answer))

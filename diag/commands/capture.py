@@ -1,0 +1,172 @@
+"""Taking a capture: sample a Collector N times, read the per-bundle evidence, judge, write.
+
+This is the one place a capture is taken and its verdict attached. ``diag capture --pid`` is
+``run_capture``; the Slurm per-node collector samples with ``sample_series`` and
+``captured_bundle``; ``diag watch`` (and ``capture -- CMD``, which is a short watch) and
+``diag merge`` attach their verdict with ``judged`` and write with ``write_judged``. Every
+file diag writes goes through ``Redactor.scrub_bytes`` last (``render.outputs``).
+
+A target that exits mid-capture is not an error: the samples already taken are written and a
+note says so (the verdict will read "exited"). Only a target gone before the first sample is
+(``EXIT_TARGET_GONE``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.collect.collector import Collector
+from diag.collect.enrich import enrich_bundle, with_log_summary
+from diag.collect.target import PTRACE_REMEDY, check_target, require_pyspy
+from diag.commands.outcome import Outcome
+from diag.commands.output_paths import json_output_path
+from diag.errors import EXIT_TARGET_GONE, DiagError
+from diag.model import Bundle, ProcessInfo, Sample
+from diag.probes.procfs import ProcFS
+from diag.probes.stacks import KIND_PERMISSION
+from diag.redact import Redactor
+from diag.render.outputs import write_outputs
+from diag.verdict.classify import classify
+
+__all__ = [
+    "PTRACE_REMEDY",
+    "Series",
+    "captured_bundle",
+    "check_target",
+    "judged",
+    "require_pyspy",
+    "run_capture",
+    "sample_series",
+    "write_judged",
+]
+
+
+class Series(NamedTuple):
+    """The samples a capture took, and whether a Ctrl-C (or SIGTERM) cut it short."""
+
+    samples: List[Sample]
+    interrupted: bool
+
+
+def sample_series(
+    collector: Collector,
+    *,
+    count: int,
+    interval_s: float,
+    stop: Optional[threading.Event] = None,
+    duration_s: Optional[float] = None,
+    on_sample: Optional[Callable[[Sample], None]] = None,
+) -> Series:
+    """Sample until ``count`` samples (0: until ``stop`` or ``duration_s``), or the target
+    is gone - then one last sample records the exit (status, exit code). A
+    KeyboardInterrupt after the first sample ends the series; before it, it propagates."""
+    stop = stop if stop is not None else threading.Event()
+    started_s = time.time()
+    samples: List[Sample] = []
+    index = 0
+    try:
+        while count <= 0 or index < count:
+            if index:
+                stop.wait(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
+            if stop.is_set() or (duration_s and time.time() - started_s >= duration_s):
+                break
+            alive = collector.alive()
+            if not alive and not samples:
+                break
+            samples.append(collector.take_sample(index).sample)
+            if on_sample is not None:
+                on_sample(samples[-1])
+            index += 1
+            if not alive:  # that sample recorded the exit
+                break
+    except KeyboardInterrupt:
+        if not samples:
+            raise  # nothing to write: the CLI exits with EXIT_INTERRUPTED
+        return Series(samples, True)
+    finally:
+        collector.close()  # the NVML worker must not outlive the sampling
+    return Series(samples, False)
+
+
+def captured_bundle(
+    collector: Collector, samples: Sequence[Sample], created_s: float, fr_dirs: Sequence[str]
+) -> Bundle:
+    """The capture's bundle with what is read once per capture: Flight Recorder dumps (rank
+    env prefixes, --fr-dir) and the NCCL lines of the logs."""
+    bundle = collector.bundle(samples, created_s)
+    return enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
+
+
+def judged(bundle: Bundle) -> Bundle:
+    """The bundle with its verdict attached (and the NCCL log summary the verdict reads)."""
+    bundle = with_log_summary(bundle)
+    return msgspec.structs.replace(bundle, verdict=classify(bundle))
+
+
+def write_judged(bundle: Bundle, json_path: Path, redactor: Redactor) -> Tuple[Path, ...]:
+    """Judge, then write PATH.json, PATH.html and PATH.md (all scrubbed)."""
+    return write_outputs(judged(bundle), json_path, redactor)
+
+
+def denied_notes(collector: Collector) -> List[str]:
+    denied = sorted(p for p, kind in collector.stack_errors.items() if kind == KIND_PERMISSION)
+    if not denied:
+        return []
+    return [
+        f"no permission to read the Python stacks of PID(s) {', '.join(map(str, denied))} - "
+        + PTRACE_REMEDY
+    ]
+
+
+def _stack_notes(processes: Sequence[ProcessInfo], last: Sample) -> List[str]:
+    names = {p.pid: p.name for p in processes}
+    return [
+        f"PID {s.pid} ({names.get(s.pid, '?')}) is not a Python process: "
+        "no Python stacks, threads and /proc captured"
+        for s in last.processes
+        if s.py_status == "not-python"
+    ]
+
+
+def run_capture(
+    pid: int,
+    *,
+    interval_s: float = 2.0,
+    count: int = 3,
+    out: Optional[str] = None,
+    log_paths: Sequence[str] = (),
+    procfs: Optional[ProcFS] = None,
+    on_sample: Optional[Callable[[Sample], None]] = None,
+    fr_dirs: Sequence[str] = (),
+) -> Outcome:
+    """``diag capture --pid P``: check the target, take ``count`` samples, write the bundle."""
+    procfs = procfs if procfs is not None else ProcFS()
+    check_target(pid, procfs)
+    pyspy = require_pyspy()
+    json_path = json_output_path(out, pid)
+    collector = Collector(pid, procfs=procfs, log_paths=log_paths, pyspy=pyspy)
+    created_s = time.time()
+    series = sample_series(collector, count=count, interval_s=interval_s, on_sample=on_sample)
+    samples = series.samples
+    notes: List[str] = []
+    if series.interrupted:
+        notes.append(f"interrupted: writing the {len(samples)} sample(s) taken")
+    if not samples:
+        raise DiagError(
+            f"PID {pid} exited before the first sample", "nothing to capture", EXIT_TARGET_GONE
+        )
+    if not collector.alive() and len(samples) < count:
+        notes.append(
+            f"target PID {pid} exited during the capture: "
+            f"writing the {len(samples)} sample(s) taken"
+        )
+    notes.extend(_stack_notes(list(collector.processes.values()), samples[-1]))
+    notes.extend(denied_notes(collector))
+    bundle = judged(captured_bundle(collector, samples, created_s, fr_dirs))
+    written = write_outputs(bundle, json_path, collector.redactor)
+    return Outcome(bundle, written, tuple(notes))

@@ -1,0 +1,158 @@
+"""Running srun and reading what the nodes send back, for ``diag capture --slurm-job``.
+
+srun runs in its own session so a Ctrl-C reaches only diag, which then tells the nodes to stop
+(through srun's stdin, forwarded to every task) instead of losing their samples. Lines from
+srun's stdout go to ``slurm_wire.Gathered`` with the time they arrived (the clock estimate
+needs it); srun's stderr is kept for the reasons of nodes that sent nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import threading
+import time
+from typing import IO, TYPE_CHECKING, Callable, Dict, Optional, Sequence, Tuple
+
+from diag.errors import EXIT_MISSING_TOOL, DiagError
+from diag.probes.slurm_procs import EXCLUDE_ENV
+from diag.slurm.wire import PING, STOP, Gathered
+
+_MAX_PONGS = 3
+_STOP_GRACE_S = 60.0
+
+if TYPE_CHECKING:
+    Lines = queue.Queue[Tuple[float, Optional[str]]]
+
+
+# Slurm client settings that say which cluster to talk to; every other SLURM_* variable here
+# describes a job or step diag itself may run in, and srun would take it for an option.
+_KEEP_SLURM_ENV = ("SLURM_CONF", "SLURM_CLUSTERS", "SLURM_CONF_SERVER")
+
+
+def srun_env(marker: Optional[str] = None) -> Dict[str, str]:
+    """Our environment without the SLURM_* of any job diag itself runs in; the marker lets
+    nodes leave the controller out."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("SLURM_") or k in _KEEP_SLURM_ENV
+    }
+    if marker is not None:
+        env[EXCLUDE_ENV] = marker
+    return env
+
+
+def _pump(stream: Optional[IO[str]], out: Lines) -> None:
+    for line in stream if stream is not None else ():
+        out.put((time.time(), line))
+    out.put((time.time(), None))
+
+
+def run_srun(
+    argv: Sequence[str],
+    nodes: Sequence[str],
+    timeout_s: Optional[float],
+    echo: Optional[Callable[[str], None]] = None,
+) -> Gathered:
+    """Start srun, ping the nodes as they say hello, collect every line until all nodes are
+    done, srun exits or the deadline passes (then srun is stopped and what arrived is kept).
+
+    srun runs in its own session, so a Ctrl-C reaches only diag: the first one tells every
+    node to stop and send what it has (the report is made from that), a second one aborts.
+    ``timeout_s`` None: no deadline until a stop is asked for (an open-ended watch)."""
+    marker = f"{os.uname().nodename.split('.')[0]}:{os.getpid()}"
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=srun_env(marker),
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise DiagError(
+            "srun not found: this host is not a Slurm client",
+            "run diag on a login node of the cluster",
+            EXIT_MISSING_TOOL,
+        ) from None
+    lines: Lines = queue.Queue()
+    errors: Lines = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
+    threading.Thread(target=_pump, args=(proc.stderr, errors), daemon=True).start()
+    gathered = Gathered(nodes)
+
+    def send(text: str) -> None:
+        if proc.stdin is not None and not proc.stdin.closed:
+            try:
+                proc.stdin.write(text + "\n")
+                proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+
+    deadline = started + timeout_s if timeout_s is not None else None
+    stopping = False
+    shown = 0
+    eof = False
+    while not eof and not gathered.all_done():
+        try:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                gathered.timed_out = True
+                break
+            wait_s = 1.0 if deadline is None else min(deadline - now, 1.0)
+            try:
+                recv_s, line = lines.get(timeout=wait_s)
+            except queue.Empty:
+                continue
+            if line is None:
+                eof = True
+                break
+            event = gathered.feed(line, recv_s)
+            if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
+                send(f"{PING} {time.time():.6f}")
+            progress = gathered.progress()
+            if echo is not None and event == "tick" and progress and progress[0] > shown:
+                shown = progress[0]
+                echo(f"sample {shown}: {progress[1]} node(s), {progress[2]} process(es) alive")
+        except KeyboardInterrupt:
+            if stopping:
+                proc.kill()
+                raise
+            stopping = True
+            send(STOP)
+            deadline = time.monotonic() + _STOP_GRACE_S
+            if echo is not None:
+                echo(
+                    f"stopping: waiting up to {_STOP_GRACE_S:g}s for every node's samples "
+                    "(Ctrl-C again to abort)"
+                )
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    if gathered.timed_out:
+        proc.terminate()
+    try:  # every node said done: srun ends as their tasks exit
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    while True:  # srun's own messages ("srun: error: node3: task 2: Exited with ...")
+        try:
+            _, text = errors.get(timeout=0.5)
+        except queue.Empty:
+            break
+        if text is None:
+            break
+        gathered.stderr.append(text.rstrip("\n"))
+    gathered.returncode = proc.returncode
+    gathered.elapsed_s = time.monotonic() - started
+    return gathered

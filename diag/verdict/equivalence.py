@@ -1,0 +1,89 @@
+"""Rank equivalence classes by main-thread stack signature (the idea of LLNL's STAT).
+
+In a hung collective job most ranks sit in the same place; the rank whose stack differs is the
+usual culprit ("ranks 0,1,3: `all_reduce`; rank 2: `barrier` <- `refresh_cache`"). The
+signature is the function names of the main thread's last stack plus the line numbers of user
+frames: two ranks in the same library call from different call sites (a mismatched collective)
+land in different classes, while library line numbers (which differ across versions) do not
+split them.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from diag.model import Bundle, Frame, RankClass
+from diag.verdict.features import ProcSignals, frames_of
+from diag.verdict.waits import WRAPPERS, is_library, short_name
+
+
+def signature(frames: Sequence[Frame]) -> str:
+    parts = []
+    for f in reversed(frames):  # outermost first, as people read a call path
+        parts.append(f.name if is_library(f) else f"{f.name}:{f.line}")
+    return " > ".join(parts)
+
+
+def label(frames: Sequence[Frame], depth: int = 2) -> str:
+    """``all_reduce ← train_step (train.py:42)``: the innermost meaningful frames."""
+    names: List[str] = []
+    for f in frames:
+        if short_name(f.name) in WRAPPERS:
+            continue
+        if is_library(f):
+            names.append(f"`{f.name}`")
+        else:
+            base = f.filename.rsplit("/", 1)[-1]
+            names.append(f"`{f.name}` ({base}:{f.line})")
+        if len(names) >= depth:
+            break
+    return " ← ".join(names) if names else "(empty stack)"
+
+
+def rank_classes(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankClass]:
+    """Classes of the given processes, largest first; dead and stackless ones get their own."""
+    groups: Dict[str, List[ProcSignals]] = {}
+    labels: Dict[str, Tuple[str, Optional[str]]] = {}
+    for p in procs:
+        if p.dead:
+            sig, text, stack_id = "<exited>", "exited / zombie", None
+        else:
+            stack_id = next((s for s in reversed(p.main_stack_ids) if s), None)
+            frames = frames_of(bundle, stack_id)
+            if frames:
+                sig, text = signature(frames), label(frames)
+            else:
+                sig, text = "<no python stack>", "no Python stack"
+        groups.setdefault(sig, []).append(p)
+        labels[sig] = (text, stack_id)
+    ordered = sorted(
+        groups.items(),
+        key=lambda kv: (
+            -len(kv[1]),
+            min((p.rank if p.rank is not None else 1 << 30) for p in kv[1]),
+        ),
+    )
+    out: List[RankClass] = []
+    for sig, members in ordered:
+        members.sort(key=lambda p: (p.rank if p.rank is not None else 1 << 30, p.pid))
+        text, stack_id = labels[sig]
+        out.append(
+            RankClass(
+                signature=sig,
+                label=text,
+                ranks=tuple(p.rank for p in members if p.rank is not None),
+                pids=tuple(p.pid for p in members),
+                stack_id=stack_id,
+            )
+        )
+    return out
+
+
+def odd_classes(classes: Sequence[RankClass]) -> List[RankClass]:
+    """The classes that differ from a clear majority (none when all classes are the same size)."""
+    if len(classes) < 2:
+        return []
+    biggest = len(classes[0].pids)
+    if all(len(c.pids) == biggest for c in classes):
+        return []
+    return [c for c in classes[1:] if len(c.pids) < biggest]

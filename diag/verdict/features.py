@@ -1,0 +1,279 @@
+"""Per-process features of a sample series: what moved, where the CPU went, what each waits on.
+
+The classifier never looks at raw samples; it reads these features. Each one is a *delta*
+between samples (one snapshot says nothing about progress) or a fact that holds in every
+sample (a stack that never changed, a lock address that never moved).
+
+CPU is split by where it burns: ``compute`` (a thread outside any known wait, or whose stack
+moved between samples) versus ``spin`` (a thread whose unchanged stack sits in a known wait -
+CUDA synchronize, a gloo collective - burning a core without progress). Native threads with
+no Python stack take the side of their process's main thread: spinning while it waits on a
+peer, working otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample
+from diag.verdict.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
+from diag.verdict.waits import PEER, family
+
+__all__ = ["ProcSignals", "ThreadWait", "extract", "frames_of", "thread_wait"]
+
+DEAD_STATUSES = ("zombie", "exited")
+COMPUTE_PCT = 10.0  # % of one core: below this a thread is as good as still
+
+
+@dataclass
+class ProcSignals:
+    """Everything the classifier knows about one process across the series."""
+
+    key: Tuple[str, int]
+    info: ProcessInfo
+    samples: List[int] = field(default_factory=list)  # sample indices where it was seen
+    statuses: List[str] = field(default_factory=list)
+    dead_since: Optional[int] = None  # first sample index where it was zombie/exited
+    exit_code: Optional[int] = None
+    intervals: int = 0  # consecutive alive pairs, the number of deltas
+    window_s: float = 0.0  # first to last alive sample
+    cpu_pct: float = 0.0  # mean % of one core over the window
+    compute_pct: float = 0.0
+    spin_pct: float = 0.0
+    compute_intervals: int = 0  # intervals with compute >= COMPUTE_PCT
+    hot_label: str = ""  # the frame where compute burns most
+    spin_label: str = ""
+    main_wait: Optional[ThreadWait] = None  # main thread at the last alive sample
+    main_stack_ids: List[Optional[str]] = field(default_factory=list)
+    main_moved: int = 0  # intervals where the main thread's stack changed
+    stacks_moved: int = 0  # thread-intervals where any Python stack changed
+    rss_delta_bytes: int = 0
+    rss_last_bytes: int = 0
+    read_delta_bytes: int = 0  # rchar: every read(), page cache included
+    write_delta_bytes: int = 0  # wchar: pipes, sockets, files
+    listen_ports: Tuple[int, ...] = ()
+    lock_waiters: List[Tuple[int, Optional[str], str]] = field(default_factory=list)
+    main_wakeups: int = 0  # voluntary context switches of the main thread
+    timer_threads: int = 0  # other Python threads that sleep, wait with a timeout, or woke
+    py_ok: bool = False
+    stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample
+
+    @property
+    def pid(self) -> int:
+        return self.key[1]
+
+    @property
+    def rank(self) -> Optional[int]:
+        return self.info.rank
+
+    @property
+    def dead(self) -> bool:
+        return self.dead_since is not None
+
+    @property
+    def main_family(self) -> Optional[str]:
+        return family(self.main_wait.kind) if self.main_wait else None
+
+    @property
+    def name(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+
+
+def _ticks(t: ThreadSample) -> int:
+    return t.utime_ticks + t.stime_ticks
+
+
+def _main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
+    for t in ps.threads:
+        if t.tid == ps.pid:
+            return t
+    for t in ps.threads:
+        if t.py_thread_name == "MainThread":
+            return t
+    return ps.threads[0] if ps.threads else None
+
+
+def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[Tuple[int, float, ProcessSample]]]:
+    out: Dict[Tuple[str, int], List[Tuple[int, float, ProcessSample]]] = {}
+    for sample in bundle.samples:
+        for ps in sample.processes:
+            out.setdefault((ps.host, ps.pid), []).append((sample.index, ps.t_s or sample.t_s, ps))
+    return out
+
+
+def _interval(
+    bundle: Bundle,
+    sig: ProcSignals,
+    a: ProcessSample,
+    b: ProcessSample,
+    dt_s: float,
+    clk: int,
+    compute_labels: Tuple[Dict[str, float], Dict[str, float]],
+    spin_labels: Dict[str, float],
+) -> None:
+    """Add one interval's CPU, stack and wakeup deltas to ``sig``."""
+    labels, native_labels = compute_labels
+    before = {t.tid: t for t in a.threads}
+    main_b = _main_thread(b)
+    main_wait = thread_wait(bundle, main_b) if main_b else None
+    main_a = before.get(main_b.tid) if main_b else None
+    main_still = main_a is not None and main_b is not None and main_a.stack_id == main_b.stack_id
+    main_peer_still = main_still and main_wait is not None and family(main_wait.kind) == PEER
+    compute = spin = 0.0
+    for t in b.threads:
+        prev = before.get(t.tid)
+        if prev is None:
+            continue
+        # Ticks are charged whole: one tick may be a fraction of a millisecond of CPU, which
+        # over a short interval would read as a busy thread. Count a thread's CPU one tick
+        # short (nothing over a long interval, a quantisation artefact over a short one).
+        pct = max(0, _ticks(t) - _ticks(prev) - 1) * 100.0 / clk / dt_s
+        moved = t.stack_id is not None and prev.stack_id != t.stack_id
+        if moved:
+            sig.stacks_moved += 1
+        tw = thread_wait(bundle, t)
+        # A native thread follows its main thread: spinning while that one waits on a peer.
+        is_spin = main_peer_still if t.stack_id is None else (tw.kind is not None and not moved)
+        if is_spin:
+            spin += pct
+            label = main_wait.label if main_wait and t.stack_id is None else tw.label
+            spin_labels[label] = spin_labels.get(label, 0.0) + pct
+        else:
+            compute += pct
+            label = (tw.caller or tw.label) if tw.kind is not None else tw.label
+            into = labels if t.stack_id is not None else native_labels
+            into[label] = into.get(label, 0.0) + pct
+    total = max(0, _proc_ticks(b) - _proc_ticks(a)) * 100.0 / clk / dt_s
+    sig.cpu_pct += total
+    sig.compute_pct += compute
+    sig.spin_pct += spin
+    if compute >= COMPUTE_PCT:
+        sig.compute_intervals += 1
+    if main_a is not None and main_b is not None:
+        if main_a.stack_id != main_b.stack_id:
+            sig.main_moved += 1
+        if main_a.voluntary_ctxt_switches is not None and main_b.voluntary_ctxt_switches:
+            sig.main_wakeups += max(
+                0, main_b.voluntary_ctxt_switches - main_a.voluntary_ctxt_switches
+            )
+
+
+def _proc_ticks(ps: ProcessSample) -> int:
+    return ps.utime_ticks + ps.stime_ticks
+
+
+def _hot(py_labels: Dict[str, float], native_labels: Dict[str, float]) -> str:
+    """The frame compute burns in; a Python frame unless native threads dominate by far
+    (gloo's TCP loop burns more than the training step that drives it)."""
+    best_py = max(py_labels, key=lambda k: py_labels[k]) if py_labels else ""
+    best_native = max(native_labels, key=lambda k: native_labels[k]) if native_labels else ""
+    if best_py and (not best_native or py_labels[best_py] >= native_labels[best_native] / 4):
+        return best_py
+    return best_native
+
+
+def extract(bundle: Bundle) -> List[ProcSignals]:
+    """One ``ProcSignals`` per process seen in any sample, in first-seen order."""
+    infos = {(p.host, p.pid): p for p in bundle.processes}
+    clk = bundle.host.clk_tck or 100
+    out: List[ProcSignals] = []
+    for key, series in _series(bundle).items():
+        info = infos.get(key, ProcessInfo(pid=key[1], host=key[0]))
+        sig = ProcSignals(key=key, info=info)
+        labels: Dict[str, float] = {}
+        native_labels: Dict[str, float] = {}
+        spin_labels: Dict[str, float] = {}
+        alive: List[Tuple[float, ProcessSample]] = []
+        ports: List[int] = []
+        for index, t_s, ps in series:
+            sig.samples.append(index)
+            sig.statuses.append(ps.status)
+            ports.extend(ps.listen_ports)
+            sig.py_ok = sig.py_ok or ps.py_status == "ok"
+            if ps.status in DEAD_STATUSES:
+                if sig.dead_since is None:
+                    sig.dead_since = index
+                if ps.exit_code is not None:
+                    sig.exit_code = ps.exit_code
+                continue
+            if ps.status == "alive":
+                main = _main_thread(ps)
+                sig.main_stack_ids.append(main.stack_id if main else None)
+                alive.append((t_s, ps))
+        for (t_a, a), (t_b, b) in zip(alive, alive[1:]):
+            dt_s = t_b - t_a
+            if dt_s <= 0:
+                continue
+            sig.intervals += 1
+            _interval(bundle, sig, a, b, dt_s, clk, (labels, native_labels), spin_labels)
+        if sig.intervals:
+            sig.cpu_pct /= sig.intervals
+            sig.compute_pct /= sig.intervals
+            sig.spin_pct /= sig.intervals
+        sig.hot_label = _hot(labels, native_labels)
+        if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
+            last_main = _main_thread(alive[-1][1])
+            sig.hot_label = thread_wait(bundle, last_main).label if last_main else ""
+        sig.spin_label = max(spin_labels, key=lambda k: spin_labels[k]) if spin_labels else ""
+        sig.listen_ports = tuple(sorted(set(ports)))
+        if alive:
+            first, last = alive[0][1], alive[-1][1]
+            sig.window_s = max(0.0, alive[-1][0] - alive[0][0])
+            main = _main_thread(last)
+            sig.main_wait = rank_wait(bundle, info, main) if main else None
+            # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
+            sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
+            sig.rss_last_bytes = last.rss_bytes
+            sig.rss_delta_bytes = last.rss_bytes - first.rss_bytes
+            if first.io is not None and last.io is not None:
+                sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
+                sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
+            sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
+            sig.timer_threads = _timer_threads(bundle, first, last)
+        out.append(sig)
+    return out
+
+
+def _lock_waiters(
+    bundle: Bundle, alive: List[ProcessSample]
+) -> List[Tuple[int, Optional[str], str]]:
+    """Threads blocked on a lock in user code in every sample: (tid, futex address, frame).
+
+    A thread parked in ``Condition.wait`` of a queue is a worker waiting for work; one parked
+    in user code on a futex (``with lock_b:``) that never moves is half of a lock cycle. A
+    thread in ``join`` only waits for such threads, so it is left out.
+    """
+    last = alive[-1]
+    stable: Dict[int, Tuple[Optional[str], Optional[str]]] = {
+        t.tid: (t.stack_id, t.futex_addr) for t in last.threads
+    }
+    for ps in alive[:-1]:
+        for t in ps.threads:
+            if t.tid in stable and stable[t.tid] != (t.stack_id, t.futex_addr):
+                del stable[t.tid]
+    out: List[Tuple[int, Optional[str], str]] = []
+    for t in last.threads:
+        if t.tid not in stable or t.stack_id is None:
+            continue
+        tw = thread_wait(bundle, t)
+        if tw.kind == "lock" or (tw.kind == "blocked" and t.futex_addr):
+            out.append((t.tid, t.futex_addr, tw.label))
+    return out
+
+
+def _timer_threads(bundle: Bundle, first: ProcessSample, last: ProcessSample) -> int:
+    """Python threads besides the main one that will act again by themselves: asleep, in a
+    wait with a timeout, or woken during the capture (a heartbeat, a periodic flusher). A
+    process with one is a daemon between ticks, not a process nobody can wake."""
+    main = _main_thread(last)
+    before = {t.tid: t.voluntary_ctxt_switches for t in first.threads}
+    count = 0
+    for t in last.threads:
+        if t.stack_id is None or (main is not None and t.tid == main.tid):
+            continue
+        tw = thread_wait(bundle, t)
+        woke = (t.voluntary_ctxt_switches or 0) > (before.get(t.tid) or 0) and first is not last
+        if tw.kind == "sleep" or tw.timed is True or woke:
+            count += 1
+    return count

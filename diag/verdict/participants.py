@@ -1,0 +1,118 @@
+"""Who the job is, and which of its doors are open: the processes whose state is the job's
+state, and the listening ports that make a still job a *server* waiting for work.
+
+Launchers (torchrun, srun) and helpers (resource trackers) never decide a verdict. Ports say
+"ready server" only when they are a service's: not a launcher's control port, not the
+rendezvous port, and not the ephemeral ports gloo and NCCL open on every rank for their own
+peer connections.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Sequence, Set
+
+from diag.verdict.features import ProcSignals
+from diag.verdict.waits import CHILD, PEER, SERVE, short_name
+
+# Linux's default ip_local_port_range: ports the kernel hands out for bind(port 0). A rank's
+# listener there is a communication library's (gloo pairs, NCCL bootstrap), not a service.
+EPHEMERAL_PORTS = range(32768, 61000)
+
+
+_HELPER_MARKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
+
+
+def _is_helper(p: ProcSignals) -> bool:
+    text = " ".join(p.info.cmdline) + " " + p.info.name
+    return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
+
+
+# Launchers listen for their own control traffic (srun's I/O forwarding, torchrun's rendezvous),
+# not for work: their ports say nothing about whether the job is a server waiting for requests.
+_LAUNCHER_NAMES = frozenset(
+    {"srun", "mpirun", "mpiexec", "orterun", "prterun", "hydra_pmi_proxy", "slurmstepd", "torchrun"}
+)
+
+
+def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
+    """Listening ports that suggest a service waiting for work: not launchers', not the job's
+    rendezvous port (MASTER_PORT), which every torch.distributed job holds open, and not a
+    rank's ephemeral ports (gloo/NCCL listen on one per rank)."""
+    ports: Set[int] = set()
+    for p in procs:
+        # A parent of ranks is a "launcher" only while it waits on them; one that serves
+        # (an HTTP front end whose workers look like ranks) keeps its port.
+        launcher = p.info.role == "launcher" and p.main_family in (CHILD, None)
+        if p.dead or launcher or p.info.name in _LAUNCHER_NAMES:
+            continue
+        argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
+        if argv0 in _LAUNCHER_NAMES:
+            continue
+        master = p.info.env.get("MASTER_PORT", "")
+        # Any rank, even one guessed from start order (mp.spawn passes the rank as an
+        # argument), or a process waiting in a collective: its ephemeral ports are gloo's.
+        rank = p.rank is not None or p.main_family == PEER
+        ports.update(
+            port
+            for port in p.listen_ports
+            if str(port) != master and not (rank and port in EPHEMERAL_PORTS)
+        )
+    return sorted(ports)
+
+
+def strong_rank(p: ProcSignals) -> bool:
+    """A rank the job itself declared (env, argv, title), or the one a dead sibling is missing;
+    not one guessed from the start order of look-alike children (a worker pool has those)."""
+    return p.rank is not None and not (p.info.rank_source or "").startswith("inferred:start")
+
+
+def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
+    ranked = [p for p in procs if p.rank is not None]
+    if any(strong_rank(p) for p in ranked):
+        parents = {p.info.ppid for p in ranked if p.info.ppid}
+        dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
+        return ranked + dead_siblings
+    cands = [p for p in procs if not _is_helper(p)]
+    cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
+    python = [p for p in cands if p.py_ok or p.dead]
+    return python or cands or list(procs)
+
+
+# Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
+# not doors: only another part of the job can end them.
+DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
+
+
+def serves(p: ProcSignals, ports: Sequence[int]) -> bool:
+    """Listens on a service port and waits the way servers wait for requests: accept, an
+    event loop, a socket read, or a request queue its front-end thread fills."""
+    own = set(p.listen_ports) & set(ports)
+    return bool(own) and p.main_family == SERVE
+
+
+def door(p: ProcSignals, ports: Sequence[int]) -> bool:
+    """Can something outside the job end this process's wait? A timer that fires (it woke
+    during the capture, or its syscall has a timeout), a request on a listening port, input.
+    An event loop or socket read with no timeout and no port waits for a peer's answer."""
+    if p.main_wakeups > 0:
+        return True
+    wait = p.main_wait
+    if wait is None or wait.kind not in DOOR_KINDS:
+        return False
+    untimed_read = wait.kind in ("event-loop", "socket-read") and wait.timed is False
+    return bool(ports) or not untimed_read
+
+
+# Collectives through which ranks receive work from one rank: a TP/PP server's followers wait
+# in these for the next request; ranks waiting in all_reduce or barrier wait for a peer's work.
+_RECEIVE_COLLECTIVES = frozenset(
+    {"broadcast", "broadcast_object_list", "scatter", "scatter_object_list", "recv", "irecv"}
+)
+
+
+def receives_work(p: ProcSignals) -> bool:
+    """Waits to be handed work by another rank (broadcast/scatter/recv from a source)."""
+    label = p.main_wait.label if p.main_wait else ""
+    return short_name(label) in _RECEIVE_COLLECTIVES

@@ -1,0 +1,295 @@
+"""The stories behind each verdict: evidence items, suspects and the one-sentence summary.
+
+``classify`` decides the state; these functions explain it in terms a person can act on and
+name who to look at: the rank that died, the rank whose stack differs, the bottleneck the
+others wait for, the threads of a lock cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from diag.model import RankClass, Suspect
+from diag.verdict.evidence import SPIN_PCT
+from diag.verdict.features import ProcSignals
+from diag.verdict.progress import LogGrowth
+from diag.verdict.sources import Context
+from diag.verdict.waits import PEER
+from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
+
+
+def _suspect(p: ProcSignals, reason: str, rank: Optional[int] = None) -> Suspect:
+    return Suspect(pid=p.pid, rank=p.rank if rank is None else rank, host=p.key[0], reason=reason)
+
+
+def _missing_ranks(ctx: Context) -> List[int]:
+    sizes = {p.info.world_size for p in ctx.participants if p.info.world_size}
+    if len(sizes) != 1:
+        return []
+    seen = {p.rank for p in ctx.participants if p.rank is not None}
+    return [r for r in range(sizes.pop()) if r not in seen]
+
+
+def dead_story(
+    dead: Sequence[ProcSignals], alive: Sequence[ProcSignals], ctx: Context
+) -> Tuple[str, List[Suspect]]:
+    """A rank died while its peers are still there, waiting for it."""
+    missing = _missing_ranks(ctx)
+    suspects: List[Suspect] = []
+    names: List[str] = []
+    for p in dead:
+        rank = p.rank
+        if rank is None and len(dead) == 1 and len(missing) == 1:
+            rank = missing[0]  # a zombie has no environ; it is the rank nobody else is
+        code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
+        if p.exit_code == -9:
+            code += ": SIGKILL - the OOM killer? see `dmesg`"
+        label = f"rank {rank}" if rank is not None else "pid"
+        names.append(
+            f"{label} (pid {p.pid}, {p.statuses[-1]}{code})"
+            if rank is not None
+            else f"pid {p.pid} ({p.statuses[-1]}{code})"
+        )
+        suspects.append(_suspect(p, f"{p.statuses[-1]}{code} while its peers wait", rank))
+    waiting = waits_phrase(group_by_wait(alive)[:2])
+    subject = " and ".join(names)
+    whose = "rank's" if any(p.rank is not None for p in dead) else "process's"
+    summary = (
+        f"deadlocked: {subject} {verb(dead, 'exited', 'exited')} while {waiting} - "
+        f"they will never finish; kill the job, read the dead {whose} log, restart"
+    )
+    return summary, suspects
+
+
+def peer_story(
+    waiters: Sequence[ProcSignals],
+    alive: Sequence[ProcSignals],
+    odd: Sequence[RankClass],
+    classes: Sequence[RankClass],
+    ctx: Context,
+) -> Tuple[str, List[Suspect], float]:
+    """Ranks wait on peers and nothing moves: find the rank they wait for."""
+    suspects: List[Suspect] = []
+    odd_pids: Set[int] = {pid for c in odd for pid in c.pids}
+    others = [p for p in alive if p.main_family != PEER]
+    for p in others:
+        suspects.append(
+            _suspect(p, f"not in the collective its peers wait in: waits in {where(p)}")
+        )
+    for p in alive:
+        if p.pid in odd_pids and p not in others:
+            suspects.append(_suspect(p, f"stack differs from its peers: {where(p)}"))
+    missing = _missing_ranks(ctx)
+    text = waits_phrase(group_by_wait([p for p in waiters if p.pid not in odd_pids])[:3])
+    if suspects:
+        culprits = [p for p in alive if p.pid in {s.pid for s in suspects}]
+        odd_text = waits_phrase(group_by_wait(culprits)[:2])
+        summary = (
+            f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
+            f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
+            f"kill the job and look at {who(culprits)}"
+        )
+        confidence = 0.85
+    elif missing:
+        summary = (
+            f"deadlocked: {text}; rank(s) {','.join(map(str, missing[:8]))} of the world "
+            "never showed up - kill the job and look for the missing rank"
+        )
+        confidence = 0.75
+    elif len(group_by_wait(waiters)) > 1:
+        summary = (
+            f"deadlocked: {text} - the ranks wait in different places (a mismatched "
+            "collective) with no CPU, I/O or log progress; kill the job and compare "
+            "their code paths"
+        )
+        confidence = 0.75
+    else:
+        summary = (
+            f"deadlocked: {text}, all in the same place with no CPU, I/O or log "
+            "progress - a peer outside this capture, or a mismatched collective; kill "
+            "the job"
+        )
+        confidence = 0.7
+    spinners = [p for p in waiters if p.spin_pct >= SPIN_PCT]
+    if spinners:
+        spins = verb(spinners, "spins", "spin")
+        summary += f" ({who(spinners)} {spins} a core in the wait: not progress)"
+    return summary, suspects, confidence
+
+
+def _thread_groups(p: ProcSignals) -> str:
+    """ "4 threads in `waiter` on 0x55..a0, 2 threads in `waiter` on 0x55..d0": one entry per
+    (frame, lock) pair, so fifty waiters read as one line."""
+    counts: Dict[Tuple[str, str], int] = {}
+    for _, addr, frame in p.lock_waiters:
+        key = (frame, addr or "?")
+        counts[key] = counts.get(key, 0) + 1
+    parts = [
+        f"{n} thread{'s' if n != 1 else ''} in `{frame}` on {addr}"
+        for (frame, addr), n in sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    ]
+    if len(counts) > 3:
+        parts.append(f"{len(counts) - 3} more")
+    return ", ".join(parts)
+
+
+def lock_story(
+    lockers: Sequence[ProcSignals], alive: Sequence[ProcSignals] = ()
+) -> Tuple[str, List[Suspect]]:
+    """Threads blocked on locks in every sample: a cycle (two locks in one process) or one
+    lock nobody will release; the processes waiting on the lockers are named too."""
+    suspects = []
+    cycle = False
+    alike: Dict[str, List[ProcSignals]] = {}  # forked workers blocked the same way: one entry
+    for p in lockers:
+        addrs = {addr or "?" for _, addr, _ in p.lock_waiters}
+        cycle = cycle or len(addrs) >= 2
+        threads = _thread_groups(p)
+        n = len(p.lock_waiters)
+        text = (
+            f"{n} thread{'s' if n != 1 else ''} blocked on "
+            f"{len(addrs)} lock{'s' if len(addrs) != 1 else ''} ({threads})"
+        )
+        alike.setdefault(text, []).append(p)
+        suspects.append(_suspect(p, f"threads blocked on locks in every sample: {threads}"))
+    parts = [
+        f"{who(procs)} {'has' if len(procs) == 1 else 'each have'} {text}"
+        for text, procs in list(alike.items())[:2]
+    ]
+    others = [p for p in alive if p not in lockers and p.main_wait and p.main_wait.kind]
+    if others:
+        parts.append(waits_phrase(group_by_wait(others)[:2]))
+    if cycle:
+        cause = "a lock cycle; dump it with py-spy, kill it and fix the lock order"
+    else:
+        cause = (
+            "one lock nobody releases (its holder waits too, died or returned without "
+            "releasing it, or it was copied held into a fork()ed child); dump it with py-spy "
+            "to see the holder, kill it and fix the release"
+        )
+    summary = "deadlocked: " + "; ".join(parts) + f" with no CPU, I/O or log progress - {cause}"
+    return summary, suspects
+
+
+def stopped_story(
+    stopped: Sequence[ProcSignals], alive: Sequence[ProcSignals]
+) -> Tuple[str, List[Suspect]]:
+    """A process stopped by a signal or a debugger: nothing it owes its peers will come."""
+    others = [p for p in alive if p not in stopped]
+    waiting = waits_phrase(group_by_wait(others)[:2])
+    pids = " ".join(str(p.pid) for p in stopped[:8])
+    summary = (
+        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} stopped (state T: SIGSTOP, "
+        f"^Z or a debugger) in {where(stopped[0])}"
+        + (f" while {waiting}" if waiting else "")
+        + f" - nothing moves until `kill -CONT {pids}` (or kill the job)"
+    )
+    suspects = [_suspect(p, f"stopped (state T in every sample) in {where(p)}") for p in stopped]
+    return summary, suspects
+
+
+def pool_story(
+    waiters: Sequence[ProcSignals], alive: Sequence[ProcSignals]
+) -> Tuple[str, List[Suspect]]:
+    """A process waits for results it handed to a pool, and no worker computes them."""
+    workers = [p for p in alive if p not in waiters]
+    idle = waits_phrase(group_by_wait(workers)[:2]) if workers else ""
+    summary = (
+        f"deadlocked: {who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
+        f"{where(waiters[0])} but nothing computes them"
+        + (f" ({idle})" if idle else "")
+        + " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
+        "worker is blocked; kill and rerun"
+    )
+    suspects = [_suspect(p, f"waits for a result nobody computes in {where(p)}") for p in waiters]
+    return summary, suspects
+
+
+def work_story(
+    workers: Sequence[ProcSignals],
+    readers: Sequence[ProcSignals],
+    growers: Sequence[ProcSignals],
+    alive: Sequence[ProcSignals],
+    peer_waiters: Sequence[ProcSignals],
+) -> Tuple[str, List[Suspect]]:
+    """Someone is working without visible output: name it, and those waiting for it."""
+    busy: List[ProcSignals] = []
+    for p in [*workers, *readers, *growers]:
+        if p not in busy:
+            busy.append(p)
+    parts: List[str] = []
+    suspects: List[Suspect] = []
+    for p in busy[:3]:
+        rss = (
+            f", RSS {'+' if p.rss_delta_bytes >= 0 else ''}{size(p.rss_delta_bytes)}"
+            if abs(p.rss_delta_bytes) >= 16 << 20
+            else ""
+        )
+        if p in workers and p.intervals == 0:
+            text = f"{p.name} runs in `{p.hot_label}` outside any known wait"
+        elif p in workers:
+            one_call = (
+                ", one long call: same stack in every sample"
+                if p.main_moved == 0 and p.intervals >= 1
+                else ""
+            )
+            text = (
+                f"{p.name} is CPU-bound in `{p.hot_label}` ({p.compute_pct:.0f}% of a core "
+                f"in {p.compute_intervals} of {p.intervals} intervals{one_call}{rss})"
+            )
+        elif p in readers:
+            rate = p.read_delta_bytes / p.window_s if p.window_s > 0 else 0.0
+            text = (
+                f"{p.name} reads {size(rate)}/s ({size(p.read_delta_bytes)} in "
+                f"{p.window_s:.1f} s) at {p.cpu_pct:.0f}% CPU in {where(p)} - I/O-bound"
+            )
+        else:
+            text = (
+                f"{p.name} grows memory ({size(p.rss_delta_bytes)} RSS) in `{p.hot_label or '?'}`"
+            )
+        parts.append(text)
+        reason = "the bottleneck its peers wait for - " if peer_waiters else ""
+        suspects.append(_suspect(p, reason + text))
+    if not parts:
+        parts.append("the GPU computes (see the gpu evidence) while the CPU side waits")
+    waiting = [p for p in alive if p not in busy and p.main_wait is not None and p.main_wait.kind]
+    tail = waits_phrase(group_by_wait(waiting)[:2])
+    summary = "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
+    return summary, suspects
+
+
+def progress_story(
+    progress_logs: Sequence[LogGrowth],
+    writers: Sequence[ProcSignals],
+    workers: Sequence[ProcSignals],
+    dead: Sequence[ProcSignals],
+) -> Tuple[str, float, List[Suspect]]:
+    """The job's output moves: say which output, and who computes."""
+    bits: List[str] = []
+    for lg in progress_logs[:2]:
+        name = lg.path.rsplit("/", 1)[-1]
+        bits.append(f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)})")
+    exchangers = [p for p in writers if p.main_family == PEER and not p.main_moved]
+    others = [p for p in writers if p not in exchangers]
+    if others and not progress_logs:
+        total = sum(p.write_delta_bytes for p in others)
+        window_s = max(p.window_s for p in others)
+        keeps = verb(others, "keeps", "keep")
+        bits.append(f"{who(others)} {keeps} writing output ({size(total)} in {window_s:.1f} s)")
+    if exchangers:
+        total = sum(p.write_delta_bytes for p in exchangers)
+        window_s = max(p.window_s for p in exchangers)
+        bits.append(
+            f"{who(exchangers)} {verb(exchangers, 'keeps', 'keep')} moving data in "
+            f"{where(exchangers[0])} ({size(total)} sent in {window_s:.1f} s): the collectives "
+            "complete; a loop calling them from one line is sampled there every time"
+        )
+    if workers:
+        bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
+    confidence = 0.85 if progress_logs else 0.7
+    suspects: List[Suspect] = []
+    if dead:
+        bits.append(f"but {who(dead)} exited")
+        confidence -= 0.2
+        suspects = [_suspect(p, "exited during the run") for p in dead]
+    return "progressing: " + "; ".join(bits), confidence, suspects

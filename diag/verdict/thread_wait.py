@@ -1,0 +1,95 @@
+"""What one thread is doing at one sample: working, or waiting - and on what.
+
+The bridge between a thread sample (kernel state, wait channel, syscall, Python stack) and the
+wait kinds of ``diag.verdict.waits``: the Python stack is read first (py-spy names the function a
+thread is parked in), the kernel second (for native threads, and for C calls py-spy cannot see
+into). A rank's C call that blocks straight from user code is a wait on its peers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from diag.model import Bundle, Frame, ProcessInfo, ThreadSample
+from diag.verdict.waits import (
+    STDIN,
+    STOPPED,
+    WRAPPERS,
+    is_library,
+    kernel_wait,
+    short_name,
+    stack_wait,
+)
+
+
+@dataclass(frozen=True)
+class ThreadWait:
+    """What one thread was doing at one sample: a wait kind (None = working) and its frame."""
+
+    kind: Optional[str]
+    label: str  # the frame it waits in or burns in; thread name for native threads
+    caller: str  # the first user frame below the wait, "" if none
+    timed: Optional[bool] = None  # the blocking syscall has a timeout (see ThreadSample)
+    native: bool = False  # the kind came from the kernel: Python code called into C and blocked
+
+
+def frames_of(bundle: Bundle, stack_id: Optional[str]) -> Tuple[Frame, ...]:
+    if stack_id is None:
+        return ()
+    stack = bundle.stacks.get(stack_id)
+    return stack.frames if stack is not None else ()
+
+
+def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
+    """Classify one thread: Python stack first, kernel wait channel second."""
+    frames = frames_of(bundle, thread.stack_id)
+    if thread.state in ("T", "t"):
+        return ThreadWait(STOPPED, frames[0].name if frames else thread.name or "?", "")
+    found = stack_wait(frames)
+    caller = ""
+    if found is not None:
+        found_kind, index = found
+        caller = next(
+            (
+                f.name
+                for f in frames[index + 1 :]
+                if short_name(f.name) not in WRAPPERS and not is_library(f)
+            ),
+            "",
+        )
+        return ThreadWait(found_kind, frames[index].name, caller, thread.wait_timed)
+    label = frames[0].name if frames else (thread.py_thread_name or thread.name or "?")
+    if thread.state in ("S", "D", "I"):
+        kind = kernel_wait(thread.wchan, thread.syscall)
+        if thread.state == "D":
+            kind = kind or "disk"
+        elif thread.syscall == "read" and thread.syscall_fd == 0 and kind != "disk":
+            kind = STDIN  # input() or sys.stdin.read(): waits for someone to type or pipe in
+        return ThreadWait(kind or "blocked", label, "", thread.wait_timed, native=True)
+    return ThreadWait(None, label, "")
+
+
+NATIVE_PEER_LABEL = "<C call>"
+_OPAQUE_KINDS = frozenset({"lock", "event-loop", "socket-read", "blocked"})
+
+
+def rank_wait(bundle: Bundle, info: ProcessInfo, thread: ThreadSample) -> ThreadWait:
+    """A rank's main thread blocked inside a C call made straight from user code (no library
+    frame on top) is waiting on its peers: that is how ``store.wait``/``store.get``,
+    ``work.wait()`` and other c10d calls look - py-spy sees only the caller, the kernel a
+    poll, recv or futex. Elsewhere the same kernel wait keeps its plain meaning."""
+    tw = thread_wait(bundle, thread)
+    frames = frames_of(bundle, thread.stack_id)
+    multi_rank = info.rank is not None and (info.world_size or 0) > 1
+    declared = not (info.rank_source or "").startswith("inferred")
+    if (
+        multi_rank
+        and declared
+        and tw.native
+        and tw.kind in _OPAQUE_KINDS
+        and frames
+        and not is_library(frames[0])
+    ):
+        return ThreadWait("native-peer", NATIVE_PEER_LABEL, frames[0].name, tw.timed, True)
+    return tw

@@ -1,0 +1,89 @@
+"""Wording for verdicts: rank ranges, sizes, and who-waits-where phrases.
+
+Kept apart from the decision logic so the classifier reads as rules, and so the summary style
+("ranks 1-3 wait in `barrier`") is the same in every state.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+from diag.verdict.features import ProcSignals
+
+EN_DASH = "\u2013"
+
+
+def ranges(numbers: Sequence[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5" (with an en dash, as people write ranges)."""
+    nums = sorted(set(numbers))
+    parts: List[str] = []
+    start = prev = None
+    for n in [*nums, None]:
+        if start is None:
+            start = prev = n
+            continue
+        if n is not None and prev is not None and n == prev + 1:
+            prev = n
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}{EN_DASH}{prev}")
+        start = prev = n
+    return ",".join(parts)
+
+
+def who(procs: Sequence[ProcSignals]) -> str:
+    """ "rank 0", "ranks 1-3", "pid 4242", "pids 1,2", or a mix."""
+    ranks = [p.rank for p in procs if p.rank is not None]
+    pids = [p.pid for p in procs if p.rank is None]
+    out: List[str] = []
+    if ranks:
+        out.append(("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks))
+    if pids:
+        shown = ",".join(str(p) for p in sorted(pids)[:6])
+        more = f" (+{len(pids) - 6})" if len(pids) > 6 else ""
+        out.append(("pid " if len(pids) == 1 else "pids ") + shown + more)
+    return " and ".join(out) if out else "no process"
+
+
+def verb(procs: Sequence[ProcSignals], singular: str, plural: str) -> str:
+    return singular if len(procs) == 1 else plural
+
+
+def size(n_bytes: float) -> str:
+    sign = "-" if n_bytes < 0 else ""
+    value = abs(float(n_bytes))
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
+        value /= 1000
+    return f"{sign}{value:.1f} TB"
+
+
+def where(p: ProcSignals) -> str:
+    """The main thread's wait in words: "`all_reduce` ← `train_step`"."""
+    if p.main_wait is None:
+        return "an unknown place"
+    w = p.main_wait
+    if w.kind == "native-peer":
+        return f"a C call from `{w.caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
+    return f"`{w.label}` ← `{w.caller}`" if w.caller and w.caller != w.label else f"`{w.label}`"
+
+
+def waits_phrase(groups: Sequence[Sequence[ProcSignals]]) -> str:
+    """ "ranks 1-3 wait in `barrier`; rank 4 waits in `recv`"."""
+    parts = []
+    for procs in groups:
+        if procs:
+            parts.append(f"{who(procs)} {verb(procs, 'waits', 'wait')} in {where(procs[0])}")
+    return "; ".join(parts)
+
+
+def group_by_wait(procs: Sequence[ProcSignals]) -> List[List[ProcSignals]]:
+    groups: dict = {}  # type: ignore[type-arg]
+    for p in procs:
+        key = where(p)
+        groups.setdefault(key, []).append(p)
+    return sorted(groups.values(), key=lambda g: -len(g))
+
+
+def pct(value: Optional[float]) -> str:
+    return f"{value:.0f}%" if value is not None else "?"

@@ -1,0 +1,281 @@
+"""``diag watch``: sample until stopped, keep the report current, journal every sample.
+
+Memory and cost stay bounded over a day at 30 s (2,880 samples) by three decisions:
+
+* **Journal, not memory, holds the series.** Each sample is appended to ``PATH.jsonl``
+  (flushed + fsynced: a SIGKILL loses at most the sample in flight) and then dropped, except
+  for the last ``window_samples`` kept in a ``SampleWindow``. ``diag report PATH.jsonl``
+  renders the whole series from the journal at any time.
+* **The report shows the window; the verdict judges its recent end.** The live report is
+  rendered from the last ``window_samples`` (30 minutes at the default 30 s), so re-rendering
+  after every sample costs the same at sample 10 and at sample 2,880; the final report too.
+  The classifier (a pure function of a series) sees only the trailing samples that are at least
+  ``verdict_min_samples`` and ``verdict_min_span_s`` long: a verdict "so far" must say what the
+  job does *now* (25 minutes of progress followed by a hang is deadlocked, not progressing),
+  and ``--fail-after`` consecutive samples absorbs the flapping a short view allows.
+* **Interned records are kept, not repeated.** The collector sends each stack and each
+  process's identity once; the window keeps every stack/ProcessInfo it was sent (bounded by
+  the program's distinct code paths and process churn, not by time), and a rendered bundle
+  carries only those the window's samples reference.
+
+Stopping: SIGINT/SIGTERM (forwarded to a launched child first, see ``diag.watch.launch``), the
+target exiting, ``--count``/``--duration``, or ``--fail-on`` holding for ``fail_after``
+consecutive samples. Every path ends the same way: one last sample when the stop came from
+outside, the journal's ``end`` line, and the final report.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import (
+    Callable,
+    FrozenSet,
+    Optional,
+    Tuple,
+)
+
+import msgspec
+
+from diag.bundle.io import JournalWriter
+from diag.model import Bundle, Target, Verdict
+from diag.watch.interrupts import StopRequest
+from diag.watch.launch import LaunchedCommand
+from diag.watch.window import SampleSource, SampleWindow, status_line
+
+DEFAULT_WINDOW_SAMPLES = 60
+DEFAULT_STOP_GRACE_S = 10.0
+
+
+ReportWriter = Callable[[Bundle, bool], None]  # (bundle, final) -> writes HTML/MD atomically
+Classifier = Callable[[Bundle], Verdict]
+
+
+class WatchOptions(msgspec.Struct, frozen=True, kw_only=True):
+    journal_path: Optional[Path] = None  # None: no journal (a launched capture)
+    interval_s: float = 30.0
+    count: Optional[int] = None
+    duration_s: Optional[float] = None
+    fail_on: FrozenSet[str] = frozenset()
+    fail_after: int = 2
+    window_samples: int = DEFAULT_WINDOW_SAMPLES
+    stop_grace_s: float = DEFAULT_STOP_GRACE_S
+    # The verdict judges the recent past, not the whole window: a job that progressed for 25
+    # minutes and then hung must read "deadlocked" now. Like a capture (3 samples over 4 s),
+    # but at least 10 s, so a log that pauses between bursts is not called idle at once.
+    verdict_min_samples: int = 3
+    verdict_min_span_s: float = 10.0
+    # The live report (HTML, Markdown, JSON) is rewritten after a sample when the verdict
+    # changed or this long after its last rewrite: rendering and scrubbing it was ~60 % of a
+    # 1-second watch's CPU. The journal gets every sample; the final report is always written.
+    report_every_s: float = 10.0
+
+
+class WatchResult(msgspec.Struct, kw_only=True):
+    samples: int = 0
+    verdict: Optional[Verdict] = None
+    fail_on_hit: bool = False
+    consecutive: int = 0
+    stop_signal: Optional[int] = None
+    child_exit_code: Optional[int] = None
+    target: Target = Target()
+
+
+class _Loop:
+    """One watch: the state that lives between samples (kept small on purpose)."""
+
+    def __init__(
+        self,
+        source: SampleSource,
+        options: WatchOptions,
+        writer: ReportWriter,
+        classify: Classifier,
+        echo: Callable[[str], None],
+        launched: Optional[LaunchedCommand],
+        command: Tuple[str, ...],
+        stop: StopRequest,
+        enrich: Callable[[Bundle], Bundle] = lambda bundle: bundle,
+    ) -> None:
+        self.source = source
+        self.enrich = enrich  # adds what is read per bundle, not per sample (FR dumps)
+        self.options = options
+        self.writer = writer
+        self.classify = classify
+        self.echo = echo
+        self.launched = launched
+        self.command = command
+        self.stop = stop
+        self.window = SampleWindow(options.window_samples)
+        self.host = source.host_info()
+        self.created_s = time.time()
+        self.result = WatchResult()
+        self.journal: Optional[JournalWriter] = None
+        self.ended_seen = False
+        self.on_waiting: Callable[[], None] = lambda: None
+        self._reported: Optional[Tuple[float, Optional[str]]] = None  # (when, verdict state)
+
+    def target(self) -> Target:
+        target = self.source.target
+        if self.launched is None:
+            return target
+        return msgspec.structs.replace(
+            target,
+            command=self.command,
+            launched=True,
+            exit_code=self.launched.exit_code,
+        )
+
+    def current(self) -> Bundle:
+        bundle = self.enrich(self.window.bundle(self.host, self.target(), self.created_s))
+        return msgspec.structs.replace(bundle, verdict=self.result.verdict)
+
+    def child_ended(self) -> bool:
+        if self.launched is None or self.launched.poll() is None:
+            return False
+        self.launched.drain()  # the last lines it wrote belong in this sample's log tail
+        return True
+
+    def after_stop_request(self) -> None:
+        """A signal asked us to stop: give a launched child (already signalled) time to end."""
+        if self.launched is not None:
+            self.launched.wait(self.options.stop_grace_s)
+
+    def take(self, index: int) -> Verdict:
+        delta = self.source.take_sample(index)
+        if self.journal is not None:
+            self.journal.sample(delta.sample, tuple(delta.new_processes), dict(delta.new_stacks))
+        self.window.add(delta)
+        last = self.window.recent(self.options.verdict_min_samples, self.options.verdict_min_span_s)
+        verdict = self.classify(
+            self.enrich(self.window.bundle(self.host, self.target(), self.created_s, last))
+        )
+        # A verdict on fewer samples than the verdict needs (a command's first second: no
+        # deltas yet) is shown but does not count toward --fail-on; "exited" is final and does.
+        judged = last >= self.options.verdict_min_samples or verdict.state == "exited"
+        if verdict.state in self.options.fail_on and judged:
+            self.result.consecutive += 1
+        else:
+            self.result.consecutive = 0
+        self.result.samples = index + 1
+        self.result.verdict = verdict
+        code = self.launched.exit_code if self.launched is not None else None
+        line = status_line(self.window, verdict, self.host.clk_tck, code, self.launched is not None)
+        try:
+            self.echo(line)
+        except OSError:
+            pass  # the terminal went away (SIGHUP, a closed pipe): the report still gets written
+        return verdict
+
+    def run(self) -> None:
+        """Sample until a stop condition; the last sample taken reflects how it stopped."""
+        opts = self.options
+        started = time.monotonic()
+        while True:
+            sample_started = time.monotonic()
+            ended = self.child_ended() or (self.result.samples > 0 and not self.source.alive())
+            verdict = self.take(self.result.samples)
+            self.ended_seen = ended
+            if self.result.consecutive >= opts.fail_after or (
+                ended and verdict.state in opts.fail_on
+            ):
+                self.result.fail_on_hit = True
+            if (
+                self.result.fail_on_hit
+                or ended
+                or self.stop.requested
+                or (opts.count is not None and self.result.samples >= opts.count)
+                or (opts.duration_s is not None and time.monotonic() - started >= opts.duration_s)
+            ):
+                return
+            if self.child_ended() or not self.source.alive():
+                continue  # it ended during this sample: the next one, taken now, shows how
+            self._write_live_report(verdict)
+            if self.stop.wait(opts.interval_s - (time.monotonic() - sample_started)):
+                self.after_stop_request()
+                # loop once more: the final sample shows the state the stop left behind
+
+    def _write_live_report(self, verdict: Verdict) -> None:
+        now = time.monotonic()
+        last = self._reported
+        if (
+            last is None
+            or last[1] != verdict.state
+            or now - last[0] >= self.options.report_every_s - 0.5 * self.options.interval_s
+        ):
+            self.writer(self.current(), False)
+            self._reported = (now, verdict.state)
+
+    def settle_launched(self) -> None:
+        """Sampling is over and a launched command may still run.
+
+        After ``--fail-on`` fired, the evidence (report with the verdict that fired) is written
+        first, then the command is terminated; the verdict stays the one that fired and the
+        target records the exit code diag caused. Otherwise diag waits for the command to exit
+        on its own, and one last sample records how it ended.
+        """
+        launched = self.launched
+        if launched is None or self.ended_seen:
+            return
+        if self.result.fail_on_hit:
+            if launched.poll() is None:
+                self.writer(self.current(), False)
+                launched.terminate(self.options.stop_grace_s)
+            self.child_ended()
+            return
+        if launched.poll() is None:
+            self.writer(self.current(), False)
+            self.on_waiting()
+            while launched.wait(1.0) is None:
+                pass  # signals arriving meanwhile are forwarded by SignalForwarding
+        self.child_ended()
+        self.take(self.result.samples)
+
+
+def run_watch(
+    source: SampleSource,
+    options: WatchOptions,
+    *,
+    writer: ReportWriter,
+    classify: Classifier,
+    echo: Callable[[str], None],
+    stop: Optional[StopRequest] = None,
+    launched: Optional[LaunchedCommand] = None,
+    command: Tuple[str, ...] = (),
+    journal_scrub: Optional[Callable[[bytes], bytes]] = None,
+    on_waiting: Callable[[], None] = lambda: None,
+    enrich: Callable[[Bundle], Bundle] = lambda bundle: bundle,
+) -> WatchResult:
+    """Watch ``source`` until a stop condition; always end with the journal end and a report.
+
+    ``command`` is the launched command line, already redacted by the caller;
+    ``journal_scrub`` (Redactor.scrub_bytes) runs over every journal line.
+    """
+    loop = _Loop(
+        source, options, writer, classify, echo, launched, command, stop or StopRequest(), enrich
+    )
+    loop.on_waiting = on_waiting
+    if options.journal_path is not None:
+        journal_path = Path(options.journal_path)
+        try:
+            journal_path.unlink()  # a journal is one watch: never append to a previous run's
+        except FileNotFoundError:
+            pass
+        loop.journal = JournalWriter(journal_path, scrub=journal_scrub)
+    try:
+        if loop.journal is not None:
+            loop.journal.header(loop.host, loop.target(), loop.created_s)
+        loop.run()
+        loop.settle_launched()
+        result = loop.result
+        result.stop_signal = loop.stop.signum
+        result.child_exit_code = launched.exit_code if launched is not None else None
+        result.target = loop.target()
+        # Only a watch that ended normally gets an end line: one that crashed loads as
+        # incomplete, which is what it is.
+        if loop.journal is not None:
+            loop.journal.end(result.target, result.verdict, collectives=loop.current().collectives)
+    finally:
+        if loop.journal is not None:
+            loop.journal.close()
+    writer(loop.current(), True)
+    return result
