@@ -38,6 +38,7 @@ def cli() -> None:
     diag watch --interval 30 --pid 1234
     diag watch -- python -m sglang.launch_server ...
     diag report bundle.json            re-render a bundle offline
+    diag demo                          see it on a built-in job first
     """
 
 
@@ -233,6 +234,33 @@ def summary(bundle: str) -> None:
     from diag.commands.report import summary_text
 
     click.echo(summary_text(bundle), nl=False)
+
+
+@cli.command()
+@click.argument("name", required=False)
+@click.option("--list", "list_only", is_flag=True, help="List the demos and their verdicts.")
+@click.option("--watch", is_flag=True, help="Run it under `diag watch` (status lines) instead.")
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False),
+    default="diag-demo",
+    show_default=True,
+    help="Where the reports (NAME.json, .html, .md) and the job's NAME.log go.",
+)
+def demo(name: Optional[str], list_only: bool, watch: bool, out_dir: str) -> None:
+    """Run a small built-in job in a known state and diagnose it (default: load).
+
+    No GPU or torch needed; the job is killed when the demo ends.
+    """
+    from pathlib import Path
+
+    from diag.demo.runner import list_lines, run_demo
+
+    if list_only:
+        for line in list_lines():
+            click.echo(line)
+        return
+    run_demo(name, out_dir=Path(out_dir), watch=watch, out=click.echo, err=_echo_err)
 
 
 @cli.command("slurm-node", hidden=True)
