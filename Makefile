@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install test lint fmt bench bench-smoke system-deps clean screenshot scenarios
+.PHONY: install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios
 
 install: system-deps $(BIN)/diag
 
@@ -31,6 +31,11 @@ $(BIN)/diag: pyproject.toml
 
 test:
 	$(BIN)/pytest -q
+
+# The README's first command: a built-in 4-rank job (rank 0 dequantizes in pure Python,
+# ranks 1-3 in a barrier) captured with the defaults; prints `verdict: slow: ...`.
+demo:
+	$(BIN)/diag demo
 
 # Every scenario program under `diag capture` (defaults): the README's verdict table.
 scenarios:
