@@ -239,7 +239,11 @@ def summary(bundle: str) -> None:
 @cli.command()
 @click.argument("name", required=False)
 @click.option("--list", "list_only", is_flag=True, help="List the demos and their verdicts.")
-@click.option("--watch", is_flag=True, help="Run it under `diag watch` (status lines) instead.")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Watch it (`diag watch`, 6 samples 2 s apart) instead of one capture.",
+)
 @click.option(
     "--out-dir",
     type=click.Path(file_okay=False),

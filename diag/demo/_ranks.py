@@ -48,6 +48,12 @@ def mark(note: str = "") -> None:
     (work_dir() / f"rank{rank()}").write_text(note)
 
 
+def wait_for_marks(ranks: Sequence[int]) -> None:
+    """Block until these ranks have marked (a rank that must crash *after* the others wait)."""
+    while not all((work_dir() / f"rank{r}").exists() for r in ranks):
+        time.sleep(0.02)
+
+
 def barrier(group: Any) -> None:
     """``dist.barrier()``: wait, without a timeout, until every rank arrives."""
     group.wait()
@@ -97,7 +103,6 @@ def launch(
     """Start the ranks (``rank_main(*args)`` each), wait for every marker, signal READY, then
     wait for the ranks in rank order."""
     directory = work_dir()
-    directory.mkdir(parents=True, exist_ok=True)
     ctx = multiprocessing.get_context("spawn")
     procs: List[Any] = []
     os.environ.update(
