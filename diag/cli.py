@@ -19,8 +19,19 @@ from diag.cli_options import fail_on_option, job_options, output_option, slurm_j
 from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
 
 
+def _echo(line: str) -> None:
+    """Print one line on stdout: scrubbed (every secret this process learned) and terminal-safe,
+    because lines carry names the target chose (see ``diag.redact.printable``)."""
+    from diag.redact import printable
+
+    click.echo(printable(line))
+
+
 def _echo_err(line: str) -> None:
-    click.echo(line, err=True)
+    """``_echo`` for stderr: notes, status lines, errors."""
+    from diag.redact import printable
+
+    click.echo(printable(line), err=True)
 
 
 def _require_no_target(pid: Optional[int], command: Sequence[str]) -> None:
@@ -87,7 +98,7 @@ def capture(
         merged = run_slurm_capture(
             slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
         )
-        report_outcome(merged, merged=True, fail_states=fail_states, out=click.echo, err=_echo_err)
+        report_outcome(merged, merged=True, fail_states=fail_states, out=_echo, err=_echo_err)
         return
     if command or pid is None:
         from diag.watch.session import capture_launched, require_one_target
@@ -114,7 +125,7 @@ def capture(
         log_paths=tuple(log_paths),
         fr_dirs=tuple(fr_dirs),
     )
-    report_outcome(result, merged=False, fail_states=fail_states, out=click.echo, err=_echo_err)
+    report_outcome(result, merged=False, fail_states=fail_states, out=_echo, err=_echo_err)
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -180,7 +191,7 @@ def watch(
             fr_dirs=fr_dirs,
             echo=_echo_err,
         )
-        report_outcome(result, merged=True, fail_states=fail_states, out=click.echo, err=_echo_err)
+        report_outcome(result, merged=True, fail_states=fail_states, out=_echo, err=_echo_err)
         return
     from diag.watch.session import watch_command
 
@@ -213,7 +224,7 @@ def merge(bundles: List[str], out: Optional[str]) -> None:
     from diag.commands.outcome import report_outcome
 
     merged = run_merge(bundles, out)
-    report_outcome(merged, merged=True, fail_states=frozenset(), out=click.echo, err=_echo_err)
+    report_outcome(merged, merged=True, fail_states=frozenset(), out=_echo, err=_echo_err)
 
 
 @cli.command()
@@ -224,7 +235,7 @@ def report(bundle: str, out: Optional[str]) -> None:
     from diag.commands.report import run_report
 
     for path in run_report(bundle, out):
-        click.echo(f"wrote {path}")
+        _echo(f"wrote {path}")
 
 
 @cli.command()
@@ -232,8 +243,9 @@ def report(bundle: str, out: Optional[str]) -> None:
 def summary(bundle: str) -> None:
     """Print a bundle's verdict and per-rank table."""
     from diag.commands.report import summary_text
+    from diag.redact import printable
 
-    click.echo(summary_text(bundle), nl=False)
+    click.echo(printable(summary_text(bundle)), nl=False)
 
 
 @cli.command()
@@ -264,7 +276,7 @@ def demo(name: Optional[str], list_only: bool, watch: bool, out_dir: str) -> Non
         for line in list_lines():
             click.echo(line)
         return
-    run_demo(name, out_dir=Path(out_dir), watch=watch, out=click.echo, err=_echo_err)
+    run_demo(name, out_dir=Path(out_dir), watch=watch, out=_echo, err=_echo_err)
 
 
 @cli.command("slurm-node", hidden=True)
@@ -308,7 +320,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except DiagError as exc:
-        click.echo(f"diag: {exc.one_line()}", err=True)
+        _echo_err(f"diag: {exc.one_line()}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("diag: interrupted", err=True)
@@ -318,10 +330,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     except Exception as exc:
         if os.environ.get("DIAG_DEBUG"):
             traceback.print_exc()
-        click.echo(
+        _echo_err(
             f"diag: internal error: {type(exc).__name__}: {exc} - please report it "
-            "(rerun with DIAG_DEBUG=1 for the traceback)",
-            err=True,
+            "(rerun with DIAG_DEBUG=1 for the traceback)"
         )
         sys.exit(EXIT_INTERNAL)
 

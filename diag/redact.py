@@ -14,8 +14,19 @@ What is recognised:
   including their JSON-escaped, URL-encoded and HTML-escaped spellings;
 - credentials in URLs (``scheme://user:pass@host`` -> ``scheme://<redacted>@host``);
 - ``Authorization:`` headers and ``Bearer`` tokens; ``password=...``/``token: ...`` pairs;
-- well-known token shapes (Hugging Face ``hf_``, OpenAI/Anthropic ``sk-``, GitHub ``ghp_``...,
-  AWS access key ids, Slack, Google API keys, JWTs, PEM private-key blocks).
+- ``--flag VALUE`` for every flag whose name has a secret word (``--dbPassword``, ``--pw``,
+  ``--creds``, quoted values with spaces too), ``NAME=VALUE`` for secret names (``export
+  DB_PASS=``, ``-e DB_PASS=``, ``?sig=``, ``X-Amz-Signature=``), ``mysql -pPW``, ``curl -u
+  user:PW``, ``wandb login KEY``;
+- well-known token shapes (Hugging Face ``hf_``, OpenAI/Anthropic ``sk-``, Stripe ``sk_live_``,
+  GitHub ``ghp_``..., AWS access key ids, Slack, Google API keys, JWTs);
+- multi-line blocks - PEM/OpenSSH private keys, PGP private keys and messages - whole, in one
+  text (``scrub``) and across the consecutive lines of a log (``scrub_lines``), including a
+  block whose BEGIN or END fell outside the lines kept.
+
+Everything diag prints goes through ``printable``: scrubbed with every value any Redactor of
+this process has learned (the capture's redactor knows the target's secrets; the verdict line
+is printed after it) and made terminal-safe.
 
 Deliberate limits: values shorter than ``MIN_SECRET_CHARS``, booleans and pure numbers are not
 learned (learning "1" or "8080" would scrub every digit of the report and break JSON numbers);
@@ -35,19 +46,39 @@ import urllib.parse
 from typing import Any, Dict, List, Optional, Pattern, Sequence, Set, Tuple
 
 from diag.secret_patterns import (
+    BLOCK_BEGIN_RE,
+    BLOCK_BODY_RE,
     LOCATION_SUFFIXES,
     NEEDLES,
     NOT_SECRET_VALUE_NAMES,
+    PASSWORD_SHORT_OPTIONS,
     PLACEHOLDER,
+    POSITIONAL_SECRET_COMMANDS,
     TEXT_PATTERNS,
+    USER_PASSWORD_OPTIONS,
+    USER_PASSWORD_TOOLS,
     fold,
     is_secret_flag,
     is_secret_name,
+    secret_strength,
     worth_learning,
 )
+from diag.text.terminal import safe_line, safe_text
 
 # The rules live in diag.secret_patterns; these are re-exported for callers of this module.
-__all__ = ["PLACEHOLDER", "Redactor", "is_secret_flag", "is_secret_name", "worth_learning"]
+__all__ = [
+    "PLACEHOLDER",
+    "Redactor",
+    "is_secret_flag",
+    "is_secret_name",
+    "printable",
+    "worth_learning",
+]
+
+# Linux keeps 15 characters of a process or thread name (TASK_COMM_LEN): a secret set as a
+# name is stored cut there, so its 15-character prefix is learned as well.
+COMM_CHARS = 15
+_ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
 
 
 def _spellings(value: str) -> Set[str]:
@@ -59,6 +90,8 @@ def _spellings(value: str) -> Set[str]:
     out.add(urllib.parse.quote_plus(value, safe=""))
     out.add(html.escape(value))
     out.add(_jinja_escape(value))
+    if len(value) > COMM_CHARS:
+        out.add(value[:COMM_CHARS])
     return {s for s in out if s}
 
 
@@ -94,6 +127,11 @@ class Redactor:
         if not worth_learning(value):
             return
         spellings = _spellings(value.strip()) | _spellings(value)
+        self._learn(spellings)
+        if _printing is not None and _printing is not self:
+            _printing._learn(spellings)
+
+    def _learn(self, spellings: Set[str]) -> None:
         with self._lock:
             if not spellings <= self._secrets:
                 self._secrets |= spellings
@@ -136,14 +174,50 @@ class Redactor:
                 text = pattern.sub(replacement, text)
         return text
 
+    def scrub_lines(self, lines: Sequence[str]) -> Tuple[str, ...]:
+        """Scrub consecutive lines of one text (a log's head or tail) as a whole.
+
+        A private key spans lines, and a log's lines are scrubbed one by one otherwise: every
+        line from a BEGIN to its END goes, and when the kept lines start inside a block (its
+        BEGIN before the tail) or end inside one (its END after the head), the body lines
+        before the END / after the BEGIN go too.
+        """
+        out = list(lines)
+        in_block = False
+        for i, line in enumerate(out):
+            if in_block:
+                end = _ANY_END_RE.search(line)
+                out[i] = PLACEHOLDER + (line[end.end() :] if end else "")
+                in_block = end is None
+                continue
+            begin = BLOCK_BEGIN_RE.search(line)
+            if begin is not None:
+                if _ANY_END_RE.search(line, begin.end()) is None:
+                    out[i] = line[: begin.start()] + PLACEHOLDER
+                    in_block = True
+                continue  # a block within one line: scrub's pattern takes it
+            end = _ANY_END_RE.search(line)
+            if end is not None and "-----BEGIN " not in line:
+                j = i - 1
+                while j >= 0 and out[j] != PLACEHOLDER and BLOCK_BODY_RE.fullmatch(out[j]):
+                    out[j] = PLACEHOLDER
+                    j -= 1
+                out[i] = PLACEHOLDER + line[end.end() :]
+        return tuple(self.scrub(line) for line in out)
+
     def scrub_argv(self, argv: Sequence[str]) -> Tuple[str, ...]:
-        """Redact the values of secret flags (and learn them), then scrub each argument."""
+        """Redact the values of secret flags (and learn them), then scrub each argument.
+
+        Beyond ``--flag VALUE``/``--flag=VALUE``: ``NAME=VALUE`` arguments with a secret name
+        (``docker run -e DB_PASS=x``), the password option of known tools (``mysql -pPW``,
+        ``redis-cli -a PW``), ``wandb login KEY`` and ``curl -u user:PW``.
+        """
         out: List[str] = []
         redact_next = False
-        for arg in argv:
+        short, positional, user_pass = _tool_rules(argv)
+        for index, arg in enumerate(argv):
             if redact_next and not arg.startswith("-"):
-                self.add_secret(arg)
-                out.append(PLACEHOLDER)
+                out.append(self._learned(arg))
                 redact_next = False
                 continue
             redact_next = False
@@ -151,19 +225,42 @@ class Redactor:
                 if "=" in arg:
                     flag, value = arg.split("=", 1)
                     if value:
-                        self.add_secret(value)
-                        out.append(f"{flag}={PLACEHOLDER}")
+                        out.append(f"{flag}={self._learned(value)}")
                         continue
                 else:
                     redact_next = True
+            elif short is not None and arg.startswith(short):
+                if arg == short:
+                    redact_next = True
+                else:
+                    out.append(short + self._learned(arg[len(short) :]))
+                    continue
+            elif user_pass and arg in USER_PASSWORD_OPTIONS and _user_pass_next(argv, index):
+                self.add_secret(argv[index + 1].split(":", 1)[1])
+                redact_next = True
+            elif positional is not None and index >= positional and not arg.startswith("-"):
+                out.append(self._learned(arg))
+                continue
+            elif "=" in arg and not arg.startswith("-"):
+                name, value = arg.split("=", 1)
+                if secret_strength(name) == 2 and value:
+                    out.append(f"{name}={self._learned(value)}")
+                    continue
             out.append(arg)
         return tuple(self.scrub(a) for a in out)
+
+    def _learned(self, value: str) -> str:
+        """Learn ``value`` and return the placeholder that stands for it in argv."""
+        self.add_secret(value)
+        return PLACEHOLDER
 
     def scrub_obj(self, obj: Any) -> Any:
         """Scrub every string (keys too) of a decoded JSON value, keeping its structure."""
         if isinstance(obj, str):
             return self.scrub(obj)
         if isinstance(obj, list):
+            if len(obj) > 1 and all(isinstance(v, str) for v in obj):
+                return list(self.scrub_lines(obj))  # a log's lines: blocks span them
             return [self.scrub_obj(v) for v in obj]
         if isinstance(obj, dict):
             return {self.scrub(str(k)): self.scrub_obj(v) for k, v in obj.items()}
@@ -209,3 +306,39 @@ def _parses(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _tool_rules(argv: Sequence[str]) -> Tuple[Optional[str], Optional[int], bool]:
+    """What ``argv``'s program makes secret: (its password short option, the index from which
+    positional arguments are credentials, whether -u/--user carry ``user:password``)."""
+    if not argv:
+        return None, None, False
+    tool = argv[0].rsplit("/", 1)[-1]
+    with_sub = f"{tool} {argv[1]}" if len(argv) > 1 else tool
+    short = PASSWORD_SHORT_OPTIONS.get(with_sub) or PASSWORD_SHORT_OPTIONS.get(tool)
+    positional = 2 if with_sub in POSITIONAL_SECRET_COMMANDS else None
+    return short, positional, tool in USER_PASSWORD_TOOLS
+
+
+def _user_pass_next(argv: Sequence[str], index: int) -> bool:
+    """``-u user:PW``: the next argument holds a password (``1000:1000`` ids do not count)."""
+    if index + 1 >= len(argv):
+        return False
+    value = argv[index + 1]
+    if ":" not in value or value.startswith("-"):
+        return False
+    return re.fullmatch(r"[\d:]+", value) is None
+
+
+# Learns every value any Redactor of this process learns, for ``printable``.
+_printing: Optional[Redactor] = None
+_printing = Redactor()
+
+
+def printable(text: str, *, one_line: bool = False) -> str:
+    """``text`` as diag may print it: scrubbed with every secret this process has learned
+    (whichever Redactor learned it) and every pattern, then terminal-safe (``one_line``: no
+    newline either, for status and verdict lines)."""
+    assert _printing is not None
+    scrubbed = _printing.scrub(text)
+    return safe_line(scrubbed) if one_line else safe_text(scrubbed)
