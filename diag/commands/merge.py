@@ -19,19 +19,22 @@ from diag.errors import DiagError
 from diag.model import Bundle
 from diag.redact import Redactor
 from diag.render.outputs import write_outputs
+from diag.text.terminal import safe_line
 
 # A host whose first sample is further than this from the reference host's is called out.
 _STAGGER_NOTE_S = 1.0
 
 
 def describe_hosts(bundle: Bundle) -> List[str]:
-    """One line per host for people: captured or why not, and how its clock compares."""
+    """One line per host for people: captured or why not, and how its clock compares. Host
+    names and reasons come from bundle files and remote nodes: shown terminal-safe."""
     lines: List[str] = []
     for e in bundle.hosts:
+        name = safe_line(e.name)
         if e.status != "ok":
-            lines.append(f"{e.name}: not captured - {e.reason}")
+            lines.append(f"{name}: not captured - {safe_line(e.reason)}")
             continue
-        parts = [f"{e.name}: {e.samples} sample(s)"]
+        parts = [f"{name}: {e.samples} sample(s)"]
         if e.samples_dropped:
             parts.append(f"{e.samples_dropped} past the shortest host left out")
         start = e.start_offset_s

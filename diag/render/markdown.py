@@ -4,7 +4,9 @@ A GitHub comment holds about 65,000 characters, so the text is hard-capped at ``
 sections are added most-important first and the first one that does not fit is cut with a
 pointer to the HTML report. Python names are full of Markdown syntax (``<module>`` is an HTML
 tag to GitHub, ``__init__`` turns bold), so free text is escaped outside its `code spans`,
-frames are always code, and table cells escape ``|``.
+frames are always code, and table cells escape ``|``. Every value is also made one line with
+its controls visible (``diag.text.markdown_escape``): a log file named ``"x\n## verdict:
+PROGRESSING"`` must not become a heading of a public ticket.
 """
 
 from __future__ import annotations
@@ -13,31 +15,32 @@ import re
 from typing import List, Optional
 
 from diag.render.view import RANK_COLUMNS, ReportView, StackView
+from diag.text.markdown_escape import md_code, md_escape
+from diag.text.terminal import safe_line
 
 MAX_CHARS = 60_000
 _CUT = "\n\n_… cut to fit a GitHub comment; see the HTML report for the rest._\n"
 _CODE_SPAN = re.compile(r"(`[^`]+`)")
-# Underscores only matter at word edges in GitHub Markdown (``all_reduce`` is safe,
-# ``__init__`` is bold); ``#`` only at the start of a line, which free text never is.
-_SPECIAL = re.compile(r"([\\*\[\]<>&~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 
 
 def text(value: str) -> str:
-    """Escape Markdown/HTML syntax in ``value`` except inside its `code spans`."""
-    parts = _CODE_SPAN.split(value)
-    return "".join(p if i % 2 else _SPECIAL.sub(r"\\\1", p) for i, p in enumerate(parts))
+    """Escape Markdown/HTML syntax in ``value`` except inside its `code spans` (the verdict's
+    sentences quote frames that way); a stray backtick is escaped, so it opens no span."""
+    parts = _CODE_SPAN.split(safe_line(value))
+    return "".join(p if i % 2 else md_escape(p, i == 0) for i, p in enumerate(parts))
 
 
 def code(value: str) -> str:
-    """``value`` as an inline code span (empty stays empty)."""
-    if not value:
-        return ""
-    fence = "``" if "`" in value else "`"
-    return f"{fence} {value} {fence}" if fence == "``" else f"`{value}`"
+    """``value`` as an inline code span it cannot close early (empty stays empty)."""
+    return md_code(value)
+
+
+# A pipe not already escaped: after an even number of backslashes (``\\|`` splits a GFM row).
+_BARE_PIPE = re.compile(r"(?<!\\)((?:\\\\)*)\|")
 
 
 def _cell(value: str) -> str:
-    return value.replace("|", "\\|").replace("\n", " ") or " "
+    return _BARE_PIPE.sub(r"\1\\|", value).replace("\n", " ") or " "
 
 
 def _table(header: List[str], rows: List[List[str]]) -> str:
@@ -47,7 +50,7 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
 
 
 def _stack_block(stack: StackView) -> str:
-    frames = "\n".join(f"  {f.name}  ({f.where})" for f in stack.frames)
+    frames = "\n".join(f"  {safe_line(f.name)}  ({safe_line(f.where)})" for f in stack.frames)
     fence = "```"
     return fence + "\n" + frames.replace(fence, "'''") + "\n" + fence
 

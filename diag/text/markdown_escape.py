@@ -22,20 +22,26 @@ from diag.text.terminal import safe_line
 __all__ = ["md_code", "md_escape"]
 
 # Every ASCII punctuation character that can open or close Markdown/GFM syntax anywhere in a
-# line (emphasis, links, images, code, HTML, tables, strike-through, headings, references,
-# autolinks). Underscores only matter at word edges in GitHub Markdown: ``all_reduce`` stays
-# readable, ``__init__`` is escaped.
-_SPECIAL = re.compile(r"([\\`*\[\]<>&~#|!]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
-# At the start of a value (which may sit at the start of a line): list, quote, rule and
-# setext markers, and ordered-list numbers ("1." / "1)").
-_LEADING = re.compile(r"^(\s*|\s*\d+)((?<=\d)[.)]|(?<!\d)[-+=>])")
+# line: emphasis, links and images (``[``), code, HTML and entities, table cells,
+# strike-through. Underscores only matter at word edges in GitHub Markdown: ``all_reduce``
+# stays readable, ``__init__`` is escaped.
+_SPECIAL = re.compile(r"([\\`*\[\]<>&~|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+# What is syntax only at the start of a line, where a value may sit: headings, list, quote,
+# rule and setext markers, ordered-list numbers ("1." / "1)"). Mid-line ``#5`` stays as it is.
+_LEADING = re.compile(r"^(\s*|\s*\d+)((?<=\d)[.)]|(?<!\d)[-+=>#])")
 
 
-def md_escape(value: str) -> str:
-    """``value`` as literal Markdown text: no syntax of its own, on one line."""
+def md_escape(value: str, at_line_start: bool = True) -> str:
+    """``value`` as literal Markdown text: no syntax of its own, on one line.
+
+    ``at_line_start=False`` for a piece that follows other text on its line (after a code
+    span): a leading ``-`` or ``1.`` there is no list marker and stays as it is.
+    """
     if not value:
         return value
     escaped = _SPECIAL.sub(r"\\\1", safe_line(value))
+    if not at_line_start:
+        return escaped
     return _LEADING.sub(r"\1\\\2", escaped, count=1)
 
 

@@ -39,6 +39,7 @@ import msgspec
 
 from diag.bundle.io import JournalWriter
 from diag.model import Bundle, Target, Verdict
+from diag.text.terminal import safe_line
 from diag.watch.interrupts import StopRequest
 from diag.watch.launch import LaunchedCommand
 from diag.watch.window import SampleSource, SampleWindow, status_line
@@ -111,6 +112,7 @@ class _Loop:
         self.result = WatchResult()
         self.journal: Optional[JournalWriter] = None
         self.ended_seen = False
+        self.scrub_line: Callable[[str], str] = lambda line: line
         self.on_waiting: Callable[[], None] = lambda: None
         self._reported: Optional[Tuple[float, Optional[str]]] = None  # (when, verdict state)
 
@@ -160,6 +162,7 @@ class _Loop:
         self.result.verdict = verdict
         code = self.launched.exit_code if self.launched is not None else None
         line = status_line(self.window, verdict, self.host.clk_tck, code, self.launched is not None)
+        line = safe_line(self.scrub_line(line))  # it names ranks and verdicts the target shaped
         try:
             self.echo(line)
         except OSError:
@@ -261,6 +264,12 @@ def run_watch(
         except FileNotFoundError:
             pass
         loop.journal = JournalWriter(journal_path, scrub=journal_scrub)
+    if journal_scrub is not None:
+        # The capture's redactor, which knows the target's secrets, scrubs the status lines too.
+        scrub_bytes = journal_scrub
+        loop.scrub_line = lambda line: scrub_bytes(line.encode("utf-8", "surrogateescape")).decode(
+            "utf-8", "surrogateescape"
+        )
     try:
         if loop.journal is not None:
             loop.journal.header(loop.host, loop.target(), loop.created_s)
