@@ -10,10 +10,12 @@ the click layer stays options and calls, and so the four endings cannot drift ap
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, FrozenSet, List, NamedTuple, Tuple
+from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from diag.errors import EXIT_FAIL_ON, DiagError
 from diag.model import Bundle
+from diag.redact import Redactor
+from diag.text.terminal import safe_line
 from diag.verdict.classify import verdict_line
 
 
@@ -23,6 +25,7 @@ class Outcome(NamedTuple):
     bundle: Bundle
     written: Tuple[Path, ...]
     notes: Tuple[str, ...]
+    redactor: Optional[Redactor] = None  # the capture's, which learned the target's secrets
 
 
 def _ranks_suffix(bundle: Bundle) -> str:
@@ -77,9 +80,25 @@ def report_outcome(
     """Notes to ``err``, the summary to ``out``, then --fail-on. A single-host capture's notes
     read ``diag: note: ...``; a merge's are host lines (``diag: node1: 3 sample(s)``) or
     carry their own ``note:``."""
+    scrub = _line_scrubber(outcome)
     for note in outcome.notes:
-        err(f"diag: {note}" if merged else f"diag: note: {note}")
+        err(scrub(f"diag: {note}" if merged else f"diag: note: {note}"))
     headline = merged_headline if merged else captured_headline
     for line in summary_lines(outcome, headline(outcome.bundle)):
-        out(line)
+        out(scrub(line))
     check_fail_on(outcome, fail_states)
+
+
+def _line_scrubber(outcome: Outcome) -> Callable[[str], str]:
+    """What makes a line printable: the verdict names thread, function and log file names the
+    target chose, so each line is scrubbed like the files (the capture's redactor when the
+    outcome carries it, else one taught the bundle's environments, as ``write_reports`` does)
+    and made one terminal-safe line."""
+    redactor: Redactor
+    if outcome.redactor is not None:
+        redactor = outcome.redactor
+    else:
+        redactor = Redactor()
+        for info in outcome.bundle.processes:
+            redactor.add_environ(dict(info.env))
+    return lambda line: safe_line(redactor.scrub(line))
