@@ -73,11 +73,12 @@ NOTES = """\
   CPU instead of py-spy's ~28 ms: one read per thread state and per thread's frame-stack chunk,
   each code object, string and line table read once per dump (line numbers cached across ranks
   by the table's bytes), thread names from the `Thread` object of each thread's outermost frame.
-- **Forked workers** (`diag/collect/shards.py`): the per-process reads ran in threads of one process,
-  which take turns on one interpreter lock (and pay for each hand-over); workers, one per core,
-  read their share side by side and send each distinct stack once, its id already hashed.
+- **Forked workers** (`diag/collect/shards.py`): the per-process reads ran in threads of one
+  process, which take turns on one interpreter lock (and pay for each hand-over); workers, one
+  per core, read their share side by side and send each distinct stack once, its id already hashed.
   Work is posted before process discovery, which then runs beside it: the round's job list on
-  a shared memfd and one ticket per job on a pipe all workers read (`diag/collect/shard_wire.py`), so
+  a shared memfd and one ticket per job on a pipe all workers read
+  (`diag/collect/shard_wire.py`), so
   a free worker takes the next job itself. Handing out jobs from the Collector as workers
   answered left workers idle for 1-7 ms whenever the Collector's probe threads held its lock.
 - **Reuse without a second read**: a dump is offered for reuse with the counters of the /proc

@@ -142,5 +142,5 @@ def test_no_odd_class_without_a_majority() -> None:
 
 
 def test_rank_ranges() -> None:
-    assert ranges([0, 1, 2, 5, 7, 8]) == "0\u20132,5,7\u20138"
+    assert ranges([0, 1, 2, 5, 7, 8]) == "0\u20132, 5, 7\u20138"
     assert ranges([3]) == "3"

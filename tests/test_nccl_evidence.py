@@ -19,8 +19,8 @@ from conftest import PROGRAMS, run_diag
 
 from diag.bundle.io import load_bundle
 from diag.collect.collector import Collector
+from diag.collect.enrich import enrich_bundle
 from diag.model import Bundle, LogSignal, RankNcclLog, Sample
-from diag.probes.nccl.flight_recorder import enrich_bundle
 from diag.verdict.classify import classify
 from diag.verdict.collectives import log_findings
 

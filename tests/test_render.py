@@ -16,10 +16,10 @@ import pytest
 
 from bench.synth import make_bundle
 from diag.bundle.io import JournalWriter, encode_bundle, write_bundle
+from diag.commands import report as report_cmd
 from diag.model import Bundle, Evidence, Frame, LogSample, Stack, Suspect, Verdict
-from diag.render import build as build_mod
 from diag.render import fmt
-from diag.render.build import build_view, resolve_verdict
+from diag.render.build import build_view
 from diag.render.html import render_html
 from diag.render.markdown import MAX_CHARS, render_markdown
 from diag.render.series import downsample
@@ -185,16 +185,15 @@ def test_day_long_capture_stays_under_10_mb() -> None:
 
 def test_missing_verdict_is_computed_or_reported_as_none(monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = make_bundle(ranks=2, threads=3, samples=3, with_verdict=False)
-    verdict, source = resolve_verdict(bundle)
-    assert source == "computed" and verdict is not None
-    import diag.verdict.classify
+    judged, source = report_cmd.resolve_verdict(bundle)
+    assert source == "computed" and judged.verdict is not None
 
     def broken(_: Bundle) -> Verdict:
         raise RuntimeError("classifier bug")
 
-    monkeypatch.setattr(diag.verdict.classify, "classify", broken)
-    verdict, source = build_mod.resolve_verdict(bundle)
-    assert (verdict, source) == (None, "none")
+    monkeypatch.setattr(report_cmd, "classify", broken)
+    judged, source = report_cmd.resolve_verdict(bundle)
+    assert (judged.verdict, source) == (None, "none")
     view = build_view(bundle, None, "none")
     assert view.banner.state == "no verdict" and not view.banner.has_verdict
     assert "no verdict" in render_html(view)

@@ -3,8 +3,8 @@
 ``take_sample`` re-discovers the process tree (new ranks appear, exited ones are kept and
 marked ``exited`` - ranks, launchers and roots in every later sample, other processes once -,
 unreaped ones ``zombie`` with their exit code), posts per process the /proc read (resources +
-every thread) and the stack read to the forked workers (``diag.collect.shards``), and runs beside them,
-under ``probes.runner.run_all``, the GPU, listening-socket and log probes. Each
+every thread) and the stack read to the forked workers (``diag.collect.shards``), and runs
+beside them, under ``probes.runner.run_all``, the GPU, listening-socket and log probes. Each
 ``ProcessSample`` carries the time its own /proc read started, so rates stay right when one
 process is slow to read.
 
@@ -116,7 +116,7 @@ class Collector:
             probe_timeout_s,
         )
         self._exit_codes = self._reader.exit_codes  # the same dict: pid -> exit code of a zombie
-        # Forked workers for the per-process reads (diag.collect.shards); 0 or 1: all in this process.
+        # Forked workers for the per-process reads (diag.collect.shards); 0 or 1: all in here.
         self._shards = ShardPool(self._reader, workers)
         self._marked_gone: Set[int] = set()
         # pid -> StackError kind of its latest failed dump (``probes.stacks.KIND_*``).

@@ -1,8 +1,8 @@
 """The processes of one capture: who they are, which rank, which role - kept across samples.
 
-``diag.collect.collector.Collector`` asks it, each sample, to take in the PIDs of the current tree: new
-ones are read once (argv, environment at exec time, start time) under the probe timeout, their
-secrets taught to the redactor before anything is written, their rank detected
+``diag.collect.collector.Collector`` asks it, each sample, to take in the PIDs of the current
+tree: new ones are read once (argv, environment at exec time, start time) under the probe
+timeout, their secrets taught to the redactor before anything is written, their rank detected
 (``probes.proctree``). Ranks that can only be inferred - a dead rank from the WORLD_SIZE its
 siblings miss, spawned/forked sibling groups from their start order once their stacks show they
 are not a worker pool - may change a process's rank or role after it was first recorded; such

@@ -1,8 +1,8 @@
 """What a sampling round's per-process reads become: stack outcomes (with the dumps kept for
 reuse) and, for reads done by workers, the same records the Collector's own probes give.
 
-Kept apart from ``diag.collect.collector`` so that the Collector reads as the order of a round, and the
-bookkeeping of a read - reused or not, failed or not, in which record - lives in one place.
+Kept apart from ``diag.collect.collector`` so that the Collector reads as the order of a round,
+and the bookkeeping of a read - reused or not, failed or not, in which record - lives in one place.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ closes - also when diag dies, so no worker outlives it. How work reaches the wor
 A worker that misses the deadline is killed and its unanswered processes get a "not read"
 record; a worker that dies has its share done by the Collector instead. Either way the pool is
 closed, and later samples do all of the work in this process: in one thread, one process after
-another, each under its own timeout (``diag.collect.serial_lane``) - as on one core, or for one process.
+another, each under its own timeout (``diag.collect.serial_lane``) - as on one core, or for
+one process.
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ class ShardPool:
     def _run_here(
         self, pending: Pending, jobs: List[ProcessWork], timeout_s: float, end: float
     ) -> Dict[int, str]:
-        """``jobs`` one after another in one thread of this process (``diag.collect.serial_lane``)."""
+        """``jobs`` one after another in one thread of this process (``collect.serial_lane``)."""
         by_pid = {job.pid: job for job in jobs}
         done, failed = run_serial(
             list(by_pid),

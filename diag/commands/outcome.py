@@ -16,6 +16,7 @@ from diag.errors import EXIT_FAIL_ON, DiagError
 from diag.model import Bundle
 from diag.redact import Redactor
 from diag.text.terminal import safe_line
+from diag.text.units import rank_set
 from diag.verdict.classify import verdict_line
 
 
@@ -29,8 +30,8 @@ class Outcome(NamedTuple):
 
 
 def _ranks_suffix(bundle: Bundle) -> str:
-    ranks = sorted({p.rank for p in bundle.processes if p.rank is not None})
-    return f", ranks {','.join(map(str, ranks))}" if ranks else ""
+    ranks = {p.rank for p in bundle.processes if p.rank is not None}
+    return f", {rank_set(ranks)}" if ranks else ""
 
 
 def captured_headline(bundle: Bundle) -> str:

@@ -22,9 +22,10 @@ Parsing py-spy's JSON and joining it to the /proc threads is pure and lives in
 ``diag.probes.pyspy_dump``; this module runs py-spy.
 
 ``read_python_stacks`` is what a sample calls: on CPython 3.11-3.13 it first reads the stacks
-in-process (``diag.probes.cpython.pyframes``: the same non-blocking read, a fraction of py-spy's cost)
-and uses py-spy for every other Python, for any read that fails or looks inconsistent (tried
-three times: a running thread can tear a read), and always when asked for ``reader="py-spy"``.
+in-process (``diag.probes.cpython.pyframes``: the same non-blocking read, a fraction of
+py-spy's cost) and uses py-spy for every other Python, for any read that fails or looks
+inconsistent (tried three times: a running thread can tear a read), and always when asked for
+``reader="py-spy"``.
 """
 
 from __future__ import annotations

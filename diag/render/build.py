@@ -29,6 +29,7 @@ from diag.render.view import (
     ReportView,
     SuspectView,
 )
+from diag.text.units import rank_set
 
 # Report anchors an Evidence.section may name (the verdict links its evidence to them).
 SECTIONS: Dict[str, str] = {
@@ -215,9 +216,7 @@ def _evidence(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[EvidenceV
                 detail=ev.detail,
                 anchor=anchor,
                 section_title=SECTIONS.get(anchor) or titles.get(anchor, anchor),
-                ranks_text=(("rank " if len(ev.ranks) == 1 else "ranks ") + fmt.runs(ev.ranks))
-                if ev.ranks
-                else "",
+                ranks_text=rank_set(ev.ranks) if ev.ranks else "",
                 samples_text=("samples " + fmt.runs(ev.samples)) if ev.samples else "",
             )
         )

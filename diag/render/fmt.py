@@ -7,7 +7,11 @@ Kept in one place so the three outputs print the same value the same way, and de
 from __future__ import annotations
 
 import datetime
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, Optional, Sequence
+
+from diag.text.units import ranges, size
+
+__all__ = ["clip", "command", "count", "duration", "number", "runs", "size", "utc"]
 
 
 def utc(t_s: float) -> str:
@@ -28,17 +32,6 @@ def duration(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
-def size(num_bytes: Optional[float]) -> str:
-    if num_bytes is None:
-        return "–"
-    value = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"
-
-
 def number(value: Optional[float], unit: str = "", digits: int = 0) -> str:
     if value is None:
         return "–"
@@ -48,24 +41,7 @@ def number(value: Optional[float], unit: str = "", digits: int = 0) -> str:
 
 def runs(values: Iterable[int]) -> str:
     """``[0,1,2,5,7,8]`` → ``"0–2, 5, 7–8"``: how sample and rank lists read everywhere."""
-    ordered = sorted(set(values))
-    parts: List[str] = []
-    start = prev = None
-    for v in ordered:
-        if start is None:
-            start = prev = v
-        elif prev is not None and v == prev + 1:
-            prev = v
-        else:
-            parts.append(_span(start, prev))
-            start = prev = v
-    if start is not None:
-        parts.append(_span(start, prev))
-    return ", ".join(parts)
-
-
-def _span(start: int, end: Optional[int]) -> str:
-    return str(start) if end is None or end == start else f"{start}–{end}"
+    return ranges(values)
 
 
 def count(n: int, word: str, plural: str = "") -> str:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from diag.model import ProcessSample
-from diag.render import fmt
 from diag.render.index import BundleIndex, Proc, main_thread
 from diag.render.stacks import Signature, StackRegistry, chain, signature, top
 from diag.render.view import ClassView, LegendEntry, Matrix, MatrixCell, MatrixRow
+from diag.text.units import rank_set
 
 MAX_COLUMNS = 60
 PALETTE = 8
@@ -52,7 +52,7 @@ def ranks_text(procs: Sequence[Proc]) -> str:
     others = [p.label for p in procs if p.info.rank is None]
     parts = []
     if ranks:
-        parts.append(("rank " if len(ranks) == 1 else "ranks ") + fmt.runs(ranks))
+        parts.append(rank_set(ranks))
     parts.extend(others)
     return ", ".join(parts)
 
@@ -192,7 +192,7 @@ def _classes(index: BundleIndex, reg: StackRegistry) -> Tuple[ClassView, ...]:
         if procs:
             text = ranks_text(procs)
         elif rc.ranks:
-            text = ("rank " if len(rc.ranks) == 1 else "ranks ") + fmt.runs(rc.ranks)
+            text = rank_set(rc.ranks)
         else:
             text = ""
         anchor, _ = reg.ref(rc.stack_id, f"class {rc.label}")

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
+from diag.frames import is_library
 from diag.model import Frame, Stack
 from diag.render import fmt
 from diag.render.view import FrameView, StackView
-from diag.verdict.waits import is_library
 
 T = TypeVar("T")
 Signature = Tuple[Tuple[str, str, int], ...]

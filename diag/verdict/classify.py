@@ -1,8 +1,10 @@
 """The verdict: a pure function from a bundle's sample series to progressing / slow / idle /
 deadlocked / exited (or unknown), with evidence, suspects and rank equivalence classes.
 
-The rules are ordered the way an on-call engineer reasons, and each guards against one
-classic misread (see domain notes, "What a naive classifier gets wrong"):
+``measure`` reads the features once into a ``Situation``; ``RULES`` is the ordered rule table
+(one small function each, first match decides), ordered the way an on-call engineer reasons,
+and each guards against one classic misread (see domain notes, "What a naive classifier gets
+wrong"):
 
 1. Nothing sampled -> unknown. Every process gone -> exited.
 2. A rank died while its peers are still there and nothing progresses -> deadlocked: the peers
@@ -29,7 +31,8 @@ their children.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
 from diag.verdict.collectives import (
@@ -51,7 +54,7 @@ from diag.verdict.participants import (
     strong_rank,
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
-from diag.verdict.progress import log_growth
+from diag.verdict.progress import LogGrowth, log_growth
 from diag.verdict.sources import (
     PROGRESS,
     STUCK,
@@ -179,15 +182,43 @@ def _exited(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
     )
 
 
-def _decide(
+@dataclass(frozen=True)
+class Situation:
+    """What every rule reads, measured once: who works, who writes, who waits on what."""
+
+    ctx: Context
+    findings: Sequence[Finding]
+    classes: Sequence[RankClass]
+    intervals: int
+    alive: List[ProcSignals]
+    dead: List[ProcSignals]
+    leans: FrozenSet[Optional[str]]
+    progress_logs: List[LogGrowth]
+    writers: List[ProcSignals]
+    progressing: bool
+    workers: List[ProcSignals]
+    readers: List[ProcSignals]
+    growers: List[ProcSignals]
+    working: bool
+    peer_waiters: List[ProcSignals]
+    lockers: List[ProcSignals]
+    ports: List[int]
+    waiting_on_others: List[ProcSignals]
+    ranked_dead: List[ProcSignals]
+
+
+# A rule's answer: state, confidence, summary, suspects. None: the rule does not apply.
+Decision = Tuple[str, float, str, List[Suspect]]
+Rule = Callable[[Situation], Optional[Decision]]
+
+
+def measure(
     ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
-) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
+) -> Situation:
     parts = ctx.participants
     alive = [p for p in parts if not p.dead]
     dead = [p for p in parts if p.dead]
-    ev = evidence_for(ctx, classes)
-    leans = {f.lean for f in findings}
-
+    leans = frozenset(f.lean for f in findings)
     progress_logs = [lg for lg in ctx.logs if lg.progress]
     # Output bytes count unless the writer's main thread sits unchanged in a peer or lock
     # wait: then it is a heartbeat thread talking about a stuck job - unless megabytes flow:
@@ -204,21 +235,12 @@ def _decide(
             or p.write_delta_bytes >= TRAFFIC_MIN_BYTES
         )
     ]
-    progressing = bool(progress_logs or writers or PROGRESS in leans)
-
     half = max(1, (intervals + 1) // 2)
     workers = [p for p in alive if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half]
     readers = [p for p in alive if p.read_delta_bytes >= READ_MIN_BYTES]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
     if intervals == 0:  # no deltas: a thread running outside any wait is all we can see
         workers = [p for p in alive if p.main_wait is not None and p.main_wait.kind is None]
-    working = workers or readers or growers or WORK in leans
-
-    peer_waiters = [p for p in alive if p.main_family == PEER]
-    lockers = [p for p in alive if p.lock_waiters]
-
-    # A dead process explains a hang when it was a rank, or when the living wait on someone
-    # (a server with a finished, unreaped helper child is not deadlocked by it).
     ports = serving_ports(ctx.procs)
     # Waits only the job itself can end: peers, locks, results, its own queues.
     waiting_on_others = [
@@ -230,120 +252,200 @@ def _decide(
             or (p.main_wait and p.main_wait.kind in ("blocked", "queue"))
         )
     ]
+    # A dead process explains a hang when it was a rank, or when the living wait on someone
+    # (a server with a finished, unreaped helper child is not deadlocked by it).
     ranked_dead = [p for p in dead if strong_rank(p)] or (
         dead if any(strong_rank(p) for p in parts) else []
     )
-    if (
-        dead
-        and alive
-        and not progressing
-        and (ranked_dead or waiting_on_others)
-        and not (workers and not peer_waiters)
-    ):
-        summary, suspects = dead_story(dead, alive, ctx)
-        return "deadlocked", 0.9 if peer_waiters else 0.75, summary, ev, suspects
-    stopped = [p for p in alive if p.stopped]
-    if stopped and not progressing and not workers:
-        summary, suspects = stopped_story(stopped, alive)
-        return "deadlocked", 0.85, summary, ev, suspects
-    if progressing and intervals > 0:
-        summary, confidence, suspects = progress_story(progress_logs, writers, workers, dead)
-        return "progressing", confidence, summary, ev, suspects
-    if working:
-        summary, suspects = work_story(workers, readers, growers, alive, peer_waiters)
-        confidence = 0.8 if (workers or readers) else 0.6
-        return "slow", confidence, summary, ev, suspects
-    # Collective records (Flight Recorder) that show one rank behind the others name the
-    # culprit whatever the stacks show: a wait inside C++ (work.wait()) shows only its caller.
-    culprits = [f for f in findings if f.lean == STUCK and f.suspects]
-    if culprits:
-        first = culprits[0]
-        summary = (
-            f"deadlocked: {first.evidence.detail} - the other ranks wait for it; see where it "
-            f"is with `py-spy dump --pid {first.suspects[0].pid}`"
+    return Situation(
+        ctx=ctx,
+        findings=findings,
+        classes=classes,
+        intervals=intervals,
+        alive=alive,
+        dead=dead,
+        leans=leans,
+        progress_logs=progress_logs,
+        writers=writers,
+        progressing=bool(progress_logs or writers or PROGRESS in leans),
+        workers=workers,
+        readers=readers,
+        growers=growers,
+        working=bool(workers or readers or growers or WORK in leans),
+        peer_waiters=[p for p in alive if p.main_family == PEER],
+        lockers=[p for p in alive if p.lock_waiters],
+        ports=ports,
+        waiting_on_others=waiting_on_others,
+        ranked_dead=ranked_dead,
+    )
+
+
+def rank_died(s: Situation) -> Optional[Decision]:
+    """A rank died, its peers are still there and nothing progresses: they wait for it."""
+    if not (s.dead and s.alive and not s.progressing):
+        return None
+    if not (s.ranked_dead or s.waiting_on_others) or (s.workers and not s.peer_waiters):
+        return None
+    summary, suspects = dead_story(s.dead, s.alive, s.ctx)
+    return "deadlocked", 0.9 if s.peer_waiters else 0.75, summary, suspects
+
+
+def rank_stopped(s: Situation) -> Optional[Decision]:
+    """A process stopped by a signal or a debugger (state T) ends no wait until SIGCONT."""
+    stopped = [p for p in s.alive if p.stopped]
+    if not stopped or s.progressing or s.workers:
+        return None
+    summary, suspects = stopped_story(stopped, s.alive)
+    return "deadlocked", 0.85, summary, suspects
+
+
+def output_moves(s: Situation) -> Optional[Decision]:
+    """The job's own output moves (a log that is not a heartbeat, bytes written, data sent)."""
+    if not (s.progressing and s.intervals > 0):
+        return None
+    summary, confidence, suspects = progress_story(s.progress_logs, s.writers, s.workers, s.dead)
+    return "progressing", confidence, summary, suspects
+
+
+def works_silently(s: Situation) -> Optional[Decision]:
+    """CPU outside known waits, reads rising, memory growing, a GPU at power: looks hung, isn't."""
+    if not s.working:
+        return None
+    summary, suspects = work_story(s.workers, s.readers, s.growers, s.alive, s.peer_waiters)
+    return "slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects
+
+
+def collective_laggard(s: Situation) -> Optional[Decision]:
+    """Collective records (Flight Recorder) that show one rank behind name the culprit whatever
+    the stacks show: a wait inside C++ (``work.wait()``) shows only its caller."""
+    culprits = [f for f in s.findings if f.lean == STUCK and f.suspects]
+    if not culprits:
+        return None
+    first = culprits[0]
+    summary = (
+        f"deadlocked: {first.evidence.detail} - the other ranks wait for it; see where it "
+        f"is with `py-spy dump --pid {first.suspects[0].pid}`"
+    )
+    return "deadlocked", 0.85, summary, [x for f in culprits for x in f.suspects]
+
+
+def server_feeds_ranks(s: Situation) -> Optional[Decision]:
+    """A rank serves a port and the others wait for it to hand them work (a request
+    broadcast): a ready server, not a diverged rank."""
+    servers = [p for p in s.alive if p.main_family != PEER]
+    if not (s.peer_waiters and servers):
+        return None
+    if not all(serves(p, s.ports) for p in servers):
+        return None
+    if not all(receives_work(p) for p in s.peer_waiters):
+        return None
+    groups = group_by_wait(s.alive)
+    summary = (
+        f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} "
+        f"{', '.join(':' + str(p) for p in s.ports[:4])} and {waits_phrase(groups[:3])} - "
+        "healthy, waiting for requests"
+    )
+    return "idle", 0.6, summary, []
+
+
+def peers_wait(s: Situation) -> Optional[Decision]:
+    """Ranks wait on a peer and nothing moves: the odd rank (or the missing one) is why."""
+    if not s.peer_waiters:
+        return None
+    odd = odd_classes(s.classes)
+    summary, suspects, confidence = peer_story(s.peer_waiters, s.alive, odd, s.classes, s.ctx)
+    return "deadlocked", confidence, summary, suspects
+
+
+def results_never_come(s: Situation) -> Optional[Decision]:
+    """A process waits for pool results that no worker computes."""
+    result_waiters = [p for p in s.alive if p.main_family == RESULT]
+    if not result_waiters:
+        return None
+    summary, suspects = pool_story(result_waiters, s.alive)
+    return "deadlocked", 0.7, summary, suspects
+
+
+def lock_cycle(s: Situation) -> Optional[Decision]:
+    """Thread locks are process-local: a cycle needs two locks in one process."""
+    cycle = any(len({a for _, a, _ in p.lock_waiters if a}) >= 2 for p in s.lockers)
+    if not (s.lockers and cycle):
+        return None
+    summary, suspects = lock_story(s.lockers, s.alive)
+    return "deadlocked", 0.8, summary, suspects
+
+
+def gpu_spins(s: Situation) -> Optional[Decision]:
+    """A GPU reads busy at idle power and nothing else moves: a kernel waits on a peer."""
+    if STUCK not in s.leans:
+        return None
+    summary = (
+        "deadlocked: the GPU reads busy at idle power and nothing "
+        f"else moves ({waits_phrase(group_by_wait(s.alive)[:2])}) - a kernel waits on a "
+        "peer that never arrives; kill the job and restart"
+    )
+    return "deadlocked", 0.65, summary, []
+
+
+def lock_without_door(s: Situation) -> Optional[Decision]:
+    """Only a thread of the same process can release a lock: a locker whose own process has
+    no door (timer, port, input) waits forever, whatever doors other processes have."""
+    stuck_lockers = [p for p in s.lockers if not door(p, serving_ports([p]))]
+    if not stuck_lockers:
+        return None
+    summary, suspects = lock_story(stuck_lockers, s.alive)
+    return "deadlocked", 0.6, summary, suspects
+
+
+def waits_for_outside(s: Situation) -> Optional[Decision]:
+    """Every wait is one something outside can end: a listening port, stdin, a timer."""
+    doors = [p for p in s.alive if door(p, s.ports) or p.timer_threads]
+    if not (s.ports or doors):
+        return None
+    groups = group_by_wait(s.alive)
+    port_text = f", {', '.join(':' + str(p) for p in s.ports[:4])} listening" if s.ports else ""
+    # No port: input on stdin or a timer wakes it (a poll, a heartbeat, a retry with
+    # backoff). The stacks cannot tell "waits for work" from "retries what never comes".
+    on_stdin = [p for p in doors if p.main_wait and p.main_wait.kind == STDIN]
+    tail = "healthy, waiting for work"
+    if on_stdin and not s.ports:
+        tail = (
+            f"{who(on_stdin)} {verb(on_stdin, 'reads', 'read')} stdin (fd 0): it waits for "
+            "input someone must type or pipe in (a prompt?) - answer it, or run the job "
+            "with stdin closed (< /dev/null)"
         )
-        return "deadlocked", 0.85, summary, ev, [s for f in culprits for s in f.suspects]
-    odd = odd_classes(classes)
-    doors = [p for p in alive if door(p, ports) or p.timer_threads]
-    servers = [p for p in alive if p.main_family != PEER]
-    if (
-        peer_waiters
-        and servers
-        and all(serves(p, ports) for p in servers)
-        and all(receives_work(p) for p in peer_waiters)
-    ):
-        # A rank serves a port and the others wait for it to hand them work (a request
-        # broadcast): a ready server, not a diverged rank.
-        groups = group_by_wait(alive)
-        summary = (
-            f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} "
-            f"{', '.join(':' + str(p) for p in ports[:4])} and {waits_phrase(groups[:3])} - "
-            "healthy, waiting for requests"
+    elif not s.ports:
+        tail = (
+            "no port to serve, it wakes on a timer (polling, a heartbeat, or retrying "
+            "something outside the job): healthy if it waits for work, stuck if what it "
+            "polls for never comes - its log says which"
         )
-        return "idle", 0.6, summary, ev, []
-    if peer_waiters:
-        summary, suspects, confidence = peer_story(peer_waiters, alive, odd, classes, ctx)
-        return "deadlocked", confidence, summary, ev, suspects
-    result_waiters = [p for p in alive if p.main_family == RESULT]
-    if result_waiters:
-        summary, suspects = pool_story(result_waiters, alive)
-        return "deadlocked", 0.7, summary, ev, suspects
-    # Thread locks are process-local: a cycle needs two locks in one process, and only a
-    # thread of the same process can release one - so a locker whose own process has no door
-    # (timer, port, input) waits forever, whatever doors other processes have.
-    cycle = any(len({a for _, a, _ in p.lock_waiters if a}) >= 2 for p in lockers)
-    if lockers and cycle:
-        summary, suspects = lock_story(lockers, alive)
-        return "deadlocked", 0.8, summary, ev, suspects
-    stuck_lockers = [p for p in lockers if not door(p, serving_ports([p]))]
-    if STUCK in leans:
-        return (
-            "deadlocked",
-            0.65,
-            "deadlocked: the GPU reads busy at idle power and nothing "
-            f"else moves ({waits_phrase(group_by_wait(alive)[:2])}) - a kernel waits on a "
-            "peer that never arrives; kill the job and restart",
-            ev,
-            [],
-        )
-    if stuck_lockers:
-        summary, suspects = lock_story(stuck_lockers, alive)
-        return "deadlocked", 0.6, summary, ev, suspects
-    if ports or doors:
-        groups = group_by_wait(alive)
-        port_text = f", {', '.join(':' + str(p) for p in ports[:4])} listening" if ports else ""
-        # No port: input on stdin or a timer wakes it (a poll, a heartbeat, a retry with
-        # backoff). The stacks cannot tell "waits for work" from "retries what never comes".
-        on_stdin = [p for p in doors if p.main_wait and p.main_wait.kind == STDIN]
-        tail = "healthy, waiting for work"
-        if on_stdin and not ports:
-            tail = (
-                f"{who(on_stdin)} {verb(on_stdin, 'reads', 'read')} stdin (fd 0): it waits for "
-                "input someone must type or pipe in (a prompt?) - answer it, or run the job "
-                "with stdin closed (< /dev/null)"
-            )
-        elif not ports:
-            tail = (
-                "no port to serve, it wakes on a timer (polling, a heartbeat, or retrying "
-                "something outside the job): healthy if it waits for work, stuck if what it "
-                "polls for never comes - its log says which"
-            )
-        summary = (
-            f"idle: nothing moves, no rank waits on a peer{port_text}; "
-            f"{waits_phrase(groups[:3])} - {tail}"
-        )
-        return "idle", 0.8 if ports else 0.6, summary, ev, []
-    writers = writers_of(alive)
-    if writers and len(writers) * 2 >= len(alive):
-        summary, suspects = pipe_story(writers, ctx.procs)
-        return "deadlocked", 0.6, summary, ev, suspects
-    groups = group_by_wait(alive)
+    summary = (
+        f"idle: nothing moves, no rank waits on a peer{port_text}; "
+        f"{waits_phrase(groups[:3])} - {tail}"
+    )
+    return "idle", 0.8 if s.ports else 0.6, summary, []
+
+
+def pipe_full(s: Situation) -> Optional[Decision]:
+    """Writers block on a full pipe whose reader stopped reading."""
+    writers = writers_of(s.alive)
+    if not (writers and len(writers) * 2 >= len(s.alive)):
+        return None
+    summary, suspects = pipe_story(writers, s.ctx.procs)
+    return "deadlocked", 0.6, summary, suspects
+
+
+def nothing_can_wake(s: Situation) -> Optional[Decision]:
+    """Nothing moves and nothing outside can wake it: waiting on each other, or on a peer that
+    never answers (the last rule: it always applies)."""
+    groups = group_by_wait(s.alive)
     summary = (
         f"deadlocked: nothing moves and nothing can wake it by itself (no listening port, no "
         f"timer, no wakeups): {waits_phrase(groups[:3])} - waiting on each other, or on a "
         "peer that never answers"
     )
-    kinds = {p.main_wait.kind for p in alive if p.main_wait}
+    kinds = {p.main_wait.kind for p in s.alive if p.main_wait}
     if "write-full" in kinds:
         summary += " (a write blocks on a full pipe or socket: its reader stopped reading)"
     if "fifo-open" in kinds:
@@ -352,9 +454,42 @@ def _decide(
         summary += " (state D: an uninterruptible kernel wait - storage or NFS not answering)"
     suspects = [
         Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
-        for p in alive[:4]
+        for p in s.alive[:4]
     ]
-    return "deadlocked", 0.5, summary, ev, suspects
+    return "deadlocked", 0.5, summary, suspects
+
+
+# The rules, in the order an on-call engineer reasons (the README's verdict table): the first
+# that applies decides. Each guards against one classic misread - see its docstring.
+RULES: Tuple[Rule, ...] = (
+    rank_died,
+    rank_stopped,
+    output_moves,
+    works_silently,
+    collective_laggard,
+    server_feeds_ranks,
+    peers_wait,
+    results_never_come,
+    lock_cycle,
+    gpu_spins,
+    lock_without_door,
+    waits_for_outside,
+    pipe_full,
+    nothing_can_wake,
+)
+
+
+def _decide(
+    ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
+) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
+    situation = measure(ctx, findings, classes, intervals)
+    evidence = evidence_for(ctx, classes)
+    for rule in RULES:
+        decision = rule(situation)
+        if decision is not None:
+            state, confidence, summary, suspects = decision
+            return state, confidence, summary, evidence, suspects
+    raise AssertionError("nothing_can_wake always decides")  # pragma: no cover
 
 
 def verdict_line(verdict: Optional[Verdict]) -> str:

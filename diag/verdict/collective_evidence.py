@@ -1,9 +1,9 @@
 """How a collective finding names ranks and who it blames: shared by its two sources.
 
 The Flight Recorder findings (``diag.verdict.fr_findings``) and the NCCL log / RAS / GPU findings
-(``diag.verdict.collectives``) word ranks the same way ("ranks 0-3", "rank 2"), resolve a rank to its
-PID the same way, and build ``findings.Finding``s with the same evidence limits; one place for
-it keeps the report's wording consistent across sources.
+(``diag.verdict.collectives``) word ranks the same way (``text.units.rank_set``), resolve a rank
+to its PID the same way, and build ``sources.Finding``s with the same evidence limits; one place
+for it keeps the report's wording consistent across sources.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Iterable, List, Optional, Sequence
 
 from diag.model import Evidence, ProcessInfo, Suspect
+from diag.text.units import rank_set
 from diag.verdict.sources import Finding
 
 
@@ -20,10 +21,7 @@ def op_name(profiling_name: str) -> str:
 
 
 def ranks_text(ranks: Sequence[int]) -> str:
-    ranks = sorted(ranks)
-    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
-        return f"ranks {ranks[0]}-{ranks[-1]}"
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+    return rank_set(ranks)
 
 
 def suspect_list(rank: Optional[int], pid: Optional[int], host: str, reason: str) -> List[Suspect]:

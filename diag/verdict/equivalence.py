@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from diag.frames import is_library
 from diag.model import Bundle, Frame, RankClass
 from diag.verdict.features import ProcSignals, frames_of
-from diag.verdict.waits import WRAPPERS, is_library, short_name
+from diag.verdict.waits import WRAPPERS, short_name
 
 
 def signature(frames: Sequence[Frame]) -> str:

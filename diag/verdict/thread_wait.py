@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from diag.frames import is_library
 from diag.model import Bundle, Frame, ProcessInfo, ThreadSample
 from diag.verdict.waits import (
     STDIN,
     STOPPED,
     WRAPPERS,
-    is_library,
     kernel_wait,
     short_name,
     stack_wait,

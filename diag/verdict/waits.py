@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
+from diag.frames import is_library
 from diag.model import Frame
 
 PEER = "peer"
@@ -228,41 +229,9 @@ _SYSCALLS: Dict[str, str] = {
     "waitid": "child",
 }
 
-# Library code a wait passes through on its way to the caller; scanning stops after the first
-# frame outside these, so a user function named `get` deep in a stack is not a queue wait.
-_LIBRARY_MARKERS = (
-    "site-packages/",
-    "dist-packages/",
-    "lib/python",
-    "<frozen",
-    "torch/",
-    "multiprocessing/",
-    "asyncio/",
-    "concurrent/",
-    "http/",
-    "importlib/",
-)
-# py-spy's short filenames drop the directory; these stdlib modules are plumbing too.
-_STDLIB_FILES = frozenset(
-    [
-        "threading.py",
-        "queue.py",
-        "selectors.py",
-        "socket.py",
-        "socketserver.py",
-        "subprocess.py",
-        "ssl.py",
-        "connection.py",
-        "queues.py",
-        "pool.py",
-        "popen_fork.py",
-        "base_events.py",
-        "tasks.py",
-        "events.py",
-        "synchronize.py",
-        "server.py",
-    ]
-)
+# Library code (``diag.frames.is_library``) is what a wait passes through on its way to the
+# caller; scanning stops after the first frame outside it, so a user function named `get` deep
+# in a stack is not a queue wait.
 
 
 # Decorator frames that say nothing about where a thread is (c10d's logging wrappers, nn.Module).
@@ -274,14 +243,6 @@ WRAPPERS = frozenset(
 def short_name(frame_name: str) -> str:
     """``Queue.get`` -> ``get``; ``f.<locals>.wrapper`` -> ``wrapper``."""
     return frame_name.rsplit(".", 1)[-1] if "." in frame_name else frame_name
-
-
-def is_library(frame: Frame) -> bool:
-    name = frame.filename
-    return (
-        any(marker in name for marker in _LIBRARY_MARKERS)
-        or name.rsplit("/", 1)[-1] in _STDLIB_FILES
-    )
 
 
 def frame_kind(frame: Frame) -> Optional[str]:

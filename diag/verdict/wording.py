@@ -1,4 +1,4 @@
-"""Wording for verdicts: rank ranges, sizes, and who-waits-where phrases.
+"""Wording for verdicts: who-waits-where phrases (rank ranges and sizes come from ``text.units``).
 
 Kept apart from the decision logic so the classifier reads as rules, and so the summary style
 ("ranks 1-3 wait in `barrier`") is the same in every state.
@@ -8,26 +8,10 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+from diag.text.units import ranges, rank_set, size
 from diag.verdict.features import ProcSignals
 
-EN_DASH = "\u2013"
-
-
-def ranges(numbers: Sequence[int]) -> str:
-    """[0, 1, 2, 5] -> "0-2,5" (with an en dash, as people write ranges)."""
-    nums = sorted(set(numbers))
-    parts: List[str] = []
-    start = prev = None
-    for n in [*nums, None]:
-        if start is None:
-            start = prev = n
-            continue
-        if n is not None and prev is not None and n == prev + 1:
-            prev = n
-            continue
-        parts.append(f"{start}" if start == prev else f"{start}{EN_DASH}{prev}")
-        start = prev = n
-    return ",".join(parts)
+__all__ = ["group_by_wait", "pct", "ranges", "size", "verb", "waits_phrase", "where", "who"]
 
 
 def who(procs: Sequence[ProcSignals]) -> str:
@@ -36,7 +20,7 @@ def who(procs: Sequence[ProcSignals]) -> str:
     pids = [p.pid for p in procs if p.rank is None]
     out: List[str] = []
     if ranks:
-        out.append(("rank " if len(ranks) == 1 else "ranks ") + ranges(ranks))
+        out.append(rank_set(ranks))
     if pids:
         shown = ",".join(str(p) for p in sorted(pids)[:6])
         more = f" (+{len(pids) - 6})" if len(pids) > 6 else ""
@@ -46,16 +30,6 @@ def who(procs: Sequence[ProcSignals]) -> str:
 
 def verb(procs: Sequence[ProcSignals], singular: str, plural: str) -> str:
     return singular if len(procs) == 1 else plural
-
-
-def size(n_bytes: float) -> str:
-    sign = "-" if n_bytes < 0 else ""
-    value = abs(float(n_bytes))
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
-        value /= 1000
-    return f"{sign}{value:.1f} TB"
 
 
 def where(p: ProcSignals) -> str:

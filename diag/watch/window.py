@@ -29,7 +29,7 @@ class SampleDeltaLike(Protocol):
 
 
 class SampleSource(Protocol):
-    """The part of ``diag.collect.collector.Collector`` the loop uses (a fake one drives the benchmark)."""
+    """The part of ``collect.collector.Collector`` the loop uses (a fake drives the benchmark)."""
 
     @property
     def target(self) -> Target: ...

@@ -7,9 +7,9 @@ same user under ``ptrace_scope`` 0); without it the caller falls back to py-spy,
 explains the remedy.
 
 The runtime is found from the ELF dynamic symbols of the mapped libpython or python binary
-(``diag.probes.cpython.elf_symbols``), cached per file (device, inode, size, mtime): the ranks of a job
-run one binary, so a snapshot of 8 ranks parses it once. The version is read from the target's
-own ``Py_Version`` (3.11+), never guessed from a file name.
+(``diag.probes.cpython.elf_symbols``), cached per file (device, inode, size, mtime): the ranks
+of a job run one binary, so a snapshot of 8 ranks parses it once. The version is read from the
+target's own ``Py_Version`` (3.11+), never guessed from a file name.
 """
 
 from __future__ import annotations
