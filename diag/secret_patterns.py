@@ -123,10 +123,12 @@ _BODY_LINE = (
     r"(?:[A-Za-z0-9+/]{76}|[A-Za-z0-9+/]{70}|[A-Za-z0-9+/]{64})(?![A-Za-z0-9+/=])"
 )
 # The base64 lines just before an END whose BEGIN is not in the text, however they are joined:
-# newlines, a JSON list's ``", "``, a JSON string's ``\n``.
-# Each chunk is maximal (the lookahead) and each separator one character or escape, so the
-# run has one way to match and fails in linear time.
-_BODY_RUN = r"(?:[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])(?:[\s\",]|\\[nr])*)*"
+# newlines, a JSON list's ``", "``, a JSON string's ``\n``. At least one: a lone END line
+# stays, so the last pass over a file still finds the short last body line in front of it
+# when the lines were scrubbed one by one. Each chunk is maximal (the lookahead) and each
+# separator one character or escape, so the run has one way to match and fails in linear
+# time.
+_BODY_RUN = r"(?:[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])(?:[\s\",]|\\[nr])*)+"
 
 # Tools whose short option carries a password, and which option: ``mysql -pPW``/``-p PW``,
 # ``redis-cli -a PW``, ``sshpass -p PW``, ``docker login -p PW``. Not psql, whose -p is a port.

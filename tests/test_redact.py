@@ -38,6 +38,15 @@ PATTERN_CASES: Tuple[Tuple[str, str], ...] = (
     ("slack xoxb-1234567890-abcdef", f"slack {R}"),
     ("jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0NTY3.SflKxwRJSMeKKF2QT4fw", f"jwt {R}"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIabc\n-----END RSA PRIVATE KEY----- after", f"{R} after"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nxcLYBGabc\n-----END PGP PRIVATE KEY BLOCK-----", R),
+    ("-----BEGIN PGP MESSAGE-----\nhQEMAabc\n-----END PGP MESSAGE-----", R),
+    ("export DB_PASS=hunter22", f"export DB_PASS={R}"),
+    ("run --dbPassword 'a b c' --tp 2", f"run --dbPassword '{R}' --tp 2"),
+    ("https://u:pa/ss#w@host/x", f"https://{R}@host/x"),
+    ("curl -u me:pw12345 https://x", f"curl -u me:{R} https://x"),
+    ("mysql -u root -pPw12345 db", f"mysql -u root -p{R} db"),
+    ("GET /o?X-Amz-Signature=abc123&e=1", f"GET /o?X-Amz-Signature={R}&e=1"),
+    ("pay sk_live_abcdefghij12345", f"pay {R}"),
 )  # fmt: skip
 
 
@@ -108,7 +117,9 @@ def test_worth_learning(value: str, learned: bool) -> None:
     ("name", "secret"),
     [("HF_TOKEN", True), ("WANDB_API_KEY", True), ("aws_secret_access_key", True),
      ("DB_PASSWORD", True), ("GITHUB_PAT_AUTH", True), ("NCCL_DEBUG", False), ("RANK", False),
-     ("MASTER_ADDR", False)],
+     ("MASTER_ADDR", False), ("NCCL_IB_CREDS", True), ("TORCH_DIST_PW", True),
+     ("SENTRY_DSN", True), ("URL_SIG", True), ("NCCL_PWR_LIMIT", False),
+     ("TORCH_SIGNAL_HANDLER", False), ("CUDA_DEVICE_MAX_CONNECTIONS", False)],
 )  # fmt: skip
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
@@ -119,7 +130,10 @@ def test_secret_names(name: str, secret: bool) -> None:
     [("--api-key", True), ("--api_key", True), ("--apikey", True), ("--hf-token", True),
      ("--token", True), ("--password=x", True), ("--auth-token", True), ("--secret", True),
      ("--tokenizer-path", False), ("--max-tokens", False), ("--keyfile", False),
-     ("--port", False), ("api-key", False)],
+     ("--port", False), ("api-key", False), ("--dbPassword", True), ("--secretToken=x", True),
+     ("--pw", True), ("--creds", True), ("--auth", True), ("--sig", True), ("--tp", False),
+     ("--keep-alive", False), ("--kv-cache-dtype", False), ("--monkey", False),
+     ("--passes", False), ("--tensor-parallel-size", False)],
 )  # fmt: skip
 def test_secret_flags(flag: str, secret: bool) -> None:
     assert is_secret_flag(flag) is secret
