@@ -34,6 +34,9 @@ class Scenario(NamedTuple):
     suspects: Optional[Tuple[str, ...]]  # "rank:N" / "root" entries; None: not checked
     torch: bool
     what: str
+    # Third-party packages (import names) the scenario runs for real, e.g. ("uvicorn",):
+    # tests skip cleanly where one is missing. torch is the ``torch`` flag above.
+    needs: Tuple[str, ...] = ()
 
     def accepts(self, state: object) -> bool:
         return state in self.expect.split("|")

@@ -26,6 +26,10 @@ _spec.loader.exec_module(run_scenarios)
 HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 
 
+def _missing(names: Any) -> Any:
+    return [n for n in names if importlib.util.find_spec(n) is None]
+
+
 def _params() -> Any:
     out = []
     for s in run_scenarios.SCENARIOS:
@@ -35,6 +39,8 @@ def _params() -> Any:
                 pytest.mark.torch,
                 pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed"),
             ]
+        if _missing(s.needs):
+            marks.append(pytest.mark.skip(reason=f"not installed: {', '.join(_missing(s.needs))}"))
         out.append(pytest.param(s, id=s.name, marks=marks))
     return out
 
