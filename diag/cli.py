@@ -316,6 +316,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     except click.exceptions.Abort:
         click.echo("diag: interrupted", err=True)
         sys.exit(EXIT_INTERRUPTED)
+    except click.UsageError as exc:
+        # One line, like every other error: what was wrong and where the help is.
+        name = exc.ctx.command_path if exc.ctx is not None else "diag"
+        _echo_err(f"diag: {' '.join(exc.format_message().split())} - see {name} --help")
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

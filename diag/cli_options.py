@@ -8,11 +8,33 @@ their help text. Declaring them here keeps the two commands' flags from drifting
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Tuple, TypeVar
 
 import click
 
 Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _regular_logs(
+    _ctx: click.Context, _param: click.Parameter, paths: Tuple[str, ...]
+) -> Tuple[str, ...]:
+    """--log names a regular file (or one not created yet): a FIFO, device or directory is
+    refused before any sampling (reading /dev/zero or a FIFO would never end)."""
+    from diag.bundle.files import NotRegularFile, check_regular_path
+    from diag.errors import EXIT_USAGE, DiagError
+
+    for path in paths:
+        try:
+            check_regular_path(path)
+        except NotRegularFile as exc:
+            raise DiagError(
+                f"--log: {exc}",
+                "pass the log file itself (a regular file the job writes)",
+                EXIT_USAGE,
+            ) from None
+        except OSError:
+            pass  # not there yet: tracked until it appears
+    return paths
 
 
 def job_options(command: Command) -> Command:
@@ -27,6 +49,7 @@ def job_options(command: Command) -> Command:
                 "log_paths",
                 multiple=True,
                 type=click.Path(),
+                callback=_regular_logs,
                 help="Extra log file to follow.",
             ),
             click.option(

@@ -123,6 +123,8 @@ class LogSample(Record, frozen=True):
     inode: int = 0
     head: Tuple[str, ...] = ()
     tail: Tuple[str, ...] = ()
+    # Why the file was not read this sample (not a regular file, a symlink, unreadable).
+    error: Optional[str] = None
 
 
 class GpuProcess(Record, frozen=True):
@@ -229,6 +231,7 @@ class ProcessInfo(Record, frozen=True):
     env: Dict[str, str] = {}
     start_time_s: Optional[float] = None
     first_seen_sample: int = 0
+    uid: Optional[int] = None  # the process's owner: the only user whose dump files diag reads
 
 
 class HostInfo(Record, frozen=True):

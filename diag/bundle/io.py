@@ -20,12 +20,20 @@ Writes of whole files are atomic (temp file + fsync + rename): a reader never se
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import msgspec
 
+from diag.bundle.files import (
+    NotRegularFile,
+    create_private,
+    kind_of,
+    open_regular,
+    read_capped,
+)
 from diag.bundle.journal_delta import DeltaState, Unchanged
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_OUTPUT, DiagError
 from diag.model import (
@@ -78,6 +86,18 @@ def atomic_write_bytes(path: Union[str, Path], data: bytes) -> None:
     """Write ``data`` so that ``path`` is always either the old file or the whole new one."""
     target = Path(path)
     try:
+        existing = os.lstat(target).st_mode
+    except OSError:
+        existing = None
+    if existing is not None and not (stat.S_ISREG(existing) or stat.S_ISLNK(existing)):
+        # rename() would replace a FIFO or a device node (``-o /dev/full``) with the file.
+        raise DiagError(
+            f"cannot write {target}: it is {kind_of(existing)}",
+            "choose a regular file path with -o PATH",
+            EXIT_OUTPUT,
+        )
+    try:
+        # mkstemp: O_EXCL, mode 0600; rename() replaces a symlink at ``path``, never follows it.
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
     except OSError as exc:
         raise DiagError(
@@ -118,7 +138,8 @@ class JournalWriter:
         self._scrub = scrub
         self._delta = DeltaState()
         try:
-            self._fh = open(self.path, "ab")  # noqa: SIM115 - held until close()
+            # Created anew, O_EXCL|O_NOFOLLOW, 0600: never written through a planted link.
+            self._fh = create_private(self.path)
         except OSError as exc:
             raise DiagError(
                 f"cannot write {self.path}: {exc.strerror or exc}",
@@ -215,11 +236,11 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
             continue
         try:
             line = _line_decoder.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except _DECODE_ERRORS as exc:
             if number >= len(lines) - 2:  # a torn last line: the sample in flight
                 complete = False
                 break
-            raise _bad(path, f"line {number + 1}: {exc}") from exc
+            raise _bad(path, f"line {number + 1}: {_why(exc)}") from None
         if isinstance(line, _Header):
             header = line
             _check_version(path, header.schema_version)
@@ -250,28 +271,77 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
     )
 
 
-def load_bundle(path: Union[str, Path]) -> Bundle:
-    """Load a ``.json`` bundle or a ``.jsonl`` journal; errors carry their remedy."""
-    source = Path(path)
+# The most ``load_bundle`` reads: a day-long watch of a large job journals a few hundred MB.
+MAX_BUNDLE_BYTES = 1 << 30
+# What a decode may raise on hostile input: bad JSON, wrong types or out-of-range numbers,
+# nesting deeper than the decoder's recursion allows.
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OverflowError)
+
+
+class _Version(msgspec.Struct):
+    schema_version: Any = None
+
+
+def read_bundle_bytes(source: Path, max_bytes: Optional[int] = None) -> bytes:
+    """The bytes of a bundle file: a regular file (a FIFO or /dev/zero is refused, not read
+    forever) of at most ``max_bytes``; DiagError(EXIT_BAD_BUNDLE) otherwise."""
+    max_bytes = MAX_BUNDLE_BYTES if max_bytes is None else max_bytes
     try:
-        data = source.read_bytes()
+        with open_regular(source, follow=True) as fh:
+            data, truncated = read_capped(fh, max_bytes)
+    except NotRegularFile as exc:
+        raise _bad(source, str(exc).replace(f"{source} is ", "it is ")) from None
     except OSError as exc:
         raise DiagError(
             f"cannot read {source}: {exc.strerror or exc}",
             "check the path of the bundle",
             EXIT_BAD_BUNDLE,
         ) from exc
+    if truncated:
+        raise _bad(source, f"larger than the {max_bytes >> 20} MiB a bundle may be")
+    return data
+
+
+def load_bundle(path: Union[str, Path]) -> Bundle:
+    """Load a ``.json`` bundle or a ``.jsonl`` journal; errors carry their remedy."""
+    source = Path(path)
+    data = read_bundle_bytes(source)
     stripped = data.lstrip()
     if stripped.startswith(b"{") and b'"kind":"header"' in stripped.split(b"\n", 1)[0]:
-        return _load_journal(source, data)
+        try:
+            bundle = _load_journal(source, data)
+        except RecursionError:
+            raise _bad(source, "nested too deeply") from None
+        return _checked(source, bundle)
     try:
-        version = msgspec.json.decode(data, type=Dict[str, Any]).get("schema_version")
-    except msgspec.DecodeError as exc:
-        raise _bad(source, f"not JSON: {exc}") from exc
+        version = msgspec.json.decode(data, type=_Version).schema_version
+    except _DECODE_ERRORS as exc:
+        raise _bad(source, f"not JSON: {_why(exc)}") from None
     if not isinstance(version, int):
         raise _bad(source, "no schema_version")
     _check_version(source, version)
     try:
-        return _bundle_decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise _bad(source, str(exc)) from exc
+        return _checked(source, _bundle_decoder.decode(data))
+    except _DECODE_ERRORS as exc:
+        raise _bad(source, _why(exc)) from None
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)[:200]
+
+
+# Epoch seconds a real capture can carry (1970 .. year 2500): a forged 1e308 is refused here,
+# not met later as an overflow while rendering.
+_MAX_TIME_S = 16_725_225_600.0
+
+
+def _checked(source: Path, bundle: Bundle) -> Bundle:
+    times = [bundle.created_s, *(s.t_s for s in bundle.samples)]
+    times += [s.duration_s for s in bundle.samples]
+    times += [p.t_s for s in bundle.samples for p in s.processes]
+    for value in times:
+        if not -_MAX_TIME_S <= value <= _MAX_TIME_S:  # also False for NaN
+            raise _bad(source, f"a time of {value!r} seconds is out of range")
+    return bundle

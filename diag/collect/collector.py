@@ -250,6 +250,9 @@ class Collector:
                 ports = value
             elif call.probe == "logs":
                 logs = value
+                for log in logs:  # a log not read (not a regular file...): a failure on record
+                    if log.error is not None:
+                        rec.fail("logs", f"{log.path}: {log.error}", None)
             elif call.probe == "gpu":
                 gpu = value
             elif call.probe == "ncclras":

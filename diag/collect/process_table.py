@@ -128,6 +128,7 @@ class ProcessTable:
             env=select_env(env, self.redactor),
             start_time_s=start_s,
             first_seen_sample=index,
+            uid=ident.uid,
         )
         self.infos[ident.pid] = info
         return info

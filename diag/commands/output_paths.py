@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
+from diag.bundle.files import kind_of
 from diag.errors import EXIT_OUTPUT, DiagError
 
 _KNOWN_SUFFIXES = (".html", ".json", ".jsonl", ".md", ".log")
@@ -25,12 +27,44 @@ def _default_name(stem: str, now_s: Optional[float]) -> str:
     return f"diag-{stem}-{stamp}"
 
 
+_DEVICE_DIRS = ("/dev", "/proc", "/sys")
+
+
 def _require_writable_dir(path: Path, shown: str) -> None:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise DiagError(
             f"cannot write {shown}: directory {parent} does not exist or is not writable",
             "choose a writable location with -o PATH",
+            EXIT_OUTPUT,
+        )
+    real = os.path.realpath(parent)
+    if any(real == d or real.startswith(d + "/") for d in _DEVICE_DIRS):
+        raise DiagError(
+            f"cannot write {shown}: {parent} holds devices or kernel files, not reports",
+            "choose a regular directory with -o PATH",
+            EXIT_OUTPUT,
+        )
+    mode = parent.stat().st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        # Anyone may rename or replace files there, between diag's check and its write.
+        raise DiagError(
+            f"cannot write {shown}: directory {parent} is world-writable without the sticky bit",
+            "choose a directory only you can write (or chmod +t it) with -o PATH",
+            EXIT_OUTPUT,
+        )
+
+
+def _require_file_path(path: Path) -> None:
+    """``path`` is a regular file or not there yet: a FIFO, device or directory is refused."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise DiagError(
+            f"cannot write {path}: it is {kind_of(mode)}",
+            "choose a regular file path with -o PATH",
             EXIT_OUTPUT,
         )
 
@@ -45,6 +79,7 @@ def json_output_path(
     else:
         path = Path.cwd() / f"{_default_name(str(stem), now_s)}.json"
     _require_writable_dir(path, str(path))
+    _require_file_path(path)
     if path.exists() and not os.access(path, os.W_OK):
         raise DiagError(
             f"cannot write {path}: file is not writable",
@@ -72,4 +107,6 @@ def output_base(out: Optional[str], name: str, now_s: Optional[float] = None) ->
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "job"
         base = Path.cwd() / _default_name(slug, now_s)
     _require_writable_dir(base, f"{base}.*")
+    for ext in _KNOWN_SUFFIXES:
+        _require_file_path(base.parent / f"{base.name}{ext}")
     return Outputs(base)

@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import BinaryIO, Dict, List, Optional, Sequence, Set, Tuple
 
+from diag.bundle.files import NotRegularFile, open_regular
 from diag.model import LogSample
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor
@@ -130,7 +131,9 @@ class LogTracker:
         self.redactor = redactor
         self.procfs = procfs or ProcFS()
         self._lock = threading.Lock()
-        self._extra = [os.path.abspath(p) for p in extra_paths]
+        # A path the user named is resolved once (a symlink they chose is followed now); a later
+        # swap of it for a link is then refused when read (``open_regular``).
+        self._extra = [os.path.realpath(p) for p in extra_paths]
         self._pids: Dict[str, Set[int]] = {p: set() for p in self._extra}
         self._state: Dict[str, _FileState] = {}
         self._notes: Dict[str, str] = {}
@@ -207,18 +210,30 @@ class LogTracker:
             return tuple(self._sample_one(path, pids) for path, pids in tracked)
 
     def _sample_one(self, path: str, pids: Tuple[int, ...]) -> LogSample:
+        # Opened without following a symlink and refused unless a regular file: a log the
+        # job's user swapped for a link to /dev/zero or a FIFO must not be read (or block).
         try:
-            st = os.stat(path)
-        except OSError:
+            fh = open_regular(path)
+        except NotRegularFile as exc:
+            self._state.pop(path, None)
+            self._notes[f"read:{path}"] = f"not read: {exc}"
+            return LogSample(path=path, pids=pids, exists=True, error=f"not read: {exc}")
+        except FileNotFoundError:
             self._state.pop(path, None)
             return LogSample(path=path, pids=pids, exists=False)
-        try:
-            with open(path, "rb") as fh:
+        except OSError as exc:
+            self._state.pop(path, None)
+            why = f"cannot read {path}: {exc.strerror or exc}"
+            self._notes[f"read:{path}"] = why
+            return LogSample(path=path, pids=pids, exists=True, error=why)
+        with fh:
+            st = os.fstat(fh.fileno())
+            try:
                 state = self._current_state(path, fh, st)
                 self._update(fh, state, st.st_size, (st.st_size, st.st_mtime_ns))
-        except OSError as exc:
-            self._notes[f"read:{path}"] = f"cannot read {path}: {exc.strerror or exc}"
-            state = self._state.setdefault(path, _FileState(dev=st.st_dev, inode=st.st_ino))
+            except OSError as exc:
+                self._notes[f"read:{path}"] = f"cannot read {path}: {exc.strerror or exc}"
+                state = self._state.setdefault(path, _FileState(dev=st.st_dev, inode=st.st_ino))
         lines = state.newlines + (0 if state.ends_with_newline else 1)
         return LogSample(
             path=path,

@@ -50,6 +50,7 @@ class Identity(NamedTuple):
     exe: Optional[str]
     cmdline: Tuple[str, ...]
     environ: Optional[bytes]  # None when unreadable (zombie, another user's process)
+    uid: Optional[int] = None  # the owner of /proc/PID (its real uid); whose files it writes
 
 
 def assign_roles(
@@ -226,4 +227,8 @@ def read_identity(procfs: ProcFS, pid: int) -> Identity:
         environ: Optional[bytes] = procfs.read_bytes(pid, "environ")
     except OSError:
         environ = None
-    return Identity(pid, stat, procfs.readlink(pid, "exe"), cmdline, environ)
+    try:
+        uid: Optional[int] = procfs.path(pid).stat().st_uid
+    except OSError:
+        uid = None
+    return Identity(pid, stat, procfs.readlink(pid, "exe"), cmdline, environ, uid)

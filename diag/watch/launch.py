@@ -7,10 +7,16 @@ Why each choice:
   (and the ranks it forked) sees the same SIGINT it would see without diag - and only then
   writes the report. Its stdin is /dev/null: a process group that is not the terminal's
   foreground group would be stopped by SIGTTIN if it read the terminal.
-* **Tee**: stdout/stderr go to the terminal unchanged and as they arrive (progress bars
-  included), and to ``PATH.log`` beside the report, line by line. The terminal is the user's
-  own output; the log file lands beside a report meant to be attached to tickets, so every line
-  written there passes through ``scrub`` (the Redactor's scrubbing of known secret values).
+* **Tee, through files**: the child's stdout and stderr are files, not pipes to diag (a
+  pipe whose reader died kills the writer with SIGPIPE on its next line: diag crashing or
+  being OOM-killed would take the job down). Each stream is a spool file beside the report
+  (``.NAME.log.stdout`` / ``.stderr``, created O_EXCL, mode 0600) that the child appends to;
+  diag follows it, copying it to the terminal unchanged, as it arrives (progress bars
+  included), and to ``PATH.log`` line by line. The terminal is the user's own output; the log
+  file lands beside a report meant to be attached to tickets, so every line written there
+  passes through ``scrub`` (the Redactor's scrubbing of known secret values). When the child
+  ended and its output was copied, the spool files are removed; if diag died first they stay
+  (raw, 0600) and the job ran on unharmed.
 * **Exit code**: Popen's convention, so it is unambiguous: ``N >= 0`` is ``exit(N)``, ``-S``
   means killed by signal ``S`` (a shell would show ``128 + S``).
 
@@ -27,11 +33,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable, Dict, List, Optional, Sequence, Union
+from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+from diag.bundle.files import create_private, open_regular
 from diag.errors import EXIT_NO_TARGET, EXIT_OUTPUT, EXIT_USAGE, DiagError
 
 _CHUNK_BYTES = 65536
+_POLL_S = 0.05  # how often a tee looks for new output in its spool file
 
 
 def _identity(text: str) -> str:
@@ -39,22 +47,24 @@ def _identity(text: str) -> str:
 
 
 class _Tee:
-    """Copies one pipe to the terminal (raw, as it arrives) and to the log (scrubbed lines)."""
+    """Follows one spool file the child appends to: to the terminal (raw, as it arrives) and
+    to the log (scrubbed lines). Stops once told the child ended and the file is drained."""
 
     def __init__(
         self,
-        pipe: IO[bytes],
+        spool: IO[bytes],
         terminal: Optional[IO[bytes]],
         log: IO[bytes],
         log_lock: threading.Lock,
         scrub: Callable[[str], str],
     ) -> None:
-        self._pipe = pipe
+        self._spool = spool
         self._terminal = terminal
         self._log = log
         self._log_lock = log_lock
         self._scrub = scrub
         self._partial = b""
+        self.finish = threading.Event()  # set when no more output will come
         self.thread = threading.Thread(target=self._run, name="diag-tee", daemon=True)
 
     def _to_terminal(self, chunk: bytes) -> None:
@@ -78,14 +88,18 @@ class _Tee:
                 pass  # a full disk must not kill the child's output to the terminal
 
     def _run(self) -> None:
-        fd = self._pipe.fileno()
+        fd = self._spool.fileno()
         while True:
+            finishing = self.finish.is_set()  # read before the last read: nothing is missed
             try:
                 chunk = os.read(fd, _CHUNK_BYTES)
             except OSError:
                 chunk = b""
             if not chunk:
-                break
+                if finishing:
+                    break
+                self.finish.wait(_POLL_S)
+                continue
             self._to_terminal(chunk)
             data = self._partial + chunk
             cut = data.rfind(b"\n") + 1
@@ -98,7 +112,18 @@ class _Tee:
         if self._partial:
             self._to_log([self._partial, b"\n"])
             self._partial = b""
-        self._pipe.close()
+        self._spool.close()
+
+
+def _spool(log_path: Path, stream: str) -> Tuple[int, IO[bytes], Path]:
+    """(write fd for the child, read handle for diag, path) of one stream's spool file."""
+    path = log_path.parent / f".{log_path.name}.{stream}"
+    with create_private(path) as fh:
+        write_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if os.fstat(write_fd).st_ino != os.fstat(fh.fileno()).st_ino:  # swapped under us
+            os.close(write_fd)
+            raise OSError(f"{path} changed while it was created")
+    return write_fd, open_regular(path), path
 
 
 class LaunchedCommand:
@@ -111,12 +136,14 @@ class LaunchedCommand:
         log_path: Path,
         log_fh: IO[bytes],
         tees: List[_Tee],
+        spools: Sequence[Path] = (),
     ) -> None:
         self._proc = proc
         self.argv = tuple(argv)
         self.log_path = log_path
         self._log_fh = log_fh
         self._tees = tees
+        self._spools = tuple(spools)
         self.started_s = time.time()
 
     @property
@@ -158,21 +185,30 @@ class LaunchedCommand:
         return self.exit_code
 
     def drain(self, timeout_s: float = 2.0) -> None:
-        """Wait for the tee threads to copy what the child wrote before it exited.
+        """Copy what the child wrote before it exited (its spool files, to their end).
 
-        A grandchild that keeps the pipes open keeps the tees running: they are daemon threads,
-        so after ``timeout_s`` diag stops waiting for them rather than hanging.
-        """
+        While the child runs, the tees keep following; once it exited they read to the end
+        and stop. After ``timeout_s`` diag stops waiting for them rather than hanging."""
+        if self.poll() is not None:
+            for tee in self._tees:
+                tee.finish.set()
         deadline = time.monotonic() + timeout_s
         for tee in self._tees:
             tee.thread.join(max(deadline - time.monotonic(), 0.0))
 
     def close(self) -> None:
         self.drain(0.5)
+        copied = all(not tee.thread.is_alive() for tee in self._tees)
         try:
             self._log_fh.close()
         except OSError:
             pass
+        if copied and self.poll() is not None:  # all in PATH.log: the raw spools go
+            for path in self._spools:
+                try:
+                    path.unlink()
+                except OSError:
+                    pass
 
 
 def launch(
@@ -191,11 +227,23 @@ def launch(
     if not argv:
         raise DiagError("no command given after --", "write: diag watch -- CMD ARGS...", EXIT_USAGE)
     path = Path(log_path)
+    fds: List[int] = []
+    spools: List[Path] = []
     try:
-        log_fh = open(path, "wb")  # noqa: SIM115 - owned by LaunchedCommand, closed in close()
+        log_fh = create_private(path)
+        out_fd, out_read, out_path = _spool(path, "stdout")
+        fds.append(out_fd)
+        spools.append(out_path)
+        err_fd, err_read, err_path = _spool(path, "stderr")
+        fds.append(err_fd)
+        spools.append(err_path)
     except OSError as exc:
+        for fd in fds:
+            os.close(fd)
+        for spool in spools:
+            spool.unlink(missing_ok=True)
         raise DiagError(
-            f"cannot write {path}: {exc.strerror or exc}",
+            f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}",
             "choose a writable location with -o PATH",
             EXIT_OUTPUT,
         ) from exc
@@ -203,33 +251,38 @@ def launch(
         proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=out_fd,
+            stderr=err_fd,
             start_new_session=True,
             env=env,
         )
     except OSError as exc:
         log_fh.close()
-        try:
-            path.unlink()  # no command ran: leave no empty log behind
-        except OSError:
-            pass
+        out_read.close()
+        err_read.close()
+        for leftover in (path, out_path, err_path):
+            try:
+                leftover.unlink()  # no command ran: leave no empty log behind
+            except OSError:
+                pass
         raise DiagError(
             f"cannot run {argv[0]}: {exc.strerror or exc}",
             "check the command after -- (is it installed, on PATH, executable?)",
             EXIT_NO_TARGET,
         ) from exc
+    finally:
+        os.close(out_fd)
+        os.close(err_fd)
     out = terminal_out if terminal_out is not None else sys.stdout.buffer
     err = terminal_err if terminal_err is not None else sys.stderr.buffer
     lock = threading.Lock()
-    assert proc.stdout is not None and proc.stderr is not None
     tees = [
-        _Tee(proc.stdout, out, log_fh, lock, scrub),
-        _Tee(proc.stderr, err, log_fh, lock, scrub),
+        _Tee(out_read, out, log_fh, lock, scrub),
+        _Tee(err_read, err, log_fh, lock, scrub),
     ]
     for tee in tees:
         tee.thread.start()
-    return LaunchedCommand(proc, argv, path, log_fh, tees)
+    return LaunchedCommand(proc, argv, path, log_fh, tees, spools)
 
 
 def describe_exit(code: Optional[int]) -> str:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from functools import partial
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
+from diag.bundle.files import open_regular, read_capped
 from diag.model import Bundle, ProcessInfo, RankCollectives
 from diag.probes.nccl.fr_dump import DumpError, decode_dump, summarize_dump
 from diag.probes.runner import ProbeCall, run_all
@@ -44,16 +46,52 @@ __all__ = [
 
 DEFAULT_PREFIX = "/tmp/nccl_trace_rank_"
 PREFIX_VARS = ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
-MAX_DUMP_BYTES = 256 * 1024 * 1024
+MAX_DUMP_BYTES = 64 * 1024 * 1024
 _RANK_SUFFIX = re.compile(r"^(?P<prefix>.*?)(?P<rank>\d+)(?:\.json|\.pkl|\.pickle)?$")
 
 
 def read_dump_file(path: Path) -> Tuple[Dict[str, Any], float]:
-    """(dump, mtime) of one file; OSError or DumpError when unreadable."""
-    stat = path.stat()
-    if stat.st_size > MAX_DUMP_BYTES:
-        raise DumpError(f"{path} is {stat.st_size} bytes, over the {MAX_DUMP_BYTES} limit")
-    return decode_dump(path.read_bytes()), stat.st_mtime
+    """(dump, mtime) of one file; OSError or DumpError when unreadable. A regular file only
+    (never a FIFO or a link to /dev/zero), refused past ``MAX_DUMP_BYTES`` before decoding."""
+    with open_regular(path) as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_size > MAX_DUMP_BYTES:
+            raise DumpError(f"{path} is {st.st_size} bytes, over the {MAX_DUMP_BYTES} limit")
+        data, truncated = read_capped(fh, MAX_DUMP_BYTES)
+    if truncated:
+        raise DumpError(f"{path} grew past the {MAX_DUMP_BYTES} byte limit while read")
+    return decode_dump(data), st.st_mtime
+
+
+def untrusted_reason(path: Path, info: Optional[ProcessInfo]) -> Optional[str]:
+    """Why a dump file must not be read as the rank's (None: it may be).
+
+    diag runs as root and the default prefix lies in world-writable /tmp: anyone there could
+    plant ``/tmp/nccl_trace_rank_0`` to steer the verdict. A file is read only if its owner is
+    the rank's user or root, and in a world-writable directory only if owned by the rank's
+    user (or root when the rank runs as root)."""
+    try:
+        st = path.lstat()
+        parent = path.parent.stat()
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}"
+    uid = info.uid if info is not None else None
+    world_writable = bool(parent.st_mode & stat.S_IWOTH)
+    if world_writable:
+        if uid is None:
+            return (
+                f"in world-writable {path.parent} and the rank's user is unknown: "
+                "not trusted (skipped)"
+            )
+        if st.st_uid != uid:
+            return (
+                f"owned by uid {st.st_uid}, not by the rank's uid {uid}, in world-writable "
+                f"{path.parent}: not trusted (skipped)"
+            )
+        return None
+    if uid is not None and st.st_uid not in (uid, 0):
+        return f"owned by uid {st.st_uid}, neither the rank's uid {uid} nor root (skipped)"
+    return None
 
 
 def prefixes_of(info: ProcessInfo) -> Tuple[str, ...]:
@@ -100,6 +138,10 @@ def collect(
     records: List[RankCollectives] = []
     problems: List[str] = []
     for path, rank, info, explicit in candidates(processes, fr_dirs):
+        untrusted = untrusted_reason(path, info)
+        if untrusted is not None:
+            problems.append(f"{path}: {untrusted}")
+            continue
         try:
             dump, mtime = read_dump_file(path)
         except (OSError, DumpError) as exc:

@@ -17,6 +17,8 @@ import pickle
 import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+import msgspec
+
 from diag.model import CollectiveRecord, RankCollectives
 
 RECENT_ENTRIES = 6
@@ -31,16 +33,63 @@ class _NoClassUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a dump")
 
 
+# A real dump nests ~5 deep (dict -> entries list -> entry dict -> sizes list -> list) and holds
+# about 20 values per ring entry; a hostile file may nest a million lists, refer to one list
+# from itself (a cycle) or share a list 2**100 times through the memo (tiny on disk, endless to
+# walk). Walked iteratively once after the load, it is refused past either bound.
+MAX_DEPTH = 32
+MAX_VALUES = 4_000_000
+_json_decoder = msgspec.json.Decoder()
+
+
+def check_shape(obj: Any, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> None:
+    """Raise DumpError if ``obj`` nests deeper than ``max_depth`` (a cycle does) or holds more
+    than ``max_values`` values counting every shared reference (iterative: no recursion)."""
+    stack: List[Tuple[Any, int]] = [(obj, 1)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > max_values:
+            raise DumpError(f"not a Flight Recorder dump: more than {max_values} values")
+        if isinstance(value, dict):
+            children: Any = [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            children = value
+        else:
+            continue
+        if depth >= max_depth:
+            raise DumpError(f"not a Flight Recorder dump: nested deeper than {max_depth}")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def decode_dump(data: bytes) -> Dict[str, Any]:
-    """Bytes of a dump (JSON or pickle) → the dump dict (pure; raises DumpError)."""
+    """Bytes of a dump (JSON or pickle) → the dump dict (pure; raises DumpError).
+
+    The caller bounds the size (``flight_recorder.MAX_DUMP_BYTES``); loading is then O(size)
+    and ``check_shape`` bounds what reading the result may cost."""
     head = data.lstrip()[:1]
     try:
         if head == b"{":
-            obj = json.loads(data.decode("utf-8", "replace"))
+            obj = _json_decoder.decode(data)
         else:
             obj = _NoClassUnpickler(io.BytesIO(data)).load()
-    except (ValueError, pickle.UnpicklingError, EOFError, TypeError, AttributeError) as exc:
-        raise DumpError(f"not a Flight Recorder dump: {exc}") from exc
+    except RecursionError:
+        raise DumpError(f"not a Flight Recorder dump: nested deeper than {MAX_DEPTH}") from None
+    except (
+        ValueError,
+        pickle.UnpicklingError,
+        EOFError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        MemoryError,
+        OverflowError,
+        msgspec.DecodeError,
+    ) as exc:
+        raise DumpError(f"not a Flight Recorder dump: {str(exc)[:200]}") from None
+    check_shape(obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("entries"), list):
         raise DumpError("not a Flight Recorder dump: no 'entries' list")
     return obj

@@ -13,9 +13,9 @@ history, not just the tails in the samples) and falls back to the tails when a f
 
 from __future__ import annotations
 
-import os
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from diag.bundle.files import read_regular
 from diag.model import LogSample, LogSignal, ProcessInfo, RankNcclLog, Sample
 from diag.probes.nccl.lines import KINDS, LogHit, line_time, parse_line
 
@@ -154,13 +154,11 @@ _KEYWORDS = ("NCCL", "CUDA", "Cuda", "cuda", "Xid", "atchdog", "eartbeat", "ECC"
 
 
 def read_file_lines(path: str, max_bytes: int = MAX_SCAN_BYTES) -> List[str]:
-    """The interesting lines of (the last ``max_bytes`` of) one log file; OSError if unreadable."""
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > max_bytes:
-            fh.seek(size - max_bytes)
-            fh.readline()  # drop the partial first line
-        data = fh.read()
+    """The interesting lines of (the last ``max_bytes`` of) one log file; OSError if unreadable
+    (``NotRegularFile`` for a FIFO, device, directory or symlink: never read, never blocks)."""
+    data, truncated = read_regular(path, max_bytes, tail=True)
+    if truncated:
+        data = data.partition(b"\n")[2]  # drop the partial first line
     lines = data.decode("utf-8", "replace").splitlines()
     return [line for line in lines if any(k in line for k in _KEYWORDS)]
 
