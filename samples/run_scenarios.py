@@ -319,6 +319,32 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "launcher starts 3 ranks with `stdout=PIPE`, never reads: all ranks blocked in write",
     ),
+    # Real serving stacks (#16): uvicorn + FastAPI, gunicorn, Ray - the packages themselves, not
+    # stdlib imitations. Their clients run outside the job's process tree, as real ones do.
+    Scenario(
+        "uvicorn_idle",
+        "idle",
+        (),
+        False,
+        "FastAPI under real uvicorn, access log off, no traffic: loop in epoll, port listening",
+        ("uvicorn", "fastapi"),
+    ),
+    Scenario(
+        "uvicorn_busy_no_log",
+        "progressing|slow",
+        (),
+        False,
+        "uvicorn serves 4 outside clients nonstop (20 ms awaited backend call each), no log",
+        ("uvicorn", "fastapi"),
+    ),
+    Scenario(
+        "uvicorn_handler_hangs",
+        "deadlocked",
+        ("root",),
+        False,
+        "uvicorn endpoint awaits an asyncio.Event never set; 4 outside clients wait on it",
+        ("uvicorn", "fastapi"),
+    ),
 )
 
 

@@ -26,6 +26,18 @@ _spec.loader.exec_module(run_scenarios)
 HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 
 
+# Scenarios whose verdict is wrong today: still in SCENARIOS (they are the spec), expected to
+# fail until the verdict learns the signal named here (#16). Remove an entry once it passes.
+VERDICT_WRONG_TODAY = {
+    "uvicorn_busy_no_log": "verdict: idle - a server answering ~100 req/s through send() "
+    "(wchar 0, ~4 % CPU, loop in epoll_wait between requests) reads as 'nothing moves'; "
+    "only established sockets' byte counters show the work, and they are not recorded",
+    "uvicorn_handler_hangs": "verdict: idle - 4 connections each hold a request the handler "
+    "will never answer (await Event), but the bundle is identical to uvicorn_idle's "
+    "(epoll tick, no CPU); needs established sockets with unanswered requests",
+}
+
+
 def _missing(names: Any) -> Any:
     return [n for n in names if importlib.util.find_spec(n) is None]
 
@@ -41,6 +53,8 @@ def _params() -> Any:
             ]
         if _missing(s.needs):
             marks.append(pytest.mark.skip(reason=f"not installed: {', '.join(_missing(s.needs))}"))
+        if s.name in VERDICT_WRONG_TODAY:
+            marks.append(pytest.mark.xfail(strict=False, reason=VERDICT_WRONG_TODAY[s.name]))
         out.append(pytest.param(s, id=s.name, marks=marks))
     return out
 
