@@ -16,7 +16,7 @@ Times ending in ``_s`` are Unix epoch seconds unless the name says otherwise (``
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Literal, Optional, Tuple
 
 import msgspec
 
@@ -54,6 +54,22 @@ class IoCounters(Record, frozen=True):
     syscw: int = 0
     read_bytes: int = 0
     write_bytes: int = 0
+
+
+class OpenFile(Record, frozen=True):
+    """A big regular file a process holds open or has mapped (weights, checkpoints, downloads).
+
+    ``read``/``write``: an open fd, ``pos_bytes`` its offset (/proc/P/fdinfo/N ``pos:``), the
+    progress of a read() loader or a download. ``mmap``: a file-backed mapping, ``size_bytes``
+    the mapping's length and ``resident_bytes`` its Rss (/proc/P/smaps), the progress of an mmap
+    loader (safetensors). ``path`` is capped in length."""
+
+    path: str
+    size_bytes: int = 0
+    pos_bytes: Optional[int] = None
+    resident_bytes: Optional[int] = None
+    kind: Literal["read", "write", "mmap"] = "read"
+    fd: Optional[int] = None
 
 
 class ThreadSample(Record, frozen=True):
@@ -105,6 +121,8 @@ class ProcessSample(Record, frozen=True):
     # Who read the stacks: "diag" (in-process, CPython 3.11-3.13) or "py-spy"; None: nobody.
     stack_reader: Optional[str] = None
     exit_code: Optional[int] = None
+    # Big files open or mapped (diag.probes.open_files): what a loading job reads, how far.
+    open_files: Tuple[OpenFile, ...] = ()
 
 
 class LogSample(Record, frozen=True):
@@ -356,6 +374,22 @@ class RankClass(Record, frozen=True):
     stack_id: Optional[str] = None
 
 
+class RankPhase(Record, frozen=True):
+    """What one rank is doing while the job starts up (diag.verdict.startup): a phase
+    (reading weights, converting, compiling, initialising communication, downloading,
+    warm-up, serving, waiting), how far it is and when it should be done - with the basis of
+    that estimate. ``eta_s`` is None when nothing moved over the capture."""
+
+    rank: Optional[int] = None
+    pid: int = 0
+    host: str = ""
+    phase: str = ""
+    progress_pct: Optional[float] = None
+    eta_s: Optional[float] = None
+    basis: str = ""  # "at 1.1 GiB/s, ~4 min for the remaining 27 GiB", "tqdm: 01:18 left"
+    evidence: str = ""  # what shows the phase: the file, the frame, the child process
+
+
 class Verdict(Record, frozen=True):
     state: str
     confidence: float = 0.0
@@ -364,6 +398,9 @@ class Verdict(Record, frozen=True):
     suspects: Tuple[Suspect, ...] = ()
     classes: Tuple[RankClass, ...] = ()
     exit_code: Optional[int] = None
+    # Startup phases per rank, and warnings (a framework timeout that fires before loading ends).
+    phases: Tuple[RankPhase, ...] = ()
+    warnings: Tuple[str, ...] = ()
 
 
 class Bundle(Record, frozen=True, omit_defaults=False):

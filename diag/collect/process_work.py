@@ -18,8 +18,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
-from diag.model import Frame, ProcessSample, ThreadSample
+from diag.model import Frame, OpenFile, ProcessSample, ThreadSample
 from diag.probes.cpython.pymem import warm_symbols
+from diag.probes.open_files import read_open_files
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, read_identity
 from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id
@@ -127,7 +128,15 @@ class ProcessReader:
             io=res.io,
             threads=() if zombie else read_threads(self.procfs, pid, self.machine),
             exit_code=self.exit_codes.get(pid),
+            open_files=() if zombie else self._open_files(pid),
         )
+
+    def _open_files(self, pid: int) -> Tuple[OpenFile, ...]:
+        """The big files it loads or writes (weights, checkpoints); () when unreadable."""
+        try:
+            return read_open_files(self.procfs, pid)
+        except Exception:  # one probe's failure must not lose the rest of the sample
+            return ()
 
     def read_stacks(
         self,

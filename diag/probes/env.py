@@ -118,6 +118,9 @@ ALLOWED_NAMES = frozenset(
         "SLURM_RESTART_COUNT",
         "SLURM_GPUS_ON_NODE",
         "SLURM_CPUS_ON_NODE",
+        # The time limit: when Slurm will end the job (diag.verdict.startup's kill budget).
+        "SLURM_JOB_START_TIME",
+        "SLURM_JOB_END_TIME",
     }
 )
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Sequence, Tuple
 
-from diag.model import Bundle, Verdict
+import msgspec
+
+from diag.model import Bundle, RankPhase, Verdict
 from diag.render import facts, fmt
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex, main_thread
@@ -25,6 +27,7 @@ from diag.render.view import (
     EvidenceView,
     Matrix,
     Meta,
+    PhaseView,
     RankSummary,
     ReportView,
     SuspectView,
@@ -96,11 +99,18 @@ def build_view(
     reg = StackRegistry(index.stacks)
     futex_groups, futex_labels, futex_note = build_futex_groups(index)
     ranks = build_ranks(index, reg, futex_labels)
+    banner = _banner(index, verdict, source)
+    if banner.phases:
+        by_anchor = {ph.anchor: ph for ph in banner.phases}
+        ranks = tuple(
+            msgspec.structs.replace(r, phase=by_anchor[r.anchor]) if r.anchor in by_anchor else r
+            for r in ranks
+        )
     matrix = build_matrix(index, reg)
     failures, failures_more = facts.failures(index)
     return ReportView(
         meta=_meta(index, verdict),
-        banner=_banner(index, verdict, source),
+        banner=banner,
         evidence=_evidence(index, verdict),
         timelines=_timelines(index),
         matrix=matrix,
@@ -179,6 +189,30 @@ def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Bann
         confidence_pct=round(verdict.confidence * 100),
         summary=verdict.summary,
         suspects=tuple(suspects),
+        phases=tuple(_phase_view(index, ph) for ph in verdict.phases),
+        warnings=verdict.warnings,
+    )
+
+
+def _phase_view(index: BundleIndex, ph: RankPhase) -> PhaseView:
+    proc = index.proc_for_pid(ph.pid, ph.host)
+    label = proc.label if proc is not None else (f"rank {ph.rank}" if ph.rank is not None else "")
+    parts = []
+    if ph.progress_pct is not None:
+        parts.append(f"{ph.progress_pct:.0f}%")
+    if ph.eta_s is not None:
+        parts.append(f"ETA {fmt.duration(ph.eta_s)}")
+    elif ph.progress_pct is not None:
+        parts.append("no ETA")
+    bar = None if ph.progress_pct is None else max(0, min(100, round(ph.progress_pct)))
+    return PhaseView(
+        label=label or f"pid {ph.pid}",
+        anchor=proc.anchor if proc is not None else "",
+        phase=ph.phase,
+        text=" · ".join(parts),
+        bar_pct=bar,
+        basis=ph.basis,
+        evidence=ph.evidence,
     )
 
 

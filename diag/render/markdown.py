@@ -86,8 +86,32 @@ def _header(view: ReportView) -> List[str]:
     return parts
 
 
+def _bar(pct: Optional[int], width: int = 10) -> str:
+    if pct is None:
+        return ""
+    full = round(pct * width / 100)
+    return code("█" * full + "░" * (width - full)) + " "
+
+
+def _startup(view: ReportView) -> List[str]:
+    b = view.banner
+    parts: List[str] = []
+    if b.warnings:
+        parts.append("\n".join(f"> **Warning:** {text(w)}" for w in b.warnings))
+    if b.phases:
+        rows = [
+            [text(ph.label), text(ph.phase), _bar(ph.bar_pct) + text(ph.text), text(ph.basis),
+             text(ph.evidence)]
+            for ph in b.phases
+        ]  # fmt: skip
+        header = ["process", "phase", "progress", "basis", "evidence"]
+        parts.append("### Startup phases\n\n" + _table(header, rows))
+    return parts
+
+
 def render_markdown(view: ReportView) -> str:
     parts = _header(view)
+    parts += _startup(view)
     b = view.banner
     if b.suspects:
         lines = [

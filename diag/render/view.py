@@ -35,6 +35,18 @@ class SuspectView(View, frozen=True):
     anchor: str = ""
 
 
+class PhaseView(View, frozen=True):
+    """One rank's startup phase (the verdict's ``RankPhase``), formatted."""
+
+    label: str  # "rank 0"
+    anchor: str
+    phase: str  # "loading weights"
+    text: str  # "62% · ETA 3 min 10 s"
+    bar_pct: Optional[int] = None  # the progress bar's width; None: no progress known
+    basis: str = ""
+    evidence: str = ""
+
+
 class Banner(View, frozen=True):
     state: str
     css: str
@@ -43,6 +55,8 @@ class Banner(View, frozen=True):
     confidence_pct: Optional[int] = None
     summary: str = ""
     suspects: Tuple[SuspectView, ...] = ()
+    phases: Tuple[PhaseView, ...] = ()
+    warnings: Tuple[str, ...] = ()
 
 
 class EvidenceView(View, frozen=True):
@@ -180,6 +194,7 @@ class RankView(View, frozen=True):
     native: Tuple[NativeGroup, ...]
     native_count: int
     main_stack_anchor: str = ""
+    phase: Optional[PhaseView] = None
 
 
 class FrameView(View, frozen=True):
@@ -272,6 +287,7 @@ __all__ = [
     "Meta",
     "NativeGroup",
     "NcclLogRow",
+    "PhaseView",
     "ProcCommand",
     "PyThreadView",
     "RankSummary",

@@ -64,6 +64,7 @@ from diag.verdict.sources import (
     Finding,
     run_sources,
 )
+from diag.verdict.startup import with_startup
 from diag.verdict.stories import (
     dead_story,
     lock_story,
@@ -150,7 +151,7 @@ def classify(bundle: Bundle) -> Verdict:
         confidence *= 0.85
     if parts and not any(p.py_ok for p in parts):
         confidence *= 0.8
-    return _verdict(
+    verdict = _verdict(
         state,
         confidence,
         summary,
@@ -158,6 +159,7 @@ def classify(bundle: Bundle) -> Verdict:
         suspects=_dedupe(suspects),
         classes=classes,
     )
+    return with_startup(verdict, bundle, procs)  # startup phases, ETA, timeout warnings
 
 
 def _dedupe(suspects: Sequence[Suspect]) -> Tuple[Suspect, ...]:

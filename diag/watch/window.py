@@ -12,6 +12,7 @@ from collections import deque
 from typing import Deque, Dict, Iterable, List, Optional, Protocol, Set, Tuple
 
 from diag.model import Bundle, HostInfo, ProcessInfo, Sample, Stack, Target, Verdict
+from diag.text.units import rank_set
 from diag.watch.launch import describe_exit
 
 
@@ -127,6 +128,53 @@ def log_growth(prev: Sample, cur: Sample) -> Tuple[int, int]:
     return lines, grown_bytes
 
 
+def short_eta(seconds: float) -> str:
+    """``190`` -> ``3m10s``; ``45`` -> ``45s``; ``7300`` -> ``2h01m``."""
+    total = max(0, round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def phase_parts(verdict: Verdict, limit: int = 3) -> List[str]:
+    """The verdict's startup phases as status-line parts: ``rank 0 loading weights 62% ETA
+    3m10s``, and ranks with the same phase and evidence merged (``ranks 1-3 wait in barrier``)."""
+    groups: Dict[Tuple[str, str, Optional[float], Optional[float]], List[int]] = {}
+    order: List[Tuple[str, str, Optional[float], Optional[float]]] = []
+    texts: Dict[Tuple[str, str, Optional[float], Optional[float]], str] = {}
+    for ph in verdict.phases:
+        pct = ph.progress_pct
+        key = (ph.phase, ph.evidence if ph.phase in ("waiting", "serving") else str(ph.pid),
+               pct, ph.eta_s)  # fmt: skip
+        if key not in groups:
+            order.append(key)
+            groups[key] = []
+            if ph.phase == "waiting":
+                texts[key] = ph.evidence
+            elif ph.phase == "serving":
+                texts[key] = "serving"
+            else:
+                text = ph.phase
+                if pct is not None:
+                    text += f" {pct:.0f}%"
+                if ph.eta_s is not None:
+                    text += f" ETA {short_eta(ph.eta_s)}"
+                texts[key] = text
+        groups[key].append(ph.rank if ph.rank is not None else -ph.pid)
+    out = []
+    for key in order[:limit]:
+        ids = groups[key]
+        who = rank_set(ids) if all(i >= 0 for i in ids) else f"pid {-ids[0]}"
+        out.append(f"{who} {texts[key]}")
+    if len(order) > limit:
+        out.append(f"+{len(order) - limit} more")
+    if verdict.warnings:
+        out.append(f"warning: {verdict.warnings[0]}")
+    return out
+
+
 def status_line(
     window: SampleWindow,
     verdict: Verdict,
@@ -139,6 +187,7 @@ def status_line(
     cur = window.samples[-1]
     stamp = time.strftime("%H:%M:%S", time.localtime(cur.t_s))
     parts = [f"{stamp} #{cur.index} {verdict.state}"]
+    parts += phase_parts(verdict)
     if len(window.samples) >= 2:
         prev = window.samples[-2]
         cpu = cpu_by_process(prev, cur, clk_tck, _labels(window.processes.values()))

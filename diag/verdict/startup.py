@@ -1,0 +1,778 @@
+"""What a starting job is doing per rank, how far it is, when it will be done - and whether a
+framework timeout will kill it first.
+
+Pure functions of the sample series. Per rank, a *phase* with the evidence that shows it:
+
+- ``loading weights``: a weights file (``*.safetensors``, ``*.bin``, ``*.pt`` ...) open or
+  mapped, or loader frames (safetensors, ``torch.load``, ``load_state_dict``,
+  ``from_pretrained``, ``load_weights``);
+- ``converting weights``: ``dequant*`` / ``quantize*`` / ``convert_*`` frames,
+  ``process_weights_after_loading``;
+- ``compiling``: torch._dynamo / torch._inductor compile frames, triton's compiler, a compiler
+  child (g++, cc1plus, ld, nvcc, ptxas), "Capturing CUDA graphs";
+- ``initialising communication``: ``init_process_group``, rendezvous, a TCPStore wait,
+  ``init_distributed_environment``;
+- ``downloading``: a file open for writing that grows, or hub download frames;
+- ``warming up``: ``profile_run`` / ``_dummy_run`` frames, "Memory profiling takes";
+- and, beside a rank in one of those, ``serving`` (a listening event loop) or ``waiting`` (in a
+  collective: the ranks that wait for the loader).
+
+Progress comes from the files (fdinfo ``pos`` / size for a ``read()`` loader, resident / size
+of the mapping for an mmap loader, shard *i* of *N* from ``model-00004-of-00012`` names) or a
+tqdm bar in the rank's log. The rate over the capture gives the ETA, with its basis in words. No
+movement over the capture gives no ETA: a real hang is never reported with one.
+
+The kill budget is read from each rank's argv and allowlisted env (SGLang
+``--watchdog-timeout``, ``VLLM_RPC_TIMEOUT``, ``VLLM_ENGINE_ITERATION_TIMEOUT_S``,
+``TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC``, Slurm's ``SLURM_JOB_END_TIME``); an ETA that runs past one
+becomes a warning that names the knob.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase, Verdict
+from diag.text.units import size
+from diag.verdict.features import ProcSignals, frames_of
+from diag.verdict.waits import PEER, SERVE, short_name
+
+LOADING = "loading weights"
+CONVERTING = "converting weights"
+COMPILING = "compiling"
+INIT_COMM = "initialising communication"
+DOWNLOADING = "downloading"
+WARMUP = "warming up"
+SERVING = "serving"
+WAITING = "waiting"
+# The phases of a starting job (serving and waiting are context beside them).
+STARTUP_PHASES = (LOADING, CONVERTING, COMPILING, INIT_COMM, DOWNLOADING, WARMUP)
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npz", ".h5")
+_LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".jsonl", ".csv")
+_SHARD_RE = re.compile(r"-(\d{1,6})-of-(\d{1,6})\.[A-Za-z0-9]+$")
+MIN_MOVE_BYTES = 1 << 20  # less than this over the capture is no progress
+
+_LOADER_NAMES = frozenset(
+    {
+        "load_state_dict",
+        "from_pretrained",
+        "load_weights",
+        "load_checkpoint",
+        "load_file",
+        "safe_load_file",
+        "safetensors_weights_iterator",
+        "pt_weights_iterator",
+        "load_shard_file",
+        "_load_state_dict_into_meta_model",
+        "_load_pretrained_model",
+        "convert_and_load_state_dict_in_model",
+        "load_model",
+    }
+)
+_CONVERT_PREFIXES = ("dequant", "_dequant", "quantize", "_quantize", "requantize", "convert_")
+_CONVERT_NAMES = frozenset({"process_weights_after_loading"})
+_NOT_CONVERT = frozenset({"convert_and_load_state_dict_in_model"})
+_COMPILE_FILES = (
+    "torch/_dynamo/convert_frame.py",
+    "torch/_dynamo/symbolic_convert.py",
+    "torch/_dynamo/output_graph.py",
+    "torch/_inductor/compile_fx.py",
+    "torch/_inductor/codecache.py",
+    "torch/_inductor/graph.py",
+    "torch/_inductor/scheduler.py",
+    "torch/_inductor/codegen/",
+    "torch/_inductor/async_compile.py",
+    "torch/_inductor/cpp_builder.py",
+    "torch/_inductor/lowering.py",
+    "torch/_functorch/aot_autograd.py",
+    "triton/compiler/",
+    "triton/runtime/build.py",
+)
+_COMPILE_NAMES = frozenset({"capture_model", "capture_cuda_graphs", "_compile"})
+COMPILERS = frozenset(
+    {"gcc", "g++", "cc", "c++", "cc1", "cc1plus", "as", "ld", "ld.bfd", "ld.gold", "ld.lld",
+     "collect2", "clang", "clang++", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja"}
+)  # fmt: skip
+_INIT_NAMES = frozenset(
+    {
+        "init_process_group",
+        "rendezvous",
+        "_store_based_barrier",
+        "_create_c10d_store",
+        "_env_rendezvous_handler",
+        "_tcp_rendezvous_handler",
+        "next_rendezvous",
+        "init_distributed_environment",
+        "initialize_model_parallel",
+        "init_device_mesh",
+        "new_group",
+    }
+)
+_DOWNLOAD_NAMES = frozenset(
+    {"hf_hub_download", "snapshot_download", "http_get", "_download_to_tmp_and_move", "download"}
+)
+_WARMUP_NAMES = frozenset(
+    {"profile_run", "_dummy_run", "_dummy_sampler_run", "warmup", "warm_up", "warmup_model",
+     "determine_num_available_blocks", "determine_available_memory"}
+)  # fmt: skip
+_COMPILE_LOG = re.compile(r"Capturing (?:CUDA graphs|cudagraphs|CUDA graph)", re.IGNORECASE)
+_WARMUP_LOG = re.compile(r"Memory profiling takes", re.IGNORECASE)
+
+# tqdm: "desc:  45%|####5     | 9/20 [01:02<01:18,  6.9s/it]" (the bar may be " | " alone).
+_TQDM_RE = re.compile(
+    r"(?:(?P<desc>[^\r\n|%]*?):\s*)?(?P<pct>\d{1,3})%\s*\|(?:[^|\n]*\|)?\s*"
+    r"(?P<n>\d+(?:\.\d+)?[kMGTP]?)/(?P<total>\d+(?:\.\d+)?[kMGTP]?)\s*[A-Za-z]*\s*"
+    r"\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]+)(?P<rest>[^\]]*)\]"
+)
+_SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+class Tqdm(NamedTuple):
+    desc: str
+    pct: float
+    n: float
+    total: float
+    elapsed_s: float
+    remaining_s: Optional[float]
+    text: str
+
+
+def _clock(text: str) -> Optional[float]:
+    try:
+        parts = [int(x) for x in text.split(":")]
+    except ValueError:
+        return None
+    out = 0
+    for p in parts:
+        out = out * 60 + p
+    return float(out)
+
+
+def _amount(text: str) -> float:
+    unit = text[-1] if text and text[-1] in _SCALE else ""
+    return float(text[: len(text) - len(unit)]) * _SCALE[unit]
+
+
+def parse_tqdm(line: str) -> Optional[Tqdm]:
+    """The last tqdm state in ``line`` (a line may hold several ``\\r``-separated updates)."""
+    matches = list(_TQDM_RE.finditer(line))
+    if not matches:
+        return None
+    found = matches[-1]
+    try:
+        n, total = _amount(found.group("n")), _amount(found.group("total"))
+    except ValueError:
+        return None
+    elapsed = _clock(found.group("elapsed"))
+    if total <= 0 or elapsed is None:
+        return None
+    desc = (found.group("desc") or "").strip()
+    return Tqdm(
+        desc=desc,
+        pct=min(100.0, 100.0 * n / total),
+        n=n,
+        total=total,
+        elapsed_s=elapsed,
+        remaining_s=_clock(found.group("remaining")),
+        text=found.group(0).strip(),
+    )
+
+
+def last_tqdm(lines: Sequence[str]) -> Optional[Tqdm]:
+    """The newest unfinished tqdm bar among ``lines`` (a log tail, oldest first)."""
+    for line in reversed(lines):
+        bar = parse_tqdm(line)
+        if bar is not None:
+            return bar if bar.n < bar.total else None
+    return None
+
+
+def eta_words(seconds: float) -> str:
+    """``~40 s``, ``~3 min``, ``~1.5 h``: an estimate, rounded like one."""
+    if seconds < 90:
+        return f"~{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"~{round(seconds / 60)} min"
+    return f"~{seconds / 3600:.1f} h"
+
+
+def shard_of(path: str) -> Optional[Tuple[int, int]]:
+    """``model-00004-of-00012.safetensors`` -> (4, 12)."""
+    m = _SHARD_RE.search(path)
+    if m is None:
+        return None
+    i, n = int(m.group(1)), int(m.group(2))
+    return (i, n) if 1 <= i <= n else None
+
+
+def is_weights(path: str) -> bool:
+    bare = path[: -len(" (deleted)")] if path.endswith(" (deleted)") else path
+    return bare.lower().endswith(WEIGHT_SUFFIXES) or ".safetensors" in bare.lower()
+
+
+def _done(f: OpenFile) -> int:
+    value = f.resident_bytes if f.kind == "mmap" else f.pos_bytes
+    return max(0, min(f.size_bytes, value or 0))
+
+
+# --- per-process series -------------------------------------------------------------------
+
+
+@dataclass
+class _Proc:
+    sig: ProcSignals
+    alive: List[Tuple[float, ProcessSample]]
+    names: List[Tuple[str, str]]  # (short frame name, filename) of every thread, last sample
+    children: List[ProcessInfo]  # alive compiler children
+    logs_first: List[LogSample]
+    logs_last: List[LogSample]
+
+    @property
+    def first(self) -> ProcessSample:
+        return self.alive[0][1]
+
+    @property
+    def last(self) -> ProcessSample:
+        return self.alive[-1][1]
+
+    @property
+    def span_s(self) -> float:
+        return self.alive[-1][0] - self.alive[0][0]
+
+
+def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[Tuple[float, ProcessSample]]]:
+    out: Dict[Tuple[str, int], List[Tuple[float, ProcessSample]]] = {}
+    for sample in bundle.samples:
+        for ps in sample.processes:
+            if ps.status == "alive":
+                out.setdefault((ps.host, ps.pid), []).append((ps.t_s or sample.t_s, ps))
+    return out
+
+
+def _is_compiler(info: ProcessInfo) -> bool:
+    name = info.name.rsplit("/", 1)[-1]
+    argv0 = info.cmdline[0].rsplit("/", 1)[-1] if info.cmdline else ""
+    if name in COMPILERS or argv0 in COMPILERS or re.match(r"^(?:\w+-)*(?:gcc|g\+\+)", argv0):
+        return True
+    joined = " ".join(info.cmdline[:4])
+    return "triton" in joined and ("compile" in joined or "ptxas" in joined)
+
+
+def _descendants(infos: Sequence[ProcessInfo], key: Tuple[str, int]) -> List[ProcessInfo]:
+    kids: Dict[Tuple[str, int], List[ProcessInfo]] = {}
+    for info in infos:
+        if info.ppid is not None:
+            kids.setdefault((info.host, info.ppid), []).append(info)
+    out: List[ProcessInfo] = []
+    stack = [key]
+    while stack and len(out) < 256:
+        for child in kids.get(stack.pop(), ()):
+            out.append(child)
+            stack.append((child.host, child.pid))
+    return out
+
+
+def _logs_for(
+    sample_logs: Sequence[LogSample], pid: int, host: str, alone: bool
+) -> List[LogSample]:
+    return [
+        lg for lg in sample_logs if lg.host == host and (pid in lg.pids or (alone and not lg.pids))
+    ]
+
+
+def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
+    series = _series(bundle)
+    alive_keys = {(ps.host, ps.pid) for ps in bundle.samples[-1].processes if ps.status == "alive"}
+    cands = [
+        p
+        for p in procs
+        if not p.dead
+        and p.key in series
+        and not _is_compiler(p.info)
+        and p.info.role not in ("launcher", "helper")
+    ]
+    alone = len(cands) == 1
+    first_logs, last_logs = bundle.samples[0].logs, bundle.samples[-1].logs
+    out: List[_Proc] = []
+    for p in cands:
+        alive = series[p.key]
+        last = alive[-1][1]
+        names = [
+            (short_name(f.name), f.filename)
+            for t in last.threads
+            for f in frames_of(bundle, t.stack_id)
+        ]
+        children = [
+            c
+            for c in _descendants(bundle.processes, p.key)
+            if _is_compiler(c) and (c.host, c.pid) in alive_keys
+        ]
+        out.append(
+            _Proc(
+                sig=p,
+                alive=alive,
+                names=names,
+                children=children,
+                logs_first=_logs_for(first_logs, p.pid, p.key[0], alone),
+                logs_last=_logs_for(last_logs, p.pid, p.key[0], alone),
+            )
+        )
+    return out
+
+
+# --- phase --------------------------------------------------------------------------------
+
+
+def _frame(names: Sequence[Tuple[str, str]], want: frozenset[str]) -> Optional[str]:
+    return next((n for n, _ in names if n in want), None)
+
+
+def _compile_evidence(p: _Proc) -> Optional[str]:
+    if p.children:
+        kids = ", ".join(f"{c.name or '?'} (pid {c.pid})" for c in p.children[:3])
+        return f"compiler child {kids}"
+    for name, filename in p.names:
+        if any(marker in filename for marker in _COMPILE_FILES):
+            return f"frame `{name}` in {filename.rsplit('/', 2)[-2]}/{filename.rsplit('/', 1)[-1]}"
+    found = _frame(p.names, _COMPILE_NAMES)
+    if found:
+        return f"frame `{found}`"
+    line = _last_line(p)
+    if line and _COMPILE_LOG.search(line):
+        return f"log: {line[:80]}"
+    return None
+
+
+def _last_line(p: _Proc) -> str:
+    for lg in p.logs_last:
+        for line in reversed(lg.tail):
+            if line.strip():
+                return line.strip()
+    return ""
+
+
+def _convert_evidence(p: _Proc) -> Optional[str]:
+    for name, filename in p.names:
+        if name in _NOT_CONVERT or "transformers/core_model_loading" in filename:
+            continue
+        if name in _CONVERT_NAMES or name.lower().startswith(_CONVERT_PREFIXES):
+            return f"frame `{name}`"
+    return None
+
+
+def _loader_frame(p: _Proc) -> Optional[str]:
+    for name, filename in p.names:
+        if name in _LOADER_NAMES or "safetensors/" in filename:
+            return name
+        if filename.endswith("torch/serialization.py") and name in ("load", "_load"):
+            return "torch.load"
+    return None
+
+
+def _weight_files(ps: ProcessSample) -> List[OpenFile]:
+    return [f for f in ps.open_files if f.kind in ("read", "mmap") and is_weights(f.path)]
+
+
+def _growing_writes(p: _Proc) -> List[Tuple[OpenFile, int]]:
+    before = {f.path: f.size_bytes for f in p.first.open_files if f.kind == "write"}
+    out = []
+    for f in p.last.open_files:
+        if f.kind != "write" or f.path.lower().endswith(_LOG_SUFFIXES):
+            continue
+        grown = f.size_bytes - before.get(f.path, f.size_bytes)
+        if grown >= MIN_MOVE_BYTES or (f.path not in before and len(p.alive) > 1):
+            out.append((f, max(0, grown)))
+    return out
+
+
+def _phase(p: _Proc, bar: Optional[Tqdm]) -> Tuple[str, str]:
+    """The phase of one process and what shows it; ("", "") when it is in none."""
+    desc = bar.desc.lower() if bar else ""
+    evidence = _compile_evidence(p)
+    if evidence or (bar and ("compil" in desc or "capturing" in desc)):
+        return COMPILING, evidence or f"tqdm: {bar.desc if bar else ''}"
+    evidence = _convert_evidence(p)
+    if evidence:
+        return CONVERTING, evidence
+    files = _weight_files(p.last)
+    loader = _loader_frame(p)
+    unfinished = [f for f in files if _done(f) < f.size_bytes]
+    if loader or unfinished or (bar and "load" in desc):
+        parts = []
+        if files:
+            f = (unfinished or files)[0]
+            how = "mapped" if f.kind == "mmap" else "open"
+            more = f" (+{len(files) - 1} more)" if len(files) > 1 else ""
+            parts.append(f"{f.path.rsplit('/', 1)[-1]} ({size(f.size_bytes)}) {how}{more}")
+        if loader:
+            parts.append(f"frame `{loader}`")
+        if bar and not parts:
+            parts.append(f"tqdm: {bar.desc}")
+        return LOADING, ", ".join(parts)
+    writes = _growing_writes(p)
+    dl = _frame(p.names, _DOWNLOAD_NAMES)
+    if writes or dl or (bar and ("download" in desc or "fetching" in desc or is_weights(desc))):
+        if writes:
+            f, grown = writes[0]
+            text = f"{f.path.rsplit('/', 1)[-1]} grows (+{size(grown)})"
+        else:
+            text = f"frame `{dl}`" if dl else f"tqdm: {bar.desc if bar else ''}"
+        return DOWNLOADING, text
+    init = _frame(p.names, _INIT_NAMES)
+    wait = p.sig.main_wait
+    if init or (wait is not None and wait.kind == "rendezvous"):
+        return INIT_COMM, f"frame `{init or (wait.label if wait else '')}`"
+    warm = _frame(p.names, _WARMUP_NAMES)
+    line = _last_line(p)
+    if warm or (line and _WARMUP_LOG.search(line)):
+        return WARMUP, f"frame `{warm}`" if warm else f"log: {line[:80]}"
+    return "", ""
+
+
+# --- progress -----------------------------------------------------------------------------
+
+
+class Progress(NamedTuple):
+    pct: Optional[float]
+    eta_s: Optional[float]
+    basis: str
+    elapsed_s: Optional[float]  # how long the phase has run, as far as can be told
+
+
+def _file_totals(files: Sequence[OpenFile]) -> Tuple[int, int, str]:
+    """(done, total, note) over the weight files of one sample; shard names extend the total
+    to the whole checkpoint (the shards not open yet counted at the open ones' mean size)."""
+    done = sum(_done(f) for f in files)
+    total = sum(f.size_bytes for f in files)
+    shards = [shard_of(f.path) for f in files]
+    known = [s for s in shards if s is not None]
+    if known and len(known) == len(files) and len({n for _, n in known}) == 1:
+        n = known[0][1]
+        indexes = {i for i, _ in known}
+        mean = total / len(files)
+        before = (
+            min(indexes)
+            - 1
+            + sum(1 for i in range(min(indexes), max(indexes) + 1) if i not in indexes)
+        )
+        done += int(before * mean)
+        total = int(mean * n)
+        first = min(indexes)
+        note = (
+            f"shard {first} of {n}"
+            if len(indexes) == 1
+            else f"shards {first}-{max(indexes)} of {n}"
+        )
+        return done, total, note
+    return done, total, ""
+
+
+def _file_progress(p: _Proc) -> Optional[Progress]:
+    last_files = _weight_files(p.last)
+    if not last_files:
+        return None
+    done, total, note = _file_totals(last_files)
+    if total <= 0:
+        return None
+    pct = 100.0 * done / total
+    how = "mapped and resident" if all(f.kind == "mmap" for f in last_files) else "read"
+    where = f" ({note})" if note else ""
+    # The bytes that moved over the capture, file by file (a shard that closed counts whole).
+    first = {(f.path, f.kind): f for f in _weight_files(p.first)}
+    seen = {(f.path, f.kind) for f in last_files}
+    moved = sum(
+        _done(f) - _done(first[(f.path, f.kind)]) if (f.path, f.kind) in first else _done(f)
+        for f in last_files
+    )
+    moved += sum(f.size_bytes - _done(f) for k, f in first.items() if k not in seen)
+    span = p.span_s
+    if len(p.alive) < 2 or span <= 0:
+        return Progress(
+            pct, None, f"{size(done)} of {size(total)} {how}{where}; one sample: no rate", None
+        )
+    if moved < MIN_MOVE_BYTES:
+        return Progress(
+            pct,
+            None,
+            f"{size(done)} of {size(total)} {how}{where}; nothing moved in {span:.0f} s",
+            None,
+        )
+    rate = moved / span
+    remaining = max(0, total - done)
+    eta = remaining / rate
+    basis = f"at {size(rate)}/s, {eta_words(eta)} for the remaining {size(remaining)}{where}"
+    return Progress(pct, eta, basis, done / rate)
+
+
+def _bar_for(logs: Sequence[LogSample]) -> Tuple[Optional[Tqdm], Optional[LogSample]]:
+    for lg in logs:
+        bar = last_tqdm(lg.tail)
+        if bar is not None:
+            return bar, lg
+    return None, None
+
+
+def _tqdm_progress(p: _Proc, bar: Tqdm, log: LogSample, t_last: float) -> Progress:
+    before, _ = _bar_for([lg for lg in p.logs_first if lg.path == log.path])
+    moved = before is not None and bar.n > before.n and len(p.alive) > 1
+    per_item = bar.elapsed_s / bar.n if bar.n > 0 else None
+    stale_s = max(0.0, t_last - log.mtime_s) if log.mtime_s else 0.0
+    sig = p.sig
+    working = bool(sig.compute_intervals or sig.read_delta_bytes or sig.rss_delta_bytes > 0)
+    fresh = per_item is not None and stale_s <= max(2 * per_item, 5.0) and working
+    text = f"tqdm {int(bar.n)}/{int(bar.total)}"
+    if bar.remaining_s is None or not (moved or (fresh and len(p.alive) > 1)):
+        why = f"bar unchanged for {stale_s:.0f} s" if stale_s else "the bar did not move"
+        return Progress(bar.pct, None, f"{text}; {why}", bar.elapsed_s)
+    eta = max(0.0, bar.remaining_s - stale_s)
+    left = bar.text.split("<", 1)[-1].split(",", 1)[0].split("]", 1)[0]
+    return Progress(bar.pct, eta, f"{text}: {left} left", bar.elapsed_s + stale_s)
+
+
+def _progress(
+    p: _Proc, phase: str, bar: Optional[Tqdm], log: Optional[LogSample], t_last: float
+) -> Progress:
+    by_bar = _tqdm_progress(p, bar, log, t_last) if bar is not None and log is not None else None
+    if by_bar is not None and by_bar.eta_s is not None:
+        return by_bar
+    by_files = _file_progress(p) if phase == LOADING else None
+    if by_files is not None and (by_files.eta_s is not None or by_bar is None):
+        return by_files
+    return by_bar or Progress(None, None, "", None)
+
+
+# --- kill budget --------------------------------------------------------------------------
+
+
+class Timeout(NamedTuple):
+    who: str  # "SGLang's watchdog"
+    knob: str  # "`--watchdog-timeout`"
+    seconds: Optional[float]  # a budget from the start of a quiet spell
+    deadline_s: Optional[float]  # an absolute end (Slurm's time limit)
+    during_load: bool  # can fire while a rank loads (else: only when a rank hangs)
+
+
+def _flag(argv: Sequence[str], name: str) -> Optional[str]:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _number(text: Optional[str]) -> Optional[float]:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def timeouts_of(info: ProcessInfo) -> List[Timeout]:
+    """The framework timeouts one process's argv and env set (or imply by default)."""
+    out: List[Timeout] = []
+    argv, env = info.cmdline, info.env
+    sglang = "sglang" in info.name.lower() or any("sglang" in a.lower() for a in argv[:4])
+    flag = _number(_flag(argv, "--watchdog-timeout"))
+    if sglang or flag is not None:
+        seconds = flag if flag is not None else 300.0
+        out.append(Timeout("SGLang's watchdog", "`--watchdog-timeout`", seconds, None, True))
+    rpc_ms = _number(env.get("VLLM_RPC_TIMEOUT"))
+    if rpc_ms is not None:
+        out.append(
+            Timeout("vLLM's RPC timeout", "`VLLM_RPC_TIMEOUT` (ms)", rpc_ms / 1000, None, True)
+        )
+    iteration = _number(env.get("VLLM_ENGINE_ITERATION_TIMEOUT_S"))
+    if iteration is not None:
+        out.append(
+            Timeout(
+                "vLLM's engine iteration timeout",
+                "`VLLM_ENGINE_ITERATION_TIMEOUT_S`",
+                iteration,
+                None,
+                False,
+            )
+        )
+    heartbeat = _number(env.get("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"))
+    monitoring = env.get("TORCH_NCCL_ENABLE_MONITORING", "").strip().lower() in ("1", "true")
+    if heartbeat is not None or monitoring:
+        out.append(
+            Timeout(
+                "torch's NCCL heartbeat monitor",
+                "`TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`",
+                heartbeat if heartbeat is not None else 480.0,
+                None,
+                False,
+            )
+        )
+    end = _number(env.get("SLURM_JOB_END_TIME"))
+    if end is not None and end > 0:
+        out.append(
+            Timeout("Slurm's time limit", "`--time` (`SLURM_JOB_END_TIME`)", None, end, True)
+        )
+    return out
+
+
+def _budget(t: Timeout) -> str:
+    return f"{t.seconds:.0f} s" if t.seconds is not None else "the job's end"
+
+
+def _load_warnings(
+    phase: RankPhase, elapsed_s: Optional[float], timeouts: Sequence[Timeout], now_s: float
+) -> List[str]:
+    if phase.eta_s is None:
+        return []
+    out = []
+    done = f"{phase.progress_pct:.0f}% loaded" if phase.progress_pct is not None else "not done"
+    what = "weights are" if phase.phase in (LOADING, CONVERTING) else f"{phase.phase} is"
+    who = f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
+    for t in timeouts:
+        if not t.during_load:
+            continue
+        if t.deadline_s is not None:
+            fires_in: Optional[float] = t.deadline_s - now_s
+        elif t.seconds is not None:
+            fires_in = t.seconds - elapsed_s if elapsed_s is not None else t.seconds
+        else:
+            continue
+        if fires_in is None or phase.eta_s <= fires_in:
+            continue
+        if fires_in > 0:
+            when = f"fires in {eta_words(fires_in)}"
+        else:
+            when = f"is already due (if it counts during {phase.phase})"
+        out.append(
+            f"{t.who} ({_budget(t)}) {when} while {who}'s {what} {done}, "
+            f"{eta_words(phase.eta_s)} to go: raise {t.knob}"
+        )
+    return out
+
+
+def _hang_tail(timeouts: Sequence[Timeout], now_s: float) -> str:
+    parts = []
+    for t in timeouts:
+        if t.deadline_s is not None:
+            left = t.deadline_s - now_s
+            if left > 0:
+                parts.append(f"{t.who} ends it in {eta_words(left)} ({t.knob})")
+        elif t.seconds is not None:
+            parts.append(
+                f"{t.who} ({t.knob} {t.seconds:.0f} s) should end it at most that long after "
+                "it stalled"
+            )
+    return "; " + "; ".join(parts[:2]) if parts else ""
+
+
+# --- the verdict --------------------------------------------------------------------------
+
+
+def _label(phase: RankPhase) -> str:
+    return f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
+
+
+def startup_phases(
+    bundle: Bundle, procs: Sequence[ProcSignals]
+) -> Tuple[Tuple[RankPhase, ...], Dict[int, Optional[float]]]:
+    """The phase of every rank in a startup phase, plus the ranks that serve or wait beside
+    them; and per pid how long its phase has run (when known)."""
+    if not bundle.samples:
+        return (), {}
+    t_last = bundle.samples[-1].t_s
+    found: List[RankPhase] = []
+    others: List[RankPhase] = []
+    elapsed: Dict[int, Optional[float]] = {}
+    for p in _procs(bundle, procs):
+        bar, log = _bar_for(p.logs_last)
+        phase, evidence = _phase(p, bar)
+        base = RankPhase(rank=p.sig.rank, pid=p.sig.pid, host=p.sig.key[0])
+        if phase:
+            prog = _progress(p, phase, bar, log, p.alive[-1][0] or t_last)
+            pct = round(prog.pct, 1) if prog.pct is not None else None
+            eta = round(prog.eta_s, 1) if prog.eta_s is not None else None
+            found.append(
+                msgspec.structs.replace(
+                    base,
+                    phase=phase,
+                    progress_pct=pct,
+                    eta_s=eta,
+                    basis=prog.basis,
+                    evidence=evidence,
+                )
+            )
+            elapsed[p.sig.pid] = prog.elapsed_s
+            continue
+        family = p.sig.main_family
+        wait = p.sig.main_wait
+        if family == PEER and wait is not None:
+            others.append(
+                msgspec.structs.replace(
+                    base, phase=WAITING, evidence=f"wait in {short_name(wait.label)}"
+                )
+            )
+        elif family == SERVE and p.sig.listen_ports:
+            ports = ", ".join(f":{x}" for x in p.sig.listen_ports[:3])
+            others.append(
+                msgspec.structs.replace(base, phase=SERVING, evidence=f"listens on {ports}")
+            )
+    if not found:
+        return (), {}
+    key = lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid)  # noqa: E731
+    return tuple(sorted(found, key=key)) + tuple(sorted(others, key=key)), elapsed
+
+
+def phase_phrase(phase: RankPhase) -> str:
+    """``rank 0 loading weights 62%, ETA ~3 min (at 1.1 GiB/s)``."""
+    text = f"{_label(phase)} {phase.phase}"
+    if phase.progress_pct is not None:
+        text += f" {phase.progress_pct:.0f}%"
+    if phase.eta_s is not None:
+        rate = phase.basis.split(",", 1)[0] if phase.basis.startswith("at ") else phase.basis
+        text += f", ETA {eta_words(phase.eta_s)} ({rate})"
+    elif phase.phase in (LOADING, DOWNLOADING) and phase.progress_pct is not None:
+        text += ", no progress over the capture (no ETA)"
+    return text
+
+
+def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
+    """``verdict`` with its startup phases, ETA and timeout warnings (and a summary tail)."""
+    if verdict.state == "exited" or not bundle.samples:
+        return verdict
+    phases, elapsed = startup_phases(bundle, procs)
+    now_s = bundle.samples[-1].t_s
+    timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
+    warnings: List[str] = []
+    for phase in phases:
+        if phase.phase in STARTUP_PHASES:
+            warnings += _load_warnings(
+                phase, elapsed.get(phase.pid), timeouts.get(phase.pid, []), now_s
+            )
+    summary = verdict.summary
+    starting = [r for r in phases if r.phase in STARTUP_PHASES]
+    if verdict.state in ("slow", "progressing") and starting:
+        summary += "; " + "; ".join(phase_phrase(r) for r in starting[:2])
+        if len(starting) > 2:
+            summary += f" (+{len(starting) - 2} more)"
+    elif verdict.state in ("deadlocked", "idle", "unknown"):
+        moving = [r for r in starting if r.eta_s is not None]
+        if moving:
+            first = moving[0]
+            warnings.append(
+                f"{_label(first)} is {first.phase} and moving ({first.basis}): the job is "
+                "starting up, not stuck"
+            )
+    if verdict.state == "deadlocked":
+        unique: Dict[Tuple[str, Optional[float], Optional[float]], Timeout] = {}
+        for items in timeouts.values():
+            for t in items:
+                unique.setdefault((t.who, t.seconds, t.deadline_s), t)
+        summary += _hang_tail(list(unique.values()), now_s)
+    if not phases and not warnings and summary == verdict.summary:
+        return verdict
+    return msgspec.structs.replace(
+        verdict, summary=summary, phases=phases, warnings=tuple(warnings)
+    )
