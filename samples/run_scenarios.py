@@ -345,6 +345,30 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "uvicorn endpoint awaits an asyncio.Event never set; 4 outside clients wait on it",
         ("uvicorn", "fastapi"),
     ),
+    Scenario(
+        "gunicorn_idle",
+        "idle",
+        (),
+        False,
+        "real gunicorn, 2 sync workers in select on the port, no traffic; arbiter ticks 1/s",
+        ("gunicorn",),
+    ),
+    Scenario(
+        "gunicorn_busy",
+        "progressing|slow",
+        None,
+        False,
+        "gunicorn, 2 sync workers at ~100% CPU on 3 outside clients' requests; no access log",
+        ("gunicorn",),
+    ),
+    Scenario(
+        "gunicorn_handler_hangs",
+        "deadlocked",
+        None,  # the suspects are the two workers, neither root nor rank
+        False,
+        "gunicorn, both sync workers in `Lock.acquire` of a lock forked held; 4 clients wait",
+        ("gunicorn",),
+    ),
 )
 
 
