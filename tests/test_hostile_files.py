@@ -143,7 +143,9 @@ def test_report_and_merge_refuse_fifo_and_dev_zero(tmp_path: Path, fifo: Path) -
     ],
     ids=["1e308", "1e999", "deep", "deep-journal-line"],
 )
-def test_forged_bundle_is_a_bad_bundle_not_an_internal_error(tmp_path: Path, content: bytes) -> None:
+def test_forged_bundle_is_a_bad_bundle_not_an_internal_error(
+    tmp_path: Path, content: bytes
+) -> None:
     path = tmp_path / "forged.json"
     path.write_bytes(content)
     with pytest.raises(DiagError) as err:
@@ -154,7 +156,9 @@ def test_forged_bundle_is_a_bad_bundle_not_an_internal_error(tmp_path: Path, con
     _one_line(result.stderr)
 
 
-def test_oversized_bundle_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oversized_bundle_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from diag.bundle import io as bundle_io
 
     path = tmp_path / "big.json"
@@ -310,8 +314,19 @@ def test_planted_symlinks_at_output_paths_leave_the_victim_unchanged(tmp_path: P
         os.lchown(link, 12345, 12345)
     prog = "print('hello', flush=True)"
     result = run_diag(
-        ["capture", "--count", "1", "--interval", "0.1", "-o", str(shared / "run"), "--"]
-        + [sys.executable, "-c", prog],
+        [
+            "capture",
+            "--count",
+            "1",
+            "--interval",
+            "0.1",
+            "-o",
+            str(shared / "run"),
+            "--",
+            sys.executable,
+            "-c",
+            prog,
+        ],
         timeout_s=120,
     )
     assert result.returncode == 0, result.stderr
@@ -324,8 +339,19 @@ def test_planted_symlinks_at_output_paths_leave_the_victim_unchanged(tmp_path: P
 
 def test_watch_journal_and_log_are_private(tmp_path: Path) -> None:
     result = run_diag(
-        ["watch", "--interval", "0.2", "--duration", "1", "-o", str(tmp_path / "w"), "--"]
-        + [sys.executable, "-c", "print('x')"],
+        [
+            "watch",
+            "--interval",
+            "0.2",
+            "--duration",
+            "1",
+            "-o",
+            str(tmp_path / "w"),
+            "--",
+            sys.executable,
+            "-c",
+            "print('x')",
+        ],
         timeout_s=120,
     )
     assert result.returncode == 0, result.stderr
@@ -347,8 +373,18 @@ def test_launched_job_survives_diag_being_killed(tmp_path: Path) -> None:
         f"open({str(marker)!r}, 'w').write('done')\n"
     )
     diag = subprocess.Popen(
-        [*DIAG, "watch", "--interval", "0.5", "-o", str(tmp_path / "run"), "--"]
-        + [sys.executable, "-c", prog],
+        [
+            *DIAG,
+            "watch",
+            "--interval",
+            "0.5",
+            "-o",
+            str(tmp_path / "run"),
+            "--",
+            sys.executable,
+            "-c",
+            prog,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -23,7 +23,7 @@ from diag.probes.cpython.pymem import warm_symbols
 from diag.probes.open_files import read_open_files
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, read_identity
-from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id
+from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id, truncation_of
 from diag.probes.quiescence import Fingerprint, counters_of, read_counters
 from diag.probes.quiescence import quiet as quiet_counters
 from diag.probes.resources import read_resources
@@ -45,6 +45,8 @@ class StackRead(msgspec.Struct, frozen=True):
     # The counters after a dump during which no thread ran: the key for reusing it.
     quiet: Optional[Fingerprint] = None
     duration_s: float = 0.0
+    # What the budgets cut (``pyspy_dump.truncation_of``: "truncated: ..."), None if nothing.
+    truncated: Optional[str] = None
 
     def full_dumps(self) -> Optional[List[PyThreadDump]]:
         """The dumps with their frames back (shared tuples, one per distinct stack)."""
@@ -182,6 +184,7 @@ class ProcessReader:
             reader=reader,
             quiet=before,
             duration_s=time.monotonic() - started,
+            truncated=truncation_of(dumps),
         )
 
     def warm(self, pids: List[int]) -> None:

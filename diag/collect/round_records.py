@@ -31,6 +31,7 @@ class StackOutcome(NamedTuple):
     error: Optional[StackError]
     reused: bool = False
     reader: Optional[str] = None
+    truncated: Optional[str] = None  # what the read's budgets cut ("truncated: ...")
 
 
 class QuietDump(NamedTuple):
@@ -64,7 +65,7 @@ class StackBook:
             return StackOutcome(None, StackError(kind, read.error or "no stacks were read"))
         if read.quiet is not None:
             self._quiet[pid] = QuietDump(read.quiet, dumps, read.reader or "")
-        return StackOutcome(dumps, None, reader=read.reader)
+        return StackOutcome(dumps, None, reader=read.reader, truncated=read.truncated)
 
 
 @dataclass
@@ -102,6 +103,8 @@ class RoundRecords:
             self.stack_errors[pid] = outcome.error.kind
             if outcome.error.kind not in QUIET_KINDS:
                 self.fail("stacks", str(outcome.error), pid, took_s)
+        elif outcome.truncated is not None and not outcome.reused:
+            self.fail("stacks", outcome.truncated, pid, took_s)
 
     def from_workers(
         self,

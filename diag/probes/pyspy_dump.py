@@ -76,6 +76,43 @@ class _PySpyThread(msgspec.Struct):
 
 _dump_decoder = msgspec.json.Decoder(List[_PySpyThread])
 
+# Budgets on what a target controls in a stack (both readers): a name or file name is cut to
+# MAX_NAME_CHARS and marked; a thread keeps its innermost MAX_FRAMES frames, then one marker
+# frame; a process its first MAX_THREADS threads. A 1 MB function name 150 frames deep costs
+# diag 4 KiB a frame, not 150 MB. ``truncation_of`` says what was cut, for the failure record.
+MAX_NAME_CHARS = 4096
+MAX_FRAMES = 512
+MAX_THREADS = 4096
+TRUNCATED = "…[truncated]"
+FRAMES_CUT = "…[more frames not read]"
+
+
+def cap_text(text: str, limit: int = MAX_NAME_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + TRUNCATED
+
+
+def frames_cut_marker() -> Frame:
+    return Frame(name=FRAMES_CUT)
+
+
+def truncation_of(dumps: Sequence[PyThreadDump]) -> Optional[str]:
+    """What the budgets cut from ``dumps`` in words ("truncated: ..."), None when nothing."""
+    names = frames = 0
+    for dump in dumps:
+        for frame in dump.frames:
+            if frame.name == FRAMES_CUT:
+                frames += 1
+            elif frame.name.endswith(TRUNCATED) or frame.filename.endswith(TRUNCATED):
+                names += 1
+    parts = []
+    if len(dumps) >= MAX_THREADS:
+        parts.append(f"only the first {MAX_THREADS} threads read")
+    if frames:
+        parts.append(f"{frames} thread(s) deeper than {MAX_FRAMES} frames cut")
+    if names:
+        parts.append(f"{names} frame(s) with a name or file name over {MAX_NAME_CHARS} chars cut")
+    return "truncated: " + "; ".join(parts) if parts else None
+
 
 def parse_pyspy_json(text: str) -> List[PyThreadDump]:
     """Parse ``py-spy dump --json`` output (a JSON array, one object per Python thread)."""
@@ -88,16 +125,28 @@ def parse_pyspy_json(text: str) -> List[PyThreadDump]:
         PyThreadDump(
             os_thread_id=t.os_thread_id,
             thread_id=t.thread_id,
-            thread_name=t.thread_name,
+            thread_name=cap_text(t.thread_name) if t.thread_name else t.thread_name,
             active=t.active,
             owns_gil=t.owns_gil,
-            frames=tuple(
-                Frame(name=f.name, filename=f.filename, line=f.line or 0, module=f.module)
-                for f in t.frames
-            ),
+            frames=_capped_frames(t.frames),
         )
-        for t in threads
+        for t in threads[:MAX_THREADS]
     ]
+
+
+def _capped_frames(frames: List[_PySpyFrame]) -> Tuple[Frame, ...]:
+    out = [
+        Frame(
+            name=cap_text(f.name),
+            filename=cap_text(f.filename),
+            line=f.line or 0,
+            module=cap_text(f.module) if f.module else f.module,
+        )
+        for f in frames[:MAX_FRAMES]
+    ]
+    if len(frames) > MAX_FRAMES:
+        out.append(frames_cut_marker())
+    return tuple(out)
 
 
 def stack_id(frames: Sequence[Frame]) -> str:

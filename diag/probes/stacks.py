@@ -30,8 +30,10 @@ inconsistent (tried three times: a running thread can tear a read), and always w
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import selectors
 import shutil
 import signal
 import subprocess
@@ -42,7 +44,7 @@ from typing import List, Optional, Tuple
 
 import msgspec
 
-from diag.probes.cpython.pyframes import read_stacks
+from diag.probes.cpython.pyframes import FrameChainCorrupt, read_stacks
 from diag.probes.cpython.pymem import NotCPython, RemoteReadError
 from diag.probes.procfs import ProcFS
 from diag.probes.pyspy_dump import (
@@ -140,11 +142,73 @@ def classify_failure(stderr: str, pid: int, procfs: ProcFS) -> StackError:
     return StackError(KIND_ERROR, f"py-spy failed on pid {pid}: {detail[:300]}")
 
 
+# py-spy prints what the target holds (names, file names): its output is read up to this,
+# then py-spy is killed and the dump refused (64 MiB: ~4,000 threads x 512 frames of 4 KiB
+# names would not fit, nor would any real job's dump need it).
+MAX_PYSPY_OUTPUT_BYTES = 64 << 20
+_MAX_PYSPY_STDERR_BYTES = 64 << 10
+_PR_SET_PDEATHSIG = 1
+_libc: Optional[ctypes.CDLL] = None
+
+
+def _die_with_parent() -> None:
+    """In the py-spy child before exec: SIGKILL it when diag (the forking thread) dies, so
+    a killed diag never leaves a py-spy attached to a rank (which would stay paused)."""
+    if _libc is not None:
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _load_libc() -> None:
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            _libc = None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _read_bounded(
+    proc: subprocess.Popen[bytes], deadline: float, max_out: int
+) -> Tuple[bytes, bytes, Optional[str]]:
+    """stdout and stderr of ``proc`` until both close: (out, err, why it was cut short)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    limits = {proc.stdout.fileno(): max_out, proc.stderr.fileno(): _MAX_PYSPY_STDERR_BYTES}
+    with selectors.DefaultSelector() as sel:
+        for fd in streams:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(streams[proc.stdout.fileno()]), b"", "timeout"
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                buf = streams[key.fd]
+                room = limits[key.fd] - len(buf)
+                buf += chunk[: max(room, 0)]
+                if len(chunk) > room:
+                    if key.fd == proc.stdout.fileno():
+                        return bytes(buf), bytes(streams[proc.stderr.fileno()]), "too-big"
+                    sel.unregister(key.fd)  # stderr beyond its cap: only the head matters
+    return bytes(streams[proc.stdout.fileno()]), bytes(streams[proc.stderr.fileno()]), None
+
+
 def _run_pyspy(pyspy: str, pid: int, nonblocking: bool, timeout_s: float) -> Tuple[int, str, str]:
     argv = [pyspy, "dump", "--pid", str(pid), "--json"]
     if nonblocking:
         argv.append("--nonblocking")
     env = dict(os.environ, RUST_BACKTRACE="0", RUST_LOG="error")
+    _load_libc()
     try:
         proc = subprocess.Popen(
             argv,
@@ -153,25 +217,40 @@ def _run_pyspy(pyspy: str, pid: int, nonblocking: bool, timeout_s: float) -> Tup
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
+            preexec_fn=_die_with_parent,  # only prctl: safe between fork and exec
         )
     except OSError as exc:
         raise StackError(
             KIND_MISSING, f"cannot run py-spy at {pyspy}: {exc.strerror or exc}"
         ) from exc
     try:
-        out, err = proc.communicate(timeout=max(timeout_s, 0.05))
-    except subprocess.TimeoutExpired:
+        out, err, cut = _read_bounded(
+            proc, time.monotonic() + max(timeout_s, 0.05), MAX_PYSPY_OUTPUT_BYTES
+        )
+    except BaseException:
+        _kill_group(proc)
+        proc.wait()
+        raise
+    if cut is not None:
+        _kill_group(proc)
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            proc.communicate(timeout=2.0)
+            proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
             pass
+        proc.stdout.close()  # type: ignore[union-attr]
+        proc.stderr.close()  # type: ignore[union-attr]
+        if cut == "timeout":
+            raise StackError(
+                KIND_TIMEOUT, f"py-spy timed out after {timeout_s:g}s on pid {pid} (killed)"
+            )
         raise StackError(
-            KIND_TIMEOUT, f"py-spy timed out after {timeout_s:g}s on pid {pid} (killed)"
-        ) from None
+            KIND_ERROR,
+            f"truncated: py-spy printed over {MAX_PYSPY_OUTPUT_BYTES >> 20} MiB for pid {pid} "
+            "(killed; its stacks are not shown)",
+        )
+    proc.wait()
+    proc.stdout.close()  # type: ignore[union-attr]
+    proc.stderr.close()  # type: ignore[union-attr]
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
@@ -223,16 +302,26 @@ def read_python_stacks(
     """
     fs = procfs or ProcFS()
     if reader != READER_PYSPY:
+        corrupt = 0
         for _ in range(_IN_PROCESS_TRIES):
             try:
                 dumps = read_stacks(fs, pid, activity)
             except NotCPython:
                 raise StackError(KIND_NOT_PYTHON, f"not a Python process (pid {pid})") from None
+            except FrameChainCorrupt:
+                corrupt += 1
+                continue
             except RemoteReadError:
                 continue
             if dumps is None:
                 break  # not a Python this reader knows: py-spy's job
             return dumps, READER_DIAG
+        if corrupt == _IN_PROCESS_TRIES:  # not a torn read: py-spy would walk it too
+            raise StackError(
+                KIND_ERROR,
+                f"pid {pid}: Python frame chain cyclic/corrupt (loops or never ends, "
+                f"{_IN_PROCESS_TRIES} reads); its stacks are not shown",
+            )
     dumps = dump_stacks(pid, timeout_s, pyspy, fs)
     inner = namespace_tids(fs, pid)  # py-spy gives a container's own thread ids
     if inner:

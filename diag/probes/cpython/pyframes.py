@@ -36,12 +36,16 @@ from diag.probes.cpython.linetable import line_of
 from diag.probes.cpython.pymem import RemoteMemory, RemoteReadError, Runtime, locate_runtime
 from diag.probes.cpython.pyobjects import ObjectReader
 from diag.probes.procfs import ProcFS
-from diag.probes.pyspy_dump import PyThreadDump
+from diag.probes.pyspy_dump import MAX_FRAMES, MAX_THREADS, PyThreadDump, frames_cut_marker
 from diag.probes.threads import namespace_tids, parse_thread_stat
 
-_MAX_THREADS = 10_000
-_MAX_DEPTH = 5_000
+_MAX_THREAD_STATES = 10_000  # a longer list is a loop or garbage
+_MAX_DEPTH = 5_000  # links followed in one chain (shim frames included): beyond, garbage
 _MAX_WINDOW_BYTES = 4 << 20
+
+
+class FrameChainCorrupt(RemoteReadError):
+    """A frame chain that loops or does not end: torn by a running thread, or forged."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,10 @@ class StackReader:
         out: List[PyThreadDump] = []
         seen: Set[int] = set()
         while tstate:
-            if tstate in seen or len(seen) >= _MAX_THREADS:
+            if tstate in seen or len(seen) >= _MAX_THREAD_STATES:
                 raise RemoteReadError("thread list loops (changed during the read)")
+            if len(out) >= MAX_THREADS:  # budget: the rest is not read (truncation_of says so)
+                break
             seen.add(tstate)
             raw = self._mem.read(tstate, self._tstate_size)
             (native_id,) = struct.unpack_from("<Q", raw, lay.tstate_native_thread_id)
@@ -177,7 +183,10 @@ class StackReader:
         outermost_self = 0
         while frame:
             if frame in seen or len(seen) >= _MAX_DEPTH:
-                raise RemoteReadError("frame chain loops (changed during the read)")
+                raise FrameChainCorrupt("frame chain cyclic/corrupt (loops or never ends)")
+            if len(frames) >= MAX_FRAMES:  # budget: innermost frames kept, then a marker
+                frames.append(frames_cut_marker())
+                return frames, None
             seen.add(frame)
             if base <= frame <= end and not (frame - base) & 7:
                 at = frame - base
@@ -219,11 +228,15 @@ class StackReader:
             off: struct.unpack_from("<Q", raw, off)[0]
             for off in (lay.code_qualname, lay.code_filename, lay.code_linetable)
         }
+        try:
+            linetable = self._objects.bytes_(ptrs[lay.code_linetable])
+        except RemoteReadError:
+            linetable = b""  # over the budget (or torn): the line is then unknown (0)
         code = _Code(
             qualname=self._objects.string(ptrs[lay.code_qualname]),
             filename=self._objects.string(ptrs[lay.code_filename]),
             first_line=int(struct.unpack_from("<i", raw, lay.code_firstlineno)[0]),
-            linetable=self._objects.bytes_(ptrs[lay.code_linetable]),
+            linetable=linetable,
             code_start=addr + lay.code_adaptive,
         )
         self._codes[addr] = code

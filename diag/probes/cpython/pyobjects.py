@@ -17,7 +17,10 @@ from diag.probes.cpython.layouts import Layout
 from diag.probes.cpython.pymem import RemoteMemory, RemoteReadError
 
 _SPECULATIVE_BYTES = 96
-_MAX_STRING_BYTES = 1 << 20
+_MAX_STRING_BYTES = 1 << 20  # a bytes object (a line table) beyond this is not read
+_IMPOSSIBLE_BYTES = 1 << 40  # a length beyond this is garbage, not a big object
+MAX_STRING_CHARS = 4096  # a str is read up to this many characters, then cut and marked
+TRUNCATED = "…[truncated]"
 # A header -> (payload offset, payload length).
 _SizeOf = Callable[[bytes], Tuple[int, int]]
 _KEYS_UNICODE_ENTRY = 16  # (key, value) in unicode-only and split keys
@@ -36,29 +39,37 @@ class ObjectReader:
         self._keys: Dict[int, List[Tuple[int, int]]] = {}
         self._types: Dict[int, Tuple[int, int, int]] = {}
 
-    def _read_object(self, addr: int, header: int, size_of: _SizeOf) -> Tuple[bytes, int]:
-        """The header and the first ``size_of(header)`` payload bytes, in one read if it fits."""
+    def _read_object(
+        self, addr: int, header: int, size_of: _SizeOf, cap: int = _MAX_STRING_BYTES
+    ) -> Tuple[bytes, int, bool]:
+        """The header and the first ``size_of(header)`` payload bytes, in one read if it fits;
+        at most ``cap`` of them (and whether the object held more)."""
         try:
             raw = self._mem.read(addr, header + _SPECULATIVE_BYTES)
         except RemoteReadError:
             raw = self._mem.read(addr, header)
         start, length = size_of(raw)
-        if length < 0 or length > _MAX_STRING_BYTES:
+        if length < 0 or length > _IMPOSSIBLE_BYTES:
             raise RemoteReadError(f"object at {addr:#x} has an impossible size {length}")
+        cut = length > cap
+        length = min(length, cap)
         if start + length <= len(raw):
-            return raw[start : start + length], start
-        return self._mem.read(addr + start, length) if length else b"", start
+            return raw[start : start + length], start, cut
+        return (self._mem.read(addr + start, length) if length else b""), start, cut
 
     def string(self, addr: int) -> str:
+        """A str, cut to ``MAX_STRING_CHARS`` characters (then ending in ``TRUNCATED``)."""
         cached = self._strings.get(addr)
         if cached is not None:
             return cached
         lay = self._lay
         kind_width = 1
+        chars = 0
 
         def size_of(raw: bytes) -> Tuple[int, int]:
-            nonlocal kind_width
+            nonlocal kind_width, chars
             (length,) = struct.unpack_from("<q", raw, lay.unicode_length)
+            chars = length
             (state,) = struct.unpack_from("<I", raw, lay.unicode_state)
             kind, compact, ascii_ = (state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1
             if not compact or kind not in (1, 2, 4):
@@ -66,9 +77,13 @@ class ObjectReader:
             kind_width = kind
             return (lay.ascii_size if ascii_ else lay.compact_size), length * kind
 
-        data, _ = self._read_object(addr, lay.compact_size, size_of)
+        data, _, _ = self._read_object(addr, lay.compact_size, size_of, MAX_STRING_CHARS * 4)
+        data = data[: MAX_STRING_CHARS * kind_width]
+        cut = chars > MAX_STRING_CHARS
         codec = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind_width]
         text = data.decode(codec, "replace")
+        if cut:
+            text += TRUNCATED
         self._strings[addr] = text
         return text
 
@@ -78,7 +93,9 @@ class ObjectReader:
         def size_of(raw: bytes) -> Tuple[int, int]:
             return lay.bytes_sval, int(struct.unpack_from("<q", raw, lay.bytes_size)[0])
 
-        data, _ = self._read_object(addr, lay.bytes_sval, size_of)
+        data, _, cut = self._read_object(addr, lay.bytes_sval, size_of)
+        if cut:
+            raise RemoteReadError(f"bytes at {addr:#x} are over {_MAX_STRING_BYTES} bytes")
         return data
 
     def attribute(self, obj: int, name: str) -> Optional[int]:
