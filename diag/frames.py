@@ -10,11 +10,61 @@ from __future__ import annotations
 
 from diag.model import Frame
 
+# Installed packages are the job's own code (vLLM's engine loop, a trainer installed with pip,
+# transformers' from_pretrained: what a reader wants named) unless they are plumbing: the
+# framework runtime, servers, event loops, RPC and progress bars a wait passes through.
+_PLUMBING_PACKAGES = frozenset(
+    [
+        "torch",
+        "triton",
+        "numpy",
+        "uvicorn",
+        "uvloop",
+        "anyio",
+        "starlette",
+        "fastapi",
+        "gunicorn",
+        "h11",
+        "h2",
+        "httptools",
+        "websockets",
+        "aiohttp",
+        "tornado",
+        "zmq",
+        "grpc",
+        "click",
+        "tqdm",
+        "setproctitle",
+        "psutil",
+        "cloudpickle",
+        "requests",
+        "urllib3",
+        "httpx",
+        "httpcore",
+        "werkzeug",
+        "flask",
+        "pydantic",
+        "pydantic_core",
+        "msgspec",
+        "jinja2",
+        "ray",
+        "_pytest",
+        "pytest",
+        "pluggy",
+        "multiprocess",
+        "dill",
+        "gevent",
+        "eventlet",
+        "greenlet",
+        "sniffio",
+    ]
+)
+_SITE_DIRS = ("site-packages/", "dist-packages/")
+# Standard-library and generated code, wherever a frame's file is.
 _LIBRARY_MARKERS = (
-    "site-packages/",
-    "dist-packages/",
     "lib/python",
     "<frozen",
+    "/torchinductor_",  # Inductor's generated kernels: torch's code, not the job's
     "torch/",
     "multiprocessing/",
     "asyncio/",
@@ -46,7 +96,13 @@ _STDLIB_FILES = frozenset(
 
 
 def is_library(frame: Frame) -> bool:
+    """Plumbing (the standard library, torch, servers, RPC), not the job's own code."""
     name = frame.filename
+    for site in _SITE_DIRS:
+        at = name.rfind(site)
+        if at >= 0:
+            top = name[at + len(site) :].split("/", 1)[0]
+            return top.removesuffix(".py") in _PLUMBING_PACKAGES or top.endswith(".so")
     return (
         any(marker in name for marker in _LIBRARY_MARKERS)
         or name.rsplit("/", 1)[-1] in _STDLIB_FILES

@@ -108,6 +108,9 @@ class ProcessSample(Record, frozen=True):
     state: str = "?"
     utime_ticks: int = 0
     stime_ticks: int = 0
+    # cutime + cstime: CPU of the children it has reaped - a rank waiting on short-lived
+    # compilers (inductor's g++, nvcc) works through them even when no sample sees one.
+    children_ticks: int = 0
     rss_bytes: int = 0
     vms_bytes: int = 0
     num_threads: int = 0

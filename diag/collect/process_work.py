@@ -124,6 +124,7 @@ class ProcessReader:
             state=res.stat.state,
             utime_ticks=res.stat.utime_ticks,
             stime_ticks=res.stat.stime_ticks,
+            children_ticks=res.stat.children_ticks,
             rss_bytes=res.rss_bytes,
             vms_bytes=res.vms_bytes,
             num_threads=res.stat.num_threads,

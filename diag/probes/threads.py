@@ -80,6 +80,7 @@ class TaskStat(NamedTuple):
     ppid: int
     utime_ticks: int  # field 14
     stime_ticks: int  # field 15
+    children_ticks: int  # fields 16 + 17: CPU of children it waited for (compilers, sh -c)
     num_threads: int  # field 20
     start_ticks: int  # field 22, since boot
     vsize_bytes: int  # field 23
@@ -150,6 +151,7 @@ def parse_task_stat(text: str) -> TaskStat:
         ppid=field(4),
         utime_ticks=field(14),
         stime_ticks=field(15),
+        children_ticks=field(16) + field(17),
         num_threads=field(20),
         start_ticks=field(22),
         vsize_bytes=field(23),
@@ -252,6 +254,18 @@ def parse_wchan(text: str) -> Optional[str]:
 
 
 _THREAD_FILES = ("stat", "wchan", "syscall", "status")
+_PF_KTHREAD = 0x00200000
+# ``ThreadSample.syscall`` of a kernel thread (no mm, no exe): it runs no syscalls of its own.
+KERNEL_THREAD = "kernel-thread"
+
+
+def is_kernel_thread(stat: str) -> bool:
+    """``PF_KTHREAD`` in the flags (field 9) of a /proc/P/stat line."""
+    fields = stat.rpartition(")")[2].split()
+    try:
+        return bool(int(fields[6]) & _PF_KTHREAD)
+    except (IndexError, ValueError):
+        return False
 
 
 def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[ThreadSample]:
@@ -266,6 +280,8 @@ def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[Th
         return None
     wchan = parse_wchan(wchan_text) if wchan_text is not None else None
     sys_info = parse_syscall(syscall_text, machine) if syscall_text is not None else _UNREAD
+    if is_kernel_thread(stat):  # its syscall file reads "0 0x0 ...": read(0), not stdin
+        sys_info = SyscallInfo(KERNEL_THREAD)
     vol, nonvol = parse_ctxt_switches(status) if status is not None else (None, None)
     return ThreadSample(
         tid=tid,

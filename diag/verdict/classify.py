@@ -32,7 +32,7 @@ their children.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
 from diag.verdict.collectives import (
@@ -47,6 +47,7 @@ from diag.verdict.features import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.participants import (
     door,
+    is_rank_helper,
     participants,
     receives_work,
     serves,
@@ -67,6 +68,7 @@ from diag.verdict.sources import (
 from diag.verdict.startup import with_startup
 from diag.verdict.stories import (
     dead_story,
+    helper_work_story,
     lock_story,
     peer_story,
     pool_story,
@@ -81,6 +83,7 @@ READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
 TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
+HELPER_WORK_PCT = 25.0  # children's CPU (% of a core) that makes their parent's wait work
 
 # The evidence sources beyond CPU, stacks, I/O and logs, run in this order (a new source is
 # a ``Context -> Iterable[Finding]`` function added here; nothing registers itself).
@@ -207,6 +210,8 @@ class Situation:
     ports: List[int]
     waiting_on_others: List[ProcSignals]
     ranked_dead: List[ProcSignals]
+    # Processes whose child processes compute (parent, % of a core, the children's names).
+    helped: List[Tuple[ProcSignals, float, List[str]]]
 
 
 # A rule's answer: state, confidence, summary, suspects. None: the rule does not apply.
@@ -260,6 +265,7 @@ def measure(
         dead if any(strong_rank(p) for p in parts) else []
     )
     return Situation(
+        helped=child_work(ctx.procs),
         ctx=ctx,
         findings=findings,
         classes=classes,
@@ -282,9 +288,52 @@ def measure(
     )
 
 
+def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, List[str]]]:
+    """Who works through its children: the CPU of the children it reaped during the capture
+    plus that of its live helper descendants (not ranks: a launcher's children are the job).
+    A launcher's reaped CPU is left out - a rank it reaped carries a lifetime of CPU."""
+    by_pid = {p.pid: p for p in procs}
+
+    def parent_chain(p: ProcSignals) -> List[int]:
+        out: List[int] = []
+        seen = {p.pid}
+        ppid = p.info.ppid
+        while ppid is not None and ppid in by_pid and ppid not in seen:
+            out.append(ppid)
+            seen.add(ppid)
+            ppid = by_pid[ppid].info.ppid
+        return out
+
+    helpers: Dict[int, List[ProcSignals]] = {}
+    for p in procs:
+        if p.info.role in ("rank", "launcher"):
+            continue
+        for ancestor in parent_chain(p):
+            helpers.setdefault(ancestor, []).append(p)
+            if by_pid[ancestor].info.role in ("rank", "launcher"):
+                break
+    out: List[Tuple[ProcSignals, float, List[str]]] = []
+    for p in procs:
+        if p.dead or is_rank_helper(p):
+            continue
+        kids = helpers.get(p.pid, [])
+        pct = sum(k.cpu_pct for k in kids if not k.dead)
+        if p.info.role != "launcher":
+            pct += p.reaped_children_pct
+        if pct >= HELPER_WORK_PCT:
+            names = sorted({k.info.name for k in kids if k.info.name})
+            out.append((p, pct, names))
+    return out
+
+
 def rank_died(s: Situation) -> Optional[Decision]:
     """A rank died, its peers are still there and nothing progresses: they wait for it."""
-    if not (s.dead and s.alive and not s.progressing):
+    if not (s.dead and s.alive):
+        return None
+    # A rank that died of a signal or an error outranks output from the others (their
+    # "lost rank N" messages, a front end's stats); one that exited 0 only when nothing moves.
+    crashed = [p for p in s.ranked_dead if p.exit_code is None or p.exit_code != 0]
+    if s.progressing and not crashed:
         return None
     if not (s.ranked_dead or s.waiting_on_others) or (s.workers and not s.peer_waiters):
         return None
@@ -295,10 +344,15 @@ def rank_died(s: Situation) -> Optional[Decision]:
 def rank_stopped(s: Situation) -> Optional[Decision]:
     """A process stopped by a signal or a debugger (state T) ends no wait until SIGCONT."""
     stopped = [p for p in s.alive if p.stopped]
-    if not stopped or s.progressing or s.workers:
+    if not stopped:
         return None
+    # Stopped in every sample outranks what the others show: whatever it owes them (a
+    # collective, a reply on a queue, a health check's real work) will not come, and a
+    # front end that keeps logging its stats or a peer spinning in a busy-wait collective
+    # only looks alive.
     summary, suspects = stopped_story(stopped, s.alive)
-    return "deadlocked", 0.85, summary, suspects
+    sure = 0.85 if not (s.progressing or s.workers) else 0.75
+    return "deadlocked", sure, summary, suspects
 
 
 def output_moves(s: Situation) -> Optional[Decision]:
@@ -315,6 +369,16 @@ def works_silently(s: Situation) -> Optional[Decision]:
         return None
     summary, suspects = work_story(s.workers, s.readers, s.growers, s.alive, s.peer_waiters)
     return "slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects
+
+
+def children_work(s: Situation) -> Optional[Decision]:
+    """A process waits on child processes that compute (inductor's g++/cc1plus, nvcc): its own
+    threads sleep in ``waitpid``/``Popen.wait`` and each compiler lives a second, so neither
+    the parent's CPU nor any one sample shows the work - the reaped children's CPU does."""
+    if not s.helped:
+        return None
+    summary, suspects = helper_work_story(s.helped, s.alive)
+    return "slow", 0.7, summary, suspects
 
 
 def collective_laggard(s: Situation) -> Optional[Decision]:
@@ -399,6 +463,22 @@ def lock_without_door(s: Situation) -> Optional[Decision]:
     return "deadlocked", 0.6, summary, suspects
 
 
+def log_reports_death(s: Situation) -> Optional[Decision]:
+    """Nothing moves and the job's own log says one of its processes died (a worker killed
+    and reaped before diag looked: no zombie is left to see, only its peers' ERROR lines)."""
+    deaths = [(lg, line) for lg in s.ctx.logs for line in lg.deaths]
+    if not deaths:
+        return None
+    log, line = deaths[-1]
+    quoted = " ".join(line.split())[:160]
+    summary = (
+        f"deadlocked: the log says a process of the job died ({log.path}: `{quoted}`) and "
+        f"nothing moves ({waits_phrase(group_by_wait(s.alive)[:2])}) - the survivors wait "
+        "for it; read the log above that line, restart the job"
+    )
+    return "deadlocked", 0.7, summary, []
+
+
 def waits_for_outside(s: Situation) -> Optional[Decision]:
     """Every wait is one something outside can end: a listening port, stdin, a timer."""
     doors = [p for p in s.alive if door(p, s.ports) or p.timer_threads]
@@ -468,6 +548,7 @@ RULES: Tuple[Rule, ...] = (
     rank_stopped,
     output_moves,
     works_silently,
+    children_work,
     collective_laggard,
     server_feeds_ranks,
     peers_wait,
@@ -475,6 +556,7 @@ RULES: Tuple[Rule, ...] = (
     lock_cycle,
     gpu_spins,
     lock_without_door,
+    log_reports_death,
     waits_for_outside,
     pipe_full,
     nothing_can_wake,

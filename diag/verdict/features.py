@@ -58,6 +58,9 @@ class ProcSignals:
     timer_threads: int = 0  # other Python threads that sleep, wait with a timeout, or woke
     py_ok: bool = False
     stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample
+    # CPU of the children it reaped during the window (cutime + cstime), % of one core:
+    # compilers and other short-lived helpers that no sample may catch alive.
+    reaped_children_pct: float = 0.0
 
     @property
     def pid(self) -> int:
@@ -225,6 +228,9 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
             sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
             sig.rss_last_bytes = last.rss_bytes
+            if sig.window_s > 0:
+                reaped = max(0, last.children_ticks - first.children_ticks)
+                sig.reaped_children_pct = reaped * 100.0 / clk / sig.window_s
             sig.rss_delta_bytes = last.rss_bytes - first.rss_bytes
             if first.io is not None and last.io is not None:
                 sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)

@@ -67,8 +67,15 @@ def strong_rank(p: ProcSignals) -> bool:
     return p.rank is not None and not (p.info.rank_source or "").startswith("inferred:start")
 
 
+def is_rank_helper(p: ProcSignals) -> bool:
+    """A child of a rank that inherited its ``RANK`` (a compiler, ``sh -c``, a DataLoader or
+    tokenizer worker, an inductor compile worker): part of that rank's work, not a rank."""
+    return p.info.role == "helper" and p.rank is not None
+
+
 def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
+    procs = [p for p in procs if not is_rank_helper(p)] or list(procs)
     ranked = [p for p in procs if p.rank is not None]
     if any(strong_rank(p) for p in ranked):
         parents = {p.info.ppid for p in ranked if p.info.ppid}

@@ -36,6 +36,16 @@ class LogGrowth:
     writers_dead: bool = False
 
     @property
+    def errors(self) -> Tuple[str, ...]:
+        """The new lines of a crash (ERROR records, traceback lines, exceptions)."""
+        return tuple(line for line in self.new_lines if is_error_line(line))
+
+    @property
+    def deaths(self) -> Tuple[str, ...]:
+        """New lines that report a process of the job died (a worker, the engine)."""
+        return tuple(line for line in self.new_lines if _PROCESS_DEATH.search(line))
+
+    @property
     def grew(self) -> bool:
         return bool(self.samples)
 
@@ -49,12 +59,70 @@ def _template(line: str) -> str:
 
 
 def is_heartbeat(new_lines: Tuple[str, ...]) -> bool:
-    """New lines that are one or two repeated templates about waiting: stuck, not progress."""
+    """New lines that say nothing happened: stuck or idle, not progress.
+
+    Two shapes are written on a timer whatever the job does: one or two repeated templates
+    about waiting ("still waiting for rank 3"), and a periodic stats line whose counters are
+    all zero (vLLM's "Avg prompt throughput: 0.0 tokens/s ... Running: 0 reqs"). A crash's
+    last words (ERROR lines, a traceback) are the cause of a hang, never progress. Identical
+    lines alone are not a heartbeat: an access log repeats "GET / 200" for real requests.
+    """
     lines = [line for line in new_lines if line.strip()]
     if not lines:
         return False
+    if any(_is_stats(line) and not is_idle_stats(line) for line in lines):
+        return False  # a stats line with a counter above zero: work is being reported
     templates = {_template(line) for line in lines}
-    return len(templates) <= 2 and all(_WAITING_WORDS.search(t) for t in templates)
+    if len(templates) <= 2 and all(_WAITING_WORDS.search(t) for t in templates):
+        return True
+    return all(is_idle_stats(line) or is_error_line(line) for line in lines)
+
+
+_STATS_WORDS = re.compile(
+    r"throughput|running|waiting|pending|queue|reqs?\b|tokens/s|batch|usage|hit rate|swapped",
+    re.IGNORECASE,
+)
+_KEYED_NUMBER = re.compile(r"[:=]\s*(-?\d+(?:\.\d+)?)")
+
+
+def _is_stats(line: str) -> bool:
+    return bool(_STATS_WORDS.search(line)) and len(_KEYED_NUMBER.findall(_strip_time(line))) >= 2
+
+
+def is_idle_stats(line: str) -> bool:
+    """A periodic stats line whose every keyed counter is zero: the job reports it is idle."""
+    if not _is_stats(line):
+        return False
+    return all(float(v) == 0 for v in _KEYED_NUMBER.findall(_strip_time(line)))
+
+
+_ERROR_LINE = re.compile(
+    r"\b(?:ERROR|CRITICAL|FATAL)\b|Traceback \(most recent call last\)|\w*(?:Error|Exception)\b:?"
+    r"|died unexpectedly|Segmentation fault|core dumped|^\s+File \".*\", line \d+|^\s*\^+\s*$"
+)
+
+
+_PROCESS_DEATH = re.compile(
+    r"died unexpectedly|(?:worker|process|engine|rank|child)\w*\s[^.]{0,40}?"
+    r"(?:died|is dead|exited unexpectedly|was killed|terminated unexpectedly)|"
+    r"EngineDeadError|Segmentation fault|core dumped|SIGKILL|exitcode\s*:\s*-\d+",
+    re.IGNORECASE,
+)
+
+
+def is_error_line(line: str) -> bool:
+    """A line of a crash: an ERROR/CRITICAL record, a traceback frame, an exception."""
+    return bool(_ERROR_LINE.search(line))
+
+
+_TIME = re.compile(
+    r"\d{4}-\d{2}-\d{2}|\d{2}-\d{2}(?=\s)|\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?|"
+    r"\[[\w./-]+:\d+\]|pid=\d+"
+)
+
+
+def _strip_time(line: str) -> str:
+    return _TIME.sub("", line)
 
 
 def _new_lines(first: LogSample, last: LogSample) -> Tuple[str, ...]:

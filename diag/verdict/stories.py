@@ -205,6 +205,28 @@ def pool_story(
     return summary, suspects
 
 
+def helper_work_story(
+    helped: Sequence[Tuple[ProcSignals, float, List[str]]], alive: Sequence[ProcSignals]
+) -> Tuple[str, List[Suspect]]:
+    """A process waits on children that compute (inductor's g++/cc1plus, nvcc, a build step):
+    the parent's own threads sleep, the work is in processes that live a second each."""
+    parts: List[str] = []
+    suspects: List[Suspect] = []
+    for p, pct, names in helped[:3]:
+        shown = ", ".join(names[:3]) if names else "short-lived, reaped between samples"
+        text = (
+            f"{p.name} waits on its child processes, which compute ({shown}: "
+            f"{pct:.0f}% of a core) - compiling or building"
+        )
+        parts.append(text)
+        suspects.append(_suspect(p, text))
+    busy = {p.key for p, _, _ in helped}
+    waiting = [p for p in alive if p.key not in busy and p.main_wait and p.main_wait.kind]
+    tail = waits_phrase(group_by_wait(waiting)[:2])
+    summary = "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
+    return summary, suspects
+
+
 def work_story(
     workers: Sequence[ProcSignals],
     readers: Sequence[ProcSignals],

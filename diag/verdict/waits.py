@@ -139,6 +139,11 @@ _RULES: Tuple[_Rule, ...] = (
     ),
     _Rule(frozenset({"synchronize", "current_stream_synchronize"}), (), "synchronize"),
     _Rule(frozenset({"get", "_get"}), ("queue.py", "queues.py"), "queue"),
+    # An idle ThreadPoolExecutor worker: ``work_queue.get(block=True)`` on a C SimpleQueue, so
+    # py-spy's innermost frame is ``_worker`` itself, parked on a futex. It waits for work any
+    # thread may submit; it holds no lock, so it is never half of a lock cycle.
+    _Rule(frozenset({"_worker"}), ("concurrent/futures/thread.py", "thread.py"), "queue"),
+    _Rule(frozenset({"worker"}), ("multiprocessing/pool.py", "pool.py"), "queue"),
     _Rule(
         frozenset({"recv", "recv_bytes", "_recv_bytes", "_recv", "_poll", "poll", "wait"}),
         ("multiprocessing/connection.py",),
