@@ -369,6 +369,30 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "gunicorn, both sync workers in `Lock.acquire` of a lock forked held; 4 clients wait",
         ("gunicorn",),
     ),
+    Scenario(
+        "ray_idle",
+        "idle",
+        (),
+        False,
+        "local Ray (gcs_server, raylet, agents, 2 `ray::IDLE`); driver sleeps to its next batch",
+        ("ray",),
+    ),
+    Scenario(
+        "ray_tasks_busy",
+        "progressing|slow",
+        None,
+        False,
+        "local Ray; 2 `ray::crunch` workers at 100% CPU on pure-Python tasks; driver in ray.wait",
+        ("ray",),
+    ),
+    Scenario(
+        "ray_actor_hangs",
+        "deadlocked",
+        None,  # the suspect is the actor's worker process, neither root nor rank
+        False,
+        "local Ray; an actor method waits on an Event never set, the driver in ray.get",
+        ("ray",),
+    ),
 )
 
 

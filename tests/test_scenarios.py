@@ -35,6 +35,11 @@ VERDICT_WRONG_TODAY = {
     "uvicorn_handler_hangs": "verdict: idle - 4 connections each hold a request the handler "
     "will never answer (await Event), but the bundle is identical to uvicorn_idle's "
     "(epoll tick, no CPU); needs established sockets with unanswered requests",
+    "ray_idle": "verdict: progressing whenever the capture holds one of the Ray autoscaler's "
+    "5 s status blocks in monitor.log (framework housekeeping read as the job's progress)",
+    "ray_actor_hangs": "verdict: progressing (monitor.log heartbeat) or idle - the actor "
+    "process titled `ray::Generator.generate` sits in Event.wait (futex, no timeout) in "
+    "every sample and the driver in ray.get, but neither wait is tied to the other",
 }
 
 
