@@ -15,7 +15,13 @@ from typing import List, Optional, Sequence, Tuple
 import click
 
 from diag import __version__
-from diag.cli_options import fail_on_option, job_options, output_option, slurm_job_option
+from diag.cli_options import (
+    Seconds,
+    fail_on_option,
+    job_options,
+    output_option,
+    slurm_job_option,
+)
 from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
 
 
@@ -58,7 +64,7 @@ def cli() -> None:
 @click.option(
     "--interval",
     "interval_s",
-    type=click.FloatRange(min=0.0),
+    type=Seconds(min=0.0),
     default=2.0,
     show_default=True,
     help="Seconds between samples.",
@@ -133,7 +139,7 @@ def capture(
 @click.option(
     "--interval",
     "interval_s",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=Seconds(min=0.0, min_open=True),
     default=30.0,
     show_default=True,
     help="Seconds between samples.",
@@ -282,9 +288,9 @@ def demo(name: Optional[str], list_only: bool, watch: bool, out_dir: str) -> Non
 @cli.command("slurm-node", hidden=True)
 @click.argument("job_id", type=int)
 @click.option("--count", type=click.IntRange(min=0), default=3)
-@click.option("--interval", "interval_s", type=click.FloatRange(min=0.0), default=2.0)
+@click.option("--interval", "interval_s", type=Seconds(min=0.0), default=2.0)
 @click.option("--fr-dir", "fr_dirs", multiple=True)
-@click.option("--duration-s", type=click.FloatRange(min=0.0), default=None)
+@click.option("--duration-s", type=Seconds(min=0.0), default=None)
 @click.option("--stop-on-eof", is_flag=True)
 def slurm_node(
     job_id: int,

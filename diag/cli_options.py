@@ -8,11 +8,25 @@ their help text. Declaring them here keeps the two commands' flags from drifting
 
 from __future__ import annotations
 
-from typing import Any, Callable, Tuple, TypeVar
+import math
+from typing import Any, Callable, Optional, Tuple, TypeVar
 
 import click
 
 Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+class Seconds(click.FloatRange):
+    """A finite number of seconds: ``inf`` and ``nan`` are usage errors (``nan`` compares
+    False with every bound, so a plain FloatRange would take it - as 0)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: Optional[click.Parameter], ctx: Any) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number of seconds", param, ctx)
+        return number
 
 
 def _regular_logs(

@@ -20,6 +20,7 @@ EXIT_TARGET_GONE = 7  # the target exited before the first sample was taken
 EXIT_BAD_BUNDLE = 8  # a bundle that is not JSON / not a diag bundle / a newer schema
 EXIT_REMOTE = 9  # multi-node: no node could be captured
 EXIT_FAIL_ON = 10  # the verdict matched --fail-on
+EXIT_DISK_FULL = 11  # ENOSPC/EDQUOT writing an output: what fit was written, the rest was not
 EXIT_INTERRUPTED = 130  # Ctrl-C before anything could be written
 
 EXIT_CODES: Dict[int, str] = {
@@ -34,6 +35,7 @@ EXIT_CODES: Dict[int, str] = {
     EXIT_BAD_BUNDLE: "input is not a readable diag bundle",
     EXIT_REMOTE: "no node of the multi-node job could be captured",
     EXIT_FAIL_ON: "the verdict matched --fail-on",
+    EXIT_DISK_FULL: "the disk (or quota) is full: some outputs could not be written",
     EXIT_INTERRUPTED: "interrupted before any output was written",
 }
 

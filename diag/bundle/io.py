@@ -19,6 +19,7 @@ Writes of whole files are atomic (temp file + fsync + rename): a reader never se
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -35,7 +36,7 @@ from diag.bundle.files import (
     read_capped,
 )
 from diag.bundle.journal_delta import DeltaState, Unchanged
-from diag.errors import EXIT_BAD_BUNDLE, EXIT_OUTPUT, DiagError
+from diag.errors import EXIT_BAD_BUNDLE, EXIT_DISK_FULL, EXIT_OUTPUT, DiagError
 from diag.model import (
     SCHEMA_VERSION,
     Bundle,
@@ -78,6 +79,22 @@ class _EndLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind
 _line_decoder = msgspec.json.Decoder(Union[_Header, _SampleLine, _EndLine])
 
 
+def write_error(path: Union[str, Path], exc: OSError, verb: str = "write") -> DiagError:
+    """The DiagError of a failed write: ``EXIT_DISK_FULL`` for ENOSPC/EDQUOT, else
+    ``EXIT_OUTPUT``."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiagError(
+            f"cannot {verb} {path}: the disk is full ({exc.strerror or exc})",
+            "free disk space; what was written before renders with diag report",
+            EXIT_DISK_FULL,
+        )
+    return DiagError(
+        f"cannot {verb} {path}: {exc.strerror or exc}",
+        "free disk space or choose another location with -o PATH",
+        EXIT_OUTPUT,
+    )
+
+
 def encode_bundle(bundle: Bundle) -> bytes:
     return _encoder.encode(bundle)
 
@@ -116,11 +133,7 @@ def atomic_write_bytes(path: Union[str, Path], data: bytes) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise DiagError(
-            f"cannot write {target}: {exc.strerror or exc}",
-            "free disk space or choose another location with -o PATH",
-            EXIT_OUTPUT,
-        ) from exc
+        raise write_error(target, exc) from exc
 
 
 def write_bundle(bundle: Bundle, path: Union[str, Path]) -> None:
@@ -156,11 +169,7 @@ class JournalWriter:
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as exc:  # a full disk: the lines already synced stay readable
-            raise DiagError(
-                f"cannot append to {self.path}: {exc.strerror or exc}",
-                "free disk space; the samples written so far render with diag report",
-                EXIT_OUTPUT,
-            ) from exc
+            raise write_error(self.path, exc, "append to") from exc
 
     def header(
         self,

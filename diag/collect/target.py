@@ -17,7 +17,7 @@ from diag.errors import (
     DiagError,
 )
 from diag.probes.procfs import ProcFS
-from diag.probes.stacks import find_pyspy
+from diag.probes.stacks import find_pyspy, traced_by
 from diag.probes.threads import parse_status
 
 PTRACE_REMEDY = "run diag as root or as the target's user, or grant CAP_SYS_PTRACE"
@@ -53,6 +53,9 @@ def check_target(pid: int, procfs: ProcFS) -> None:
     try:
         procfs.read_bytes(pid, "environ")
     except PermissionError:
+        tracer = traced_by(pid, procfs)
+        if tracer is not None:
+            raise DiagError(tracer, "", EXIT_PERMISSION) from None
         raise DiagError(
             f"no permission to inspect PID {pid}", PTRACE_REMEDY, EXIT_PERMISSION
         ) from None

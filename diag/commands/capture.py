@@ -13,10 +13,11 @@ note says so (the verdict will read "exited"). Only a target gone before the fir
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -133,6 +134,35 @@ def _stack_notes(processes: Sequence[ProcessInfo], last: Sample) -> List[str]:
     ]
 
 
+class _StopSignals:
+    """SIGTERM and SIGHUP end the sampling as Ctrl-C does (the samples taken are written),
+    then, while the outputs are written, are only noted: a second one must not lose them.
+    The previous handlers come back on exit. Only in the main thread (where signals land)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self._previous: Dict[int, Any] = {}
+        self.received: Optional[int] = None
+        self.sampling = True
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.received = self.received or signum
+        if self.sampling:
+            self.sampling = False
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+
 def run_capture(
     pid: int,
     *,
@@ -151,11 +181,27 @@ def run_capture(
     json_path = json_output_path(out, pid)
     collector = Collector(pid, procfs=procfs, log_paths=log_paths, pyspy=pyspy)
     created_s = time.time()
-    series = sample_series(collector, count=count, interval_s=interval_s, on_sample=on_sample)
+    with _StopSignals() as stops:
+        series = sample_series(collector, count=count, interval_s=interval_s, on_sample=on_sample)
+        stops.sampling = False
+        return _finish(pid, series, collector, created_s, json_path, count, fr_dirs, stops)
+
+
+def _finish(
+    pid: int,
+    series: Series,
+    collector: Collector,
+    created_s: float,
+    json_path: Path,
+    count: int,
+    fr_dirs: Sequence[str],
+    stops: _StopSignals,
+) -> Outcome:
     samples = series.samples
     notes: List[str] = []
     if series.interrupted:
-        notes.append(f"interrupted: writing the {len(samples)} sample(s) taken")
+        by = f" by {signal.Signals(stops.received).name}" if stops.received else ""
+        notes.append(f"interrupted{by}: writing the {len(samples)} sample(s) taken")
     if not samples:
         raise DiagError(
             f"PID {pid} exited before the first sample", "nothing to capture", EXIT_TARGET_GONE

@@ -117,6 +117,21 @@ def _state_of(pid: int, procfs: ProcFS) -> Optional[str]:
     return rest[0] if rest else None
 
 
+def traced_by(pid: int, procfs: ProcFS) -> Optional[str]:
+    """ "already traced by PID N (strace) - detach it" when a debugger or tracer holds ``pid``
+    (``TracerPid:`` in its status): a second ptrace attach fails with EPERM even as root."""
+    status = procfs.try_read_text(pid, "status") or ""
+    match = re.search(r"^TracerPid:\s*(\d+)", status, re.MULTILINE)
+    if match is None or match.group(1) == "0":
+        return None
+    tracer = int(match.group(1))
+    name = (procfs.try_read_text(tracer, "comm") or "").strip() or "a tracer"
+    return (
+        f"pid {pid} is already traced by PID {tracer} ({name}) - detach it "
+        f"(quit the debugger, or kill {tracer}) and capture again"
+    )
+
+
 def classify_failure(stderr: str, pid: int, procfs: ProcFS) -> StackError:
     """Turn py-spy's stderr (and the process's current /proc state) into one clear reason."""
     state = _state_of(pid, procfs)
@@ -125,6 +140,9 @@ def classify_failure(stderr: str, pid: int, procfs: ProcFS) -> StackError:
     if state == "Z":
         return StackError(KIND_ZOMBIE, f"process {pid} is a zombie (exited, not yet reaped)")
     text = stderr.lower()
+    tracer = traced_by(pid, procfs)
+    if tracer is not None and ("permission denied" in text or "not permitted" in text):
+        return StackError(KIND_PERMISSION, tracer)
     if "failed to find python version" in text or "failed to find a python interpreter" in text:
         return StackError(KIND_NOT_PYTHON, f"not a Python process (pid {pid})")
     if "permission denied" in text or "operation not permitted" in text:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional, Tuple, Union
 
 from diag.bundle.io import atomic_write_bytes, encode_bundle
+from diag.errors import DiagError
 from diag.model import Bundle
 from diag.redact import Redactor
 from diag.render.build import build_view
@@ -48,12 +49,31 @@ def write_reports(
         scrub.add_environ(dict(info.env))
     html_out, md_out = report_paths(html_path if html_path is not None else base)
     view = view_of(bundle, verdict_source)
-    atomic_write_bytes(html_out, scrub.scrub_bytes(render_html(view).encode("utf-8")))
-    atomic_write_bytes(md_out, scrub.scrub_bytes(render_markdown(view).encode("utf-8")))
+    failure: Optional[DiagError] = None
+    for path, render in ((html_out, render_html), (md_out, render_markdown)):
+        try:  # a full disk that refuses the HTML may still take the (smaller) Markdown
+            atomic_write_bytes(path, scrub.scrub_bytes(render(view).encode("utf-8")))
+        except DiagError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
     return html_out, md_out
 
 
 def write_outputs(bundle: Bundle, json_path: Path, redactor: Redactor) -> Tuple[Path, ...]:
-    """Write every output file: PATH.json, then PATH.html and PATH.md (all scrubbed)."""
-    atomic_write_bytes(json_path, redactor.scrub_bytes(encode_bundle(bundle)))
-    return (json_path, *write_reports(bundle, json_path, redactor))
+    """Write every output file: PATH.json, then PATH.html and PATH.md (all scrubbed).
+
+    A JSON that does not fit (a full disk) does not stop the reports, which are smaller: each
+    is still attempted, and the first failure is raised once all were tried."""
+    failure: Optional[DiagError] = None
+    try:
+        atomic_write_bytes(json_path, redactor.scrub_bytes(encode_bundle(bundle)))
+    except DiagError as exc:
+        failure = exc
+    try:
+        reports = write_reports(bundle, json_path, redactor)
+    except DiagError as exc:
+        failure = failure or exc
+    if failure is not None:
+        raise failure
+    return (json_path, *reports)

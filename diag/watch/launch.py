@@ -109,10 +109,14 @@ class _Tee:
             if len(self._partial) > _CHUNK_BYTES:  # a line that never ends (a progress bar)
                 self._to_log([self._partial])
                 self._partial = b""
-        if self._partial:
+        self._spool.close()
+
+    def flush_partial(self) -> None:
+        """The child's unterminated last line, once this tee stopped: written after every
+        tee's complete lines (``drain``), so a last line without newline stays last."""
+        if self._partial and not self.thread.is_alive():
             self._to_log([self._partial, b"\n"])
             self._partial = b""
-        self._spool.close()
 
 
 def _spool(log_path: Path, stream: str) -> Tuple[int, IO[bytes], Path]:
@@ -195,6 +199,8 @@ class LaunchedCommand:
         deadline = time.monotonic() + timeout_s
         for tee in self._tees:
             tee.thread.join(max(deadline - time.monotonic(), 0.0))
+        for tee in self._tees:
+            tee.flush_partial()
 
     def close(self) -> None:
         self.drain(0.5)
