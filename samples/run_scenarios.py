@@ -346,6 +346,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("uvicorn", "fastapi"),
     ),
     Scenario(
+        "uvicorn_sync_handler_hangs",
+        "deadlocked",
+        ("root",),
+        False,
+        "uvicorn `def` endpoint: 4 AnyIO threads in `Lock.acquire` of a lock a warm-up kept",
+        ("uvicorn", "fastapi"),
+    ),
+    Scenario(
         "gunicorn_idle",
         "idle",
         (),
