@@ -53,6 +53,15 @@ _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
+SPOOL_STREAMS = ("stdout", "stderr")
+
+
+def spool_path(log_path: str, stream: str) -> str:
+    """Where launch mode spools a child's ``stream`` beside ``log_path`` (diag.watch.launch)."""
+    head, name = os.path.split(log_path)
+    return os.path.join(head, f".{name}.{stream}")
+
+
 def looks_like_log(path: str) -> bool:
     """True for paths worth tracking as logs when a process holds them open for writing."""
     lower = path.lower()
@@ -134,6 +143,7 @@ class LogTracker:
         # A path the user named is resolved once (a symlink they chose is followed now); a later
         # swap of it for a link is then refused when read (``open_regular``).
         self._extra = [os.path.realpath(p) for p in extra_paths]
+        self._spools = {spool_path(p, s) for p in self._extra for s in SPOOL_STREAMS}
         self._pids: Dict[str, Set[int]] = {p: set() for p in self._extra}
         self._state: Dict[str, _FileState] = {}
         self._notes: Dict[str, str] = {}
@@ -185,6 +195,8 @@ class LogTracker:
                 )
             return None
         if not target.startswith("/") or target.startswith(("/dev/", "/proc/", "/sys/")):
+            return None
+        if target in self._spools:  # a launched child's raw output: its PATH.log is tracked
             return None
         if target.endswith(" (deleted)"):
             if stdio or looks_like_log(target[: -len(" (deleted)")]):

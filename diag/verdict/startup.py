@@ -288,13 +288,16 @@ def _logs_for(
 def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
     series = _series(bundle)
     alive_keys = {(ps.host, ps.pid) for ps in bundle.samples[-1].processes if ps.status == "alive"}
+    ranked = any(p.rank is not None for p in procs)
     cands = [
         p
         for p in procs
         if not p.dead
         and p.key in series
         and not _is_compiler(p.info)
-        and p.info.role not in ("launcher", "helper")
+        and p.info.role != "helper"
+        # A launcher of ranks is not one; a lone root with children (a rank running g++) is.
+        and not (p.info.role == "launcher" and ranked)
     ]
     alone = len(cands) == 1
     first_logs, last_logs = bundle.samples[0].logs, bundle.samples[-1].logs
@@ -613,7 +616,7 @@ def timeouts_of(info: ProcessInfo) -> List[Timeout]:
     end = _number(env.get("SLURM_JOB_END_TIME"))
     if end is not None and end > 0:
         out.append(
-            Timeout("Slurm's time limit", "`--time` (`SLURM_JOB_END_TIME`)", None, end, True)
+            Timeout("Slurm's time limit", "`--time` / `SLURM_JOB_END_TIME`", None, end, True)
         )
     return out
 

@@ -37,6 +37,7 @@ from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from diag.bundle.files import create_private, open_regular
 from diag.errors import EXIT_NO_TARGET, EXIT_OUTPUT, EXIT_USAGE, DiagError
+from diag.probes.logs import spool_path
 
 _CHUNK_BYTES = 65536
 _POLL_S = 0.05  # how often a tee looks for new output in its spool file
@@ -121,7 +122,7 @@ class _Tee:
 
 def _spool(log_path: Path, stream: str) -> Tuple[int, IO[bytes], Path]:
     """(write fd for the child, read handle for diag, path) of one stream's spool file."""
-    path = log_path.parent / f".{log_path.name}.{stream}"
+    path = Path(spool_path(str(log_path), stream))
     with create_private(path) as fh:
         write_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
         if os.fstat(write_fd).st_ino != os.fstat(fh.fileno()).st_ino:  # swapped under us
