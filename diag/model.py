@@ -56,6 +56,32 @@ class IoCounters(Record, frozen=True):
     write_bytes: int = 0
 
 
+class ServedConn(Record, frozen=True):
+    """A client connection to one of a process's listening ports, from the kernel's tcp_info.
+
+    ``/proc/P/io`` never sees ``send``/``recv``: a server answering requests over sockets shows
+    no wchar. These counters do, and their ages say whether a request waits for its answer
+    (data arrived after the last byte was sent back, or nothing was ever sent back).
+    """
+
+    port: int
+    remote: str = ""
+    inode: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    recv_age_ms: int = 0
+    send_age_ms: int = 0
+    rqueue_bytes: int = 0  # received and not yet read by the server
+    internal: bool = False  # the client is a process of the job itself (an RPC peer)
+
+    @property
+    def pending(self) -> bool:
+        """A request arrived and no answer has gone out since."""
+        if self.bytes_in <= 0:
+            return False
+        return self.bytes_out == 0 or self.rqueue_bytes > 0 or self.recv_age_ms < self.send_age_ms
+
+
 class OpenFile(Record, frozen=True):
     """A big regular file a process holds open or has mapped (weights, checkpoints, downloads).
 
@@ -117,6 +143,10 @@ class ProcessSample(Record, frozen=True):
     io: Optional[IoCounters] = None
     threads: Tuple[ThreadSample, ...] = ()
     listen_ports: Tuple[int, ...] = ()
+    # Client connections to those ports (at most MAX_SERVED a process; ``served_more`` counts
+    # the rest): traffic and pending requests that /proc/P/io cannot see.
+    served: Tuple[ServedConn, ...] = ()
+    served_more: int = 0
     # Python stacks: ok | not-python | failed (see the sample's failures) | skipped
     py_status: str = "skipped"
     # The stacks are the previous dump's: no thread ran since it (diag.probes.quiescence).

@@ -23,6 +23,7 @@ from diag.model import (
     ProcessInfo,
     ProcessSample,
     Sample,
+    ServedConn,
     Stack,
     Target,
     ThreadSample,
@@ -78,6 +79,8 @@ class Proc:
     wakeups_per_s: float = 0.0
     python: bool = True
     env: Dict[str, str] = field(default_factory=dict)
+    children_pct: float = 0.0  # CPU of reaped children, % of a core (cutime + cstime)
+    served: Optional[List[Tuple[ServedConn, ...]]] = None  # per sample
 
 
 def _stack_at(spec: Union[StackSpec, List[StackSpec], None], i: int) -> Optional[StackSpec]:
@@ -179,6 +182,8 @@ def build(
                     ),
                     threads=tuple(threads),
                     listen_ports=p.ports,
+                    children_ticks=int(p.children_pct * i * interval_s),
+                    served=p.served[min(i, len(p.served) - 1)] if p.served else (),
                     py_status="ok" if p.python else "not-python",
                 )
             )

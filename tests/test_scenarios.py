@@ -29,15 +29,6 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 # Scenarios whose verdict is wrong today: still in SCENARIOS (they are the spec), expected to
 # fail until the verdict learns the signal named here (#16). Remove an entry once it passes.
 VERDICT_WRONG_TODAY = {
-    "uvicorn_busy_no_log": "verdict: idle - a server answering ~60 req/s through send() "
-    "(wchar 0, ~4 % CPU, loop in epoll_wait between requests) reads as 'nothing moves'; "
-    "only established sockets' byte counters show the work, and they are not recorded",
-    "uvicorn_handler_hangs": "verdict: idle - 4 connections each hold a request the handler "
-    "will never answer (await Event), but the bundle is identical to uvicorn_idle's "
-    "(epoll tick, no CPU); needs established sockets with unanswered requests",
-    "uvicorn_sync_handler_hangs": "verdict: idle - its own evidence has 4 AnyIO worker "
-    "threads blocked on one lock (futex, no timeout) in `generate` in every sample, but the "
-    "listening port and the main thread's epoll tick win: 'healthy, waiting for work'",
     "ray_idle": "verdict: progressing whenever the capture holds one of the Ray autoscaler's "
     "5 s status blocks in monitor.log (framework housekeeping read as the job's progress)",
     "ray_actor_hangs": "verdict: progressing (monitor.log heartbeat) or idle - the actor "

@@ -94,7 +94,7 @@ def test_listen_ports_same_with_and_without_netlink(
     def refused(timeout_s: float = 2.0) -> dict[int, int]:
         raise OSError(errno.EPROTONOSUPPORT, "no sock_diag")
 
-    monkeypatch.setattr(sockets, "listening_sockets", refused)
+    monkeypatch.setattr(sockets, "tcp_table", refused)
     assert listen_ports(procfs, [os.getpid()]) == ours
 
 
@@ -106,6 +106,49 @@ def test_recorded_proc_tree_never_asks_netlink(
     def forbidden(timeout_s: float = 2.0) -> dict[int, int]:
         raise AssertionError("netlink asked for a recorded /proc tree")
 
-    monkeypatch.setattr(sockets, "listening_sockets", forbidden)
+    monkeypatch.setattr(sockets, "tcp_table", forbidden)
     recorded = ProcFS(Path(__file__).resolve().parent / "data" / "proc")
     assert listen_ports(recorded, [8964]) == {8964: (36371, 43623)}
+
+
+def test_client_connections_carry_traffic_and_pending_requests() -> None:
+    """A real listener in this process, a real client in another: the served connection
+    shows its bytes both ways, and a request sent after the last answer reads as pending."""
+    import subprocess
+    import sys
+    import time
+
+    from diag.probes.sockets import socket_views
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    client_code = (
+        "import socket,sys,time\n"
+        f"c=socket.create_connection(('127.0.0.1',{port}))\n"
+        "c.sendall(b'x'*1000); c.recv(5000); time.sleep(0.1); c.sendall(b'GET')\n"
+        "print('sent', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    client = subprocess.Popen([sys.executable, "-c", client_code], stdout=subprocess.PIPE)
+    try:
+        conn, _ = server.accept()
+        conn.recv(1000)
+        conn.sendall(b"y" * 5000)
+        assert client.stdout is not None and client.stdout.readline().startswith(b"sent")
+        time.sleep(0.2)
+        view = socket_views(ProcFS(), [os.getpid()])[os.getpid()]
+        assert view.ports == (port,)
+        (served,) = view.served
+        assert served.port == port and not served.internal
+        assert served.bytes_in == 1003 and served.bytes_out == 5000
+        assert served.pending and served.rqueue_bytes == 3
+        # Both ends in the job: an RPC between its own processes, not a client.
+        both = socket_views(ProcFS(), [os.getpid(), client.pid])[os.getpid()]
+        assert both.served[0].internal
+        conn.close()
+    finally:
+        client.kill()
+        client.wait()
+        server.close()

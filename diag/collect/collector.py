@@ -56,7 +56,7 @@ from diag.probes.nccl.ras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, descendants
 from diag.probes.runner import ProbeCall, run_all
-from diag.probes.sockets import listen_ports
+from diag.probes.sockets import SocketView, socket_views
 from diag.probes.stacks import (
     KIND_NOT_PYTHON,
     join_stacks,
@@ -224,7 +224,7 @@ class Collector:
         calls.append(self.gpu_probe.call())
         if self.ras_probe.available():
             calls.append(self.ras_probe.call())
-        calls.append(ProbeCall("sockets", partial(listen_ports, self.procfs, live), timeout_s))
+        calls.append(ProbeCall("sockets", partial(socket_views, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
         rec = RoundRecords(self.host, index)
@@ -232,7 +232,7 @@ class Collector:
             msgspec.structs.replace(f, host=self.host, sample=index)
             for f in self.table.identity_failures
         )
-        ports: Dict[int, Tuple[int, ...]] = {}
+        ports: Dict[int, SocketView] = {}
         logs: Tuple[LogSample, ...] = ()
         gpu = ras = None
         for call, result in zip(calls, results):
@@ -269,7 +269,15 @@ class Collector:
                 pid=pid, host=self.host, t_s=t0, status="unreadable"
             )
             sample = self._with_stacks(sample, rec.outcomes.get(pid), new_stacks)
-            samples.append(msgspec.structs.replace(sample, listen_ports=ports.get(pid, ())))
+            view = ports.get(pid, SocketView(()))
+            samples.append(
+                msgspec.structs.replace(
+                    sample,
+                    listen_ports=view.ports,
+                    served=view.served,
+                    served_more=view.served_more,
+                )
+            )
         for pid in gone:
             samples.append(
                 ProcessSample(

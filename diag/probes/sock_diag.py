@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Dict
+from typing import Dict, NamedTuple, Optional
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -25,6 +25,16 @@ NLMSG_DONE = 3
 _NLM_F_REQUEST = 0x1
 _NLM_F_DUMP = 0x300
 TCP_LISTEN_STATE = 10
+TCP_ESTABLISHED_STATE = 1
+TCP_CLOSE_WAIT_STATE = 8
+INET_DIAG_INFO = 2  # rtattr type of struct tcp_info
+# struct tcp_info (linux/tcp.h): the offsets of the fields read, and the length they need.
+_TI_LAST_DATA_SENT = 44
+_TI_LAST_DATA_RECV = 52
+_TI_BYTES_ACKED = 120
+_TI_BYTES_RECEIVED = 128
+_TI_NEEDED = 136
+MAX_CONNECTIONS = 65536  # a dump past this many sockets stops recording (a busy proxy host)
 
 _HEADER = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 # inet_diag_msg: family, state, timer, retrans; sockid (sport, dport big-endian, src[16],
@@ -33,15 +43,77 @@ _MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")
 _REQ = struct.Struct("=BBBBI48s")  # inet_diag_req_v2: family, protocol, ext, pad, states, id
 
 
-def dump_request(family: int, seq: int = 1) -> bytes:
-    """One SOCK_DIAG_BY_FAMILY dump request for the TCP sockets of ``family`` in LISTEN."""
-    body = _REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN_STATE, b"")
+class TcpConn(NamedTuple):
+    """One connected TCP socket, as the kernel keeps it (``tcp_info`` when it was asked for)."""
+
+    local: str  # "addr:port"
+    local_port: int
+    remote: str
+    rqueue_bytes: int  # received, not yet read by the process
+    bytes_in: Optional[int] = None  # tcpi_bytes_received
+    bytes_out: Optional[int] = None  # tcpi_bytes_acked
+    recv_age_ms: Optional[int] = None  # tcpi_last_data_recv: ms since data last arrived
+    send_age_ms: Optional[int] = None  # tcpi_last_data_sent
+
+
+class TcpTable(NamedTuple):
+    listen: Dict[int, int]  # {inode: port}
+    conns: Dict[int, TcpConn]  # {inode: connection}, established or half-closed
+
+
+def dump_request(family: int, seq: int = 1, states: int = 1 << TCP_LISTEN_STATE) -> bytes:
+    """One SOCK_DIAG_BY_FAMILY dump request for the TCP sockets of ``family`` in ``states``
+    (a bit mask; LISTEN alone by default); connected states also ask for ``tcp_info``."""
+    listen_only = states == 1 << TCP_LISTEN_STATE
+    ext = 0 if listen_only else 1 << (INET_DIAG_INFO - 1)
+    body = _REQ.pack(family, socket.IPPROTO_TCP, ext, 0, states, b"")
     flags = _NLM_F_REQUEST | _NLM_F_DUMP
     return _HEADER.pack(_HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, flags, seq, 0) + body
 
 
-def parse_dump(data: bytes, into: Dict[int, int]) -> bool:
-    """Add one datagram's LISTEN sockets to ``into`` ({inode: port}); True once the dump is done.
+def _endpoint(family: int, raw: bytes, port: bytes) -> str:
+    if family == socket.AF_INET:
+        addr = socket.inet_ntop(socket.AF_INET, raw[:4])
+    else:
+        addr = "[" + socket.inet_ntop(socket.AF_INET6, raw[:16]) + "]"
+    return f"{addr}:{int.from_bytes(port, 'big')}"
+
+
+def _tcp_info(data: bytes, start: int, end: int) -> Optional[bytes]:
+    """The INET_DIAG_INFO attribute's payload among the rtattrs in data[start:end]."""
+    while start + 4 <= end:
+        length, kind = struct.unpack_from("=HH", data, start)
+        if length < 4 or start + length > end:
+            return None
+        if kind == INET_DIAG_INFO:
+            return data[start + 4 : start + length]
+        start += (length + 3) & ~3
+    return None
+
+
+def _conn(family: int, fields: tuple, info: Optional[bytes]) -> TcpConn:  # type: ignore[type-arg]
+    sport, dport, src, dst = fields[4], fields[5], fields[6], fields[7]
+    conn = TcpConn(
+        local=_endpoint(family, src, sport),
+        local_port=int.from_bytes(sport, "big"),
+        remote=_endpoint(family, dst, dport),
+        rqueue_bytes=fields[11],
+    )
+    if info is None or len(info) < _TI_NEEDED:
+        return conn
+    return conn._replace(
+        bytes_out=struct.unpack_from("=Q", info, _TI_BYTES_ACKED)[0],
+        bytes_in=struct.unpack_from("=Q", info, _TI_BYTES_RECEIVED)[0],
+        send_age_ms=struct.unpack_from("=I", info, _TI_LAST_DATA_SENT)[0],
+        recv_age_ms=struct.unpack_from("=I", info, _TI_LAST_DATA_RECV)[0],
+    )
+
+
+def parse_dump(
+    data: bytes, into: Dict[int, int], conns: Optional[Dict[int, TcpConn]] = None
+) -> bool:
+    """Add one datagram's LISTEN sockets to ``into`` ({inode: port}) and its connected ones to
+    ``conns``; True once the dump is done.
 
     Raises OSError for an error message (the kernel's errno), ValueError for a truncated one.
     """
@@ -57,9 +129,13 @@ def parse_dump(data: bytes, into: Dict[int, int]) -> bool:
             raise OSError(-errno_neg, "sock_diag refused the dump")
         if kind == SOCK_DIAG_BY_FAMILY and length >= _HEADER.size + _MSG.size:
             fields = _MSG.unpack_from(data, offset + _HEADER.size)
-            state, sport, inode = fields[1], fields[4], fields[-1]
+            family, state, sport, inode = fields[0], fields[1], fields[4], fields[-1]
             if state == TCP_LISTEN_STATE and inode:
                 into[inode] = int.from_bytes(sport, "big")
+            elif conns is not None and inode and len(conns) < MAX_CONNECTIONS:
+                start = offset + _HEADER.size + _MSG.size
+                info = _tcp_info(data, start, offset + length)
+                conns[inode] = _conn(family, fields, info)
         offset += (length + 3) & ~3
     return False
 
@@ -75,15 +151,31 @@ def listening_sockets(timeout_s: float = 2.0) -> Dict[int, int]:
     return out
 
 
-def _dump_family(family: int, into: Dict[int, int], timeout_s: float) -> None:
+def tcp_table(timeout_s: float = 2.0) -> TcpTable:
+    """Listening sockets and connected ones (with ``tcp_info``) of this namespace, one dump per
+    address family. Raises OSError when netlink sock_diag is unavailable."""
+    table = TcpTable({}, {})
+    states = (1 << TCP_LISTEN_STATE) | (1 << TCP_ESTABLISHED_STATE) | (1 << TCP_CLOSE_WAIT_STATE)
+    for family in (socket.AF_INET, socket.AF_INET6):
+        _dump_family(family, table.listen, timeout_s, states, table.conns)
+    return table
+
+
+def _dump_family(
+    family: int,
+    into: Dict[int, int],
+    timeout_s: float,
+    states: int = 1 << TCP_LISTEN_STATE,
+    conns: Optional[Dict[int, TcpConn]] = None,
+) -> None:
     with socket.socket(
         socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG
     ) as sock:
         sock.settimeout(timeout_s)
-        sock.sendto(dump_request(family), (0, 0))
+        sock.sendto(dump_request(family, states=states), (0, 0))
         while True:
             try:
-                done = parse_dump(sock.recv(65536), into)
+                done = parse_dump(sock.recv(65536), into, conns)
             except ValueError as exc:
                 raise OSError(f"sock_diag: {exc}") from exc
             if done:

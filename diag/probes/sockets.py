@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, NamedTuple, Optional, Set, Tuple
 
+from diag.model import ServedConn
 from diag.probes.procfs import ProcFS
-from diag.probes.sock_diag import listening_sockets
+from diag.probes.sock_diag import TcpTable, tcp_table
 
 TCP_LISTEN = "0A"
 _SOCKET_LINK = re.compile(r"^socket:\[(\d+)\]$")
@@ -54,28 +55,89 @@ def _listen_table(procfs: ProcFS, pid: int) -> Dict[int, int]:
     return table
 
 
-def _own_table(procfs: ProcFS) -> Optional[Dict[int, int]]:
-    """The listening sockets of diag's own namespace by netlink; None: read /proc instead
-    (a recorded /proc tree in tests, or a kernel without sock_diag)."""
+MAX_SERVED = 64  # client connections recorded per process (a busy server holds thousands)
+
+
+def _own_table(procfs: ProcFS) -> Optional[TcpTable]:
+    """The TCP sockets of diag's own namespace by netlink; None: read /proc instead (a
+    recorded /proc tree in tests, or a kernel without sock_diag)."""
     if not procfs.live:
         return None
     try:
-        return listening_sockets()
+        return tcp_table()
     except OSError:
         return None
 
 
+class SocketView(NamedTuple):
+    """What one sample learns of a process's TCP sockets."""
+
+    ports: Tuple[int, ...]
+    served: Tuple[ServedConn, ...] = ()
+    served_more: int = 0
+
+
+def _served(
+    table: TcpTable, inodes: Set[int], ports: Tuple[int, ...], job_endpoints: Set[str]
+) -> Tuple[Tuple[ServedConn, ...], int]:
+    conns = [
+        (inode, table.conns[inode])
+        for inode in sorted(inodes)
+        if inode in table.conns and table.conns[inode].local_port in ports
+    ]
+    out = [
+        ServedConn(
+            port=c.local_port,
+            remote=c.remote,
+            inode=inode,
+            bytes_in=c.bytes_in or 0,
+            bytes_out=c.bytes_out or 0,
+            recv_age_ms=c.recv_age_ms or 0,
+            send_age_ms=c.send_age_ms or 0,
+            rqueue_bytes=c.rqueue_bytes,
+            internal=c.remote in job_endpoints,
+        )
+        for inode, c in conns[:MAX_SERVED]
+        if c.bytes_in is not None
+    ]
+    return tuple(out), max(0, len(conns) - MAX_SERVED)
+
+
 def listen_ports(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, Tuple[int, ...]]:
     """{pid: sorted listening ports}; pids with none (or unreadable fds) map to ()."""
-    tables: Dict[str, Dict[int, int]] = {}
+    return {pid: view.ports for pid, view in socket_views(procfs, pids).items()}
+
+
+def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
+    """{pid: listening ports and the client connections to them}. Connections are known in
+    diag's own network namespace (netlink tcp_info); elsewhere only the ports are read."""
+    tables: Dict[str, Tuple[Dict[int, int], Optional[TcpTable]]] = {}
     ours = procfs.readlink(os.getpid(), "ns", "net") if procfs.live else None
-    out: Dict[int, Tuple[int, ...]] = {}
+    inodes_of: Dict[int, Set[int]] = {}
+    netns_of: Dict[int, str] = {}
     for pid in pids:
         netns = procfs.readlink(pid, "ns", "net") or f"pid:{pid}"
+        netns_of[pid] = netns
         if netns not in tables:
             own = _own_table(procfs) if netns == ours else None
-            tables[netns] = own if own is not None else _listen_table(procfs, pid)
-        table = tables[netns]
-        ports: List[int] = sorted({table[i] for i in socket_inodes(procfs, pid) if i in table})
-        out[pid] = tuple(ports)
+            tables[netns] = (
+                (own.listen, own) if own is not None else (_listen_table(procfs, pid), None)
+            )
+        inodes_of[pid] = socket_inodes(procfs, pid)
+    # The job's own local endpoints: a connection from one of them is an RPC between the
+    # job's processes (Ray's gRPC, a front end to its engine), not a client of the job.
+    job_endpoints: Set[str] = set()
+    for pid, inodes in inodes_of.items():
+        full = tables[netns_of[pid]][1]
+        if full is not None:
+            job_endpoints.update(full.conns[i].local for i in inodes if i in full.conns)
+    out: Dict[int, SocketView] = {}
+    for pid, inodes in inodes_of.items():
+        listen, full = tables[netns_of[pid]]
+        ports = tuple(sorted({listen[i] for i in inodes if i in listen}))
+        if full is None or not ports:
+            out[pid] = SocketView(ports)
+            continue
+        served, more = _served(full, inodes, ports, job_endpoints)
+        out[pid] = SocketView(ports, served, more)
     return out

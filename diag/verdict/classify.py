@@ -77,12 +77,13 @@ from diag.verdict.stories import (
     work_story,
 )
 from diag.verdict.waits import LOCK, PEER, RESULT, STDIN
-from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
+from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
 TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
+SERVED_MIN_BYTES = 16 << 10  # client traffic (both ways) that counts as requests served
 HELPER_WORK_PCT = 25.0  # children's CPU (% of a core) that makes their parent's wait work
 
 # The evidence sources beyond CPU, stacks, I/O and logs, run in this order (a new source is
@@ -212,6 +213,7 @@ class Situation:
     ranked_dead: List[ProcSignals]
     # Processes whose child processes compute (parent, % of a core, the children's names).
     helped: List[Tuple[ProcSignals, float, List[str]]]
+    answering: List[ProcSignals]  # servers whose client connections moved data
 
 
 # A rule's answer: state, confidence, summary, suspects. None: the rule does not apply.
@@ -264,8 +266,14 @@ def measure(
     ranked_dead = [p for p in dead if strong_rank(p)] or (
         dead if any(strong_rank(p) for p in parts) else []
     )
+    answering = [
+        p
+        for p in ctx.procs
+        if not p.dead and not is_rank_helper(p) and p.served_delta_bytes >= SERVED_MIN_BYTES
+    ]
     return Situation(
         helped=child_work(ctx.procs),
+        answering=answering,
         ctx=ctx,
         findings=findings,
         classes=classes,
@@ -275,7 +283,7 @@ def measure(
         leans=leans,
         progress_logs=progress_logs,
         writers=writers,
-        progressing=bool(progress_logs or writers or PROGRESS in leans),
+        progressing=bool(progress_logs or writers or answering or PROGRESS in leans),
         workers=workers,
         readers=readers,
         growers=growers,
@@ -353,6 +361,25 @@ def rank_stopped(s: Situation) -> Optional[Decision]:
     summary, suspects = stopped_story(stopped, s.alive)
     sure = 0.85 if not (s.progressing or s.workers) else 0.75
     return "deadlocked", sure, summary, suspects
+
+
+def answers_requests(s: Situation) -> Optional[Decision]:
+    """A server answers its clients: bytes flow on connections to its listening ports. Socket
+    traffic bypasses /proc/P/io (no wchar) and servers often log nothing per request, so this
+    is the only sign of a busy server whose threads sit in epoll between requests."""
+    if not s.answering or s.progress_logs or s.writers or s.intervals == 0:
+        return None
+    parts = []
+    for p in s.answering[:3]:
+        ports = ", ".join(f":{port}" for port in p.listen_ports[:3])
+        rate = p.served_delta_bytes / p.window_s if p.window_s > 0 else 0.0
+        parts.append(
+            f"{p.name} answers requests on {ports} ({size(p.served_delta_bytes)} over "
+            f"{p.served_conns} client connection(s), {size(rate)}/s)"
+        )
+    summary = "progressing: " + "; ".join(parts) + " - no log line needed to see it"
+    suspects: List[Suspect] = []
+    return "progressing", 0.8, summary, suspects
 
 
 def output_moves(s: Situation) -> Optional[Decision]:
@@ -479,6 +506,36 @@ def log_reports_death(s: Situation) -> Optional[Decision]:
     return "deadlocked", 0.7, summary, []
 
 
+def requests_unanswered(s: Situation) -> Optional[Decision]:
+    """Clients wait: requests from outside the job arrived before the capture began and got
+    no byte of answer during it, while nothing in the server moves. Its event loop still
+    accepts (a listening port, epoll) - that is what made it look idle."""
+    stuck = [p for p in s.ctx.procs if not p.dead and p.stale_requests]
+    if not stuck:
+        return None
+    stuck.sort(key=lambda p: -p.stale_requests)
+    p = stuck[0]
+    ports = ", ".join(f":{port}" for port in p.stale_ports[:3])
+    total = sum(q.stale_requests for q in stuck)
+    summary = (
+        f"deadlocked: {total} request(s) to {ports} unanswered for {p.stale_age_s:.0f}+ s "
+        f"while nothing in the server moves ({who([p])} waits in {where(p)}) - a handler "
+        "waits on something that never comes (an await, a lock, a dead backend); clients "
+        f"wait. See the handlers with `py-spy dump --pid {p.pid}`, then restart it "
+        "(unless that endpoint is a long poll)"
+    )
+    suspects = [
+        Suspect(
+            pid=q.pid,
+            rank=q.rank,
+            host=q.key[0],
+            reason=f"{q.stale_requests} request(s) unanswered for {q.stale_age_s:.0f}+ s",
+        )
+        for q in stuck[:4]
+    ]
+    return "deadlocked", 0.65, summary, suspects
+
+
 def waits_for_outside(s: Situation) -> Optional[Decision]:
     """Every wait is one something outside can end: a listening port, stdin, a timer."""
     doors = [p for p in s.alive if door(p, s.ports) or p.timer_threads]
@@ -546,6 +603,7 @@ def nothing_can_wake(s: Situation) -> Optional[Decision]:
 RULES: Tuple[Rule, ...] = (
     rank_died,
     rank_stopped,
+    answers_requests,
     output_moves,
     works_silently,
     children_work,
@@ -557,6 +615,7 @@ RULES: Tuple[Rule, ...] = (
     gpu_spins,
     lock_without_door,
     log_reports_death,
+    requests_unanswered,
     waits_for_outside,
     pipe_full,
     nothing_can_wake,

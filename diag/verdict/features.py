@@ -61,6 +61,13 @@ class ProcSignals:
     # CPU of the children it reaped during the window (cutime + cstime), % of one core:
     # compilers and other short-lived helpers that no sample may catch alive.
     reaped_children_pct: float = 0.0
+    # Bytes its clients' connections moved (both ways), from tcp_info: served requests.
+    served_delta_bytes: int = 0
+    served_conns: int = 0  # client connections open at the last sample (outside the job)
+    # Requests from outside the job that arrived before the window and got no answer in it.
+    stale_requests: int = 0
+    stale_age_s: float = 0.0  # the oldest of them: seconds since its data arrived
+    stale_ports: Tuple[int, ...] = ()
 
     @property
     def pid(self) -> int:
@@ -235,10 +242,31 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             if first.io is not None and last.io is not None:
                 sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
                 sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
+            _served(sig, first, last)
             sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
             sig.timer_threads = _timer_threads(bundle, first, last)
         out.append(sig)
     return out
+
+
+def _served(sig: ProcSignals, first: ProcessSample, last: ProcessSample) -> None:
+    """Traffic on client connections between the first and last sample, and the requests
+    still unanswered at the last one that were already waiting before the first."""
+    before = {c.inode: c for c in first.served}
+    moved = 0
+    for c in last.served:
+        if c.internal:
+            continue
+        old = before.get(c.inode)
+        moved += c.bytes_in + c.bytes_out - ((old.bytes_in + old.bytes_out) if old else 0)
+    sig.served_delta_bytes = max(0, moved)
+    outside = [c for c in last.served if not c.internal]
+    sig.served_conns = len(outside) + last.served_more
+    window_ms = sig.window_s * 1000.0
+    stale = [c for c in outside if c.pending and window_ms > 0 and c.recv_age_ms >= window_ms]
+    sig.stale_requests = len(stale)
+    sig.stale_age_s = max((c.recv_age_ms for c in stale), default=0) / 1000.0
+    sig.stale_ports = tuple(sorted({c.port for c in stale}))
 
 
 def _lock_waiters(

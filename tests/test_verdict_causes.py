@@ -1,0 +1,178 @@
+"""The verdict reasons from who can end each wait (#14/#16): table-driven, no processes.
+
+Each case is the bundle shape a real program gave (vLLM, uvicorn, inductor's compile, a
+ThreadPoolExecutor) reduced to what decides it, so the rule is pinned to its cause rather
+than to one scenario's picture.
+"""
+
+from __future__ import annotations
+
+from series import QUEUE, SELECTORS, THREADING, TORCH, Proc, Thr, build
+
+from diag.model import ServedConn
+from diag.verdict.classify import classify
+from diag.verdict.progress import is_error_line, is_heartbeat, is_idle_stats
+
+BARRIER = (("barrier", TORCH), ("main", "/job/train.py"))
+EXECUTOR = "/usr/lib/python3.11/concurrent/futures/thread.py"
+EVENT_LOOP = (("select", SELECTORS), ("_run_once", "/usr/lib/python3.11/asyncio/base_events.py"))
+VLLM_STATS = (
+    "INFO 12-01 15:30:01 [loggers.py:123] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+    "Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
+    "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%"
+)
+
+
+def _executor_threads(n: int) -> list:  # type: ignore[type-arg]
+    return [
+        Thr(k + 1, stack=(("_worker", EXECUTOR), ("run", THREADING)), futex_addr=f"0x{k}0")
+        for k in range(n)
+    ]
+
+
+def test_idle_executor_threads_are_not_a_lock_cycle() -> None:
+    """vLLM's API server after one request: its ThreadPoolExecutor threads each wait untimed
+    on their own queue's futex. Nobody holds a lock: the server is idle, not deadlocked."""
+    server = Proc(
+        100,
+        role="process",
+        stack=EVENT_LOOP,
+        syscall="epoll_wait",
+        wchan="do_epoll_wait",
+        ports=(8000,),
+        threads=_executor_threads(3),
+    )
+    verdict = classify(build([server]))
+    assert verdict.state == "idle", verdict.summary
+
+
+def test_zero_counter_stats_line_is_not_progress() -> None:
+    busy = VLLM_STATS.replace("Running: 0", "Running: 3").replace("prompt throughput: 0.0", "9.1")
+    assert is_idle_stats(VLLM_STATS) and is_heartbeat((VLLM_STATS,))
+    assert not is_heartbeat((busy,))  # a stats line with work in it is progress
+    assert not is_heartbeat(('INFO: 127.0.0.1:5000 - "GET / HTTP/1.1" 200 OK',) * 2)
+    assert is_error_line("RuntimeError: Worker TP1 died unexpectedly")
+    assert is_error_line('  File "/x/worker.py", line 3, in run')
+    assert not is_error_line("step 10 loss 0.31 error_rate 0.02")
+
+
+def test_a_stopped_engine_outranks_the_front_ends_stats_line() -> None:
+    """EngineCore stopped with SIGSTOP: the API server keeps logging its stats (and answers
+    /health), but nothing it forwards will be served."""
+    api = Proc(100, role="process", stack=EVENT_LOOP, syscall="epoll_wait", ports=(8000,))
+    engine = Proc(101, ppid=100, role="worker", state="T", cmdline=("VLLM::EngineCore",))
+    log = {"/tmp/vllm.log": [(100, 1, ("a",)), (300, 2, ("a", VLLM_STATS)), (500, 3, ("b",))]}
+    verdict = classify(build([api, engine], logs=log))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "stopped" in verdict.summary and "kill -CONT 101" in verdict.summary
+    assert [s.pid for s in verdict.suspects][:1] == [101]
+
+
+def test_a_crashed_rank_outranks_its_peers_error_lines() -> None:
+    peers = [
+        Proc(100 + r, rank=r, world_size=3, rank_source="env:RANK", stack=BARRIER) for r in (0, 1)
+    ]
+    dead = Proc(102, rank=2, world_size=3, rank_source="env:RANK", status=["alive", "zombie"])
+    dead.exit_code = -9
+    lines = ("ERROR rank 2 died unexpectedly", "Traceback (most recent call last):")
+    log = {"/tmp/job.log": [(100, 1, ("start",)), (900, 3, ("start", *lines))]}
+    verdict = classify(build([*peers, dead], n=2, logs=log))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert verdict.suspects[0].pid == 102
+
+
+def test_a_log_that_reports_a_death_names_it() -> None:
+    """A TP worker killed and reaped before the first sample: only its peers' ERROR lines
+    are left, and nothing moves."""
+    api = Proc(100, role="process", stack=(("get", QUEUE), ("main", "/job/serve.py")))
+    line = "ERROR 12-01 [multiproc_executor.py:120] Worker proc VllmWorker-1 died unexpectedly"
+    log = {
+        "/tmp/vllm.log": [
+            (100, 1, ("start",)),
+            (400, 4, ("start", line)),
+            (400, 4, ("start", line)),
+        ]
+    }
+    verdict = classify(build([api], logs=log))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "died unexpectedly" in verdict.summary
+
+
+def test_a_rank_waiting_on_compilers_is_slow_and_its_helpers_are_not_ranks() -> None:
+    """Inductor's start-up compile: the rank waits in Popen.wait for g++ children that live a
+    second each (reaped between samples), a helper that inherited RANK exits 0."""
+    rank = Proc(
+        100,
+        rank=0,
+        world_size=1,
+        rank_source="env:RANK",
+        stack=(("wait", "/usr/lib/python3.11/subprocess.py"), ("compile", "/job/c.py")),
+        syscall="wait4",
+        wchan="do_wait",
+        children_pct=180.0,
+    )
+    cc1 = Proc(
+        101,
+        ppid=100,
+        rank=0,
+        rank_source="env:RANK",
+        role="helper",
+        cmdline=("cc1plus",),
+        python=False,
+        status=["alive", "exited", "exited"],
+        exit_code=0,
+    )
+    verdict = classify(build([rank, cc1]))
+    assert verdict.state == "slow", verdict.summary
+    assert "child processes" in verdict.summary and "rank 0" in verdict.summary
+    assert 101 not in {s.pid for s in verdict.suspects}
+
+
+def _conn(inode: int, bytes_in: int, bytes_out: int, recv_ms: int, send_ms: int) -> ServedConn:
+    return ServedConn(
+        port=8000,
+        remote=f"10.0.0.9:{40000 + inode}",
+        inode=inode,
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        recv_age_ms=recv_ms,
+        send_age_ms=send_ms,
+    )
+
+
+def _server(served: list) -> Proc:  # type: ignore[type-arg]
+    return Proc(
+        100,
+        role="process",
+        stack=EVENT_LOOP,
+        syscall="epoll_wait",
+        wchan="do_epoll_wait",
+        ports=(8000,),
+        wakeups_per_s=5.0,
+        served=served,
+    )
+
+
+def test_a_server_answering_over_sockets_is_progressing_without_a_log() -> None:
+    """uvicorn under load: the loop sits in epoll between requests, send() leaves wchar at 0;
+    only the client connections' byte counters show the work."""
+    served = [(_conn(1, 10_000 * i, 90_000 * i, 5, 4),) for i in range(1, 4)]
+    verdict = classify(build([_server(served)]))
+    assert verdict.state == "progressing", verdict.summary
+    assert "answers requests on :8000" in verdict.summary
+
+
+def test_requests_never_answered_while_clients_wait_are_not_idle() -> None:
+    """A handler awaits an Event nobody sets: the loop still accepts (epoll, a port), every
+    thread is still - but four requests older than the capture have had no byte of answer."""
+    pending = tuple(_conn(k, 200, 0, 10_000, 10_000) for k in range(4))
+    verdict = classify(build([_server([pending] * 3)]))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "4 request(s) to :8000 unanswered" in verdict.summary
+
+
+def test_keep_alive_connections_that_were_answered_leave_a_server_idle() -> None:
+    answered = tuple(_conn(k, 200, 900, 30_000, 29_000) for k in range(4))
+    internal = (ServedConn(port=8000, inode=9, bytes_in=50, recv_age_ms=20_000, internal=True),)
+    verdict = classify(build([_server([answered + internal] * 3)]))
+    assert verdict.state == "idle", verdict.summary
