@@ -378,7 +378,17 @@ def _loader_frame(p: _Proc) -> Optional[str]:
 
 
 def _weight_files(ps: ProcessSample) -> List[OpenFile]:
-    return [f for f in ps.open_files if f.kind in ("read", "mmap") and is_weights(f.path)]
+    """The weights files of one sample, one entry per path: a file both open and mapped (a
+    loader parses the header through an fd, then maps it) counts by the view that got furthest
+    (the mapping on a tie)."""
+    best: Dict[str, OpenFile] = {}
+    for f in ps.open_files:
+        if f.kind not in ("read", "mmap") or not is_weights(f.path):
+            continue
+        had = best.get(f.path)
+        if had is None or (_done(f), f.kind == "mmap") > (_done(had), had.kind == "mmap"):
+            best[f.path] = f
+    return list(best.values())
 
 
 def _growing_writes(p: _Proc) -> List[Tuple[OpenFile, int]]:
@@ -486,13 +496,17 @@ def _file_progress(p: _Proc) -> Optional[Progress]:
     how = "mapped and resident" if all(f.kind == "mmap" for f in last_files) else "read"
     where = f" ({note})" if note else ""
     # The bytes that moved over the capture, file by file (a shard that closed counts whole).
-    first = {(f.path, f.kind): f for f in _weight_files(p.first)}
-    seen = {(f.path, f.kind) for f in last_files}
+    first = {f.path: f for f in _weight_files(p.first)}
+    seen = {f.path for f in last_files}
     moved = sum(
-        _done(f) - _done(first[(f.path, f.kind)]) if (f.path, f.kind) in first else _done(f)
-        for f in last_files
+        _done(f) - _done(first[f.path]) if f.path in first else _done(f) for f in last_files
     )
-    moved += sum(f.size_bytes - _done(f) for k, f in first.items() if k not in seen)
+    # A file read through and closed since the first sample counts whole (the next shard).
+    moved += sum(
+        f.size_bytes - _done(f)
+        for path, f in first.items()
+        if path not in seen and f.kind == "read"
+    )
     span = p.span_s
     if len(p.alive) < 2 or span <= 0:
         return Progress(
