@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios vllm-venv
+.PHONY: wheel-check install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios vllm-venv
 
 install: system-deps $(BIN)/diag vllm-venv
 
@@ -51,6 +51,16 @@ $(BIN)/diag: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,test]'
 	@touch $@
+
+# A wheel built from the tree, installed into a fresh venv as pipx would, runs the demo from
+# another directory: the templates and demo jobs ship in it, nothing is read from the checkout.
+wheel-check:
+	rm -rf build/wheel-check && mkdir -p build/wheel-check
+	$(BIN)/pip wheel -q --no-deps -w build/wheel-check .
+	$(PY) -m venv build/wheel-check/venv
+	build/wheel-check/venv/bin/pip install -q build/wheel-check/diag-*.whl
+	cd /tmp && $(CURDIR)/build/wheel-check/venv/bin/diag demo --out-dir $(CURDIR)/build/wheel-check/demo | tee $(CURDIR)/build/wheel-check/demo.out
+	grep -q 'verdict: slow' build/wheel-check/demo.out
 
 test:
 	$(BIN)/pytest -q
