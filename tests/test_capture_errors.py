@@ -117,3 +117,46 @@ def test_thread_id_instead_of_pid(spawn) -> None:
     tid = json.loads(prog.lines[-1].split("READY", 1)[1])["a"][0]
     proc = run_diag(["capture", "--pid", str(tid)])
     _one_line_error(proc, EXIT_NO_TARGET, f"pass --pid {prog.pid}")
+
+
+def _kernel_thread_pid() -> int:
+    from diag.probes.threads import is_kernel_thread
+
+    for name in sorted(os.listdir("/proc"), key=lambda n: (len(n), n)):
+        if name.isdigit():
+            try:
+                stat = Path("/proc", name, "stat").read_text()
+            except OSError:
+                continue
+            if is_kernel_thread(stat):
+                return int(name)
+    pytest.skip("no kernel thread visible in this PID namespace")
+
+
+def test_kernel_thread_target() -> None:
+    """``--pid 2`` (kthreadd): one line saying it runs no user code, not an empty capture."""
+    pid = _kernel_thread_pid()
+    proc = run_diag(["capture", "--pid", str(pid), "--count", "1"])
+    _one_line_error(proc, EXIT_NO_TARGET, f"PID {pid} is a kernel thread (")
+    assert "it runs no user code to capture" in proc.stderr
+    assert "pass the PID of a job process" in proc.stderr
+
+
+def test_kernel_thread_target_recorded(tmp_path: Path) -> None:
+    from diag.collect.target import check_target
+    from diag.errors import DiagError
+    from diag.probes.procfs import ProcFS
+
+    (tmp_path / "2").mkdir()
+    (tmp_path / "2" / "stat").write_text(
+        "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 26 0 0 "
+        "18446744073709551615 0 0 0 0 0 0 0 2147483647 0 1 0 0 0 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    )
+    (tmp_path / "2" / "status").write_text("Name:\tkthreadd\nTgid:\t2\nPid:\t2\n")
+    with pytest.raises(DiagError) as info:
+        check_target(2, ProcFS(tmp_path))
+    assert info.value.message == (
+        "PID 2 is a kernel thread (kthreadd): it runs no user code to capture"
+    )
+    assert info.value.remedy == "pass the PID of a job process"
+    assert info.value.exit_code == EXIT_NO_TARGET

@@ -18,7 +18,7 @@ from diag.errors import (
 )
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import find_pyspy, traced_by
-from diag.probes.threads import parse_status
+from diag.probes.threads import is_kernel_thread, parse_status
 
 PTRACE_REMEDY = "run diag as root or as the target's user, or grant CAP_SYS_PTRACE"
 
@@ -41,6 +41,13 @@ def check_target(pid: int, procfs: ProcFS) -> None:
         raise DiagError(
             f"{pid} is a thread of process {tgid}, not a process",
             f"pass --pid {tgid}",
+            EXIT_NO_TARGET,
+        )
+    if is_kernel_thread(stat):
+        name = stat.partition("(")[2].rpartition(")")[0]
+        raise DiagError(
+            f"PID {pid} is a kernel thread ({name}): it runs no user code to capture",
+            "pass the PID of a job process",
             EXIT_NO_TARGET,
         )
     state = stat.rpartition(")")[2].split()[:1]
