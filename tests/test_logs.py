@@ -199,6 +199,28 @@ def test_head_tail_lines_are_redacted_and_cut(tmp_path: Path) -> None:
     assert sample.tail[3] == "green"
 
 
+PEM_BODY = tuple(
+    f"PlantedPemBody{word}OfTheKeyBlockAbcdefghijklmnopqrstuvwxyz0123456"
+    for word in ("One", "Two", "Six")
+)
+
+
+def test_pem_block_over_several_lines_goes_whole(tmp_path: Path) -> None:
+    """A private key logged over lines: each body line alone reads like any base64, so the
+    head and tail are scrubbed as one text and no line of the block is kept."""
+    log = tmp_path / "svc.log"
+    log.write_text(
+        "starting\n-----BEGIN PRIVATE KEY-----\n"
+        + "".join(line + "\n" for line in PEM_BODY)
+        + "-----END PRIVATE KEY-----\nserving\n"
+    )
+    sample = LogTracker(Redactor(), [str(log)]).sample()[0]
+    for kept in (sample.head, sample.tail):
+        assert kept[0] == "starting" and kept[-1] == "serving"
+        assert not any(body in line for line in kept for body in PEM_BODY), kept
+        assert not any("PRIVATE KEY" in line for line in kept), kept
+
+
 def test_tail_is_bounded_on_a_long_file(tmp_path: Path) -> None:
     log = tmp_path / "long.log"
     log.write_text("".join(f"line {i}\n" for i in range(20000)))

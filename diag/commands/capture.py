@@ -215,4 +215,4 @@ def _finish(
     notes.extend(denied_notes(collector))
     bundle = judged(captured_bundle(collector, samples, created_s, fr_dirs))
     written = write_outputs(bundle, json_path, collector.redactor)
-    return Outcome(bundle, written, tuple(notes))
+    return Outcome(bundle, written, tuple(notes), collector.redactor)

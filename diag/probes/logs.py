@@ -315,4 +315,4 @@ class LogTracker:
             state.tail_key = key
 
     def _clean(self, lines: List[bytes]) -> Tuple[str, ...]:
-        return tuple(self.redactor.scrub(clean_line(raw)) for raw in lines)
+        return self.redactor.scrub_lines([clean_line(raw) for raw in lines])
