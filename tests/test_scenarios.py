@@ -28,14 +28,7 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 
 # Scenarios whose verdict is wrong today: still in SCENARIOS (they are the spec), expected to
 # fail until the verdict learns the signal named here (#16). Remove an entry once it passes.
-VERDICT_WRONG_TODAY = {
-    "ray_idle": "verdict: progressing whenever the capture holds one of the Ray autoscaler's "
-    "5 s status blocks in monitor.log, or (working-tree verdict) Ray's log_monitor's one 8 B "
-    "eventfd wake-up write as 'keeps writing output': framework housekeeping read as progress",
-    "ray_actor_hangs": "verdict: progressing (monitor.log heartbeat) or idle - the actor "
-    "process titled `ray::Generator.generate` sits in Event.wait (futex, no timeout) in "
-    "every sample and the driver in ray.get, but neither wait is tied to the other",
-}
+VERDICT_WRONG_TODAY: Dict[str, str] = {}
 
 
 def _missing(names: Any) -> Any:

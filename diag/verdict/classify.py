@@ -47,6 +47,7 @@ from diag.verdict.features import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.participants import (
     door,
+    is_helper,
     is_rank_helper,
     participants,
     receives_work,
@@ -228,7 +229,11 @@ def measure(
     alive = [p for p in parts if not p.dead]
     dead = [p for p in parts if p.dead]
     leans = frozenset(f.lean for f in findings)
-    progress_logs = [lg for lg in ctx.logs if lg.progress]
+    # A log counts when the job writes it: not one only helpers and framework daemons hold.
+    helpers = {p.pid for p in ctx.procs if is_helper(p) and p not in parts}
+    progress_logs = [
+        lg for lg in ctx.logs if lg.progress and not (lg.pids and set(lg.pids) <= helpers)
+    ]
     # Output bytes count unless the writer's main thread sits unchanged in a peer or lock
     # wait: then it is a heartbeat thread talking about a stuck job - unless megabytes flow:
     # a collective that moves data completes, and a loop that calls it from one line is
@@ -246,7 +251,7 @@ def measure(
     ]
     half = max(1, (intervals + 1) // 2)
     workers = [p for p in alive if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half]
-    readers = [p for p in alive if p.read_delta_bytes >= READ_MIN_BYTES]
+    readers = [p for p in alive if max(p.read_delta_bytes, p.file_progress_bytes) >= READ_MIN_BYTES]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
     if intervals == 0:  # no deltas: a thread running outside any wait is all we can see
         workers = [p for p in alive if p.main_wait is not None and p.main_wait.kind is None]

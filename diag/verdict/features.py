@@ -63,6 +63,9 @@ class ProcSignals:
     reaped_children_pct: float = 0.0
     # Bytes its clients' connections moved (both ways), from tcp_info: served requests.
     served_delta_bytes: int = 0
+    # Bytes a loader got through its big files during the window: read() offsets (fdinfo
+    # pos) and resident pages of mapped files - an mmap loader's page faults are no rchar.
+    file_progress_bytes: int = 0
     served_conns: int = 0  # client connections open at the last sample (outside the job)
     # Requests from outside the job that arrived before the window and got no answer in it.
     stale_requests: int = 0
@@ -243,10 +246,25 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                 sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
                 sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
             _served(sig, first, last)
+            sig.file_progress_bytes = _file_progress(first, last)
             sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
             sig.timer_threads = _timer_threads(bundle, first, last)
         out.append(sig)
     return out
+
+
+def _file_progress(first: ProcessSample, last: ProcessSample) -> int:
+    def done(ps: ProcessSample) -> Dict[Tuple[str, str], int]:
+        out: Dict[Tuple[str, str], int] = {}
+        for f in ps.open_files:
+            got = f.resident_bytes if f.kind == "mmap" else f.pos_bytes
+            if f.kind != "write" and got is not None:
+                key = (f.path, "mmap" if f.kind == "mmap" else "read")
+                out[key] = max(out.get(key, 0), got)
+        return out
+
+    before, after = done(first), done(last)
+    return sum(max(0, got - before.get(key, 0)) for key, got in after.items())
 
 
 def _served(sig: ProcSignals, first: ProcessSample, last: ProcessSample) -> None:

@@ -20,10 +20,25 @@ from diag.verdict.waits import CHILD, PEER, SERVE, short_name
 EPHEMERAL_PORTS = range(32768, 61000)
 
 
-_HELPER_MARKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
+# Framework daemons that run beside the job and keep themselves busy whatever it does: their
+# status logs (Ray's autoscaler prints a block every 5 s) and wake-ups are not the job's.
+_HELPER_MARKERS = (
+    "resource_tracker",
+    "forkserver",
+    "semaphore_tracker",
+    "ray/autoscaler/",
+    "ray/dashboard/",
+    "ray/_private/log_monitor",
+    "ray/_private/runtime_env",
+    "ray::DashboardAgent",
+    "ray::RuntimeEnvAgent",
+    "raylet",
+    "gcs_server",
+)
 
 
-def _is_helper(p: ProcSignals) -> bool:
+def is_helper(p: ProcSignals) -> bool:
+    """A helper of the job (a resource tracker, a framework daemon): it never decides."""
     text = " ".join(p.info.cmdline) + " " + p.info.name
     return p.info.role == "helper" or any(m in text for m in _HELPER_MARKERS)
 
@@ -81,7 +96,7 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
         parents = {p.info.ppid for p in ranked if p.info.ppid}
         dead_siblings = [p for p in procs if p.rank is None and p.dead and p.info.ppid in parents]
         return ranked + dead_siblings
-    cands = [p for p in procs if not _is_helper(p)]
+    cands = [p for p in procs if not is_helper(p)]
     cands = [p for p in cands if p.dead or p.main_family != CHILD] or cands
     python = [p for p in cands if p.py_ok or p.dead]
     return python or cands or list(procs)

@@ -15,7 +15,15 @@ from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
 from diag.verdict.sources import Context
 from diag.verdict.waits import PEER
-from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
+from diag.verdict.wording import (
+    group_by_wait,
+    short_label,
+    size,
+    verb,
+    waits_phrase,
+    where,
+    who,
+)
 
 
 def _suspect(p: ProcSignals, reason: str, rank: Optional[int] = None) -> Suspect:
@@ -125,7 +133,7 @@ def _thread_groups(p: ProcSignals) -> str:
         key = (frame, addr or "?")
         counts[key] = counts.get(key, 0) + 1
     parts = [
-        f"{n} thread{'s' if n != 1 else ''} in `{frame}` on {addr}"
+        f"{n} thread{'s' if n != 1 else ''} in `{short_label(frame)}` on {addr}"
         for (frame, addr), n in sorted(counts.items(), key=lambda kv: -kv[1])[:3]
     ]
     if len(counts) > 3:
@@ -201,7 +209,20 @@ def pool_story(
         + " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
         "worker is blocked; kill and rerun"
     )
-    suspects = [_suspect(p, f"waits for a result nobody computes in {where(p)}") for p in waiters]
+    # Who owes the result: a worker of the job blocked untimed in user code (a Ray actor
+    # method in Event.wait, a pool task on a lock) is the end of the chain.
+    owing = [
+        p
+        for p in workers
+        if p.main_wait is not None
+        and p.main_wait.kind in ("lock", "condition", "blocked")
+        and not p.main_wait.timed
+    ]
+    suspects = [
+        _suspect(p, f"blocked in {where(p)}: the result its caller waits for never comes")
+        for p in owing[:4]
+    ]
+    suspects += [_suspect(p, f"waits for a result nobody computes in {where(p)}") for p in waiters]
     return summary, suspects
 
 
@@ -242,13 +263,14 @@ def work_story(
     parts: List[str] = []
     suspects: List[Suspect] = []
     for p in busy[:3]:
+        hot = short_label(p.hot_label)
         rss = (
             f", RSS {'+' if p.rss_delta_bytes >= 0 else ''}{size(p.rss_delta_bytes)}"
             if abs(p.rss_delta_bytes) >= 16 << 20
             else ""
         )
         if p in workers and p.intervals == 0:
-            text = f"{p.name} runs in `{p.hot_label}` outside any known wait"
+            text = f"{p.name} runs in `{hot}` outside any known wait"
         elif p in workers:
             one_call = (
                 ", one long call: same stack in every sample"
@@ -256,19 +278,18 @@ def work_story(
                 else ""
             )
             text = (
-                f"{p.name} is CPU-bound in `{p.hot_label}` ({p.compute_pct:.0f}% of a core "
+                f"{p.name} is CPU-bound in `{hot}` ({p.compute_pct:.0f}% of a core "
                 f"in {p.compute_intervals} of {p.intervals} intervals{one_call}{rss})"
             )
         elif p in readers:
-            rate = p.read_delta_bytes / p.window_s if p.window_s > 0 else 0.0
+            got = max(p.read_delta_bytes, p.file_progress_bytes)
+            rate = got / p.window_s if p.window_s > 0 else 0.0
             text = (
-                f"{p.name} reads {size(rate)}/s ({size(p.read_delta_bytes)} in "
+                f"{p.name} reads {size(rate)}/s ({size(got)} in "
                 f"{p.window_s:.1f} s) at {p.cpu_pct:.0f}% CPU in {where(p)} - I/O-bound"
             )
         else:
-            text = (
-                f"{p.name} grows memory ({size(p.rss_delta_bytes)} RSS) in `{p.hot_label or '?'}`"
-            )
+            text = f"{p.name} grows memory ({size(p.rss_delta_bytes)} RSS) in `{hot or '?'}`"
         parts.append(text)
         reason = "the bottleneck its peers wait for - " if peer_waiters else ""
         suspects.append(_suspect(p, reason + text))
@@ -307,7 +328,7 @@ def progress_story(
             "complete; a loop calling them from one line is sampled there every time"
         )
     if workers:
-        bits.append(f"{who(workers)} compute in `{workers[0].hot_label}`")
+        bits.append(f"{who(workers)} compute in `{short_label(workers[0].hot_label)}`")
     confidence = 0.85 if progress_logs else 0.7
     suspects: List[Suspect] = []
     if dead:

@@ -162,6 +162,9 @@ _RULES: Tuple[_Rule, ...] = (
     _Rule(frozenset({"wait", "wait_for"}), ("threading.py",), "condition"),
     _Rule(frozenset({"acquire"}), ("threading.py",), "lock"),
     _Rule(frozenset({"get", "wait", "next", "__next__"}), ("multiprocessing/pool.py",), "result"),
+    # ray.get / ray.wait in a driver: a result owed by a task or an actor method (its C++
+    # core worker polls with a timeout, so the kernel alone would read it as a timer).
+    _Rule(frozenset({"get_objects", "get", "wait"}), ("ray/_private/worker.py",), "result"),
     _Rule(
         frozenset({"result", "exception", "wait", "as_completed"}),
         ("concurrent/futures/_base.py",),
