@@ -176,3 +176,54 @@ def test_keep_alive_connections_that_were_answered_leave_a_server_idle() -> None
     internal = (ServedConn(port=8000, inode=9, bytes_in=50, recv_age_ms=20_000, internal=True),)
     verdict = classify(build([_server([answered + internal] * 3)]))
     assert verdict.state == "idle", verdict.summary
+
+
+SHM = "/venv/lib/python3.11/site-packages/vllm/distributed/device_communicators/shm_broadcast.py"
+ZMQ_POLL = (("poll", "/venv/lib/python3.11/site-packages/zmq/sugar/poll.py"),)
+
+
+def _vllm_tp(worker_stack: tuple, worker_cpu: float = 30.0) -> list:  # type: ignore[type-arg]
+    api = Proc(100, role="process", stack=EVENT_LOOP, syscall="epoll_wait", ports=(8000,), ppid=1)
+    engine = Proc(
+        101,
+        ppid=100,
+        role="launcher",
+        cmdline=("VLLM::EngineCore",),
+        stack=(*ZMQ_POLL, ("run_busy_loop", "/venv/lib/python3.11/site-packages/vllm/core.py")),
+        syscall="poll",
+        wchan="do_sys_poll",
+    )
+    workers = [
+        Proc(
+            102 + r,
+            ppid=101,
+            rank=r,
+            world_size=2,
+            rank_source=f"title:VLLM::Worker_TP{r}",
+            cmdline=(f"VLLM::Worker_TP{r}",),
+            stack=worker_stack,
+            cpu_pct=worker_cpu,
+            state="R",
+        )
+        for r in (0, 1)
+    ]
+    return [api, engine, *workers]
+
+
+def test_idle_tp_workers_waiting_for_the_engines_broadcast_are_idle() -> None:
+    """vLLM TP=2 ready: both workers poll the shared-memory queue for the EngineCore's next
+    step (spinning a little), the EngineCore waits for requests, the API server listens."""
+    stack = (("dequeue", SHM), ("worker_busy_loop", "/venv/lib/python3.11/site-packages/vllm/w.py"))
+    verdict = classify(build(_vllm_tp(stack)))
+    assert verdict.state == "idle", verdict.summary
+    assert "ranks 0\u20131 wait for work" in verdict.summary
+
+
+def test_a_tp_rank_stopped_while_its_peer_spins_in_the_shm_all_reduce() -> None:
+    procs = _vllm_tp((("all_reduce", "/venv/lib/python3.11/site-packages/vllm/cpu_comm.py"),))
+    procs[3].state = "T"
+    procs[3].cpu_pct = 0.0
+    procs[2].cpu_pct = 100.0
+    verdict = classify(build(procs))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "rank 1 is stopped" in verdict.summary and "kill -CONT 103" in verdict.summary

@@ -45,6 +45,7 @@ from diag.verdict.equivalence import odd_classes, rank_classes
 from diag.verdict.evidence import evidence_for, exit_evidence
 from diag.verdict.features import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
+from diag.verdict.graph import with_graph
 from diag.verdict.participants import (
     door,
     is_helper,
@@ -77,7 +78,7 @@ from diag.verdict.stories import (
     stopped_story,
     work_story,
 )
-from diag.verdict.waits import LOCK, PEER, RESULT, STDIN
+from diag.verdict.waits import LOCK, PEER, RESULT, SERVE, STDIN
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
@@ -164,6 +165,7 @@ def classify(bundle: Bundle) -> Verdict:
         suspects=_dedupe(suspects),
         classes=classes,
     )
+    verdict = with_graph(verdict, ctx)  # who waits on whom: diag.verdict.graph
     return with_startup(verdict, bundle, procs)  # startup phases, ETA, timeout warnings
 
 
@@ -431,11 +433,27 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
     """A rank serves a port and the others wait for it to hand them work (a request
     broadcast): a ready server, not a diverged rank."""
     servers = [p for p in s.alive if p.main_family != PEER]
-    if not (s.peer_waiters and servers):
+    if not s.peer_waiters or not all(receives_work(p) for p in s.peer_waiters):
         return None
+    if not servers:
+        # Every rank waits for a broadcast from a process that is no rank (vLLM's EngineCore
+        # feeds its TP workers through a shared-memory queue): that feeder decides. Waiting
+        # for requests itself, on a job with a port open, it is a ready server.
+        feeders = [
+            p
+            for p in s.ctx.procs
+            if not p.dead and p not in s.alive and p.main_family == SERVE and not is_helper(p)
+        ]
+        if not (feeders and s.ports):
+            return None
+        ports = ", ".join(":" + str(p) for p in s.ports[:4])
+        summary = (
+            f"idle: {who(s.peer_waiters)} wait for work in {where(s.peer_waiters[0])}, "
+            f"handed out by {who(feeders[:2])}, which {verb(feeders, 'waits', 'wait')} for "
+            f"requests in {where(feeders[0])} ({ports} listening) - healthy, waiting for requests"
+        )
+        return "idle", 0.6, summary, []
     if not all(serves(p, s.ports) for p in servers):
-        return None
-    if not all(receives_work(p) for p in s.peer_waiters):
         return None
     groups = group_by_wait(s.alive)
     summary = (

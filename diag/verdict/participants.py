@@ -130,7 +130,18 @@ def door(p: ProcSignals, ports: Sequence[int]) -> bool:
 # Collectives through which ranks receive work from one rank: a TP/PP server's followers wait
 # in these for the next request; ranks waiting in all_reduce or barrier wait for a peer's work.
 _RECEIVE_COLLECTIVES = frozenset(
-    {"broadcast", "broadcast_object_list", "scatter", "scatter_object_list", "recv", "irecv"}
+    {
+        "broadcast",
+        "broadcast_object_list",
+        "scatter",
+        "scatter_object_list",
+        "recv",
+        "irecv",
+        "broadcast_tensor_dict",
+        "dequeue",  # vLLM's shm MessageQueue: a TP worker waiting for the scheduler's next step
+        "acquire_read",
+        "broadcast_object",
+    }
 )
 
 

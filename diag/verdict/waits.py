@@ -132,6 +132,31 @@ class _Rule(NamedTuple):
 _RULES: Tuple[_Rule, ...] = (
     _Rule(_COLLECTIVES, ("distributed_c10d.py", "c10d_logger.py", "distributed.py"), "collective"),
     _Rule(frozenset({"all_reduce", "barrier", "all_gather", "broadcast"}), (), "collective"),
+    # Inference servers' own collectives (vLLM's TP ops, its CPU shared-memory all-reduce, the
+    # custom all-reduce kernels): a rank spinning in one waits on its peers, it does not work.
+    _Rule(
+        frozenset(
+            {
+                "tensor_model_parallel_all_reduce",
+                "tensor_model_parallel_all_gather",
+                "tensor_model_parallel_gather",
+                "broadcast_tensor_dict",
+                "shm_allreduce",
+                "custom_all_reduce",
+                "_all_reduce_out_place",
+                "all_reduce_impl",
+                "outplace_all_reduce",
+            }
+        ),
+        (),
+        "collective",
+    ),
+    # vLLM's shared-memory MessageQueue: TP workers wait here for rank 0's next broadcast.
+    _Rule(
+        frozenset({"dequeue", "acquire_read", "recv", "broadcast_object"}),
+        ("shm_broadcast.py",),
+        "collective",
+    ),
     _Rule(
         _RENDEZVOUS,
         ("distributed_c10d.py", "rendezvous.py", "api.py", "device_mesh.py"),
