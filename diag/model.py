@@ -423,6 +423,55 @@ class RankPhase(Record, frozen=True):
     evidence: str = ""  # what shows the phase: the file, the frame, the child process
 
 
+# A process's state in the wait-for graph (diag.verdict.graph), and what can end a wait.
+NodeState = Literal[
+    "computing",
+    "spinning",
+    "blocked",
+    "sleeping",
+    "stopped",
+    "disk",
+    "zombie",
+    "exited",
+    "serving",
+]
+EdgeKind = Literal["peer", "child", "lock", "queue", "result", "request", "pipe", "outside"]
+
+
+class WaitNode(Record, frozen=True):
+    """One process of the wait-for graph (its threads summarised: the main thread's wait and
+    how many threads are in each kernel state), or a door to the outside (``key`` starting
+    with ``outside:``, pid 0: clients, the network, a timer, stdin)."""
+
+    key: str = ""  # "host/pid", or "outside:<what>"
+    pid: int = 0
+    host: str = ""
+    rank: Optional[int] = None
+    label: str = ""  # "rank 3", "pid 12 cc1plus", "outside: clients"
+    state: NodeState = "blocked"
+    detail: str = ""  # the main thread's wait, thread counts, ports, unanswered requests
+
+
+class WaitEdge(Record, frozen=True):
+    """``src`` waits on something only ``dst`` can end; ``evidence`` says what showed it."""
+
+    src: str = ""
+    dst: str = ""
+    kind: EdgeKind = "peer"
+    evidence: str = ""
+
+
+class WaitGraph(Record, frozen=True):
+    """Who waits on whom: nodes, edges, the chains followed from the participants to where
+    they end (one line each, e.g. "ranks 0-2 → (peer) → rank 3: stopped - `kill -CONT 42`"),
+    and the keys of the nodes those chains end at."""
+
+    nodes: Tuple[WaitNode, ...] = ()
+    edges: Tuple[WaitEdge, ...] = ()
+    chains: Tuple[str, ...] = ()
+    ends: Tuple[str, ...] = ()
+
+
 class Verdict(Record, frozen=True):
     state: str
     confidence: float = 0.0
@@ -434,6 +483,8 @@ class Verdict(Record, frozen=True):
     # Startup phases per rank, and warnings (a framework timeout that fires before loading ends).
     phases: Tuple[RankPhase, ...] = ()
     warnings: Tuple[str, ...] = ()
+    # Who waits on whom (diag.verdict.graph); None in bundles written before it existed.
+    graph: Optional[WaitGraph] = None
 
 
 class Bundle(Record, frozen=True, omit_defaults=False):

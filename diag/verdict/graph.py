@@ -1,0 +1,610 @@
+"""Who waits on whom: a wait-for graph of the job's processes, and the chains that end in it.
+
+A wait is only ever ended by someone: a lock by the thread that holds it, a pipe read by the
+process holding the write end, a collective by its group, a waitpid by the child, an accept by
+the outside. ``wait_graph`` turns the features (``ProcSignals``) into nodes - one per process,
+its threads summarised (what the main thread does, how many threads are in each kernel state)
+- and edges "this wait can be ended by that node", each with its kind and the evidence it came
+from. Then it follows the edges from the participants until no way forward is left: a stopped
+or dead process, a cycle, a process that waits on the outside, a computing one.
+
+Pure, and linear in the processes: each node gets at most ``MAX_FANOUT`` edges (the likeliest
+enders first), ranks that all wait in one place point at the next ones in a ring, and chains
+that end the same way are one line ("ranks 0-2, 4-7 → (peer) → rank 3: stopped ...").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+import msgspec
+
+from diag.model import (
+    Bundle,
+    EdgeKind,
+    NodeState,
+    ProcessSample,
+    Verdict,
+    WaitEdge,
+    WaitGraph,
+    WaitNode,
+)
+from diag.text.units import rank_set
+from diag.verdict.evidence import SPIN_PCT
+from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.participants import is_rank_helper, serving_ports
+from diag.verdict.sources import Context
+from diag.verdict.waits import CHILD, LOCK, PEER, RESULT, SERVE, SLEEP
+from diag.verdict.wording import where
+
+MAX_FANOUT = 8  # edges per node: the likeliest enders first
+MAX_DEPTH = 32  # steps a chain follows before giving up
+MAX_CHAINS = 20  # chain lines kept (grouped: one line per way of ending)
+
+OUTSIDE = "outside:"
+OUT_CLIENTS = OUTSIDE + "clients"
+OUT_NETWORK = OUTSIDE + "network"
+OUT_TIMER = OUTSIDE + "timer"
+OUT_STDIN = OUTSIDE + "stdin"
+OUT_PEER = OUTSIDE + "peer"
+_OUTSIDE_NODES: Dict[str, Tuple[str, str]] = {
+    OUT_CLIENTS: ("outside: clients", "clients outside the job wait for answers"),
+    OUT_NETWORK: ("outside: requests", "a request or connection from outside the job"),
+    OUT_TIMER: ("outside: timer", "a timer that fires by itself"),
+    OUT_STDIN: ("outside: stdin", "input someone types or pipes in"),
+    OUT_PEER: ("outside: unknown peer", "a socket peer or fifo end not in the capture"),
+}
+_DEAD_STATES = ("stopped", "zombie", "exited")
+_TRACKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
+_THREAD_STATES = {"R": "running", "S": "waiting", "D": "disk", "T": "stopped", "t": "stopped"}
+FUTEX_PRIVATE = 0x80
+
+
+def node_key(p: ProcSignals) -> str:
+    return f"{p.key[0]}/{p.pid}"
+
+
+def is_outside(key: str) -> bool:
+    return key.startswith(OUTSIDE)
+
+
+def label_of(p: ProcSignals) -> str:
+    """ "rank 3", "pid 12 cc1plus", "pid 12 cc1plus on node2"."""
+    if p.rank is not None and not is_rank_helper(p):
+        return f"rank {p.rank}"
+    text = f"pid {p.pid}" + (f" {p.info.name}" if p.info.name else "")
+    return text + (f" on {p.key[0]}" if p.key[0] else "")
+
+
+def _computing(p: ProcSignals) -> bool:
+    if p.intervals == 0:
+        return p.main_wait is not None and p.main_wait.kind is None
+    half = max(1, (p.intervals + 1) // 2)
+    if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half:
+        return True
+    return p.main_wait is not None and p.main_wait.kind is None and p.compute_pct >= COMPUTE_PCT
+
+
+def node_state(p: ProcSignals) -> NodeState:
+    """The process's state in the graph (a closed set; see ``model.NodeState``)."""
+    if p.dead:
+        return "zombie" if p.statuses and p.statuses[-1] == "zombie" else "exited"
+    if p.stopped:
+        return "stopped"
+    w = p.main_wait
+    if w is not None and w.kind == "disk":
+        return "disk"
+    if _computing(p):
+        return "computing"
+    if w is None:
+        return "blocked"
+    if p.spin_pct >= SPIN_PCT and w.kind is not None:
+        return "spinning"
+    if w.kind is None:
+        return "computing"
+    fam = p.main_family
+    if fam == SERVE and (serving_ports([p]) or w.kind == "accept"):
+        return "serving"
+    if fam == SLEEP or (fam == SERVE and (w.timed is True or p.main_wakeups > 0)):
+        return "sleeping"
+    return "blocked"
+
+
+def _threads_text(ps: Optional[ProcessSample]) -> str:
+    if ps is None or not ps.threads:
+        return ""
+    counts: Dict[str, int] = {}
+    for t in ps.threads:
+        name = _THREAD_STATES.get(t.state, "other")
+        counts[name] = counts.get(name, 0) + 1
+    n = len(ps.threads)
+    if n == 1:
+        return "1 thread"
+    parts = ", ".join(f"{c} {s}" for s, c in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return f"{n} threads: {parts}"
+
+
+def _detail(p: ProcSignals, state: NodeState, last: Optional[ProcessSample]) -> str:
+    bits: List[str] = []
+    if p.dead:
+        code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
+        bits.append(f"{p.statuses[-1] if p.statuses else 'dead'}{code}")
+    elif state == "computing":
+        hot = p.hot_label or (p.main_wait.label if p.main_wait else "?")
+        bits.append(f"computing in `{hot}` ({p.compute_pct:.0f}% of a core)")
+    else:
+        bits.append(f"main thread in {where(p)}")
+        if state == "spinning":
+            bits.append(f"spins {p.spin_pct:.0f}% of a core in the wait")
+    threads = _threads_text(last)
+    if threads:
+        bits.append(threads)
+    if p.lock_waiters:
+        addrs = len({a for _, a, _ in p.lock_waiters})
+        bits.append(f"{len(p.lock_waiters)} thread(s) blocked on {addrs} lock(s) in every sample")
+    ports = serving_ports([p])
+    if ports:
+        bits.append("listens on " + ", ".join(f":{port}" for port in ports[:4]))
+    if p.stale_requests:
+        bits.append(f"{p.stale_requests} request(s) unanswered {p.stale_age_s:.0f}+ s")
+    return "; ".join(bits)
+
+
+@dataclass
+class _Builder:
+    procs: Sequence[ProcSignals]
+    last: Dict[Tuple[str, int], ProcessSample]
+    nodes: Dict[str, WaitNode] = field(default_factory=dict)
+    edges: List[WaitEdge] = field(default_factory=list)
+    by_key: Dict[str, ProcSignals] = field(default_factory=dict)
+    children: Dict[Tuple[str, int], List[ProcSignals]] = field(default_factory=dict)
+
+    def add_outside(self, key: str) -> None:
+        if key not in self.nodes:
+            label, detail = _OUTSIDE_NODES[key]
+            self.nodes[key] = WaitNode(key=key, label=label, state="serving", detail=detail)
+
+    def edge(self, src: ProcSignals, dst: str, kind: EdgeKind, evidence: str) -> None:
+        if is_outside(dst):
+            self.add_outside(dst)
+        self.edges.append(WaitEdge(src=node_key(src), dst=dst, kind=kind, evidence=evidence))
+
+    def rank_order(self, targets: Iterable[ProcSignals]) -> List[ProcSignals]:
+        """Likeliest enders first: stopped or dead, then computing, then the rest."""
+
+        def score(q: ProcSignals) -> Tuple[int, int, int]:
+            state = self.nodes[node_key(q)].state
+            first = 0 if state in _DEAD_STATES else 1 if state == "computing" else 2
+            return first, q.rank if q.rank is not None else 1 << 30, q.pid
+
+        return sorted(targets, key=score)[:MAX_FANOUT]
+
+
+def _last_alive(bundle: Bundle, want: Set[Tuple[str, int]]) -> Dict[Tuple[str, int], ProcessSample]:
+    out: Dict[Tuple[str, int], ProcessSample] = {}
+    for sample in reversed(bundle.samples):
+        for ps in sample.processes:
+            key = (ps.host, ps.pid)
+            if key in want and key not in out and ps.status == "alive":
+                out[key] = ps
+        if len(out) == len(want):
+            break
+    return out
+
+
+def _peer_edges(b: _Builder, ranks: Sequence[ProcSignals]) -> None:
+    """A rank in a collective waits for the ranks of its group that are not in the same wait;
+    when they all wait in one place, on each other (a ring: each on the next ones)."""
+
+    def wait_key(q: ProcSignals) -> str:
+        if q.dead or q.stopped or q.main_family != PEER:
+            return "other:" + node_key(q)
+        return where(q)
+
+    buckets: Dict[str, List[ProcSignals]] = {}
+    for q in ranks:
+        buckets.setdefault(wait_key(q), []).append(q)
+
+    def priority(item: Tuple[str, List[ProcSignals]]) -> Tuple[int, int]:
+        key, members = item
+        if not key.startswith("other:"):
+            return 2, len(members)
+        state = b.nodes[node_key(members[0])].state
+        return (0 if state in _DEAD_STATES else 1), 1
+
+    ordered = sorted(buckets.items(), key=priority)
+    for p in ranks:
+        if p.dead or p.stopped or p.main_family != PEER:
+            continue
+        mine = wait_key(p)
+        targets: List[ProcSignals] = []
+        for key, members in ordered:
+            if key == mine:
+                continue
+            targets.extend(members[: MAX_FANOUT - len(targets)])
+            if len(targets) >= MAX_FANOUT:
+                break
+        if targets:
+            for q in targets:
+                b.edge(p, node_key(q), "peer", f"waits in {where(p)}; {label_of(q)} is not in it")
+            continue
+        group = buckets[mine]
+        if len(group) < 2:
+            continue
+        at = group.index(p)
+        ring = [group[(at + k) % len(group)] for k in range(1, min(len(group), MAX_FANOUT + 1))]
+        for q in ring:
+            b.edge(p, node_key(q), "peer", f"waits in {where(p)} like every rank it waits for")
+
+
+def _family_of(b: _Builder, p: ProcSignals, trackers: bool = False) -> List[ProcSignals]:
+    kids = b.children.get((p.key[0], p.pid), [])
+    if not trackers:
+        kids = [k for k in kids if not any(m in " ".join(k.info.cmdline) for m in _TRACKERS)]
+    return kids
+
+
+def _parent_of(b: _Builder, p: ProcSignals) -> Optional[ProcSignals]:
+    if p.info.ppid is None:
+        return None
+    return b.by_key.get(f"{p.key[0]}/{p.info.ppid}")
+
+
+def _main_futex_op(b: _Builder, p: ProcSignals) -> Optional[int]:
+    ps = b.last.get(p.key)
+    if ps is None:
+        return None
+    main = next((t for t in ps.threads if t.tid == ps.pid), None)
+    return main.futex_op if main is not None else None
+
+
+def _own_edges(b: _Builder, p: ProcSignals) -> None:
+    """The edges of one process's main-thread wait (and its other threads' lock waits)."""
+    w = p.main_wait
+    if p.dead or p.stopped or w is None or w.kind is None:
+        return
+    first_edge = len(b.edges)
+    kind, fam, here = w.kind, p.main_family, where(p)
+    me = node_key(p)
+    parent = _parent_of(b, p)
+    own_ports = serving_ports([p])
+    if fam == PEER:
+        return  # _peer_edges
+    if fam == CHILD:
+        kids = b.rank_order(_family_of(b, p, trackers=True))
+        for k in kids:
+            b.edge(p, node_key(k), "child", f"waits for its children in {here}")
+    elif fam == RESULT or kind in ("queue", "write-full"):
+        edge_kind: EdgeKind = "result" if fam == RESULT else "queue"
+        if kind == "write-full" or (w.native and kind == "queue"):
+            edge_kind = "pipe"
+        kids = b.rank_order(_family_of(b, p))
+        if kind == "write-full" and parent is not None:
+            kids = [parent]  # whoever started it with stdout=PIPE likely holds the read end
+        elif not kids and parent is not None and fam != RESULT:
+            kids = [parent]
+        what = {
+            "result": "waits for a result in",
+            "queue": "waits on a queue in",
+            "pipe": "blocks on a pipe in",
+        }[edge_kind]
+        for k in kids:
+            b.edge(p, node_key(k), edge_kind, f"{what} {here}; {label_of(k)} can answer it")
+        if not kids:
+            b.edge(p, me, edge_kind, f"{what} {here}; only its own threads can answer it")
+    elif fam == LOCK or kind == "blocked":
+        op = _main_futex_op(b, p)
+        if op is not None and not op & FUTEX_PRIVATE and kind == "lock":
+            shared = [*([parent] if parent else []), *_family_of(b, p)]
+            for k in b.rank_order(shared):
+                b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
+        elif kind != "blocked" or p.lock_waiters:
+            b.edge(p, me, "lock", f"waits on a lock in {here}: only its own threads hold it")
+    elif kind == "fifo-open":
+        b.edge(p, OUT_PEER, "outside", "opens a named pipe: waits for a process to open its end")
+    elif kind == "stdin":
+        b.edge(p, OUT_STDIN, "outside", f"reads stdin (fd 0) in {here}")
+    elif fam == SLEEP:
+        b.edge(p, OUT_TIMER, "outside", f"sleeps in {here}: a timer ends it")
+    elif kind in ("event-loop", "accept", "socket-read"):
+        if own_ports:
+            ports = ", ".join(f":{port}" for port in own_ports[:3])
+            b.edge(p, OUT_NETWORK, "outside", f"waits in {here} and listens on {ports}")
+        elif w.timed is not False or p.main_wakeups > 0:
+            b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout (or woke)")
+        else:
+            b.edge(p, OUT_PEER, "outside", f"waits in {here}: no timeout, no port - a peer")
+    if p.lock_waiters and not any(e.dst == me for e in b.edges[first_edge:]):
+        n = len(p.lock_waiters)
+        addrs = len({a for _, a, _ in p.lock_waiters})
+        b.edge(p, me, "lock", f"{n} thread(s) blocked on {addrs} lock(s) in every sample")
+    if p.stale_requests:
+        b.add_outside(OUT_CLIENTS)
+        ports = ", ".join(f":{port}" for port in p.stale_ports[:3])
+        b.edges.append(
+            WaitEdge(
+                src=OUT_CLIENTS,
+                dst=me,
+                kind="request",
+                evidence=f"{p.stale_requests} request(s) to {ports} unanswered "
+                f"{p.stale_age_s:.0f}+ s",
+            )
+        )
+
+
+def _build(bundle: Bundle, procs: Sequence[ProcSignals]) -> _Builder:
+    b = _Builder(procs=procs, last=_last_alive(bundle, {p.key for p in procs}))
+    for p in procs:
+        key = node_key(p)
+        b.by_key[key] = p
+        if p.info.ppid is not None:
+            b.children.setdefault((p.key[0], p.info.ppid), []).append(p)
+        state = node_state(p)
+        b.nodes[key] = WaitNode(
+            key=key,
+            pid=p.pid,
+            host=p.key[0],
+            rank=p.rank,
+            label=label_of(p),
+            state=state,
+            detail=_detail(p, state, b.last.get(p.key)),
+        )
+    ranks = [p for p in procs if p.rank is not None and not is_rank_helper(p)]
+    peers = [p for p in procs if p.main_family == PEER and p.rank is None and not p.dead]
+    _peer_edges(b, ranks + peers)
+    for p in procs:
+        _own_edges(b, p)
+    return b
+
+
+# Chains ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Chain:
+    """One start followed to its end: ``steps`` are (edge kind, node key) after the start."""
+
+    start: str
+    steps: List[Tuple[str, str]]
+    end: str
+    reason: str  # stopped | dead | computing | disk | outside | lock | self | cycle | stuck
+    cycle: Tuple[str, ...] = ()
+
+
+def _sccs(keys: Sequence[str], succ: Dict[str, List[str]]) -> Dict[str, int]:
+    """Strongly connected components (iterative Tarjan): node -> component id."""
+    index: Dict[str, int] = {}
+    low: Dict[str, int] = {}
+    comp: Dict[str, int] = {}
+    stack: List[str] = []
+    on: Set[str] = set()
+    counter = 0
+    for root in keys:
+        if root in index:
+            continue
+        work: List[Tuple[str, int]] = [(root, 0)]
+        while work:
+            v, i = work.pop()
+            if i == 0:
+                index[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on.add(v)
+            nxt = succ.get(v, [])
+            if i < len(nxt):
+                work.append((v, i + 1))
+                w = nxt[i]
+                if w not in index:
+                    work.append((w, 0))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            if low[v] == index[v]:
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp[w] = index[v]
+                    if w == v:
+                        break
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+    return comp
+
+
+def _terminal(node: WaitNode) -> Optional[str]:
+    if node.state == "stopped":
+        return "stopped"
+    if node.state in ("zombie", "exited"):
+        return "dead"
+    if node.state in ("computing", "disk"):
+        return node.state
+    return None
+
+
+def follow(
+    start: str,
+    nodes: Dict[str, WaitNode],
+    out: Dict[str, List[WaitEdge]],
+    comp: Dict[str, int],
+    members: Dict[int, List[str]],
+) -> Chain:
+    """Follow the likeliest ender from ``start`` until no way forward is left."""
+    steps: List[Tuple[str, str]] = []
+    seen = {start}
+    cur = start
+    for _ in range(MAX_DEPTH):
+        reason = _terminal(nodes[cur]) if (steps or not is_outside(cur)) else None
+        if reason:
+            return Chain(start, steps, cur, reason)
+        edges = out.get(cur, [])
+        inner = [e for e in edges if e.dst != cur and not is_outside(e.dst)]
+        if not inner:
+            selfs = [e for e in edges if e.dst == cur]
+            if selfs:
+                return Chain(start, steps, cur, "lock" if selfs[0].kind == "lock" else "self")
+            if any(is_outside(e.dst) for e in edges):
+                return Chain(start, steps, cur, "outside")
+            return Chain(start, steps, cur, "stuck")
+
+        def score(e: WaitEdge, here: str = cur) -> int:
+            t = nodes[e.dst]
+            if t.state in _DEAD_STATES:
+                return 0
+            if t.state in ("computing", "disk"):
+                return 1
+            if comp.get(e.dst) != comp.get(here):
+                return 2
+            return 3 if e.dst not in seen else 4
+
+        best = min(inner, key=score)
+        if best.dst in seen:
+            cycle = tuple(members.get(comp.get(cur, -1), [cur]))
+            return Chain(start, steps, cur, "cycle", cycle)
+        steps.append((best.kind, best.dst))
+        seen.add(best.dst)
+        cur = best.dst
+    return Chain(start, steps, cur, "stuck")
+
+
+def _who(nodes: Sequence[WaitNode]) -> str:
+    ranks = [n.rank for n in nodes if n.rank is not None and n.label.startswith("rank ")]
+    others = [n.label for n in nodes if not (n.rank is not None and n.label.startswith("rank "))]
+    parts = [rank_set(ranks)] if ranks else []
+    if others:
+        parts.append(", ".join(others[:4]) + (f" (+{len(others) - 4})" if len(others) > 4 else ""))
+    return ", ".join(parts)
+
+
+def _main_text(p: Optional[ProcSignals], node: WaitNode, short: bool = False) -> str:
+    """What the end node does, in words: "sleeping in `x` ← `y`", "computing in `f`"."""
+    if p is None:
+        return node.state
+    if p.dead:
+        code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
+        return f"{node.state}{code}"
+    if node.state == "computing":
+        hot = p.hot_label or (p.main_wait.label if p.main_wait else "?")
+        pct = "" if short else f" ({p.compute_pct:.0f}% of a core)"
+        return f"computing in `{hot}`{pct}"
+    return f"{node.state} in {where(p)}"
+
+
+def _end_text(
+    chain: Chain,
+    nodes: Dict[str, WaitNode],
+    out: Dict[str, List[WaitEdge]],
+    procs: Dict[str, ProcSignals],
+    short: bool = False,
+) -> str:
+    n = nodes[chain.end]
+    p = procs.get(chain.end)
+    main = _main_text(p, n, short)
+    if chain.reason == "stopped":
+        text = f"stopped (SIGSTOP or a debugger) - `kill -CONT {n.pid}`"
+    elif chain.reason == "dead":
+        text = f"{main} - it will never answer"
+    elif chain.reason == "computing":
+        text = main
+    elif chain.reason == "disk":
+        text = f"{main} (state D: storage or NFS not answering)"
+    elif chain.reason == "cycle":
+        kinds = sorted(
+            {e.kind for k in chain.cycle for e in out.get(k, []) if e.dst in chain.cycle}
+        )
+        text = f"a cycle - they wait on each other ({', '.join(kinds)}), nothing else ends it"
+    elif chain.reason == "outside":
+        doors = sorted({nodes[e.dst].label for e in out.get(chain.end, []) if is_outside(e.dst)})
+        text = f"{main} - waits on the {' / '.join(doors) or 'outside'}"
+    elif chain.reason == "lock":
+        locks = ""
+        if p is not None and p.lock_waiters:
+            addrs = len({a for _, a, _ in p.lock_waiters})
+            locks = f"; {len(p.lock_waiters)} thread(s) blocked on {addrs} lock(s)"
+            locks += " (a lock cycle)" if addrs >= 2 else ""
+        text = f"{main}{locks} - only its own threads can release the lock"
+    elif chain.reason == "self":
+        text = f"{main} - only its own threads can answer it"
+    else:
+        text = f"{main} - nothing in the capture can end it"
+    if p is not None and p.stale_requests:
+        text += f"; {p.stale_requests} request(s) unanswered {p.stale_age_s:.0f}+ s"
+    return text
+
+
+def chain_lines(
+    chains: Sequence[Chain],
+    nodes: Dict[str, WaitNode],
+    out: Dict[str, List[WaitEdge]],
+    procs: Dict[str, ProcSignals],
+) -> Tuple[List[str], List[str]]:
+    """One line per way of ending (starts that end the same way are merged), and the ends."""
+    groups: Dict[Tuple[object, ...], List[Chain]] = {}
+    end_keys = {c.end for c in chains if c.steps}
+    for c in chains:
+        if not c.steps and c.start in end_keys:
+            continue  # already the end of someone else's chain
+        if c.reason == "cycle":
+            cyc = set(c.cycle)
+            lead = tuple(s for s in c.steps if s[1] not in cyc)
+            key: Tuple[object, ...] = ("cycle", tuple(sorted(cyc)), lead, c.start in cyc)
+        elif c.steps:
+            key = (c.reason, c.end, tuple(c.steps))
+        else:
+            key = (c.reason, _end_text(c, nodes, out, procs, short=True))
+        groups.setdefault(key, []).append(c)
+    lines: List[str] = []
+    ends: List[str] = []
+    for members in groups.values():
+        first = members[0]
+        starts = _who([nodes[c.start] for c in members])
+        if first.reason == "cycle":
+            cyc = set(first.cycle)
+            who = _who([nodes[k] for k in first.cycle])
+            path = "".join(
+                f" → ({kind}) → {nodes[k].label}" for kind, k in first.steps if k not in cyc
+            )
+            text = _end_text(first, nodes, out, procs)
+            head = who if first.start in cyc and not path else f"{starts}{path} → {who}"
+            lines.append(f"{head}: {text}")
+            ends.extend(k for k in first.cycle if k not in ends)
+            continue
+        path = "".join(f" → ({kind}) → {nodes[k].label}" for kind, k in first.steps)
+        short = len(members) > 1 and not first.steps
+        lines.append(f"{starts}{path}: {_end_text(first, nodes, out, procs, short)}")
+        if first.end not in ends:
+            ends.append(first.end)
+    return lines[:MAX_CHAINS], ends
+
+
+def wait_graph(
+    bundle: Bundle, procs: Sequence[ProcSignals], parts: Sequence[ProcSignals]
+) -> WaitGraph:
+    """The wait-for graph of ``procs``, with chains followed from ``parts``."""
+    b = _build(bundle, procs)
+    out: Dict[str, List[WaitEdge]] = {}
+    for e in b.edges:
+        out.setdefault(e.src, []).append(e)
+    succ = {k: [e.dst for e in es if e.dst != k and not is_outside(e.dst)] for k, es in out.items()}
+    comp = _sccs(list(b.nodes), succ)
+    members: Dict[int, List[str]] = {}
+    for k in b.nodes:
+        members.setdefault(comp.get(k, -1), []).append(k)
+    starts = [node_key(p) for p in parts]
+    if OUT_CLIENTS in b.nodes:
+        starts.insert(0, OUT_CLIENTS)
+    chains = [follow(s, b.nodes, out, comp, members) for s in starts if s in b.nodes]
+    lines, ends = chain_lines(chains, b.nodes, out, b.by_key)
+    return WaitGraph(
+        nodes=tuple(b.nodes.values()), edges=tuple(b.edges), chains=tuple(lines), ends=tuple(ends)
+    )
+
+
+def with_graph(verdict: Verdict, ctx: Context) -> Verdict:
+    """``verdict`` with the wait-for graph of ``ctx`` attached (the verdict is unchanged)."""
+    try:
+        graph = wait_graph(ctx.bundle, ctx.procs, ctx.participants)
+    except Exception:  # a bug in the graph must not cost the verdict
+        return verdict
+    return msgspec.structs.replace(verdict, graph=graph)
