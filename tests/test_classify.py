@@ -1033,3 +1033,45 @@ def test_one_tick_over_a_short_interval_is_not_a_busy_thread() -> None:
 
     assert classify(job(17.0, 0.06)).state == "deadlocked"  # 1 tick
     assert classify(job(60.0, 2.0)).state == "slow"  # 120 ticks
+
+
+HOSTILE = "f" * 4096  # a 4 KiB function name the target chose
+
+
+def test_a_hostile_frame_name_is_cut_in_the_verdict_line() -> None:
+    """Names are cut at 80 characters with "…" in the sentence; the decision is taken on the
+    full names, so two 4 KiB names that share their first 80 characters still differ."""
+    caller = [("barrier", TORCH), (HOSTILE, "/job/train.py"), ("main", "/job/train.py")]
+    other = [("barrier", TORCH), (HOSTILE[:-1] + "g", "/job/train.py"), ("main", "/job/train.py")]
+    procs = ranks(4, stack=caller)
+    procs[2] = Proc(pid=102, rank=2, world_size=4, ppid=99, stack=other)
+    v = classify(build(procs))
+    assert v.state == "deadlocked" and _suspect_ranks(v) == [2], v.summary
+    assert len(v.summary) < 600, len(v.summary)
+    assert f"`{'f' * 79}…`" in v.summary
+    assert all(len(s.reason) < 300 for s in v.suspects)
+
+
+def test_a_hostile_hot_frame_name_is_cut() -> None:
+    hot = [(HOSTILE, "/job/load.py"), ("main", "/job/load.py")]
+    v = _one(
+        pid=400,
+        role="process",
+        stack=hot,
+        cpu_pct=99.0,
+        state="R",
+        wchan="0",
+        syscall="running",
+    )
+    verdict = classify(v)
+    assert len(verdict.summary) < 400 and "…" in verdict.summary, verdict.summary
+    assert all(len(e.detail) < 400 for e in verdict.evidence)
+
+
+def test_short_label() -> None:
+    from diag.verdict.wording import short_label
+
+    assert short_label("all_reduce") == "all_reduce"
+    assert short_label("x" * 80) == "x" * 80
+    assert short_label("x" * 81) == "x" * 79 + "…"
+    assert len(short_label("x" * 4096)) == 80

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence, Tuple
 from diag.model import Bundle, Evidence, RankClass
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.sources import Context
-from diag.verdict.wording import size, who
+from diag.verdict.wording import short_label, size, who
 
 SPIN_PCT = 30.0  # % of a core spent in an unchanged known wait worth reporting
 
@@ -44,7 +44,7 @@ def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
                 Evidence(
                     signal="cpu",
                     detail=f"{p.name} burns {p.compute_pct:.0f}% of a "
-                    f"core in `{p.hot_label}` ({p.compute_intervals} of "
+                    f"core in `{short_label(p.hot_label)}` ({p.compute_intervals} of "
                     f"{p.intervals} intervals)",
                     ranks=_r(p),
                     pids=(p.pid,),
@@ -57,7 +57,7 @@ def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
                 Evidence(
                     signal="spin",
                     detail=f"{p.name} spins {p.spin_pct:.0f}% of a "
-                    f"core in `{p.spin_label}` with an unchanged stack: a wait, "
+                    f"core in `{short_label(p.spin_label)}` with an unchanged stack: a wait, "
                     "not progress",
                     ranks=_r(p),
                     pids=(p.pid,),
@@ -94,7 +94,7 @@ def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
                 Evidence(
                     signal="futex",
                     detail=f"{p.name} thread {tid} blocked on lock "
-                    f"{addr or '?'} in `{frame}` in every sample",
+                    f"{addr or '?'} in `{short_label(frame)}` in every sample",
                     ranks=_r(p),
                     pids=(p.pid,),
                     samples=samples,

@@ -6,12 +6,24 @@ Kept apart from the decision logic so the classifier reads as rules, and so the 
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from diag.text.units import ranges, rank_set, size
 from diag.verdict.features import ProcSignals
 
-__all__ = ["group_by_wait", "pct", "ranges", "size", "verb", "waits_phrase", "where", "who"]
+__all__ = [
+    "group_by_wait",
+    "pct",
+    "ranges",
+    "short_label",
+    "size",
+    "verb",
+    "waits_phrase",
+    "where",
+    "who",
+]
+
+LABEL_CHARS = 80  # a frame name the target chose is cut here in a verdict sentence
 
 
 def who(procs: Sequence[ProcSignals]) -> str:
@@ -32,14 +44,26 @@ def verb(procs: Sequence[ProcSignals], singular: str, plural: str) -> str:
     return singular if len(procs) == 1 else plural
 
 
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """A frame name as a sentence shows it: at most ``limit`` characters, cut with "…" (a
+    hostile 4 KiB function name must not make a 4 KiB verdict line)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def where(p: ProcSignals) -> str:
-    """The main thread's wait in words: "`all_reduce` ← `train_step`"."""
+    """The main thread's wait in words: "`all_reduce` ← `train_step`", each name cut to
+    ``LABEL_CHARS``."""
+    return _where(p, short_label)
+
+
+def _where(p: ProcSignals, shown: Callable[[str], str]) -> str:
     if p.main_wait is None:
         return "an unknown place"
     w = p.main_wait
+    label, caller = shown(w.label), shown(w.caller)
     if w.kind == "native-peer":
-        return f"a C call from `{w.caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
-    return f"`{w.label}` ← `{w.caller}`" if w.caller and w.caller != w.label else f"`{w.label}`"
+        return f"a C call from `{caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
+    return f"`{label}` ← `{caller}`" if w.caller and w.caller != w.label else f"`{label}`"
 
 
 def waits_phrase(groups: Sequence[Sequence[ProcSignals]]) -> str:
@@ -54,7 +78,7 @@ def waits_phrase(groups: Sequence[Sequence[ProcSignals]]) -> str:
 def group_by_wait(procs: Sequence[ProcSignals]) -> List[List[ProcSignals]]:
     groups: dict = {}  # type: ignore[type-arg]
     for p in procs:
-        key = where(p)
+        key = _where(p, str)  # full names: two waits cut to one text stay apart
         groups.setdefault(key, []).append(p)
     return sorted(groups.values(), key=lambda g: -len(g))
 
