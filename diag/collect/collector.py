@@ -2,11 +2,12 @@
 
 ``take_sample`` re-discovers the process tree (new ranks appear, exited ones are kept and
 marked ``exited`` - ranks, launchers and roots in every later sample, other processes once -,
-unreaped ones ``zombie`` with their exit code), posts per process the /proc read (resources +
-every thread) and the stack read to the forked workers (``diag.collect.shards``), and runs
-beside them, under ``probes.runner.run_all``, the GPU, listening-socket and log probes. Each
-``ProcessSample`` carries the time its own /proc read started, so rates stay right when one
-process is slow to read.
+unreaped ones ``zombie`` with their exit code; a process is its (pid, start time), so one whose
+PID a new process took reads exited too, and the newcomer is left out), posts per process the
+/proc read (resources + every thread) and the stack read to the forked workers
+(``diag.collect.shards``), and runs beside them, under ``probes.runner.run_all``, the GPU,
+listening-socket and log probes. Each ``ProcessSample`` carries the time its own /proc read
+started, so rates stay right when one process is slow to read.
 
 Stacks: ``probes.stacks.read_python_stacks`` reads CPython 3.11-3.13 stacks in-process
 (``probes.pyframes``, no pause, a fraction of py-spy's cost) and runs py-spy for the rest:
@@ -54,13 +55,14 @@ from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
 from diag.probes.nccl.ras import RasProbe
 from diag.probes.procfs import ProcFS
-from diag.probes.proctree import Identity, descendants
+from diag.probes.proctree import Identity, Tree, walk_tree
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import SocketView, socket_views
 from diag.probes.stacks import (
     KIND_NOT_PYTHON,
     join_stacks,
 )
+from diag.probes.threads import parse_task_stat
 from diag.redact import Redactor
 
 # The per-process reads get the probe timeout themselves (py-spy kills its subprocess on it);
@@ -159,15 +161,24 @@ class Collector:
 
     def _root_alive(self, pid: int) -> bool:
         try:
-            state = self.procfs.read_text(pid, "stat").rpartition(")")[2].split()[0]
-        except (OSError, IndexError):
+            stat = parse_task_stat(self.procfs.read_text(pid, "stat"))
+        except (OSError, ValueError, IndexError):
             return False
-        return state not in ("Z", "X", "x")
+        if self.table.starts.get(pid, stat.start_ticks) != stat.start_ticks:
+            return False  # its PID names another process now
+        return stat.state not in ("Z", "X", "x")
 
-    def _tree(self) -> List[int]:
+    def _tree(self) -> Tree:
+        known = self.table.starts
         if len(self.root_pids) == 1:
-            return descendants(self.root_pid, self.procfs)
-        return sorted({pid for root in self.root_pids for pid in descendants(root, self.procfs)})
+            return walk_tree(self.root_pid, self.procfs, known)
+        starts: Dict[int, int] = {}
+        reused: Dict[int, int] = {}
+        for root in self.root_pids:
+            tree = walk_tree(root, self.procfs, known)
+            starts.update(tree.starts)
+            reused.update(tree.reused)
+        return Tree(dict(sorted(starts.items())), reused)
 
     # -- one process -------------------------------------------------------------------------
 
@@ -201,7 +212,9 @@ class Collector:
     def take_sample(self, index: int) -> SampleDelta:
         t0 = time.time()
         started = time.monotonic()
-        tree = self._tree()
+        walked = self._tree()
+        tree = walked.pids
+        reused = self.table.learn_newcomers(walked.reused)  # before anything is read or written
         # Every process's share of the work (what identifies a new one, its /proc, its stacks)
         # is handed to the workers now, and discovery waits for what identifies them; without
         # workers it is all done in one thread of this process (``diag.collect.shards``).
@@ -232,6 +245,13 @@ class Collector:
             msgspec.structs.replace(f, host=self.host, sample=index)
             for f in self.table.identity_failures
         )
+        for pid in reused:
+            rec.fail(
+                "identity",
+                f"PID {pid} exited and a new process of the job took its PID: the new one "
+                "(and its children) is not sampled, so nothing of it is filed under the old",
+                pid,
+            )
         ports: Dict[int, SocketView] = {}
         logs: Tuple[LogSample, ...] = ()
         gpu = ras = None

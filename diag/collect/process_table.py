@@ -7,6 +7,12 @@ timeout, their secrets taught to the redactor before anything is written, their 
 siblings miss, spawned/forked sibling groups from their start order once their stacks show they
 are not a worker pool - may change a process's rank or role after it was first recorded; such
 processes are re-issued (a ``diag watch`` journal keeps the last record of each PID).
+
+A process is (pid, start ticks): ``starts`` is what the tree walk compares with
+(``probes.proctree.walk_tree``). A PID that names a new process of the job - the one recorded
+exited and its PID was reused - is not taken in under the old record (the Collector marks that
+one exited and leaves the newcomer out); the newcomer's environment and argv still teach the
+redactor (``learn_newcomers``), since what it writes to a shared log is read.
 """
 
 from __future__ import annotations
@@ -56,6 +62,34 @@ class ProcessTable:
         self._parents: Dict[int, Optional[int]] = {}
         self._cmdlines: Dict[int, Tuple[str, ...]] = {}
         self._start_ticks: Dict[int, int] = {}
+        self._learned: Set[Tuple[int, int]] = set()  # (pid, start ticks) of newcomers read
+
+    @property
+    def starts(self) -> Mapping[int, int]:
+        """pid -> start ticks of every process recorded: the identity a PID must still have."""
+        return self._start_ticks
+
+    def learn_newcomers(self, reused: Mapping[int, int]) -> List[int]:
+        """Teach the redactor the secrets of processes of the job that took a recorded
+        process's PID (``reused``: pid -> their start ticks), each once; they get no record.
+        Returns the PIDs seen reused for the first time."""
+        fresh = [pid for pid, start in reused.items() if (pid, start) not in self._learned]
+        read = run_all(
+            [
+                ProbeCall(
+                    "identity", partial(read_identity, self.procfs, pid), self.probe_timeout_s, pid
+                )
+                for pid in fresh
+            ]
+        )
+        for pid, result in zip(fresh, read):
+            self._learned.add((pid, reused[pid]))
+            ident = result.value
+            if ident is None or ident.stat.start_ticks != reused[pid]:
+                continue  # gone already, or yet another process
+            self.redactor.add_environ(parse_environ(ident.environ) if ident.environ else {})
+            self.redactor.scrub_argv(ident.cmdline)  # learns the values of secret flags
+        return fresh
 
     def discover(
         self, pids: Sequence[int], index: int, known: Optional[Mapping[int, Identity]] = None

@@ -31,6 +31,7 @@ __all__ = [
     "POOL_WORKER_FILES",
     "Identity",
     "RankInfo",
+    "Tree",
     "assign_roles",
     "descendants",
     "detect_rank",
@@ -39,6 +40,7 @@ __all__ = [
     "read_identity",
     "start_order_groups",
     "title_of",
+    "walk_tree",
 ]
 
 
@@ -188,17 +190,42 @@ def parse_cmdline(raw: bytes) -> Tuple[str, ...]:
     return tuple(parts)
 
 
+class Tree(NamedTuple):
+    """The processes of a job now: who they are is (pid, start ticks), not the PID alone."""
+
+    starts: Dict[int, int]  # pid -> start ticks (stat field 22): the root first, then by pid
+    # pid -> start ticks of a process that took the PID of one in ``known`` (which exited): a
+    # descendant of the root, left out with its own descendants, so nothing it does is filed
+    # under the process whose PID it reused.
+    reused: Dict[int, int]
+
+    @property
+    def pids(self) -> List[int]:
+        return list(self.starts)
+
+
 def descendants(root_pid: int, procfs: ProcFS) -> List[int]:
-    """Root and every descendant (zombies included); [] when the root is gone.
+    """Root and every descendant (zombies included); [] when the root is gone."""
+    return walk_tree(root_pid, procfs).pids
+
+
+def walk_tree(root_pid: int, procfs: ProcFS, known: Optional[Mapping[int, int]] = None) -> Tree:
+    """Root and every descendant (zombies included), with their start ticks; empty when the
+    root is gone.
 
     Walks the ppid map read through ``procfs`` (one stat per process, as ``ps`` does), so an
     injected /proc root is honoured. A child that started before the root cannot be its
-    child: its PID was reused, and it is left out.
+    child: its PID was reused, and it is left out. ``known`` (pid -> start ticks of the
+    processes seen so far): a PID whose start differs names a new process - a root's means the
+    root is gone; any other's goes to ``reused`` and is not walked.
     """
+    known = known or {}
     try:
         root_start_ticks = parse_task_stat(procfs.read_text(root_pid, "stat")).start_ticks
     except (OSError, ValueError, IndexError):
-        return []
+        return Tree({}, {})
+    if known.get(root_pid, root_start_ticks) != root_start_ticks:
+        return Tree({}, {})
     children: Dict[int, List[Tuple[int, int]]] = {}
     for pid in procfs.pids():
         try:
@@ -206,14 +233,21 @@ def descendants(root_pid: int, procfs: ProcFS) -> List[int]:
         except (OSError, ValueError, IndexError):
             continue  # exited between the listing and the read
         children.setdefault(ppid, []).append((pid, start_ticks))
-    found: Set[int] = set()
+    found: Dict[int, int] = {}
+    reused: Dict[int, int] = {}
     stack = [root_pid]
     while stack:
         for child, start_ticks in children.get(stack.pop(), ()):
-            if child != root_pid and child not in found and start_ticks >= root_start_ticks:
-                found.add(child)
-                stack.append(child)
-    return [root_pid, *sorted(found)]
+            if child == root_pid or child in found or start_ticks < root_start_ticks:
+                continue
+            if known.get(child, start_ticks) != start_ticks:
+                reused[child] = start_ticks
+                continue
+            found[child] = start_ticks
+            stack.append(child)
+    starts = {root_pid: root_start_ticks}
+    starts.update(sorted(found.items()))
+    return Tree(starts, reused)
 
 
 def read_identity(procfs: ProcFS, pid: int) -> Identity:
