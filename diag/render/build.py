@@ -32,6 +32,7 @@ from diag.render.view import (
     ReportView,
     SuspectView,
 )
+from diag.render.waitgraph import build_graph
 from diag.text.units import rank_set
 
 # Report anchors an Evidence.section may name (the verdict links its evidence to them).
@@ -132,6 +133,7 @@ def build_view(
         ras=build_ras(index),
         nccl_logs=build_nccl_logs(index),
         hosts=build_hosts(bundle),
+        graph=build_graph(index, verdict),
     )
 
 

@@ -119,6 +119,10 @@ def render_markdown(view: ReportView) -> str:
             for s in b.suspects
         ]
         parts.append("### Suspects\n\n" + "\n".join(lines))
+    if view.graph is not None and view.graph.chains:
+        # The chains of waits, each to where it ends (the verdict's wait-for graph).
+        lines = [f"- {text(c)}" for c in view.graph.chains]
+        parts.append("### Who waits on whom\n\n" + "\n".join(lines))
     if view.evidence:
         items = []
         for n, e in enumerate(view.evidence, 1):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Optional, Tuple
 
 from diag.render.view_base import Spark, View
+from diag.render.view_graph import GraphArrow, GraphBox, GraphView
 from diag.render.view_tables import (
     CollectiveRow,
     EnvDiff,
@@ -264,6 +265,7 @@ class ReportView(View, frozen=True):
     ras: Tuple[RasRow, ...] = ()
     nccl_logs: Tuple[NcclLogRow, ...] = ()
     hosts: Tuple[HostRow, ...] = ()
+    graph: Optional[GraphView] = None  # who waits on whom (the verdict's wait-for graph)
 
 
 __all__ = [
@@ -278,6 +280,9 @@ __all__ = [
     "FutexGroup",
     "Gpu",
     "GpuRow",
+    "GraphArrow",
+    "GraphBox",
+    "GraphView",
     "HostRow",
     "LegendEntry",
     "LogView",
