@@ -35,6 +35,7 @@ from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.sources import Context
+from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT, SERVE, SLEEP
 from diag.verdict.wording import where
 
@@ -95,6 +96,8 @@ def node_state(p: ProcSignals) -> NodeState:
     w = p.main_wait
     if w is not None and w.kind == "disk":
         return "disk"
+    if p.main_family == PEER and p.spin_pct >= max(SPIN_PCT, p.compute_pct):
+        return "spinning"  # a busy-wait collective (gloo, shm all-reduce) burns, not works
     if _computing(p):
         return "computing"
     if w is None:
@@ -153,6 +156,7 @@ def _detail(p: ProcSignals, state: NodeState, last: Optional[ProcessSample]) -> 
 
 @dataclass
 class _Builder:
+    bundle: Bundle
     procs: Sequence[ProcSignals]
     last: Dict[Tuple[str, int], ProcessSample]
     nodes: Dict[str, WaitNode] = field(default_factory=dict)
@@ -251,6 +255,22 @@ def _parent_of(b: _Builder, p: ProcSignals) -> Optional[ProcSignals]:
     return b.by_key.get(f"{p.key[0]}/{p.info.ppid}")
 
 
+def _thread_queue(b: _Builder, p: ProcSignals) -> bool:
+    """The main thread waits on a thread queue (``queue.Queue``) or a thread pool's future
+    (``concurrent.futures``), not a multiprocessing one: another thread of the process fills
+    it, so no other process can end the wait."""
+    ps = b.last.get(p.key)
+    main = next((t for t in ps.threads if t.tid == ps.pid), None) if ps is not None else None
+    if main is None or p.main_wait is None or p.main_wait.native:
+        return False
+    for f in frames_of(b.bundle, main.stack_id)[:8]:
+        if "multiprocessing" in f.filename or "/pool.py" in f.filename:
+            return False
+        if f.filename.endswith("/queue.py") or "concurrent/futures" in f.filename:
+            return not b.children.get((p.key[0], p.pid)) or f.filename.endswith("/queue.py")
+    return False
+
+
 def _main_futex_op(b: _Builder, p: ProcSignals) -> Optional[int]:
     ps = b.last.get(p.key)
     if ps is None:
@@ -280,7 +300,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
         if kind == "write-full" or (w.native and kind == "queue"):
             edge_kind = "pipe"
         kids = b.rank_order(_family_of(b, p))
-        if kind == "write-full" and parent is not None:
+        if _thread_queue(b, p):
+            kids = []  # queue.Queue / a thread pool's future: only its own threads answer it
+        elif kind == "write-full" and parent is not None:
             kids = [parent]  # whoever started it with stdout=PIPE likely holds the read end
         elif not kids and parent is not None and fam != RESULT:
             kids = [parent]
@@ -334,7 +356,7 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
 
 
 def _build(bundle: Bundle, procs: Sequence[ProcSignals]) -> _Builder:
-    b = _Builder(procs=procs, last=_last_alive(bundle, {p.key for p in procs}))
+    b = _Builder(bundle=bundle, procs=procs, last=_last_alive(bundle, {p.key for p in procs}))
     for p in procs:
         key = node_key(p)
         b.by_key[key] = p
@@ -573,8 +595,7 @@ def chain_lines(
         path = "".join(f" → ({kind}) → {nodes[k].label}" for kind, k in first.steps)
         short = len(members) > 1 and not first.steps
         lines.append(f"{starts}{path}: {_end_text(first, nodes, out, procs, short)}")
-        if first.end not in ends:
-            ends.append(first.end)
+        ends.extend(c.end for c in members if c.end not in ends)
     return lines[:MAX_CHAINS], ends
 
 
