@@ -218,3 +218,15 @@ def test_real_pipe_deadlock_ends_in_a_cycle_of_parent_and_worker(tmp_path: Path)
     assert (workers[0], parent, "queue") in edges
     assert set(graph["ends"]) == {parent, workers[0]}, graph["chains"]
     assert any("a cycle" in c for c in graph["chains"]), graph["chains"]
+
+
+def test_a_big_graph_draws_only_the_suspects_chains() -> None:
+    ranks = [_rank(r, world_size=100) for r in range(100)]
+    ranks[42] = _rank(42, world_size=100, state="T")
+    bundle = build(ranks, n=2)
+    view = build_view(bundle, classify(bundle), "computed")
+    assert view.graph is not None
+    assert len(view.graph.boxes) <= 40 and "only the suspects' chains" in view.graph.note
+    stopped = next(b for b in view.graph.boxes if b.key == "/142")
+    assert "end-bad" in stopped.css and stopped.anchor == "rank-42"
+    assert "only the suspects" in render_html(view)

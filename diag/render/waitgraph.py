@@ -182,6 +182,14 @@ def _arrow(e: WaitEdge, boxes: Dict[str, GraphBox], layer: Dict[str, int]) -> Gr
         x0, y0 = a.x + a.w - 40, a.y
         path = f"M{x0},{y0} C{x0},{y0 - 26} {x0 + 40},{y0 - 26} {x0 + 34},{y0 - 2}"
         return GraphArrow(path=path, label=e.kind, lx=x0 + 8, ly=y0 - 22, css=css, title=e.evidence)
+    if layer[e.dst] > layer[e.src] + 1:  # over the columns between: top to top, bowing above
+        x1, y1 = a.x + a.w - 30, a.y
+        x2, y2 = b.x + 30, b.y
+        top = min(y1, y2) - 20
+        path = f"M{x1},{y1} C{x1},{top} {x2},{top} {x2},{y2 - 2}"
+        return GraphArrow(
+            path=path, label=e.kind, lx=(x1 + x2) // 2 - 14, ly=top + 4, css=css, title=e.evidence
+        )
     if layer[e.dst] > layer[e.src]:  # forward: right side to left side
         x1, y1 = a.x + a.w, a.y + a.h // 2
         x2, y2 = b.x, b.y + b.h // 2
