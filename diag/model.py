@@ -405,6 +405,14 @@ class RankClass(Record, frozen=True):
     ranks: Tuple[int, ...] = ()
     pids: Tuple[int, ...] = ()
     stack_id: Optional[str] = None
+    # The host of each of ``pids``, in order; empty when every one is on the local host. PIDs
+    # repeat across the nodes of a merged bundle: (host, pid) names a process.
+    hosts: Tuple[str, ...] = ()
+
+    def members(self) -> Tuple[Tuple[str, int], ...]:
+        """(host, pid) of each process of the class."""
+        hosts = self.hosts if len(self.hosts) == len(self.pids) else ("",) * len(self.pids)
+        return tuple(zip(hosts, self.pids))
 
 
 class RankPhase(Record, frozen=True):

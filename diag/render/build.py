@@ -14,7 +14,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import msgspec
 
 from diag.model import Bundle, RankPhase, Verdict
-from diag.render import facts, fmt
+from diag.render import facts, fmt, scale
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex, main_thread
 from diag.render.matrix import build_matrix
@@ -98,8 +98,11 @@ def build_view(
         source = "none"
     index = BundleIndex(bundle, verdict)
     reg = StackRegistry(index.stacks)
-    futex_groups, futex_labels, futex_note = build_futex_groups(index)
-    ranks = build_ranks(index, reg, futex_labels)
+    # Past SCALE_RANKS ranks the per-process sections draw a few of each class (render.scale).
+    big = scale.at_scale(index)
+    part = scale.restrict(index, scale.shown(index, verdict)) if big else index
+    futex_groups, futex_labels, futex_note = build_futex_groups(part)
+    ranks = build_ranks(part, reg, futex_labels)
     banner = _banner(index, verdict, source)
     if banner.phases:
         by_anchor = {ph.anchor: ph for ph in banner.phases}
@@ -107,24 +110,24 @@ def build_view(
             msgspec.structs.replace(r, phase=by_anchor[r.anchor]) if r.anchor in by_anchor else r
             for r in ranks
         )
-    matrix = build_matrix(index, reg)
+    matrix = build_matrix(part, reg)
     failures, failures_more = facts.failures(index)
-    return ReportView(
+    view = ReportView(
         meta=_meta(index, verdict),
         banner=banner,
         evidence=_evidence(index, verdict),
-        timelines=_timelines(index),
+        timelines=_timelines(part),
         matrix=matrix,
         ranks=ranks,
-        rank_table=_rank_table(index, reg, matrix),
+        rank_table=_rank_table(part, reg, matrix),
         stacks=reg.views(),
         futex_groups=futex_groups,
         futex_note=futex_note,
         gpu=build_gpu(index),
         env_common=facts.env_common(index),
-        env_diffs=facts.env_diffs(index),
+        env_diffs=facts.env_diffs(part),
         host_facts=facts.host_facts(bundle),
-        commands=facts.commands(index),
+        commands=facts.commands(part),
         logs=facts.logs(index),
         failures=failures,
         failures_more=failures_more,
@@ -135,6 +138,7 @@ def build_view(
         hosts=build_hosts(bundle),
         graph=build_graph(index, verdict),
     )
+    return scale.finish(view, index, part, verdict, reg) if big else view
 
 
 def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:

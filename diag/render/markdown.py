@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
+from diag.render import markdown_scale
 from diag.render.view import RANK_COLUMNS, ReportView, StackView
 from diag.text.markdown_escape import md_code, md_escape
 from diag.text.terminal import safe_line
@@ -111,6 +112,7 @@ def _startup(view: ReportView) -> List[str]:
 
 def render_markdown(view: ReportView) -> str:
     parts = _header(view)
+    parts[1:1] = markdown_scale.lead(view)  # at scale: the suspect node and rank, first
     parts += _startup(view)
     b = view.banner
     if b.suspects:
@@ -147,6 +149,7 @@ def render_markdown(view: ReportView) -> str:
     stack = _suspect_stack(view)
     if stack:
         parts.append(stack)
+    parts += markdown_scale.sections(view)
     if view.rank_table:
         header = list(RANK_COLUMNS)
         rows = [

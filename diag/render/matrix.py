@@ -188,8 +188,12 @@ def _classes(index: BundleIndex, reg: StackRegistry) -> Tuple[ClassView, ...]:
         return ()
     out = []
     for rc in index.verdict.classes:
-        procs = [p for p in index.procs if p.key[1] in rc.pids]
-        if procs:
+        if rc.hosts:
+            members = set(rc.members())
+            procs = [p for p in index.procs if p.key in members]
+        else:  # a verdict from before classes named hosts
+            procs = [p for p in index.procs if p.key[1] in rc.pids]
+        if procs and (len(procs) >= len(rc.pids) or not rc.ranks):
             text = ranks_text(procs)
         elif rc.ranks:
             text = rank_set(rc.ranks)

@@ -75,6 +75,7 @@ def rank_classes(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankClass
                 ranks=tuple(p.rank for p in members if p.rank is not None),
                 pids=tuple(p.pid for p in members),
                 stack_id=stack_id,
+                hosts=tuple(p.key[0] for p in members) if any(p.key[0] for p in members) else (),
             )
         )
     return out

@@ -9,10 +9,12 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, Evidence, RankClass
+from diag.text.units import rank_set
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.sources import Context
 from diag.verdict.wording import short_label, size, who
 
+_LIST_RANKS = 16  # more ranks than this in a class are named as ranges
 SPIN_PCT = 30.0  # % of a core spent in an unchanged known wait worth reporting
 
 
@@ -146,6 +148,8 @@ def _r(p: ProcSignals) -> Tuple[int, ...]:
 
 
 def _members(c: RankClass) -> str:
+    if len(c.ranks) > _LIST_RANKS:  # thousands of ranks: as ranges ("ranks 0-84, 86-4095")
+        return rank_set(c.ranks)
     if c.ranks:
         return ("rank " if len(c.ranks) == 1 else "ranks ") + ",".join(map(str, c.ranks))
     return ("pid " if len(c.pids) == 1 else "pids ") + ",".join(map(str, c.pids))

@@ -263,17 +263,32 @@ def _is_compiler(info: ProcessInfo) -> bool:
     return "triton" in joined and ("compile" in joined or "ptxas" in joined)
 
 
-def _descendants(infos: Sequence[ProcessInfo], key: Tuple[str, int]) -> List[ProcessInfo]:
-    kids: Dict[Tuple[str, int], List[ProcessInfo]] = {}
+Kids = Dict[Tuple[str, int], List[ProcessInfo]]
+
+
+def _kids(infos: Sequence[ProcessInfo]) -> Kids:
+    """(host, ppid) -> children: built once per bundle (per process, it was quadratic)."""
+    kids: Kids = {}
     for info in infos:
         if info.ppid is not None:
             kids.setdefault((info.host, info.ppid), []).append(info)
+    return kids
+
+
+def _descendants(kids: Kids, key: Tuple[str, int]) -> List[ProcessInfo]:
     out: List[ProcessInfo] = []
     stack = [key]
     while stack and len(out) < 256:
         for child in kids.get(stack.pop(), ()):
             out.append(child)
             stack.append((child.host, child.pid))
+    return out
+
+
+def _logs_by_host(logs: Sequence[LogSample]) -> Dict[str, List[LogSample]]:
+    out: Dict[str, List[LogSample]] = {}
+    for lg in logs:
+        out.setdefault(lg.host, []).append(lg)
     return out
 
 
@@ -300,7 +315,9 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
         and not (p.info.role == "launcher" and ranked)
     ]
     alone = len(cands) == 1
-    first_logs, last_logs = bundle.samples[0].logs, bundle.samples[-1].logs
+    first_logs = _logs_by_host(bundle.samples[0].logs)
+    last_logs = _logs_by_host(bundle.samples[-1].logs)
+    kids = _kids(bundle.processes)
     out: List[_Proc] = []
     for p in cands:
         alive = series[p.key]
@@ -312,7 +329,7 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
         ]
         children = [
             c
-            for c in _descendants(bundle.processes, p.key)
+            for c in _descendants(kids, p.key)
             if _is_compiler(c) and (c.host, c.pid) in alive_keys
         ]
         out.append(
@@ -321,8 +338,8 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
                 alive=alive,
                 names=names,
                 children=children,
-                logs_first=_logs_for(first_logs, p.pid, p.key[0], alone),
-                logs_last=_logs_for(last_logs, p.pid, p.key[0], alone),
+                logs_first=_logs_for(first_logs.get(p.key[0], []), p.pid, p.key[0], alone),
+                logs_last=_logs_for(last_logs.get(p.key[0], []), p.pid, p.key[0], alone),
             )
         )
     return out

@@ -78,19 +78,20 @@ def peer_story(
 ) -> Tuple[str, List[Suspect], float]:
     """Ranks wait on peers and nothing moves: find the rank they wait for."""
     suspects: List[Suspect] = []
-    odd_pids: Set[int] = {pid for c in odd for pid in c.pids}
+    odd_keys: Set[Tuple[str, int]] = {key for c in odd for key in c.members()}
     others = [p for p in alive if p.main_family != PEER]
     for p in others:
         suspects.append(
             _suspect(p, f"not in the collective its peers wait in: waits in {where(p)}")
         )
     for p in alive:
-        if p.pid in odd_pids and p not in others:
+        if p.key in odd_keys and p not in others:
             suspects.append(_suspect(p, f"stack differs from its peers: {where(p)}"))
     missing = _missing_ranks(ctx)
-    text = waits_phrase(group_by_wait([p for p in waiters if p.pid not in odd_pids])[:3])
+    text = waits_phrase(group_by_wait([p for p in waiters if p.key not in odd_keys])[:3])
     if suspects:
-        culprits = [p for p in alive if p.pid in {s.pid for s in suspects}]
+        named = {(s.host, s.pid) for s in suspects}
+        culprits = [p for p in alive if p.key in named]
         odd_text = waits_phrase(group_by_wait(culprits)[:2])
         summary = (
             f"deadlocked: {text}, but {odd_text} - {who(culprits)} "

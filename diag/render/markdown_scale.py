@@ -1,0 +1,61 @@
+"""The Markdown of a report at scale: the suspect line first, the call-path tree, odd nodes.
+
+Only a ``ScaledReportView`` (more than ``render.scale.SCALE_RANKS`` ranks) has these parts; a
+small job's Markdown is what ``render_markdown`` always wrote.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from diag.render.view import ReportView
+from diag.render.view_scale import ScaledReportView, TreeNode
+from diag.text.markdown_escape import md_code, md_escape
+from diag.text.terminal import safe_line
+
+MAX_NODE_ROWS = 20
+MAX_TREE_LINES = 60
+
+
+def lead(view: ReportView) -> List[str]:
+    if not isinstance(view, ScaledReportView) or not view.scale.lead:
+        return []
+    return [f"**{md_escape(safe_line(view.scale.lead))}**"]
+
+
+def _tree_lines(nodes: Sequence[TreeNode], depth: int, out: List[str]) -> None:
+    for n in nodes:
+        if len(out) >= MAX_TREE_LINES:
+            return
+        frames = " › ".join(n.frames)
+        where = f" {n.where}" if n.where else ""
+        odd = " **(odd)**" if n.odd else ""
+        out.append(f"{'  ' * depth}- {md_code(frames)} — {n.ranks_text} ({n.count:,}{where}){odd}")
+        _tree_lines(n.children, depth + 1, out)
+
+
+def sections(view: ReportView) -> List[str]:
+    if not isinstance(view, ScaledReportView):
+        return []
+    s = view.scale
+    parts: List[str] = []
+    lines: List[str] = []
+    _tree_lines(s.tree, 0, lines)
+    if lines:
+        parts.append("### Call-path tree (every rank; odd branches first)\n\n" + "\n".join(lines))
+    odd = [h for h in s.hosts if h.odd]
+    if odd:
+        rows = [
+            "| node | status | ranks | classes | clock offset | failures | why |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for h in odd[:MAX_NODE_ROWS]:
+            cells = [h.name, h.status, h.ranks_text, h.classes, h.clock_offset,
+                     str(h.failures), h.note]  # fmt: skip
+            escaped = (md_escape(safe_line(c)).replace("|", "\\|") for c in cells)
+            rows.append("| " + " | ".join(escaped) + " |")
+        more = len(odd) - MAX_NODE_ROWS
+        tail = f"\n\n_{more} more odd nodes in the HTML report._" if more > 0 else ""
+        parts.append(f"### Odd nodes ({len(odd)} of {len(s.hosts)})\n\n" + "\n".join(rows) + tail)
+    parts.append(f"_{md_escape(safe_line(s.note))}_")
+    return parts
