@@ -49,6 +49,8 @@ class Thr:
     syscall: Optional[str] = "futex"
     futex_addr: Optional[str] = None
     name: str = "worker"
+    futex_op: Optional[int] = None
+    wait_timed: Optional[bool] = None
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Proc:
     wchan: Optional[str] = "futex_wait_queue"
     syscall: Optional[str] = "futex"
     futex_addr: Optional[str] = None
+    futex_op: Optional[int] = None  # the main thread's futex op (0x80: private)
     wait_timed: Optional[bool] = None  # the main thread's blocking syscall has a timeout
     syscall_fd: Optional[int] = None  # the main thread's read/write fd
     threads: List[Thr] = field(default_factory=list)
@@ -147,6 +150,7 @@ def build(
                 wchan=p.wchan,
                 syscall=p.syscall,
                 futex_addr=p.futex_addr,
+                futex_op=p.futex_op,
                 syscall_fd=p.syscall_fd,
                 wait_timed=p.wait_timed,
                 voluntary_ctxt_switches=int(p.wakeups_per_s * i * interval_s),
@@ -164,6 +168,8 @@ def build(
                         wchan=th.wchan,
                         syscall=th.syscall,
                         futex_addr=th.futex_addr,
+                        futex_op=th.futex_op,
+                        wait_timed=th.wait_timed,
                         stack_id=intern(_stack_at(th.stack, i)),
                     )
                 )

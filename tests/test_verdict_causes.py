@@ -227,3 +227,42 @@ def test_a_tp_rank_stopped_while_its_peer_spins_in_the_shm_all_reduce() -> None:
     verdict = classify(build(procs))
     assert verdict.state == "deadlocked", verdict.summary
     assert "rank 1 is stopped" in verdict.summary and "kill -CONT 103" in verdict.summary
+
+
+def test_a_rank_blocked_on_its_own_locks_is_deadlocked_whatever_its_peers_do() -> None:
+    """Rank 1's main thread joins a worker thread, and both wait untimed on private futexes
+    (a lock order bug inside the rank): only a thread of that process could free them. Its
+    peer still computes - until the next collective."""
+    lock = (("acquire", THREADING), ("step", "/job/train.py"))
+    rank1 = Proc(
+        101,
+        rank=1,
+        world_size=2,
+        rank_source="env:RANK",
+        stack=(("_wait_for_tstate_lock", THREADING), ("main", "/job/train.py")),
+        futex_op=0x189,
+        wait_timed=False,
+        threads=[Thr(1, stack=lock, futex_addr="0x10", futex_op=0x189, wait_timed=False)],
+    )
+    rank0 = Proc(100, rank=0, world_size=2, rank_source="env:RANK", cpu_pct=100.0, state="R")
+    verdict = classify(build([rank0, rank1]))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "rank 1 can never wake by itself" in verdict.summary
+    assert verdict.suspects[0].pid == 101
+
+
+def test_a_timed_or_shared_wait_is_a_way_out() -> None:
+    """The same process with one thread on a timed wait (a heartbeat) is not self-blocked."""
+    lock = (("acquire", THREADING), ("step", "/job/train.py"))
+    proc = Proc(
+        101,
+        rank=1,
+        world_size=2,
+        rank_source="env:RANK",
+        futex_op=0x189,
+        wait_timed=False,
+        threads=[Thr(1, stack=lock, futex_op=0x189, wait_timed=True)],
+    )
+    rank0 = Proc(100, rank=0, world_size=2, rank_source="env:RANK", cpu_pct=100.0, state="R")
+    verdict = classify(build([rank0, proc]))
+    assert "can never wake by itself" not in verdict.summary

@@ -370,6 +370,31 @@ def rank_stopped(s: Situation) -> Optional[Decision]:
     return "deadlocked", sure, summary, suspects
 
 
+def blocked_on_itself(s: Situation) -> Optional[Decision]:
+    """A process whose every thread waits, untimed, on a private futex (its own locks, queues,
+    events): only one of its own threads could end any of those waits, and none runs. No peer,
+    port or timer can help, so this holds whatever the other ranks do - for a rank, the job
+    hangs at its next collective; for another process, when nothing else moves either."""
+    stuck = [p for p in s.alive if p.self_blocked]
+    ranks = [p for p in stuck if strong_rank(p)]
+    if not ranks and (s.progressing or s.working or not stuck):
+        return None
+    chosen = ranks or stuck
+    p = chosen[0]
+    threads = f"all its threads wait in {where(p)} and the like"
+    summary = (
+        f"deadlocked: {who(chosen)} can never wake by itself - {threads}, each untimed on a "
+        "lock, queue or event of its own process (private futexes), so only one of its own "
+        "threads could end a wait, and none runs; nothing outside can help. Kill it; "
+        f"`py-spy dump --pid {p.pid}` shows who waits where (unless it waits for a signal)"
+    )
+    suspects = [
+        Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason="blocked on its own locks")
+        for q in chosen[:4]
+    ]
+    return "deadlocked", 0.8 if ranks else 0.75, summary, suspects
+
+
 def answers_requests(s: Situation) -> Optional[Decision]:
     """A server answers its clients: bytes flow on connections to its listening ports. Socket
     traffic bypasses /proc/P/io (no wchar) and servers often log nothing per request, so this
@@ -626,6 +651,7 @@ def nothing_can_wake(s: Situation) -> Optional[Decision]:
 RULES: Tuple[Rule, ...] = (
     rank_died,
     rank_stopped,
+    blocked_on_itself,
     answers_requests,
     output_moves,
     works_silently,

@@ -66,6 +66,10 @@ class ProcSignals:
     # Bytes a loader got through its big files during the window: read() offsets (fdinfo
     # pos) and resident pages of mapped files - an mmap loader's page faults are no rchar.
     file_progress_bytes: int = 0
+    # Every thread, in every sample, blocked without timeout on a private futex (op & 0x80:
+    # a lock, queue, event of this process) with an unchanged stack: only a thread of this
+    # process could end any of those waits, and all of them wait. It cannot wake by itself.
+    self_blocked: bool = False
     served_conns: int = 0  # client connections open at the last sample (outside the job)
     # Requests from outside the job that arrived before the window and got no answer in it.
     stale_requests: int = 0
@@ -247,10 +251,34 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                 sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
             _served(sig, first, last)
             sig.file_progress_bytes = _file_progress(first, last)
+            sig.self_blocked = _self_blocked([ps for _, ps in alive])
             sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
             sig.timer_threads = _timer_threads(bundle, first, last)
         out.append(sig)
     return out
+
+
+FUTEX_PRIVATE = 0x80
+
+
+def _self_blocked(alive: List[ProcessSample]) -> bool:
+    if len(alive) < 2 or any(ps.listen_ports for ps in alive):
+        return False
+    stacks: Dict[int, Optional[str]] = {}
+    for ps in alive:
+        if not ps.threads or not any(t.stack_id for t in ps.threads):
+            return False
+        for t in ps.threads:
+            blocked = (
+                t.state == "S"
+                and t.syscall == "futex"
+                and t.futex_op is not None
+                and t.futex_op & FUTEX_PRIVATE
+                and t.wait_timed is False
+            )
+            if not blocked or stacks.setdefault(t.tid, t.stack_id) != t.stack_id:
+                return False
+    return True
 
 
 def _file_progress(first: ProcessSample, last: ProcessSample) -> int:
