@@ -107,6 +107,33 @@ NOTES = """\
   meets the target. The raw dump's median doubles in some runs on this VM (a blocking dump
   stops 64 threads, and a descheduled vCPU delays it), which flatters the median ratio.
 
+## Scale (issue 19): 4,096 ranks on 512 nodes
+
+- **What is measured.** `bench/scale.py`: per-host bundles built with `bench/synth.py`'s
+  builders, 512 nodes x 8 ranks x 300 threads (a main thread and a pin-memory thread in
+  Python, 298 native NCCL/CUDA/OpenMP threads), 3 samples 30 s apart (what `diag capture`
+  takes by default), stacks interned by content hash; PIDs repeat on every node, as they do.
+  Four stories: *healthy* (every rank in the same phase of the same step), *diverged* (rank
+  2565 on node-0320 waits on its DataLoader queue, the 4,095 others spin in `all_reduce`),
+  *missing* (node-0320 produced no bundle: a failed host), *clock* (node-0320's clock +5.02 s,
+  as measured by the gatherer). Each story runs in a fresh interpreter: the real path of
+  `diag merge` is timed - `merge_bundles` over the 512 parts, `judged` (NCCL log summary +
+  `classify`), then `write_reports` (view, HTML, Markdown, scrubbed, written). Peak RSS is the
+  process's `ru_maxrss`, the ~850 MiB of per-host inputs included (3.7 M thread records);
+  the merged JSON bundle itself (written by `diag merge` too) is not part of the figure.
+- **What changed.** Before: 144 s (under cProfile), 4.5 GB, a 313 MB HTML report and a verdict
+  naming rank 5 of *every* node (RankClass held PIDs only, and PID 4501 is on every node).
+  After: the report draws the suspects and 3 ranks of each equivalence class one by one and
+  every rank in a call-path prefix tree and a per-node table (`diag/render/scale.py`);
+  `RankClass.hosts` makes (host, pid) the identity; `thread_wait` is memoised (2.5 M calls,
+  a handful of distinct answers); `startup` indexes children and logs once per bundle (it was
+  quadratic in the processes). What remains is `features._interval`, ~0.8 us per thread per
+  interval.
+- **Discovery.** `bench/discovery_cost.py`: ~5,000 `sleep` processes beside a 9-process job;
+  `walk_tree` (the full scan: one stat per PID) against `TreeDiscovery`'s steady call (the
+  stat of the tree's own processes, of PIDs handed out since the last call - bounded by
+  `/proc/loadavg`'s last PID -, and the main threads' `children`), same answer checked.
+
 ## What is still short of a target, and why
 
 - **The first sample at 8 ranks** (what `capture --count 1` pays, the Collector built and its

@@ -23,7 +23,7 @@ import time
 from functools import partial
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from bench import cli_cost, overhead, snapshot
+from bench import cli_cost, discovery_cost, overhead, scale, snapshot
 from bench.notes import NOTES
 from bench.report import Row, machine_facts, markdown, table
 
@@ -44,10 +44,13 @@ class Sizes(NamedTuple):
     startup_repeats: int
     capture_ranks: int
     capture_repeats: int
+    scale_hosts: int = 512  # x 8 ranks x scale_threads threads (issue 19)
+    scale_threads: int = 300
+    discovery_others: int = 5000  # other PIDs on the host while discovery is timed
 
 
 FULL = Sizes((4, 8), 64, 7, 40, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
-SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1)
+SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1, 10, 8, 200)
 
 
 def isolated(function: str, **kwargs: Any) -> Dict[str, float]:
@@ -103,6 +106,18 @@ def run_all(sizes: Sizes, log: Callable[[str], None]) -> Figures:
             sizes.capture_ranks, sizes.snapshot_threads, sizes.capture_repeats
         ),
     )
+    for story in scale.STORIES:  # each in a fresh interpreter: its peak RSS is its own
+        step(
+            f"scale_{story}",
+            partial(
+                isolated,
+                "bench.scale.run",
+                which=story,
+                hosts=sizes.scale_hosts,
+                threads=sizes.scale_threads,
+            ),
+        )
+    step("discovery", lambda: discovery_cost.measure(sizes.discovery_others))
     return figures
 
 
@@ -248,6 +263,21 @@ def rows_of(figures: Figures) -> List[Row]:
             c["beyond_sample_median_s"] <= 0.5,
         )
     )
+    rows.extend(Row(m, t, v, "", ok) for m, t, v, ok in scale.rows(figures))
+    d = figures.get("discovery")
+    if d:
+        rows.append(
+            Row(
+                f"process discovery per sample, {int(d['host_pids']):,} PIDs on the host "
+                f"(tree of {int(d['tree'])})",
+                "<= 2 ms or <= 0.1 x full scan",
+                f"{d['steady_median_s'] * 1e3:.2f} ms (min {d['steady_min_s'] * 1e3:.2f}) vs "
+                f"full scan {d['full_median_s'] * 1e3:.1f} ms; same tree: "
+                f"{'yes' if d['same_answer'] else 'NO'}",
+                f"{d['ratio']:.3f}",
+                bool(d["same_answer"]) and (d["steady_median_s"] <= 0.002 or d["ratio"] <= 0.1),
+            )
+        )
     return rows
 
 

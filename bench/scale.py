@@ -233,7 +233,7 @@ def make_parts(
                 clock_source="srun-stdout",
             )
         )
-    expect: Dict[str, object] = {"host": host_name(shape.odd_host)}
+    expect: Dict[str, object] = {} if which == "healthy" else {"host": host_name(shape.odd_host)}
     if which == "diverged":
         expect["rank"] = shape.odd_rank
     return parts, missing, expect
@@ -299,11 +299,14 @@ def run(
     assert verdict is not None
     # What a person must see: the suspect node (and rank) in the banner and first in the MD.
     banner = html[html.find('<section id="verdict"') : html.find("</section>")]
-    host = str(expect["host"])
     rank = expect.get("rank")
     rank_text = f"rank {rank}" if rank is not None else None
-    in_banner = host in banner and (rank_text is None or rank_text in banner)
-    md_first = _named_first(md, host, rank_text)
+    if "host" in expect:  # healthy: nobody to name
+        host = str(expect["host"])
+        in_banner = host in banner and (rank_text is None or rank_text in banner)
+        md_first = _named_first(md, host, rank_text)
+    else:
+        in_banner = md_first = True
     # Not timed, for the figures only: the view's own build (write_reports includes it).
     t = time.perf_counter()
     view = view_of(bundle)
@@ -375,7 +378,7 @@ def rows(figures: Dict[str, Dict[str, float]]) -> List[Tuple[str, str, str, Opti
                 f"{f['total_s']:.2f} s (merge {f['merge_s']:.2f}, classify {f['classify_s']:.2f}, "
                 f"render {f['render_s']:.2f}); peak RSS {f['peak_rss_mib']:,.0f} MiB (inputs "
                 f"{f['rss_inputs_mib']:,.0f}); HTML {f['html_bytes'] / 1e6:.2f} MB, MD "
-                f"{int(f['md_chars']):,} chars; verdict {state}; suspect in banner "
+                f"{int(f['md_chars']):,} chars; verdict {state}; suspect / odd node in banner "
                 f"{'yes' if f['suspect_in_banner'] else 'no'}, first in MD "
                 f"{'yes' if f['suspect_first_in_md'] else 'no'}",
                 bool(f["met"]),

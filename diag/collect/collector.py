@@ -50,12 +50,13 @@ from diag.model import (
     Stack,
     Target,
 )
+from diag.probes.discovery import TreeDiscovery
 from diag.probes.gpu.probe import GpuProbe
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
 from diag.probes.nccl.ras import RasProbe
 from diag.probes.procfs import ProcFS
-from diag.probes.proctree import Identity, Tree, walk_tree
+from diag.probes.proctree import Identity, Tree
 from diag.probes.runner import ProbeCall, run_all
 from diag.probes.sockets import SocketView, socket_views
 from diag.probes.stacks import (
@@ -95,6 +96,8 @@ class Collector:
         # each step's tasks, whose parent is slurmstepd, not the script).
         self.root_pids: Tuple[int, ...] = (root_pid, *extra_roots)
         self.procfs = procfs if procfs is not None else ProcFS()
+        # Discovery: a full /proc scan on the first sample and every 10th, the changes between.
+        self._walkers = {root: TreeDiscovery(root, self.procfs) for root in self.root_pids}
         self.pyspy = pyspy
         self.stack_reader = stack_reader  # "auto": in-process where it can, else py-spy
         self.probe_timeout_s = probe_timeout_s
@@ -171,11 +174,11 @@ class Collector:
     def _tree(self) -> Tree:
         known = self.table.starts
         if len(self.root_pids) == 1:
-            return walk_tree(self.root_pid, self.procfs, known)
+            return self._walkers[self.root_pid](known)
         starts: Dict[int, int] = {}
         reused: Dict[int, int] = {}
         for root in self.root_pids:
-            tree = walk_tree(root, self.procfs, known)
+            tree = self._walkers[root](known)
             starts.update(tree.starts)
             reused.update(tree.reused)
         return Tree(dict(sorted(starts.items())), reused)
