@@ -233,7 +233,7 @@ def build_hosts(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[HostSum
         n_fail = failures.get(name, 0)
         if n_fail:
             notes.append(f"{n_fail} probe failure{'s' if n_fail != 1 else ''}")
-        shown_rank = next((p.anchor for p in (suspects or mine)), "")
+        shown_rank = next((p.anchor for p in (suspects or mine[:PER_CLASS])), "")
         rows.append(
             HostSummary(
                 name=name or "(local)",
@@ -318,7 +318,11 @@ def finish(
 ) -> ScaledReportView:
     """``view`` (its per-process sections built from ``part``) as the report at scale."""
     tree = build_tree(index, verdict, reg)
-    hosts = build_hosts(index, verdict)
+    anchors = {p.anchor for p in part.procs}
+    hosts = tuple(  # a node links to its first rank drawn in detail, if any is
+        h if h.anchor in anchors else msgspec.structs.replace(h, anchor="")
+        for h in build_hosts(index, verdict)
+    )
     ranks = sum(1 for p in index.procs if p.info.rank is not None)
     drawn = sum(1 for p in part.procs if p.info.rank is not None)
     note = (
@@ -341,7 +345,6 @@ def finish(
             if g.name.split(": ", 1)[0] in shown_hosts or ": " not in g.name
         ),
     )
-    anchors = {p.anchor for p in part.procs}
     fields["collectives"] = tuple(c for c in view.collectives if c.behind or c.anchor in anchors)[
         :200
     ]
