@@ -1000,8 +1000,9 @@ def test_verdict(name: str, make: Callable[[], Bundle], state: str, check: Check
 
 def test_one_tick_over_a_short_interval_is_not_a_busy_thread() -> None:
     """CPU ticks are charged whole: a rank charged one tick over 60 ms (1/6 of a core on
-    paper) may have run a fraction of a millisecond; its peer died, so the job is stuck. The
-    same rank charged 120 ticks per 2 s interval is busy."""
+    paper) may have run a fraction of a millisecond; its peer is gone, so the job is stuck.
+    The same rank charged 120 ticks per 2 s interval is busy (its peer finished: exit 0 - a
+    peer that crashed would outrank the work, see test_verdict_causes)."""
 
     def job(cpu_pct: float, interval_s: float) -> Bundle:
         return build(
@@ -1024,7 +1025,7 @@ def test_one_tick_over_a_short_interval_is_not_a_busy_thread() -> None:
                     ppid=99,
                     python=False,
                     status=["alive", "zombie"],
-                    exit_code=1,
+                    exit_code=0,
                 ),
             ],
             n=2,

@@ -266,3 +266,25 @@ def test_a_timed_or_shared_wait_is_a_way_out() -> None:
     rank0 = Proc(100, rank=0, world_size=2, rank_source="env:RANK", cpu_pct=100.0, state="R")
     verdict = classify(build([rank0, proc]))
     assert "can never wake by itself" not in verdict.summary
+
+
+def test_a_rank_killed_while_its_peer_shuts_down_is_the_cause() -> None:
+    """vLLM TP=2, worker 1 SIGKILLed: rank 0 runs (it is shutting down, threads exiting) and
+    writes a little; the dead rank is still the story, not 'slow'."""
+    rank0 = Proc(100, rank=0, world_size=2, rank_source="title:VLLM::Worker_TP0", ppid=99)
+    rank0.cpu_pct, rank0.state, rank0.wchar_per_s = 80.0, "R", 100.0
+    dead = Proc(101, rank=None, role="worker", ppid=99, status=["zombie"] * 3, exit_code=-9)
+    engine = Proc(99, role="launcher", cmdline=("VLLM::EngineCore",))
+    verdict = classify(build([engine, rank0, dead]))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert verdict.suspects[0].pid == 101 and "SIGKILL" in verdict.summary
+
+
+def test_gloo_listeners_of_a_worker_that_is_no_rank_do_not_hide_the_http_port() -> None:
+    api = Proc(100, role="process", stack=EVENT_LOOP, syscall="epoll_wait", ports=(45603,))
+    worker = Proc(
+        101, ppid=100, role="worker", ports=(33583, 35705, 36395, 36509, 40111), stack=EVENT_LOOP
+    )
+    verdict = classify(build([api, worker]))
+    assert verdict.state == "idle" and ":45603 listening" in verdict.summary, verdict.summary
+    assert ":33583" not in verdict.summary

@@ -240,10 +240,17 @@ def measure(
     # wait: then it is a heartbeat thread talking about a stuck job - unless megabytes flow:
     # a collective that moves data completes, and a loop that calls it from one line is
     # sampled in the same place every time (a stuck collective moves nothing).
+    # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line) is
+    # that heartbeat, not output: its wchar rose by the same bytes.
+    heartbeat_bytes: Dict[int, int] = {}
+    for lg in ctx.logs:
+        if lg.grew and not lg.progress:
+            for pid in lg.pids:
+                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
     writers = [
         p
         for p in alive
-        if p.write_delta_bytes >= WRITE_MIN_BYTES
+        if p.write_delta_bytes - heartbeat_bytes.get(p.pid, 0) >= WRITE_MIN_BYTES
         and (
             p.compute_intervals
             or p.main_moved
@@ -321,7 +328,9 @@ def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, L
 
     helpers: Dict[int, List[ProcSignals]] = {}
     for p in procs:
-        if p.info.role in ("rank", "launcher"):
+        # Python children are judged on their own stacks (an EngineCore importing, a pool
+        # worker); what only the parent's wait can explain is native tools: compilers, nvcc.
+        if p.info.role in ("rank", "launcher") or p.py_ok:
             continue
         for ancestor in parent_chain(p):
             helpers.setdefault(ancestor, []).append(p)
@@ -350,8 +359,10 @@ def rank_died(s: Situation) -> Optional[Decision]:
     crashed = [p for p in s.ranked_dead if p.exit_code is None or p.exit_code != 0]
     if s.progressing and not crashed:
         return None
-    if not (s.ranked_dead or s.waiting_on_others) or (s.workers and not s.peer_waiters):
+    if not (s.ranked_dead or s.waiting_on_others):
         return None
+    if s.workers and not s.peer_waiters and not crashed:
+        return None  # a finished rank (exit 0) while the others still compute
     summary, suspects = dead_story(s.dead, s.alive, s.ctx)
     return "deadlocked", 0.9 if s.peer_waiters else 0.75, summary, suspects
 
@@ -544,12 +555,15 @@ def log_reports_death(s: Situation) -> Optional[Decision]:
     deaths = [(lg, line) for lg in s.ctx.logs for line in lg.deaths]
     if not deaths:
         return None
-    log, line = deaths[-1]
+    # The first death is the cause; later lines (EngineDeadError in the front end) are its
+    # consequences.
+    log, line = deaths[0]
     quoted = " ".join(line.split())[:160]
+    waits = waits_phrase(group_by_wait(s.alive)[:2])
     summary = (
         f"deadlocked: the log says a process of the job died ({log.path}: `{quoted}`) and "
-        f"nothing moves ({waits_phrase(group_by_wait(s.alive)[:2])}) - the survivors wait "
-        "for it; read the log above that line, restart the job"
+        f"nothing moves{f' ({waits})' if waits else ''} - the survivors wait for it; read "
+        "the log above that line, restart the job"
     )
     return "deadlocked", 0.7, summary, []
 

@@ -68,12 +68,17 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
         # Any rank, even one guessed from start order (mp.spawn passes the rank as an
         # argument), or a process waiting in a collective: its ephemeral ports are gloo's.
         rank = p.rank is not None or p.main_family == PEER
+        ephemeral = [port for port in p.listen_ports if port in EPHEMERAL_PORTS]
+        # Many ephemeral listeners in one process are a communication library's (gloo opens
+        # one per peer pair: vLLM's TP=1 worker holds 13), rank or not.
+        comm = rank or len(ephemeral) >= 3
         ports.update(
             port
             for port in p.listen_ports
-            if str(port) != master and not (rank and port in EPHEMERAL_PORTS)
+            if str(port) != master and not (comm and port in EPHEMERAL_PORTS)
         )
-    return sorted(ports)
+    # Well-known ports first (:8000 before a stray ephemeral one): summaries show the first.
+    return sorted(ports, key=lambda port: (port in EPHEMERAL_PORTS, port))
 
 
 def strong_rank(p: ProcSignals) -> bool:

@@ -34,16 +34,19 @@ class LogGrowth:
     # Every rank writing it (or every writer, when none is a rank) is dead by the last sample:
     # what it grew by is a dying process's last words (a CUDA error traceback), not progress.
     writers_dead: bool = False
+    tail: Tuple[str, ...] = ()  # the last tail seen, for the lines of a crash
+
+    @property
+    def deaths(self) -> Tuple[str, ...]:
+        """Lines of the tail that report a process of the job died (a worker, the engine),
+        oldest first: a worker killed before diag looked left only these."""
+        return tuple(line for line in self.tail if _PROCESS_DEATH.search(line))
 
     @property
     def errors(self) -> Tuple[str, ...]:
         """The new lines of a crash (ERROR records, traceback lines, exceptions)."""
         return tuple(line for line in self.new_lines if is_error_line(line))
 
-    @property
-    def deaths(self) -> Tuple[str, ...]:
-        """New lines that report a process of the job died (a worker, the engine)."""
-        return tuple(line for line in self.new_lines if _PROCESS_DEATH.search(line))
 
     @property
     def grew(self) -> bool:
@@ -105,7 +108,7 @@ _ERROR_LINE = re.compile(
 _PROCESS_DEATH = re.compile(
     r"died unexpectedly|(?:worker|process|engine|rank|child)\w*\s[^.]{0,40}?"
     r"(?:died|is dead|exited unexpectedly|was killed|terminated unexpectedly)|"
-    r"EngineDeadError|Segmentation fault|core dumped|SIGKILL|exitcode\s*:\s*-\d+",
+    r"EngineDeadError|Segmentation fault|core dumped|exitcode\s*:\s*-\d+",
     re.IGNORECASE,
 )
 
@@ -171,6 +174,7 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 heartbeat=is_heartbeat(new),
                 new_lines=new,
                 writers_dead=_writers_dead(bundle, pids),
+                tail=present[-1][1].tail if present else (),
             )
         )
     return out

@@ -301,9 +301,14 @@ def stack_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int]]:
         # Equal priority: keep the outer frame (`Connection.recv`, not its `_recv` helper).
         if kind is not None and (best is None or _PRIORITY[kind] >= _PRIORITY[best[0]]):
             best = (kind, index)
-        if not is_library(frame):
+        if not is_library(frame) and short_name(frame.name) not in _YIELDS:
             break
     return best
+
+
+# Helpers a spin-wait loop calls between polls (vLLM's ``sched_yield()`` around its
+# shared-memory queue, a sleep-0): transparent, the wait is the frame that loops on them.
+_YIELDS = frozenset({"sched_yield", "yield_cpu", "_spin_wait", "spin_wait", "busy_wait"})
 
 
 def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:
