@@ -289,6 +289,7 @@ def _rank_table(index: BundleIndex, reg: StackRegistry, matrix: Matrix) -> Tuple
                 signature=last_letter.get(proc.anchor, ""),
                 top=top(reg.get(thread.stack_id)) if thread is not None else "",
                 suspect=proc.is_suspect,
+                badge=proc.badge,
             )
         )
     return tuple(out)

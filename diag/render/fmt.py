@@ -11,7 +11,17 @@ from typing import Iterable, Optional, Sequence
 
 from diag.text.units import ranges, size
 
-__all__ = ["clip", "command", "count", "duration", "number", "runs", "size", "utc"]
+__all__ = [
+    "clip",
+    "command",
+    "count",
+    "duration",
+    "number",
+    "proc_badge",
+    "runs",
+    "size",
+    "utc",
+]
 
 
 def utc(t_s: float) -> str:
@@ -61,3 +71,26 @@ def _quote(arg: str) -> str:
     if arg and all(c.isalnum() or c in "-_./=:,@+%" for c in arg):
         return arg
     return "'" + arg.replace("'", "'\\''") + "'"
+
+
+# Kernel states a reader must see before opening a process: it cannot run (stopped, traced),
+# it is dead (zombie), or it sleeps where no signal reaches it (D).
+_BADGES = {
+    "T": "stopped (T)",
+    "t": "traced (t)",
+    "Z": "zombie",
+    "D": "D: uninterruptible",
+}
+
+
+def proc_badge(status: str, state: str) -> str:
+    """The word every row and collapsed header shows for a process that is not simply alive.
+
+    "" for a running or sleeping process, and for one that exited or could not be read (its
+    status already says so).
+    """
+    if status == "zombie":
+        return "zombie"
+    if status != "alive":
+        return ""
+    return _BADGES.get(state, "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from diag.model import Bundle, ProcessInfo, ProcessSample, Stack, ThreadSample, Verdict
+from diag.render.fmt import proc_badge
 
 Key = Tuple[str, int]  # (host, pid)
 
@@ -40,6 +41,12 @@ class Proc:
     @property
     def last(self) -> Optional[ProcessSample]:
         return self.samples[-1][1] if self.samples else None
+
+    @property
+    def badge(self) -> str:
+        """ "stopped (T)", "zombie", "D: uninterruptible" in its last sample; "" otherwise."""
+        last = self.last
+        return proc_badge(last.status, last.state) if last is not None else ""
 
 
 def _dup_rank_host(_host: str) -> bool:

@@ -153,7 +153,8 @@ def render_markdown(view: ReportView) -> str:
     if view.rank_table:
         header = list(RANK_COLUMNS)
         rows = [
-            [text(r.label) + (" **(suspect)**" if r.suspect else ""), str(r.pid), r.status, r.state,
+            [text(r.label) + (" **(suspect)**" if r.suspect else ""), str(r.pid),
+             f"**{r.badge}**" if r.badge else r.status, r.state,
              r.cpu_pct, r.rss, str(r.threads), code(r.signature), code(r.top)]
             for r in view.rank_table
         ]  # fmt: skip

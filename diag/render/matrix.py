@@ -114,7 +114,11 @@ def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
                 holders[key].append(proc)
         rows.append(
             MatrixRow(
-                label=proc.label, anchor=proc.anchor, suspect=proc.is_suspect, cells=tuple(cells)
+                label=proc.label,
+                anchor=proc.anchor,
+                suspect=proc.is_suspect,
+                cells=tuple(cells),
+                badge=proc.badge,
             )
         )
     legend = []

@@ -286,6 +286,7 @@ def build_ranks(
                 native=native,
                 native_count=native_count,
                 main_stack_anchor=main.runs[-1].stack_anchor if main and main.runs else "",
+                badge=proc.badge,
             )
         )
     return tuple(out)

@@ -184,7 +184,11 @@ def build_timelines(index: BundleIndex) -> Timelines:
             )
             rows.append(
                 TimelineRow(
-                    label=proc.label, anchor=proc.anchor, suspect=proc.is_suspect, sparks=sparks
+                    label=proc.label,
+                    anchor=proc.anchor,
+                    suspect=proc.is_suspect,
+                    sparks=sparks,
+                    badge=proc.badge,
                 )
             )
         groups.append(TimelineGroup(host=host, rows=tuple(rows)))

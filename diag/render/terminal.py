@@ -33,7 +33,7 @@ def render_summary(view: ReportView) -> str:
             + [
                 r.label + (" *" if r.suspect else ""),
                 r.pid,
-                r.status,
+                r.badge or r.status,
                 r.state,
                 r.cpu_pct,
                 r.rss,

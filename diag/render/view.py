@@ -88,6 +88,7 @@ class TimelineRow(View, frozen=True):
     anchor: str
     suspect: bool
     sparks: Tuple[Spark, ...]
+    badge: str = ""  # fmt.proc_badge: "stopped (T)", "zombie", "D: uninterruptible"
 
 
 class TimelineGroup(View, frozen=True):
@@ -116,6 +117,7 @@ class MatrixRow(View, frozen=True):
     anchor: str
     suspect: bool
     cells: Tuple[MatrixCell, ...]
+    badge: str = ""
 
 
 class LegendEntry(View, frozen=True):
@@ -196,6 +198,7 @@ class RankView(View, frozen=True):
     native_count: int
     main_stack_anchor: str = ""
     phase: Optional[PhaseView] = None
+    badge: str = ""  # shown in the collapsed header instead of the status
 
 
 class FrameView(View, frozen=True):
@@ -239,6 +242,7 @@ class RankSummary(View, frozen=True):
     signature: str
     top: str
     suspect: bool
+    badge: str = ""  # shown instead of the status
 
 
 class ReportView(View, frozen=True):
