@@ -47,7 +47,6 @@ class LogGrowth:
         """The new lines of a crash (ERROR records, traceback lines, exceptions)."""
         return tuple(line for line in self.new_lines if is_error_line(line))
 
-
     @property
     def grew(self) -> bool:
         return bool(self.samples)
