@@ -25,6 +25,7 @@ from diag.model import (
     EdgeKind,
     NodeState,
     ProcessSample,
+    ThreadSample,
     Verdict,
     WaitEdge,
     WaitGraph,
@@ -60,6 +61,9 @@ _DEAD_STATES = ("stopped", "zombie", "exited")
 _TRACKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
 _THREAD_STATES = {"R": "running", "S": "waiting", "D": "disk", "T": "stopped", "t": "stopped"}
 FUTEX_PRIVATE = 0x80
+# A read that blocks on a pipe or fifo, by wchan: 6.x kernels say anon_pipe_read, which the
+# wait table (``waits``) does not know, so the wait reaches here as "blocked".
+_PIPE_READS = ("pipe_read", "anon_pipe_read", "pipe_wait")
 
 
 def node_key(p: ProcSignals) -> str:
@@ -271,12 +275,37 @@ def _thread_queue(b: _Builder, p: ProcSignals) -> bool:
     return False
 
 
-def _main_futex_op(b: _Builder, p: ProcSignals) -> Optional[int]:
+def _main_thread(b: _Builder, p: ProcSignals) -> Optional[ThreadSample]:
     ps = b.last.get(p.key)
     if ps is None:
         return None
-    main = next((t for t in ps.threads if t.tid == ps.pid), None)
+    return next((t for t in ps.threads if t.tid == ps.pid), None)
+
+
+def _main_futex_op(b: _Builder, p: ProcSignals) -> Optional[int]:
+    main = _main_thread(b, p)
     return main.futex_op if main is not None else None
+
+
+def _request_servers(b: _Builder, p: ProcSignals) -> List[Tuple[ProcSignals, int]]:
+    """The job's processes that hold an unanswered request from a process of the job on a
+    TCP port (their ``served`` connections: data in, no answer out) - what a client blocked
+    in a socket read waits for. Which client sent it is not in the capture (the client's
+    sockets are not recorded), so every such server is a candidate; a unix-socket read is
+    none of theirs."""
+    main = _main_thread(b, p)
+    if main is not None and (main.wchan or "").startswith("unix_"):
+        return []
+    port_of: Dict[str, int] = {}
+    for q in b.procs:
+        ps = b.last.get(q.key)
+        if q is p or q.dead or ps is None or q.key[0] != p.key[0]:
+            continue
+        ports = sorted({c.port for c in ps.served if c.internal and c.pending})
+        if ports:
+            port_of[node_key(q)] = ports[0]
+    servers = [q for q in b.procs if node_key(q) in port_of]
+    return [(q, port_of[node_key(q)]) for q in b.rank_order(servers)]
 
 
 def _own_edges(b: _Builder, p: ProcSignals) -> None:
@@ -286,6 +315,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
         return
     first_edge = len(b.edges)
     kind, fam, here = w.kind, p.main_family, where(p)
+    main = _main_thread(b, p)
+    if kind == "blocked" and main is not None and (main.wchan or "").startswith(_PIPE_READS):
+        kind = "queue"  # a native read of a pipe: whoever holds the write end ends it
     me = node_key(p)
     parent = _parent_of(b, p)
     own_ports = serving_ports([p])
@@ -330,7 +362,18 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
     elif fam == SLEEP:
         b.edge(p, OUT_TIMER, "outside", f"sleeps in {here}: a timer ends it")
     elif kind in ("event-loop", "accept", "socket-read"):
-        if own_ports:
+        servers = _request_servers(b, p) if kind == "socket-read" else []
+        for q, port in servers:
+            b.edge(
+                p,
+                node_key(q),
+                "request",
+                f"reads a socket in {here}; {label_of(q)} holds an unanswered request "
+                f"from the job on :{port}",
+            )
+        if servers:
+            pass  # a server of the job holds its request: the chain goes on there
+        elif own_ports:
             ports = ", ".join(f":{port}" for port in own_ports[:3])
             b.edge(p, OUT_NETWORK, "outside", f"waits in {here} and listens on {ports}")
         elif w.timed is not False or p.main_wakeups > 0:
