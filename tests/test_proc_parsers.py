@@ -129,6 +129,13 @@ def test_cmdline_forms() -> None:
         ({}, ["x"], "sglang::scheduler_DP1_TP6_EP0", 6, "title:"),
         ({}, ["x"], "VllmWorker rank=2 pid=77", 2, "title:"),
         ({}, ["x"], "VLLM::Worker_TP1", 1, "title:"),
+        # TP=1: one unsuffixed worker. Not rank 0 on purpose: with a rank in the job, the
+        # stopped API server / EngineCore (not ranks) no longer decide the verdict (#16).
+        ({}, ["VLLM::Worker"], "VLLM::Worker", None, None),
+        ({}, ["VLLM::EngineCore"], "VLLM::EngineCore", None, None),
+        ({}, ["VLLM::EngineCore_DP1"], "VLLM::EngineCore_DP1", None, None),
+        ({}, ["ray::IDLE"], "ray::IDLE", None, None),
+        ({}, ["ray::RayWorkerWrapper.execute_method"], "ray::RayWorkerWrapper", None, None),
         ({}, ["python", "train.py"], "python", None, None),
     ],
 )
@@ -161,6 +168,35 @@ def test_roles_by_tree_position() -> None:
     assert roles == {1: "launcher", 2: "rank", 3: "rank", 4: "helper", 5: "helper", 6: "worker"}
     assert assign_roles(9, {9: None}, {}) == {9: "process"}
     assert assign_roles(9, {9: None, 10: 9}, {}) == {9: "launcher", 10: "worker"}
+
+
+def test_vllm_and_ray_titles_give_roles() -> None:
+    """`vllm serve` -> `VLLM::EngineCore` -> `VLLM::Worker` (TP=1): a launcher and two workers;
+    at TP=2 the `VLLM::Worker_TP<n>` are ranks and the EngineCore launches them. Ray's idle
+    pool workers (`ray::IDLE`) under a raylet are workers, never ranks."""
+    titles = {1: "vllm", 2: "VLLM::EngineCore", 3: "VLLM::Worker"}
+    ranks = {pid: detect_rank({}, [t], t) for pid, t in titles.items()}
+    assert assign_roles(1, {1: None, 2: 1, 3: 2}, ranks) == {
+        1: "launcher",
+        2: "worker",
+        3: "worker",
+    }
+    titles = {1: "vllm", 2: "VLLM::EngineCore", 3: "VLLM::Worker_TP0", 4: "VLLM::Worker_TP1"}
+    ranks = {pid: detect_rank({}, [t], t) for pid, t in titles.items()}
+    assert assign_roles(1, {1: None, 2: 1, 3: 2, 4: 2}, ranks) == {
+        1: "launcher",
+        2: "launcher",
+        3: "rank",
+        4: "rank",
+    }
+    assert [ranks[3].rank, ranks[4].rank] == [0, 1]
+    titles = {1: "raylet", 2: "ray::IDLE", 3: "ray::IDLE"}
+    ranks = {pid: detect_rank({}, [t], t) for pid, t in titles.items()}
+    assert assign_roles(1, {1: None, 2: 1, 3: 1}, ranks) == {
+        1: "launcher",
+        2: "worker",
+        3: "worker",
+    }
 
 
 def test_dead_rank_inferred_only_when_unambiguous() -> None:
