@@ -451,7 +451,9 @@ class WaitNode(Record, frozen=True):
     how many threads are in each kernel state), or a door to the outside (``key`` starting
     with ``outside:``, pid 0: clients, the network, a timer, stdin)."""
 
-    key: str = ""  # "host/pid", or "outside:<what>"
+    # "host/pid", or "outside:<what>". Written as "node": a JSON field named "key" reads as a
+    # secret to the redactor's last pass over every file, which would blank it.
+    key: str = msgspec.field(default="", name="node")
     pid: int = 0
     host: str = ""
     rank: Optional[int] = None

@@ -497,16 +497,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     chosen = [s for s in SCENARIOS if not args.names or s.name in args.names]
     if args.no_torch:
         chosen = [s for s in chosen if not s.torch]
-    print(
-        "| scenario | what it stands up | expected | diag says (confidence) | match "
-        "| suspects | summary |"
-    )
-    print("|---|---|---|---|---|---|---|")
     mismatches = 0
+    # Our own programs first, then the real third-party servers (uvicorn, gunicorn, Ray) as the
+    # README's "Real servers" section; vLLM's captures are tests/test_vllm_real.py's.
+    own = [s for s in chosen if not s.needs]
+    real = [s for s in chosen if s.needs]
     with tempfile.TemporaryDirectory(prefix="diag-scenarios-") as tmp:
         out_dir = args.record or Path(tmp)
         out_dir.mkdir(parents=True, exist_ok=True)
-        for scenario in chosen:
+        for index, scenario in enumerate([*own, *real]):
+            if index in (0, len(own)):
+                if index:
+                    print("\n#### Real servers\n", flush=True)
+                print(
+                    "| scenario | what it stands up | expected | diag says (confidence) | match "
+                    "| suspects | summary |"
+                )
+                print("|---|---|---|---|---|---|---|", flush=True)
             try:
                 bundle, root = run_one(scenario, out_dir)
             except RuntimeError as exc:

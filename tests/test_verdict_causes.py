@@ -288,3 +288,15 @@ def test_gloo_listeners_of_a_worker_that_is_no_rank_do_not_hide_the_http_port() 
     verdict = classify(build([api, worker]))
     assert verdict.state == "idle" and ":45603 listening" in verdict.summary, verdict.summary
     assert ":33583" not in verdict.summary
+
+
+def test_a_stopped_engine_core_behind_tp_ranks_is_the_cause() -> None:
+    """TP=2: the ranks wait for the EngineCore's broadcast; the EngineCore itself is stopped.
+    It is no rank, yet it is why nothing will come."""
+    procs = _vllm_tp(
+        (("dequeue", SHM), ("worker_busy_loop", "/venv/lib/python3.11/site-packages/vllm/w.py"))
+    )
+    procs[1].state = "T"
+    verdict = classify(build(procs))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "kill -CONT 101" in verdict.summary

@@ -252,7 +252,7 @@ def test_pipe_from_a_zombie_helper_ends_at_the_zombie(tmp_path: Path) -> None:
     c = program(ZOMBIE, tmp_path)
     me, (child,) = key(c.pid), c.others
     assert (me, key(child), "pipe") in c.edges, c.why()
-    node = next(n for n in c.graph["nodes"] if n["key"] == key(child))
+    node = next(n for n in c.graph["nodes"] if n["node"] == key(child))
     assert node["state"] == "zombie", c.why()
     assert c.ends == [key(child)], c.why()
     assert any("zombie, exit code 0 - it will never answer" in ch for ch in c.graph["chains"])
@@ -265,7 +265,7 @@ def test_gloo_group_ends_at_the_stopped_rank(tmp_path: Path) -> None:
     c = capture(
         [sys.executable, str(SCENARIOS / "torchrun_stopped_rank.py")], tmp_path, ready_s=180
     )
-    ranks = {n["rank"]: n["key"] for n in c.graph["nodes"] if n.get("rank") is not None}
+    ranks = {n["rank"]: n["node"] for n in c.graph["nodes"] if n.get("rank") is not None}
     assert set(ranks) == {0, 1, 2}, c.why()
     stopped = ranks[1]
     assert (ranks[0], stopped, "peer") in c.edges and (ranks[2], stopped, "peer") in c.edges

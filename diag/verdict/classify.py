@@ -369,7 +369,11 @@ def rank_died(s: Situation) -> Optional[Decision]:
 
 def rank_stopped(s: Situation) -> Optional[Decision]:
     """A process stopped by a signal or a debugger (state T) ends no wait until SIGCONT."""
-    stopped = [p for p in s.alive if p.stopped]
+    # Any process of the job, not only the ranks: a stopped EngineCore feeds its TP ranks, a
+    # stopped front end answers no request, a stopped compiler holds up its rank.
+    stopped = [p for p in s.alive if p.stopped] or [
+        p for p in s.ctx.procs if p.stopped and not p.dead
+    ]
     if not stopped:
         return None
     # Stopped in every sample outranks what the others show: whatever it owes them (a

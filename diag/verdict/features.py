@@ -171,8 +171,11 @@ def _interval(
         if main_a.stack_id != main_b.stack_id:
             sig.main_moved += 1
         if main_a.voluntary_ctxt_switches is not None and main_b.voluntary_ctxt_switches:
+            # py-spy's blocking dump (Python < 3.11) stops and resumes every thread right after
+            # the /proc read at ``a``: two voluntary switches that are diag's, not a wakeup.
+            paused = 2 if a.stack_reader == "py-spy" and not a.stacks_reused else 0
             sig.main_wakeups += max(
-                0, main_b.voluntary_ctxt_switches - main_a.voluntary_ctxt_switches
+                0, main_b.voluntary_ctxt_switches - main_a.voluntary_ctxt_switches - paused
             )
 
 

@@ -230,6 +230,7 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("unix_stream_read_generic", "socket-read"),
     ("wait_woken", "socket-read"),
     ("pipe_read", "queue"),
+    ("anon_pipe_read", "queue"),  # 6.x kernels
     ("pipe_write", "write-full"),  # the pipe's reader stopped reading
     ("anon_pipe_write", "write-full"),  # 6.x kernels
     ("sk_stream_wait_memory", "write-full"),  # the socket's peer stopped reading
