@@ -295,14 +295,8 @@ _BY_NAME = {s.name: s for s in run_scenarios.SCENARIOS}
 
 
 # Wrong under that Python today (the verdict's, not the graph's): expected to fail until fixed.
-WRONG_UNDER: Dict[Tuple[str, str], str] = {
-    ("3.10", "pipe_deadlock"): (
-        "idle instead of deadlocked: below 3.11 py-spy dumps in blocking mode, and each pause "
-        "(ptrace) adds 2 voluntary context switches to every thread of the target; the "
-        "features count them as wakeups (main_wakeups=4 over 3 samples), so the two "
-        "Connection.recv waits read as 'wakes on a timer'"
-    ),
-}
+# Verdicts still wrong under one Python: (version, scenario) -> what is wrong.
+WRONG_UNDER: Dict[Tuple[str, str], str] = {}
 
 
 def _other_pythons() -> Any:
