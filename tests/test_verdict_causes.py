@@ -300,3 +300,20 @@ def test_a_stopped_engine_core_behind_tp_ranks_is_the_cause() -> None:
     verdict = classify(build(procs))
     assert verdict.state == "deadlocked", verdict.summary
     assert "kill -CONT 101" in verdict.summary
+
+
+def test_an_exited_job_names_the_exception_its_log_ends_in() -> None:
+    """`vllm serve --port <taken>`: the job exits 1; the traceback's last line says why."""
+    tail = (
+        "INFO 12-01 non-default args: {'port': 8000}",
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/uvicorn/server.py", line 161, in startup',
+        "OSError: [Errno 98] Address already in use",
+        "INFO 12-01 [launcher.py:12] Shutting down",
+    )
+    server = Proc(100, role="process", status=["alive", "exited", "exited"], exit_code=1)
+    log = {"/tmp/serve.log": [(100, 1, tail[:1]), (900, 5, tail), (900, 5, tail)]}
+    bundle = build([server], logs=log, target_exit=1)
+    verdict = classify(bundle)
+    assert verdict.state == "exited", verdict.summary
+    assert "OSError: [Errno 98] Address already in use" in verdict.summary

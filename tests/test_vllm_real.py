@@ -535,14 +535,6 @@ class TestLaunchPortTaken:
     def test_launch_log_has_the_error(self, port_taken: Dict[str, Any]) -> None:
         assert "Address already in use" in port_taken["_log"], port_taken["_log"][-2000:]
 
-    @pytest.mark.xfail(
-        strict=False,
-        reason="often wrong: the exited verdict's 'last log lines' evidence is PATH.log's last "
-        "lines, and vLLM's INFO lines (stdout, block-buffered into diag's spool, flushed at "
-        "exit) often land after the stderr traceback, so the evidence shows the startup "
-        "banner and `non-default args`, not `OSError: [Errno 98] Address already in use` "
-        "(which is in the bundle's log tail, 7 lines above the end)",
-    )
     def test_verdict_shows_the_error(self, port_taken: Dict[str, Any]) -> None:
         """The verdict itself (summary, evidence) names the error; the command's own stderr,
         which diag passes through to the terminal, does not count."""

@@ -31,6 +31,7 @@ their children.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
@@ -179,13 +180,30 @@ def _dedupe(suspects: Sequence[Suspect]) -> Tuple[Suspect, ...]:
     return tuple(out)
 
 
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)\b:?\s")
+
+
+def last_exception(bundle: Bundle) -> str:
+    """The last exception line in the job's last log tails (a traceback's final line says
+    what killed it): "OSError: [Errno 98] Address already in use"."""
+    found = ""
+    for lg in log_growth(bundle):
+        for line in lg.tail:
+            text = " ".join(line.split())
+            if _EXCEPTION_LINE.match(line) or (text.startswith("ERROR") and "Error" in text):
+                found = text
+    return found[:200]
+
+
 def _exited(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
     code, evidence = exit_evidence(bundle, procs)
     code_text = f" (exit code {code})" if code is not None else ""
+    error = last_exception(bundle) if code not in (None, 0) else ""
+    error_text = f"; its log ends in `{error}`" if error else ""
     return _verdict(
         "exited",
         0.95,
-        f"exited: the target is gone{code_text}",
+        f"exited: the target is gone{code_text}{error_text}",
         evidence=tuple(evidence),
         exit_code=code,
     )
