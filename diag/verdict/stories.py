@@ -242,11 +242,16 @@ def helper_work_story(
         )
         parts.append(text)
         suspects.append(_suspect(p, text))
-    busy = {p.key for p, _, _ in helped}
+    return _slow_summary(parts, alive, {p.key for p, _, _ in helped}), suspects
+
+
+def _slow_summary(
+    parts: Sequence[str], alive: Sequence[ProcSignals], busy: Set[Tuple[str, int]]
+) -> str:
+    """ "slow: <who works>; <who waits for it> - wait, don't kill"."""
     waiting = [p for p in alive if p.key not in busy and p.main_wait and p.main_wait.kind]
     tail = waits_phrase(group_by_wait(waiting)[:2])
-    summary = "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
-    return summary, suspects
+    return "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
 
 
 def work_story(
@@ -296,10 +301,7 @@ def work_story(
         suspects.append(_suspect(p, reason + text))
     if not parts:
         parts.append("the GPU computes (see the gpu evidence) while the CPU side waits")
-    waiting = [p for p in alive if p not in busy and p.main_wait is not None and p.main_wait.kind]
-    tail = waits_phrase(group_by_wait(waiting)[:2])
-    summary = "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
-    return summary, suspects
+    return _slow_summary(parts, alive, {p.key for p in busy}), suspects
 
 
 def progress_story(
