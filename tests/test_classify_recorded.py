@@ -66,3 +66,29 @@ def test_one_sample_of_a_recording_lowers_confidence(path: Path) -> None:
     verdict = classify(first)
     assert verdict.confidence <= 0.5
     assert "one sample" in verdict.summary or verdict.state == "exited"
+
+
+# Real vLLM 0.32 CPU captures (tests/test_vllm_real.py, DIAG_VLLM_RECORD): the verdict each must
+# keep, and the pid that must lead the suspects (None: no suspect expected).
+VLLM = {
+    "vllm_idle_ready": ("idle", None),
+    "vllm_idle_after_requests": ("idle", None),
+    "vllm_idle_stats_line": ("idle", None),  # the zero-counter stats line is no progress
+    "vllm_load": ("progressing", None),
+    "vllm_startup_api": ("progressing", None),
+    "vllm_startup_engine": ("progressing", None),
+    "vllm_engine_sigstop": ("deadlocked", 22250),
+    "vllm_tp2_idle": ("idle", None),
+    "vllm_tp2_worker_sigstop": ("deadlocked", 24119),
+    "vllm_tp2_worker_killed": ("deadlocked", 24119),  # the SIGKILLed worker, not its peer
+}
+
+
+@pytest.mark.parametrize("name", sorted(VLLM))
+def test_recorded_vllm_verdict(name: str) -> None:
+    state, suspect = VLLM[name]
+    verdict = classify(load_bundle(BUNDLES / f"{name}.json"))
+    assert verdict.state == state, verdict.summary
+    if suspect is not None:
+        assert verdict.suspects and verdict.suspects[0].pid == suspect, verdict.summary
+    assert ":45603" in verdict.summary if name.startswith("vllm_idle") else True

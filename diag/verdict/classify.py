@@ -370,11 +370,28 @@ def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, L
 
 def rank_died(s: Situation) -> Optional[Decision]:
     """A rank died, its peers are still there and nothing progresses: they wait for it."""
-    if not (s.dead and s.alive):
+    if not s.dead:
         return None
     # A rank that died of a signal or an error outranks output from the others (their
     # "lost rank N" messages, a front end's stats); one that exited 0 only when nothing moves.
     crashed = [p for p in s.ranked_dead if p.exit_code is None or p.exit_code != 0]
+    crashed.sort(key=lambda p: p.dead_since if p.dead_since is not None else 1 << 30)
+    if not s.alive:
+        # Every rank is gone but the job is not: a server's front end or engine outlived its
+        # TP workers (one was killed, the rest shut down after it). The first crash is why.
+        rest = [p for p in s.ctx.procs if not p.dead and not is_helper(p)]
+        if not (crashed and rest):
+            return None
+        # First to die first; a known failure code before an exit diag saw no code for.
+        dead = sorted(
+            s.dead,
+            key=lambda p: (
+                p.dead_since if p.dead_since is not None else 1 << 30,
+                p.exit_code in (None, 0),
+            ),
+        )
+        summary, suspects = dead_story(dead, rest, s.ctx)
+        return "deadlocked", 0.8, summary, suspects
     if s.progressing and not crashed:
         return None
     if not (s.ranked_dead or s.waiting_on_others):
