@@ -263,3 +263,16 @@ def test_line_helpers() -> None:
     assert head_lines(b"a\nb\nc", at_eof=True) == [b"a", b"b", b"c"]
     assert tail_lines(b"rt\nb\nc\n", at_start=False) == [b"b", b"c"]
     assert tail_lines(b"a\nb\n", at_start=True, count=1) == [b"b"]
+
+
+def test_a_long_tqdm_line_redrawn_with_cr_survives_the_tail_window() -> None:
+    """A bar redrawn a thousand times with \\r and no newline is one "line" longer than the
+    tail window: the window starts mid-line, yet the bar's latest state is kept."""
+    from diag.probes.logs import clean_line, tail_lines
+
+    bars = b"".join(
+        b"\rLoading: %3d%%|#| %d/1000 [00:10<00:05]" % (i // 10, i) for i in range(1000)
+    )
+    window = bars[-(64 << 10) :][7:]  # the read window cuts into a redraw
+    (line,) = tail_lines(window, at_start=False)
+    assert clean_line(line).startswith("Loading:  99%|#| 999/1000")

@@ -108,7 +108,11 @@ def tail_lines(data: bytes, at_start: bool, count: int = TAIL_LINES) -> List[byt
     if lines and lines[-1] == b"":
         lines.pop()
     if lines and not at_start:
-        lines.pop(0)  # started mid-line
+        first = lines.pop(0)  # started mid-line
+        # ... except a progress bar redrawn with \r and no newline (tqdm in a log): every
+        # segment after the window's first \r is whole, and the last one is its state now.
+        if b"\r" in first:
+            lines.insert(0, first.split(b"\r", 1)[1])
     return lines[-count:]
 
 
