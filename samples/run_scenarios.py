@@ -214,6 +214,22 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "a thread died holding a lock; the next one blocks, main joins it; idle pool threads",
     ),
     Scenario(
+        "build_extension",
+        "slow",
+        ("root",),
+        False,
+        "a start-up building a C extension: one short-lived `gcc` after another, parent in "
+        "`subprocess.run`, no log",
+    ),
+    Scenario(
+        "event_never_set",
+        "deadlocked",
+        ("root",),
+        False,
+        "main waits on an Event only the consumer sets; the consumer on a Queue whose "
+        "producer died",
+    ),
+    Scenario(
         "zlib_thread",
         "slow",
         ("root",),

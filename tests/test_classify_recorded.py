@@ -75,8 +75,9 @@ VLLM = {
     "vllm_idle_after_requests": ("idle", None),
     "vllm_idle_stats_line": ("idle", None),  # the zero-counter stats line is no progress
     "vllm_load": ("progressing", None),
-    "vllm_startup_api": ("progressing", None),
-    "vllm_startup_engine": ("progressing", None),
+    # Importing and building: CPU-bound, no output (4 B of eventfd wake-ups are no output).
+    "vllm_startup_api": ("slow", None),
+    "vllm_startup_engine": ("slow", None),
     "vllm_engine_sigstop": ("deadlocked", 22250),
     "vllm_tp2_idle": ("idle", None),
     "vllm_tp2_worker_sigstop": ("deadlocked", 24119),

@@ -392,8 +392,10 @@ class TestOneEngine:
         for name, bundle in server.startup.items():
             verdict = bundle["verdict"]
             assert verdict["state"] in ("progressing", "slow"), (name, verdict_line(bundle))
-            assert suspect_pids(bundle) == [], (name, verdict_line(bundle))
-            assert " compute in " in verdict["summary"], (name, verdict_line(bundle))
+            if verdict["state"] == "progressing":  # slow names the process that works
+                assert suspect_pids(bundle) == [], (name, verdict_line(bundle))
+            summary = verdict["summary"]
+            assert " compute in " in summary or "CPU-bound in" in summary, verdict_line(bundle)
 
     def test_ready_idle_before_any_request(self, server: Server) -> None:
         """Event loop in epoll, engine in `Queue.get`, the port listening: idle, not deadlocked."""

@@ -242,6 +242,13 @@ Decision = Tuple[str, float, str, List[Suspect]]
 Rule = Callable[[Situation], Optional[Decision]]
 
 
+def _wakeup_writes(p: ProcSignals) -> bool:
+    """Writes of at most 8 bytes each are an event loop waking a thread (eventfd: 8 bytes, the
+    asyncio self-pipe: 1), not output: Ray's idle daemons, a loop's call_soon_threadsafe."""
+    calls = p.write_calls_delta
+    return calls > 0 and p.write_delta_bytes <= 8 * calls
+
+
 def measure(
     ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
 ) -> Situation:
@@ -269,6 +276,7 @@ def measure(
         p
         for p in alive
         if p.write_delta_bytes - heartbeat_bytes.get(p.pid, 0) >= WRITE_MIN_BYTES
+        and not _wakeup_writes(p)
         and (
             p.compute_intervals
             or p.main_moved
@@ -331,7 +339,8 @@ def measure(
 def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, List[str]]]:
     """Who works through its children: the CPU of the children it reaped during the capture
     plus that of its live helper descendants (not ranks: a launcher's children are the job).
-    A launcher's reaped CPU is left out - a rank it reaped carries a lifetime of CPU."""
+    A launcher of ranks has its reaped CPU left out - a rank it reaped carries a lifetime of
+    CPU; the root of a job without ranks is a "launcher" only because it has children."""
     by_pid = {p.pid: p for p in procs}
 
     def parent_chain(p: ProcSignals) -> List[int]:
@@ -344,6 +353,7 @@ def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, L
             ppid = by_pid[ppid].info.ppid
         return out
 
+    launches_ranks = any(p.info.role == "rank" for p in procs)
     helpers: Dict[int, List[ProcSignals]] = {}
     for p in procs:
         # Python children are judged on their own stacks (an EngineCore importing, a pool
@@ -360,7 +370,7 @@ def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, L
             continue
         kids = helpers.get(p.pid, [])
         pct = sum(k.cpu_pct for k in kids if not k.dead)
-        if p.info.role != "launcher":
+        if p.info.role != "launcher" or not launches_ranks:
             pct += p.reaped_children_pct
         if pct >= HELPER_WORK_PCT:
             names = sorted({k.info.name for k in kids if k.info.name})

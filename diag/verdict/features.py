@@ -52,6 +52,7 @@ class ProcSignals:
     rss_last_bytes: int = 0
     read_delta_bytes: int = 0  # rchar: every read(), page cache included
     write_delta_bytes: int = 0  # wchar: pipes, sockets, files
+    write_calls_delta: int = 0  # syscw: write()-family calls over the window
     listen_ports: Tuple[int, ...] = ()
     lock_waiters: List[Tuple[int, Optional[str], str]] = field(default_factory=list)
     main_wakeups: int = 0  # voluntary context switches of the main thread
@@ -252,6 +253,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             if first.io is not None and last.io is not None:
                 sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
                 sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
+                sig.write_calls_delta = max(0, last.io.syscw - first.io.syscw)
             _served(sig, first, last)
             sig.file_progress_bytes = _file_progress(first, last)
             sig.self_blocked = _self_blocked([ps for _, ps in alive])

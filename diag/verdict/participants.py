@@ -96,6 +96,13 @@ def is_rank_helper(p: ProcSignals) -> bool:
 def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
     procs = [p for p in procs if not is_rank_helper(p)] or list(procs)
+    # A child that exited 0 and was reaped finished its job (a compiler, `sh -c`): no event,
+    # no participant. An unreaped one (a zombie) is still on show.
+    procs = [
+        p
+        for p in procs
+        if not (p.dead and p.exit_code == 0 and p.rank is None and p.statuses[-1] == "exited")
+    ] or procs
     ranked = [p for p in procs if p.rank is not None]
     if any(strong_rank(p) for p in ranked):
         parents = {p.info.ppid for p in ranked if p.info.ppid}
