@@ -257,7 +257,8 @@ def measure(
     dead = [p for p in parts if p.dead]
     leans = frozenset(f.lean for f in findings)
     # A log counts when the job writes it: not one only helpers and framework daemons hold.
-    helpers = {p.pid for p in ctx.procs if is_helper(p) and p not in parts}
+    part_keys = {p.key for p in parts}
+    helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
     progress_logs = [
         lg for lg in ctx.logs if lg.progress and not (lg.pids and set(lg.pids) <= helpers)
     ]
@@ -524,10 +525,14 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
         # Every rank waits for a broadcast from a process that is no rank (vLLM's EngineCore
         # feeds its TP workers through a shared-memory queue): that feeder decides. Waiting
         # for requests itself, on a job with a port open, it is a ready server.
+        alive_keys = {p.key for p in s.alive}
         feeders = [
             p
             for p in s.ctx.procs
-            if not p.dead and p not in s.alive and p.main_family == SERVE and not is_helper(p)
+            if not p.dead
+            and p.key not in alive_keys
+            and p.main_family == SERVE
+            and not is_helper(p)
         ]
         if not (feeders and s.ports):
             return None
