@@ -98,6 +98,42 @@ class OpenFile(Record, frozen=True):
     fd: Optional[int] = None
 
 
+FdKind = Literal["pipe", "fifo", "unix", "tcp", "udp"]
+FdMode = Literal["r", "w", "rw", "?"]
+
+
+class FdEnd(Record, frozen=True):
+    """One fd of a process through which another process can end a wait: a pipe or fifo end,
+    a unix or TCP socket (``diag.probes.fd_ends``). A wait on a pipe is ended by whoever holds
+    its other end, found by matching ``inode`` across processes; a unix socket's other end is
+    ``peer_inode`` (sock_diag ``UNIX_DIAG_PEER``); a TCP socket's is its 4-tuple.
+
+    ``mode``: pipes and fifos, from /proc/P/fdinfo/N ``flags`` (O_RDONLY/O_WRONLY/O_RDWR).
+    ``path``: a fifo's or a named unix socket's path, capped in length."""
+
+    fd: int
+    kind: FdKind
+    inode: int = 0
+    mode: FdMode = "?"
+    peer_inode: Optional[int] = None
+    local: str = ""  # tcp/udp: "10.0.0.1:29500"
+    remote: str = ""
+    path: str = ""
+
+
+class FdHolder(Record, frozen=True):
+    """A process *outside* the job that holds an end (``inode``) of a pipe, fifo or unix socket
+    a thread of the job blocks on - found by a bounded scan of the host's /proc/*/fd, so the
+    chain of waits can go on past the job (``cat`` reading the other end, a stopped logger)."""
+
+    inode: int
+    pid: int
+    name: str = ""
+    state: str = "?"  # /proc/P/stat state: R S D T Z ...
+    mode: FdMode = "?"
+    kind: FdKind = "pipe"
+
+
 class ThreadSample(Record, frozen=True):
     """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
 
@@ -156,6 +192,10 @@ class ProcessSample(Record, frozen=True):
     exit_code: Optional[int] = None
     # Big files open or mapped (diag.probes.open_files): what a loading job reads, how far.
     open_files: Tuple[OpenFile, ...] = ()
+    # Pipe/fifo/socket ends (bounded: the fds a thread blocks on first); ``fd_ends_more``: the
+    # ends past the cap, counted, not recorded.
+    fd_ends: Tuple[FdEnd, ...] = ()
+    fd_ends_more: int = 0
 
 
 class LogSample(Record, frozen=True):
@@ -262,6 +302,10 @@ class Sample(Record, frozen=True):
     failures: Tuple[ProbeFailure, ...] = ()
     probe_timings_s: Dict[str, float] = {}
     ras: Optional[RasSnapshot] = None
+    # Host processes outside the job holding the other end of a wait (``FdHolder``), and
+    # why that scan stopped short when it did (its PID or time budget ran out).
+    fd_holders: Tuple[FdHolder, ...] = ()
+    fd_scan_note: str = ""
 
 
 class ProcessInfo(Record, frozen=True):
@@ -443,7 +487,14 @@ NodeState = Literal[
     "exited",
     "serving",
 ]
-EdgeKind = Literal["peer", "child", "lock", "queue", "result", "request", "pipe", "outside"]
+EdgeKind = Literal[
+    "peer", "child", "lock", "queue", "result", "request", "pipe", "unix", "tcp", "outside"
+]
+# How a chain of waits ends: at a stopped / dead / computing / D-state node, at the outside,
+# at a lock or queue only its own process can release, in a cycle, or nowhere known.
+ChainEnd = Literal[
+    "stopped", "dead", "computing", "disk", "outside", "lock", "self", "cycle", "stuck"
+]
 
 
 class WaitNode(Record, frozen=True):
@@ -480,6 +531,8 @@ class WaitGraph(Record, frozen=True):
     edges: Tuple[WaitEdge, ...] = ()
     chains: Tuple[str, ...] = ()
     ends: Tuple[str, ...] = ()
+    # How each line of ``chains`` ends, in order (``ChainEnd``); empty in older bundles.
+    reasons: Tuple[str, ...] = ()
 
 
 class Verdict(Record, frozen=True):
