@@ -435,10 +435,15 @@ class Evidence(Record, frozen=True):
 
 
 class Suspect(Record, frozen=True):
+    """A process the verdict blames; ``pid`` 0 when it was gone before diag looked (a log line
+    named it). ``chain``: the chain of waits that ends at it, from the wait-for graph
+    ("ranks 0, 2 → (peer) → rank 1: stopped - `kill -CONT 4242`")."""
+
     pid: int
     rank: Optional[int] = None
     host: str = ""
     reason: str = ""
+    chain: str = ""
 
 
 class RankClass(Record, frozen=True):

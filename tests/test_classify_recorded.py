@@ -93,3 +93,42 @@ def test_recorded_vllm_verdict(name: str) -> None:
     if suspect is not None:
         assert verdict.suspects and verdict.suspects[0].pid == suspect, verdict.summary
     assert ":45603" in verdict.summary if name.startswith("vllm_idle") else True
+
+
+def _without(bundle: Any, pids: set, samples: int = 0) -> Any:
+    """The recording as a capture that started after ``pids`` were reaped (first
+    ``samples`` samples only, when given)."""
+    import msgspec
+
+    kept = tuple(
+        msgspec.structs.replace(s, processes=tuple(p for p in s.processes if p.pid not in pids))
+        for s in bundle.samples
+    )
+    return msgspec.structs.replace(
+        bundle,
+        samples=kept[:samples] if samples else kept,
+        processes=tuple(p for p in bundle.processes if p.pid not in pids),
+    )
+
+
+def test_killed_worker_zombie_gets_the_rank_the_log_names() -> None:
+    """A zombie has no cmdline to read its rank from; the engine's log line names it."""
+    verdict = classify(load_bundle(BUNDLES / "vllm_tp2_worker_killed.json"))
+    lead = verdict.suspects[0]
+    assert (lead.pid, lead.rank) == (24119, 1), verdict.suspects
+    assert "VllmWorker-1 died unexpectedly" in lead.reason
+
+
+@pytest.mark.parametrize("samples", [0, 2], ids=["all-samples", "peer-still-alive"])
+def test_killed_worker_reaped_before_diag_looked_is_named_from_the_log(samples: int) -> None:
+    """SIGKILLed TP1 reaped before the first sample: no process left to see, only the
+    EngineCore's "Worker proc VllmWorker-1 died unexpectedly". While TP0 still burns CPU
+    tearing down, the verdict must not say "slow - wait": rank 1 is gone for good."""
+    bundle = _without(load_bundle(BUNDLES / "vllm_tp2_worker_killed.json"), {24119}, samples)
+    verdict = classify(bundle)
+    assert verdict.state == "deadlocked", verdict.summary
+    lead = verdict.suspects[0]
+    assert (lead.pid, lead.rank) == (0, 1), verdict.suspects
+    assert "VllmWorker-1 died unexpectedly" in lead.reason
+    if samples:
+        assert "the log says rank 1 died" in verdict.summary

@@ -317,3 +317,32 @@ def test_an_exited_job_names_the_exception_its_log_ends_in() -> None:
     verdict = classify(bundle)
     assert verdict.state == "exited", verdict.summary
     assert "OSError: [Errno 98] Address already in use" in verdict.summary
+
+
+MPQ = "/usr/lib/python3.11/multiprocessing/queues.py"
+
+
+def test_two_ranks_waiting_on_each_others_queue_behind_a_metrics_port() -> None:
+    """Ranks 0 and 1 each wait untimed on a multiprocessing queue (a shared semaphore) only the
+    other fills; the
+    launcher serves a metrics port. That port is on nobody's chain of waits: every chain ends
+    in the cycle, so the job is deadlocked, not "idle, :9100 listening"."""
+    launcher = Proc(
+        10,
+        role="launcher",
+        cmdline=("torchrun", "train.py"),
+        stack=EVENT_LOOP,
+        syscall="epoll_wait",
+        wchan="do_epoll_wait",
+        ports=(9100,),
+        wait_timed=False,
+    )
+    wait_q = (("get", MPQ), ("main", "/job/train.py"))
+    r0 = Proc(11, rank=0, world_size=2, ppid=10, stack=wait_q, futex_op=0, wait_timed=False)
+    r1 = Proc(12, rank=1, world_size=2, ppid=11, stack=wait_q, futex_op=0, wait_timed=False)
+    verdict = classify(build([launcher, r0, r1]))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "every chain of waits ends where nothing can end it" in verdict.summary
+    assert verdict.graph is not None and set(verdict.graph.reasons) == {"cycle"}
+    assert {s.pid for s in verdict.suspects} >= {11, 12}, verdict.suspects
+    assert all(s.chain for s in verdict.suspects if s.pid in (11, 12)), verdict.suspects

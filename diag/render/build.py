@@ -183,9 +183,12 @@ def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Bann
         label = (
             proc.label if proc is not None else (f"rank {s.rank}" if s.rank is not None else "pid")
         )
-        label += f" (pid {s.pid}{', ' + s.host if s.host else ''})"
+        pid = f"pid {s.pid}" if s.pid else "pid unknown: gone before diag looked"
+        label += f" ({pid}{', ' + s.host if s.host else ''})"
         suspects.append(
-            SuspectView(label=label, reason=s.reason, anchor=proc.anchor if proc else "")
+            SuspectView(
+                label=label, reason=s.reason, anchor=proc.anchor if proc else "", chain=s.chain
+            )
         )
     return Banner(
         state=verdict.state,

@@ -117,7 +117,9 @@ def render_markdown(view: ReportView) -> str:
     b = view.banner
     if b.suspects:
         lines = [
-            f"- **{text(s.label)}**" + (f": {text(s.reason)}" if s.reason else "")
+            f"- **{text(s.label)}**"
+            + (f": {text(s.reason)}" if s.reason else "")
+            + (f"\n  - why: {text(s.chain)}" if s.chain else "")
             for s in b.suspects
         ]
         parts.append("### Suspects\n\n" + "\n".join(lines))

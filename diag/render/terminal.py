@@ -22,6 +22,8 @@ def render_summary(view: ReportView) -> str:
     lines.append(f"capture: {m.span}, {m.counts}" + ("" if m.complete else ", cut short"))
     for s in b.suspects:
         lines.append(f"suspect: {s.label}" + (f": {s.reason}" if s.reason else ""))
+        if s.chain:
+            lines.append(f"  why: {s.chain}")
     if view.evidence:
         lines.append("evidence:")
         lines.extend(f"  - [{e.signal}] {e.detail}" for e in view.evidence)

@@ -34,6 +34,7 @@ class SuspectView(View, frozen=True):
     label: str
     reason: str = ""
     anchor: str = ""
+    chain: str = ""  # the chain of waits that ends at it
 
 
 class PhaseView(View, frozen=True):

@@ -35,7 +35,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict
+import msgspec
+
+from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict, WaitGraph, WaitNode
 from diag.verdict.collectives import (
     flight_recorder_source,
     gpu_error_source,
@@ -46,7 +48,8 @@ from diag.verdict.equivalence import odd_classes, rank_classes
 from diag.verdict.evidence import evidence_for, exit_evidence
 from diag.verdict.features import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
-from diag.verdict.graph import with_graph
+from diag.verdict.graph import wait_graph
+from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.participants import (
     door,
     is_helper,
@@ -131,9 +134,18 @@ def classify(bundle: Bundle) -> Verdict:
     findings = run_sources(ctx, EVIDENCE_SOURCES)
     classes = tuple(rank_classes(bundle, parts))
     intervals = max((p.intervals for p in procs), default=0)
-    state, confidence, summary, evidence, suspects = _decide(ctx, findings, classes, intervals)
+    graph = _graph_of(ctx)
+    state, confidence, summary, evidence, suspects = _decide(
+        ctx, findings, classes, intervals, graph
+    )
     evidence = evidence + [f.evidence for f in findings]
     suspects = suspects + [s for f in findings for s in f.suspects]
+    warnings: Tuple[str, ...] = ()
+    if state == "deadlocked":
+        suspects = with_log_deaths(suspects, log_deaths(logs, procs, _seen_lines(bundle)))
+    if graph is not None:
+        suspects = with_chains(suspects, graph)
+        warnings = graph_warnings(state, graph)
     if (
         intervals == 0
         and state == "deadlocked"
@@ -165,9 +177,92 @@ def classify(bundle: Bundle) -> Verdict:
         evidence=tuple(evidence),
         suspects=_dedupe(suspects),
         classes=classes,
+        graph=graph,  # who waits on whom: diag.verdict.graph
+        warnings=warnings,
     )
-    verdict = with_graph(verdict, ctx)  # who waits on whom: diag.verdict.graph
     return with_startup(verdict, bundle, procs)  # startup phases, ETA, timeout warnings
+
+
+def _graph_of(ctx: Context) -> Optional[WaitGraph]:
+    try:
+        return wait_graph(ctx.bundle, ctx.procs, ctx.participants)
+    except Exception:  # a bug in the graph must not cost the verdict
+        return None
+
+
+# How a chain of waits ends when nothing can ever end it: a stopped or dead process, or a
+# cycle of processes waiting on each other. ("lock"/"self": only the process's own threads
+# can end the wait - one of them may be sleeping on a timer; the lock rules judge those.)
+DEAD_ENDS = frozenset({"stopped", "dead", "cycle"})
+
+
+def _chain_of(node: WaitNode, graph: WaitGraph) -> str:
+    """The chain line that ends at ``node``: its label ends the line's path, or it is one of
+    the line's cycle ("ranks 0, 1: a cycle ...")."""
+    reasons = graph.reasons or ("",) * len(graph.chains)
+    for line, reason in zip(graph.chains, reasons):
+        last = line.split(": ", 1)[0].rsplit("→ ", 1)[-1]
+        if last == node.label:
+            return line
+        if reason == "cycle" and (
+            node.label in last.split(", ")
+            or (node.rank is not None and str(node.rank) in re.findall(r"\d+", last))
+        ):
+            return line
+    return ""
+
+
+def with_chains(suspects: Sequence[Suspect], graph: WaitGraph) -> List[Suspect]:
+    """Each suspect with the chain of waits that ends at it (the graph's why)."""
+    by_key = {n.key: n for n in graph.nodes}
+    out = []
+    for s in suspects:
+        node = by_key.get(f"{s.host}/{s.pid}")
+        chain = _chain_of(node, graph) if node is not None and node.key in graph.ends else ""
+        out.append(msgspec.structs.replace(s, chain=chain) if chain and not s.chain else s)
+    return out
+
+
+def graph_warnings(state: str, graph: WaitGraph) -> Tuple[str, ...]:
+    """What the wait-for graph shows that the verdict's state does not say: a part of an idle
+    or working job that can never wake (two processes waiting on each other behind a healthy
+    front end)."""
+    if state not in ("idle", "slow", "progressing") or not graph.reasons:
+        return ()
+    stuck = [line for line, r in zip(graph.chains, graph.reasons) if r in DEAD_ENDS]
+    return tuple(f"part of the job can never wake: {line}" for line in stuck[:3])
+
+
+def _seen_lines(bundle: Bundle) -> List[str]:
+    """Every log line the capture kept (heads, and each sample's tail) - bounded by the log
+    probe's own caps - for a dead rank's own prefix ("(Worker_TP1 pid=24119)")."""
+    lines: List[str] = []
+    for sample in bundle.samples[:64]:
+        for lg in sample.logs:
+            lines.extend(lg.head)
+            lines.extend(lg.tail)
+    return lines
+
+
+def with_log_deaths(suspects: Sequence[Suspect], deaths: Sequence[LogDeath]) -> List[Suspect]:
+    """Suspects named by the log's death lines: a dead process seen without a rank (a
+    zombie has no cmdline to read one from) gets the rank the log names; a rank the log says
+    died that no suspect is, comes first - its PID unknown (0) when it was reaped before
+    diag looked and no line shows it. The first death is the cause, later ones follow it."""
+    named = [d for d in deaths if d.rank is not None or d.pid is not None]
+    if not named:
+        return list(suspects)
+    out = list(suspects)
+    first = named[0]
+    quoted = f"the log says it died: `{first.line[:160]}`"
+    for n, s in enumerate(out):
+        if first.pid is not None and s.pid == first.pid:
+            rank = s.rank if s.rank is not None else first.rank
+            out[n] = Suspect(pid=s.pid, rank=rank, host=s.host, reason=f"{s.reason}; {quoted}")
+            return [out[n], *out[:n], *out[n + 1 :]]
+    if first.rank is not None and any(s.rank == first.rank for s in out):
+        return out
+    return [Suspect(pid=first.pid or 0, rank=first.rank, reason=quoted), *out]
 
 
 def _dedupe(suspects: Sequence[Suspect]) -> Tuple[Suspect, ...]:
@@ -200,11 +295,16 @@ def _exited(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
     code_text = f" (exit code {code})" if code is not None else ""
     error = last_exception(bundle) if code not in (None, 0) else ""
     error_text = f"; its log ends in `{error}`" if error else ""
+    deaths = log_deaths(log_growth(bundle), procs, _seen_lines(bundle))
+    suspects = with_log_deaths([], deaths) if code not in (None, 0) or deaths else []
+    if suspects and deaths:
+        error_text += f"; the log says a process died first: `{deaths[0].line[:160]}`"
     return _verdict(
         "exited",
         0.95,
         f"exited: the target is gone{code_text}{error_text}",
         evidence=tuple(evidence),
+        suspects=tuple(suspects),
         exit_code=code,
     )
 
@@ -235,6 +335,7 @@ class Situation:
     # Processes whose child processes compute (parent, % of a core, the children's names).
     helped: List[Tuple[ProcSignals, float, List[str]]]
     answering: List[ProcSignals]  # servers whose client connections moved data
+    graph: Optional[WaitGraph] = None  # who waits on whom (diag.verdict.graph)
 
 
 # A rule's answer: state, confidence, summary, suspects. None: the rule does not apply.
@@ -250,7 +351,11 @@ def _wakeup_writes(p: ProcSignals) -> bool:
 
 
 def measure(
-    ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
+    ctx: Context,
+    findings: Sequence[Finding],
+    classes: Sequence[RankClass],
+    intervals: int,
+    graph: Optional[WaitGraph] = None,
 ) -> Situation:
     parts = ctx.participants
     alive = [p for p in parts if not p.dead]
@@ -313,6 +418,7 @@ def measure(
         if not p.dead and not is_rank_helper(p) and p.served_delta_bytes >= SERVED_MIN_BYTES
     ]
     return Situation(
+        graph=graph,
         helped=child_work(ctx.procs),
         answering=answering,
         ctx=ctx,
@@ -603,6 +709,30 @@ def lock_without_door(s: Situation) -> Optional[Decision]:
     return "deadlocked", 0.6, summary, suspects
 
 
+def log_names_dead_rank(s: Situation) -> Optional[Decision]:
+    """The job's log says rank N died and no live process of the job is rank N, while other
+    ranks are there: they will wait for it (or are being shut down because of it) whatever
+    CPU they burn - a TP peer spinning in its all-reduce, a worker tearing down. A rank that
+    was restarted (a live rank N again) or a death line naming no rank does not count."""
+    ranks = [p for p in s.ctx.procs if p.rank is not None and not is_rank_helper(p)]
+    live = {p.rank for p in ranks if not p.dead}
+    if not live:
+        return None
+    gone = [d for d in log_deaths(s.ctx.logs, s.ctx.procs) if d.rank is not None]
+    gone = [d for d in gone if d.rank not in live]
+    if not gone:
+        return None
+    d = gone[0]
+    survivors = [p for p in ranks if not p.dead]
+    summary = (
+        f"deadlocked: the log says rank {d.rank} died ({d.path}: `{d.line[:160]}`) and no "
+        f"process of the job is rank {d.rank} any more ({who(survivors)} still there) - "
+        "the other ranks can never finish their collectives with it; read the log above "
+        "that line, restart the job"
+    )
+    return "deadlocked", 0.75, summary, []
+
+
 def log_reports_death(s: Situation) -> Optional[Decision]:
     """Nothing moves and the job's own log says one of its processes died (a worker killed
     and reaped before diag looked: no zombie is left to see, only its peers' ERROR lines)."""
@@ -650,6 +780,37 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
         for q in stuck[:4]
     ]
     return "deadlocked", 0.65, summary, suspects
+
+
+def chains_never_end(s: Situation) -> Optional[Decision]:
+    """Nothing works, and every chain of waits from the participants ends where nothing can
+    ever end it: a stopped or dead process, or a cycle (the wait-for graph's deadlock, what
+    the rules above name by its picture). A listening port or a timer elsewhere does not
+    make such a job idle: no client and no timer is on any of its chains."""
+    g = s.graph
+    if g is None or not g.reasons or not all(r in DEAD_ENDS for r in g.reasons):
+        return None
+    # The graph follows each process's main thread: a participant with a thread of its own
+    # on a timer or behind a listening port might still end its wait (a producer thread).
+    if any(p.timer_threads or serving_ports([p]) for p in s.alive):
+        return None
+    full = pipe_full(s)  # the same cycle, told as its picture: a writer on a full pipe
+    if full is not None:
+        return full
+    by_key = {n.key: n for n in g.nodes}
+    ends = [by_key[k] for k in g.ends if k in by_key and by_key[k].pid]
+    summary = (
+        "deadlocked: nothing moves and every chain of waits ends where nothing can end it - "
+        + "; ".join(g.chains[:2])
+    )
+    suspects = [
+        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=f"{n.state}: {n.detail}"[:200])
+        for n in ends[:4]
+    ]
+    # A cycle's edges are partly inferred (who holds a queue's other end is a guess without
+    # fd inodes): less sure than a stopped or dead end.
+    confidence = 0.6 if "cycle" in g.reasons else 0.75
+    return "deadlocked", confidence, summary, suspects
 
 
 def waits_for_outside(s: Situation) -> Optional[Decision]:
@@ -707,9 +868,12 @@ def nothing_can_wake(s: Situation) -> Optional[Decision]:
         summary += " (opening a named pipe (fifo) waits for a process to open its other end)"
     if "disk" in kinds:
         summary += " (state D: an uninterruptible kernel wait - storage or NFS not answering)"
+    # The ends of the chains of waits, not the first few processes: who the others wait on.
+    ends = set(s.graph.ends) if s.graph is not None else set()
+    blamed = [p for p in s.alive if f"{p.key[0]}/{p.pid}" in ends] or s.alive
     suspects = [
         Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
-        for p in s.alive[:4]
+        for p in blamed[:4]
     ]
     return "deadlocked", 0.5, summary, suspects
 
@@ -719,6 +883,7 @@ def nothing_can_wake(s: Situation) -> Optional[Decision]:
 RULES: Tuple[Rule, ...] = (
     rank_died,
     rank_stopped,
+    log_names_dead_rank,
     blocked_on_itself,
     answers_requests,
     output_moves,
@@ -733,6 +898,7 @@ RULES: Tuple[Rule, ...] = (
     lock_without_door,
     log_reports_death,
     requests_unanswered,
+    chains_never_end,
     waits_for_outside,
     pipe_full,
     nothing_can_wake,
@@ -740,9 +906,13 @@ RULES: Tuple[Rule, ...] = (
 
 
 def _decide(
-    ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
+    ctx: Context,
+    findings: Sequence[Finding],
+    classes: Sequence[RankClass],
+    intervals: int,
+    graph: Optional[WaitGraph] = None,
 ) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
-    situation = measure(ctx, findings, classes, intervals)
+    situation = measure(ctx, findings, classes, intervals, graph)
     evidence = evidence_for(ctx, classes)
     for rule in RULES:
         decision = rule(situation)
