@@ -779,7 +779,7 @@ def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals])
     phases, elapsed = startup_phases(bundle, procs)
     now_s = bundle.samples[-1].t_s
     timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
-    warnings: List[str] = []
+    warnings: List[str] = list(verdict.warnings)  # the wait-for graph's, kept
     for phase in phases:
         if phase.phase in STARTUP_PHASES:
             warnings += _load_warnings(
@@ -805,7 +805,7 @@ def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals])
             for t in items:
                 unique.setdefault((t.who, t.seconds, t.deadline_s), t)
         summary += _hang_tail(list(unique.values()), now_s)
-    if not phases and not warnings and summary == verdict.summary:
+    if not phases and tuple(warnings) == verdict.warnings and summary == verdict.summary:
         return verdict
     return msgspec.structs.replace(
         verdict, summary=summary, phases=phases, warnings=tuple(warnings)
