@@ -2,10 +2,10 @@
 where the chain ends, not only the verdict's state.
 
 Each program prints READY (and the PID of the process its wait depends on) once it sits in the
-wait under test; ``diag capture --count 2 --interval 0.5`` samples it. Waits whose ender the
-capture cannot name yet (a fifo or unix socket whose other end is held by a process that is
-not a parent or child: that needs the fd inodes matched across processes, which no probe
-collects) are written with the right expectation and marked xfail.
+wait under test; ``diag capture --count 2 --interval 0.5`` samples it. The other end of a pipe,
+fifo or socket is found by its inode (``diag.probes.fd_ends``): a sibling holding a fifo's
+write end, the server holding a unix socket's peer, a process outside the job holding a
+pipe's other end (found by the bounded scan of the host's /proc/*/fd).
 
 Then three stdlib scenarios under the other Pythons diag reads (3.10 through py-spy, 3.13 with
 diag's own reader): the same verdict as under the venv's Python.
@@ -16,7 +16,11 @@ from __future__ import annotations
 import glob
 import importlib.util
 import json
+import os
 import re
+import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
@@ -28,11 +32,6 @@ pytestmark = pytest.mark.slow
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 QUICK = ["--count", "2", "--interval", "0.5"]
-FD_INODES = (
-    "needs fd-inode matching: the capture records which fd a thread blocks on (syscall_fd) "
-    "but not the inode behind each process's fds, so the other end of a {what} held by a "
-    "process that is neither parent nor child cannot be found"
-)
 
 SELF_LOCK = r"""
 import threading
@@ -105,6 +104,53 @@ port = int(server.stdout.readline())
 c = socket.create_connection(("127.0.0.1", port)); c.sendall(b"ping")
 print("READY", server.pid, flush=True)
 c.recv(100)  # the server read the request and never answers
+"""
+
+# The job reads a fifo whose writer is a process it did not start (the test starts it).
+FIFO_OUTSIDE = r"""
+import sys, threading
+threading.Timer(0.3, lambda: print("READY", flush=True)).start()
+open(sys.argv[1], "rb").read(1)
+"""
+
+# A launcher starts a writer and a reader of one pipe: the reader never reads, the writer
+# fills the pipe and blocks (write-full); its parent holds no end of it.
+PIPE_FULL_SIBLINGS = r"""
+import os, subprocess, sys, time
+r, w = os.pipe()
+reader = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(10**6)"], pass_fds=(r,))
+writer = subprocess.Popen(
+    [sys.executable, "-c", f"import os; os.write({w}, b'x' * (1 << 20))"], pass_fds=(w,)
+)
+os.close(r)
+os.close(w)
+while "pipe_write" not in open(f"/proc/{writer.pid}/wchan").read():
+    time.sleep(0.05)
+print("READY", writer.pid, reader.pid, flush=True)
+time.sleep(10**6)
+"""
+
+# A connected TCP peer that sent nothing and reads nothing: no request, yet it holds the end.
+TCP_SILENT = r"""
+import socket, subprocess, sys
+server = subprocess.Popen([sys.executable, "-c", '''
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+print(s.getsockname()[1], flush=True)
+conn, _ = s.accept(); time.sleep(10**6)
+'''], stdout=subprocess.PIPE)
+port = int(server.stdout.readline())
+c = socket.create_connection(("127.0.0.1", port))
+print("READY", server.pid, flush=True)
+c.recv(100)
+"""
+
+# The job's client of a server outside the job (the test's own listener).
+TCP_OUTSIDE = r"""
+import socket, sys, threading
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+threading.Timer(0.3, lambda: print("READY", flush=True)).start()
+c.recv(100)
 """
 
 CHILD = r"""
@@ -215,7 +261,6 @@ def test_fifo_open_nobody_writes_waits_on_the_outside(tmp_path: Path) -> None:
     assert c.state == "deadlocked"
 
 
-@pytest.mark.xfail(strict=False, reason=FD_INODES.format(what="fifo (here: a sibling)"))
 def test_fifo_read_ends_at_the_sibling_writer(tmp_path: Path) -> None:
     c = program(FIFO_SIBLINGS, tmp_path)
     reader, writer = c.others
@@ -224,12 +269,78 @@ def test_fifo_read_ends_at_the_sibling_writer(tmp_path: Path) -> None:
     assert (key(reader), key(c.pid), "pipe") not in c.edges, c.why()
 
 
-@pytest.mark.xfail(strict=False, reason=FD_INODES.format(what="unix socket (its peer inode)"))
 def test_unix_socket_recv_ends_at_the_server(tmp_path: Path) -> None:
     c = program(UNIX, tmp_path)
     me, (server,) = key(c.pid), c.others
     assert any(s == me and d == key(server) for s, d, _ in c.edges), c.why()
     assert c.ends == [key(server)], c.why()
+
+
+@pytest.mark.parametrize("stop", [True, False], ids=["stopped", "sleeping"])
+def test_fifo_writer_outside_the_job_is_the_chain_end(tmp_path: Path, stop: bool) -> None:
+    fifo = str(tmp_path / "f")
+    os.mkfifo(fifo)
+    code = "import sys, time; f = open(sys.argv[1], 'wb'); time.sleep(10**6)"
+    writer = subprocess.Popen([sys.executable, "-c", code, fifo])  # not the job's child
+    try:
+        started = start_ready([sys.executable, "-c", FIFO_OUTSIDE, fifo], timeout_s=30)
+        if stop:
+            os.kill(writer.pid, signal.SIGSTOP)
+        try:
+            out = tmp_path / "bundle.json"
+            done = run_diag(["capture", "--pid", str(started.pid), *QUICK, "-o", str(out)])
+        finally:
+            started.stop()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.returncode == 0, done.stderr
+    bundle = json.loads(out.read_text())
+    c = Captured(started.pid, "READY", bundle)
+    me, them = key(c.pid), key(writer.pid)
+    assert (me, them, "pipe") in c.edges, c.why()
+    node = next(n for n in c.graph["nodes"] if n["node"] == them)
+    assert node["label"].endswith("(outside the job)"), node
+    assert node["state"] == ("stopped" if stop else "sleeping"), node
+    assert c.ends == [them], c.why()
+    assert c.graph["reasons"] == ["stopped" if stop else "outside"], c.why()
+    holders = {h["pid"]: h for s in bundle["samples"] for h in s.get("fd_holders", [])}
+    assert holders[writer.pid]["mode"] == "w" and holders[writer.pid]["kind"] == "fifo"
+    evidence = next(e["evidence"] for e in c.graph["edges"] if e["dst"] == them)
+    assert "reads fd" in evidence and "holds its write end" in evidence, evidence
+    if stop:
+        assert any(f"kill -CONT {writer.pid}" in ch for ch in c.graph["chains"]), c.why()
+
+
+def test_pipe_write_full_ends_at_the_sibling_reader(tmp_path: Path) -> None:
+    c = program(PIPE_FULL_SIBLINGS, tmp_path)
+    writer, reader = c.others
+    assert (key(writer), key(reader), "pipe") in c.edges, c.why()
+    assert (key(writer), key(c.pid), "pipe") not in c.edges, c.why()  # the old guess: parent
+    evidence = next(e["evidence"] for e in c.graph["edges"] if e["src"] == key(writer))
+    assert "writes fd" in evidence and "holds its read end" in evidence, evidence
+
+
+def test_local_tcp_recv_without_a_request_ends_at_the_peer(tmp_path: Path) -> None:
+    c = program(TCP_SILENT, tmp_path)
+    me, (server,) = key(c.pid), c.others
+    assert (me, key(server), "tcp") in c.edges, c.why()
+    assert c.ends == [key(server)], c.why()
+
+
+def test_tcp_recv_from_a_server_outside_the_job_waits_on_the_network(tmp_path: Path) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        c = capture([sys.executable, "-c", TCP_OUTSIDE, str(port)], tmp_path)
+    finally:
+        listener.close()
+    me = key(c.pid)
+    (edge,) = [e for e in c.graph["edges"] if e["src"] == me]
+    assert (edge["dst"], edge["kind"]) == ("outside:network", "outside"), c.why()
+    assert f"127.0.0.1:{port}" in edge["evidence"], edge
 
 
 def test_local_tcp_recv_ends_at_the_server_holding_the_request(tmp_path: Path) -> None:

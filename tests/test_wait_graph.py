@@ -213,9 +213,10 @@ def test_real_pipe_deadlock_ends_in_a_cycle_of_parent_and_worker(tmp_path: Path)
     graph = json.loads(out.read_text())["verdict"]["graph"]
     edges = {(e["src"], e["dst"], e.get("kind", "peer")) for e in graph["edges"]}
     parent = f"/{started.pid}"
-    workers = [e[1] for e in edges if e[0] == parent and e[2] == "queue"]
+    # A multiprocessing Pipe is a unix socketpair: each end's peer is matched by inode.
+    workers = [e[1] for e in edges if e[0] == parent and e[2] == "unix"]
     assert len(workers) == 1, (edges, graph["chains"])
-    assert (workers[0], parent, "queue") in edges
+    assert (workers[0], parent, "unix") in edges
     assert set(graph["ends"]) == {parent, workers[0]}, graph["chains"]
     assert any("a cycle" in c for c in graph["chains"]), graph["chains"]
 

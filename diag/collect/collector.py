@@ -42,6 +42,7 @@ from diag.collect.round_records import RoundRecords, StackBook, StackOutcome
 from diag.collect.shards import ShardPool
 from diag.model import (
     Bundle,
+    FdHolder,
     HostInfo,
     LogSample,
     ProcessInfo,
@@ -51,6 +52,7 @@ from diag.model import (
     Target,
 )
 from diag.probes.discovery import TreeDiscovery
+from diag.probes.fd_ends import HolderCache, JobFds, blocked_fds, job_fd_ends, unmatched_waits
 from diag.probes.gpu.probe import GpuProbe
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
@@ -135,6 +137,8 @@ class Collector:
         # NCCL RAS only where `ncclras` is installed.
         self.gpu_probe = GpuProbe(timeout_s=probe_timeout_s)
         self.ras_probe = RasProbe(timeout_s=probe_timeout_s, scrub=self.redactor.scrub)
+        # Holders outside the job of a pipe/fifo/unix end a thread waits on, by inode.
+        self._holders = HolderCache()
 
     def close(self) -> None:
         """Release what outlives a sample (the NVML worker process); idempotent. Every user
@@ -301,6 +305,7 @@ class Collector:
                     served_more=view.served_more,
                 )
             )
+        samples, fd_holders, fd_note = self._with_fd_ends(samples, ports, rec, tree)
         for pid in gone:
             samples.append(
                 ProcessSample(
@@ -328,8 +333,63 @@ class Collector:
             failures=tuple(rec.failures),
             probe_timings_s=rec.timings,
             ras=ras,
+            fd_holders=fd_holders,
+            fd_scan_note=fd_note,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
+
+    def _with_fd_ends(
+        self,
+        samples: List[ProcessSample],
+        views: Dict[int, SocketView],
+        rec: RoundRecords,
+        tree: Sequence[int],
+    ) -> Tuple[List[ProcessSample], Tuple[FdHolder, ...], str]:
+        """The pipe/fifo/socket ends of each process (``probes.fd_ends``, from the sockets
+        probe's readlink pass and the threads' blocked fds), then - only when a thread waits
+        on an end no process of the job holds the other side of - its holders on the host.
+        Each is a probe of its own: a failure or a timeout loses that record alone."""
+        job = {
+            s.pid: JobFds(s.threads, view.links, view.tcp, view.own_netns)
+            for s in samples
+            if s.status == "alive" and (view := views.get(s.pid)) is not None and view.links.links
+        }
+        if not job:
+            return samples, (), ""
+        timeout_s = self.probe_timeout_s
+        (done,) = run_all([ProbeCall("fd_ends", partial(job_fd_ends, self.procfs, job), timeout_s)])
+        rec.time("fd_ends", done.duration_s)
+        if done.failure is not None:
+            rec.failures.append(
+                msgspec.structs.replace(done.failure, host=self.host, sample=rec.index)
+            )
+        if done.value is None:
+            return samples, (), ""
+        ends = done.value
+        samples = [
+            msgspec.structs.replace(s, fd_ends=ends[s.pid][0], fd_ends_more=ends[s.pid][1])
+            if s.pid in ends
+            else s
+            for s in samples
+        ]
+        wanted = unmatched_waits(
+            {pid: e for pid, (e, _) in ends.items()},
+            {pid: blocked_fds(j.threads) for pid, j in job.items()},
+            {pid: [link for _, link in j.links.links] for pid, j in job.items()},
+        )
+        if not wanted:
+            return samples, (), ""
+        scan = partial(self._holders.holders, self.procfs, wanted, tree)
+        (found,) = run_all([ProbeCall("fd_holders", scan, timeout_s)])
+        rec.time("fd_holders", found.duration_s)
+        if found.failure is not None:
+            rec.failures.append(
+                msgspec.structs.replace(found.failure, host=self.host, sample=rec.index)
+            )
+        if found.value is None:
+            return samples, (), ""
+        holders, note = found.value
+        return samples, holders, note
 
     def _with_stacks(
         self, sample: ProcessSample, outcome: Optional[StackOutcome], new_stacks: Dict[str, Stack]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Iterable, NamedTuple, Optional, Set, Tuple
+from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Set, Tuple
 
 from diag.model import ServedConn
+from diag.probes.fd_ends import FdLinks, read_fd_links
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import TcpTable, tcp_table
 
@@ -36,14 +37,18 @@ def parse_net_tcp(text: str) -> Dict[int, int]:
     return out
 
 
-def socket_inodes(procfs: ProcFS, pid: int) -> Set[int]:
+def inodes_of_links(links: FdLinks) -> Set[int]:
+    """The socket inodes among one readlink pass's links."""
     inodes: Set[int] = set()
-    for fd in procfs.fds(pid):
-        link = procfs.readlink(pid, "fd", str(fd))
-        match = _SOCKET_LINK.match(link or "")
+    for _, link in links.links:
+        match = _SOCKET_LINK.match(link)
         if match:
             inodes.add(int(match.group(1)))
     return inodes
+
+
+def socket_inodes(procfs: ProcFS, pid: int) -> Set[int]:
+    return inodes_of_links(read_fd_links(procfs, pid))
 
 
 def _listen_table(procfs: ProcFS, pid: int) -> Dict[int, int]:
@@ -70,11 +75,17 @@ def _own_table(procfs: ProcFS) -> Optional[TcpTable]:
 
 
 class SocketView(NamedTuple):
-    """What one sample learns of a process's TCP sockets."""
+    """What one sample learns of a process's TCP sockets. ``links``: its readlink pass over
+    /proc/P/fd, which ``diag.probes.fd_ends`` matches again (the fd directory is walked once);
+    ``tcp``: its TCP sockets, {inode: (local, remote)} ("" for a listener's remote), known in
+    diag's own network namespace (``own_netns``)."""
 
     ports: Tuple[int, ...]
     served: Tuple[ServedConn, ...] = ()
     served_more: int = 0
+    links: FdLinks = FdLinks()
+    tcp: Mapping[int, Tuple[str, str]] = {}
+    own_netns: bool = False
 
 
 def _served(
@@ -114,6 +125,7 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
     tables: Dict[str, Tuple[Dict[int, int], Optional[TcpTable]]] = {}
     ours = procfs.readlink(os.getpid(), "ns", "net") if procfs.live else None
     inodes_of: Dict[int, Set[int]] = {}
+    links_of: Dict[int, FdLinks] = {}
     netns_of: Dict[int, str] = {}
     for pid in pids:
         netns = procfs.readlink(pid, "ns", "net") or f"pid:{pid}"
@@ -123,7 +135,8 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
             tables[netns] = (
                 (own.listen, own) if own is not None else (_listen_table(procfs, pid), None)
             )
-        inodes_of[pid] = socket_inodes(procfs, pid)
+        links_of[pid] = read_fd_links(procfs, pid)
+        inodes_of[pid] = inodes_of_links(links_of[pid])
     # The job's own local endpoints: a connection from one of them is an RPC between the
     # job's processes (Ray's gRPC, a front end to its engine), not a client of the job.
     job_endpoints: Set[str] = set()
@@ -135,9 +148,15 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
     for pid, inodes in inodes_of.items():
         listen, full = tables[netns_of[pid]]
         ports = tuple(sorted({listen[i] for i in inodes if i in listen}))
-        if full is None or not ports:
-            out[pid] = SocketView(ports)
+        links = links_of[pid]
+        if full is None:
+            out[pid] = SocketView(ports, links=links)
             continue
-        served, more = _served(full, inodes, ports, job_endpoints)
-        out[pid] = SocketView(ports, served, more)
+        tcp = {i: (full.conns[i].local, full.conns[i].remote) for i in inodes if i in full.conns}
+        tcp.update({i: (f"*:{listen[i]}", "") for i in inodes if i in listen})
+        view = SocketView(ports, links=links, tcp=tcp, own_netns=True)
+        if ports:
+            served, more = _served(full, inodes, ports, job_endpoints)
+            view = view._replace(served=served, served_more=more)
+        out[pid] = view
     return out

@@ -32,8 +32,11 @@ SYSCALL_NAMES: Dict[str, Dict[int, str]] = {
         23: "select",
         34: "pause",
         35: "nanosleep",
+        42: "connect",
         43: "accept",
+        44: "sendto",
         45: "recvfrom",
+        46: "sendmsg",
         47: "recvmsg",
         61: "wait4",
         202: "futex",
@@ -60,7 +63,10 @@ SYSCALL_NAMES: Dict[str, Dict[int, str]] = {
         115: "clock_nanosleep",
         128: "restart_syscall",
         202: "accept",
+        203: "connect",
+        206: "sendto",
         207: "recvfrom",
+        211: "sendmsg",
         212: "recvmsg",
         242: "accept4",
         260: "wait4",
@@ -94,7 +100,8 @@ class SyscallInfo(NamedTuple):
     futex_addr: Optional[str] = None
     futex_op: Optional[int] = None
     timed: Optional[bool] = None  # the blocking call ends by itself (a timeout); None: unknown
-    fd: Optional[int] = None  # read/write: the file descriptor (0: a prompt waiting on stdin)
+    # read/write/recv*/send*/connect/accept: the file descriptor (0: a prompt waiting on stdin)
+    fd: Optional[int] = None
 
 
 # Where each blocking syscall keeps its timeout: ("ms", i) an int of milliseconds in argument
@@ -112,7 +119,11 @@ _TIMEOUT_ARG: Dict[str, Tuple[str, int]] = {
 }
 _UNTIMED = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4", "waitid"})
 _TIMED = frozenset({"nanosleep", "clock_nanosleep"})
-_FD_CALLS = frozenset({"read", "write"})  # argument 0 is the fd
+# Argument 0 is the fd (x86_64 and aarch64 have no recv/send of their own: libc's go through
+# recvfrom/sendto).
+_FD_CALLS = frozenset(
+    {"read", "write", "recvfrom", "recvmsg", "sendto", "sendmsg", "connect", "accept", "accept4"}
+)
 _UNREAD = SyscallInfo(None)
 
 

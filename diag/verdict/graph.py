@@ -23,6 +23,8 @@ import msgspec
 from diag.model import (
     Bundle,
     EdgeKind,
+    FdEnd,
+    FdHolder,
     NodeState,
     ProcessSample,
     ThreadSample,
@@ -64,6 +66,18 @@ FUTEX_PRIVATE = 0x80
 # A read that blocks on a pipe or fifo, by wchan: 6.x kernels say anon_pipe_read, which the
 # wait table (``waits``) does not know, so the wait reaches here as "blocked".
 _PIPE_READS = ("pipe_read", "anon_pipe_read", "pipe_wait")
+# The label of a process outside the job holding the other end of a wait (``FdHolder``).
+OUTSIDE_JOB = "(outside the job)"
+_HOLDER_STATES: Dict[str, NodeState] = {
+    "T": "stopped",
+    "t": "stopped",
+    "Z": "zombie",
+    "X": "zombie",
+    "D": "disk",
+    "R": "computing",
+    "S": "sleeping",
+}
+_WRITES = ("write", "sendto", "sendmsg")
 
 
 def node_key(p: ProcSignals) -> str:
@@ -167,6 +181,53 @@ class _Builder:
     edges: List[WaitEdge] = field(default_factory=list)
     by_key: Dict[str, ProcSignals] = field(default_factory=dict)
     children: Dict[Tuple[str, int], List[ProcSignals]] = field(default_factory=dict)
+    # Who holds which end (``FdEnd``), built on first use: (host, inode) -> holders, and each
+    # TCP socket's local address -> holders (any host of a merged bundle).
+    _by_inode: Optional[Dict[Tuple[str, int], List[Tuple[ProcSignals, FdEnd]]]] = None
+    _by_local: Optional[Dict[str, List[Tuple[ProcSignals, FdEnd]]]] = None
+
+    def ends_index(
+        self,
+    ) -> Tuple[
+        Dict[Tuple[str, int], List[Tuple[ProcSignals, FdEnd]]],
+        Dict[str, List[Tuple[ProcSignals, FdEnd]]],
+    ]:
+        if self._by_inode is None or self._by_local is None:
+            self._by_inode, self._by_local = {}, {}
+            for q in self.procs:
+                ps = self.last.get(q.key)
+                for e in ps.fd_ends if ps is not None else ():
+                    self._by_inode.setdefault((q.key[0], e.inode), []).append((q, e))
+                    if e.kind == "tcp" and e.local:
+                        self._by_local.setdefault(e.local, []).append((q, e))
+        return self._by_inode, self._by_local
+
+    def outside_holders(self, host: str, inode: int) -> List[FdHolder]:
+        """The latest sample's holders outside the job of ``inode`` (on ``host``)."""
+        for sample in reversed(self.bundle.samples):
+            if not sample.fd_holders:
+                continue
+            if not any(ps.host == host for ps in sample.processes):
+                continue
+            found = [h for h in sample.fd_holders if h.inode == inode]
+            if found:
+                return found
+        return []
+
+    def holder_node(self, host: str, h: FdHolder, what: str) -> str:
+        key = f"{host}/{h.pid}"
+        if key not in self.nodes:
+            state = _HOLDER_STATES.get(h.state, "blocked")
+            name = f" {h.name}" if h.name else ""
+            self.nodes[key] = WaitNode(
+                key=key,
+                pid=h.pid,
+                host=host,
+                label=f"pid {h.pid}{name} {OUTSIDE_JOB}",
+                state=state,
+                detail=f"holds {what}; state {h.state}",
+            )
+        return key
 
     def add_outside(self, key: str) -> None:
         if key not in self.nodes:
@@ -308,6 +369,152 @@ def _request_servers(b: _Builder, p: ProcSignals) -> List[Tuple[ProcSignals, int
     return [(q, port_of[node_key(q)]) for q in b.rank_order(servers)]
 
 
+def _link_text(e: FdEnd) -> str:
+    if e.kind == "pipe":
+        return f"pipe:[{e.inode}]"
+    if e.kind == "fifo":
+        return f"fifo {e.path}" if e.path else f"fifo:[{e.inode}]"
+    if e.kind == "unix":
+        return f"unix socket:[{e.inode}]" + (f" {e.path}" if e.path else "")
+    return f"{e.kind} {e.local} → {e.remote}"
+
+
+def _fd_wait(b: _Builder, p: ProcSignals) -> Optional[Tuple[ThreadSample, FdEnd]]:
+    """The main thread's blocked syscall fd, when the capture recorded what it is."""
+    main = _main_thread(b, p)
+    ps = b.last.get(p.key)
+    if main is None or ps is None or main.syscall_fd is None or not ps.fd_ends:
+        return None
+    end = next((e for e in ps.fd_ends if e.fd == main.syscall_fd), None)
+    return (main, end) if end is not None else None
+
+
+def _no_fd_data(b: _Builder, q: ProcSignals) -> bool:
+    ps = b.last.get(q.key)
+    return q.dead or ps is None or not ps.fd_ends
+
+
+def _pipe_edges(b: _Builder, p: ProcSignals, main: ThreadSample, end: FdEnd) -> None:
+    """A pipe or fifo: the processes holding the same inode in the other mode end the wait."""
+    mode = end.mode
+    if mode == "?":
+        mode = "w" if main.syscall in _WRITES else "r"
+    verb, other = ("writes", "read") if mode == "w" else ("reads", "write")
+    wanted = {"r": ("w", "rw", "?"), "w": ("r", "rw", "?")}.get(mode, ("r", "w", "rw", "?"))
+    by_inode, _ = b.ends_index()
+    holders = [
+        (q, e)
+        for q, e in by_inode.get((p.key[0], end.inode), [])
+        if e.kind == end.kind and e.mode in wanted and not (q is p and e.fd == end.fd)
+    ]
+    what = f"{verb} fd {end.fd} ({_link_text(end)})"
+    others = b.rank_order({node_key(q): q for q, _ in holders if q is not p}.values())
+    for q in others:
+        fds = ", ".join(str(e.fd) for r, e in holders if r is q)
+        b.edge(p, node_key(q), "pipe", f"{what}; {label_of(q)} holds its {other} end (fd {fds})")
+    if others:
+        return
+    mine = [e for q, e in holders if q is p]
+    if mine:
+        # It holds the other end itself: only a process that held it too and is gone (a
+        # zombie child), or one whose fds were not read, could have ended it.
+        family = [*_family_of(b, p), *([_parent_of(b, p)] if _parent_of(b, p) else [])]
+        for q in b.rank_order(q for q in family if q is not None and _no_fd_data(b, q)):
+            b.edge(
+                p,
+                node_key(q),
+                "pipe",
+                f"{what}; it holds the {other} end itself (fd {mine[0].fd}); {label_of(q)} "
+                "may have held it too (its fds are not in the capture)",
+            )
+        b.edge(
+            p,
+            node_key(p),
+            "pipe",
+            f"{what}; it holds the {other} end itself (fd {mine[0].fd}): no other process does",
+        )
+        return
+    outside = [h for h in b.outside_holders(p.key[0], end.inode) if h.mode in wanted]
+    for h in outside[:MAX_FANOUT]:
+        dst = b.holder_node(p.key[0], h, f"the {other} end of {_link_text(end)}")
+        b.edge(p, dst, "pipe", f"{what}; pid {h.pid} {h.name} {OUTSIDE_JOB} holds its {other} end")
+    if not outside:
+        b.edge(p, OUT_PEER, "outside", f"{what}; no process found holding its {other} end")
+
+
+def _unix_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
+    if not end.peer_inode:
+        return False
+    by_inode, _ = b.ends_index()
+    what = f"waits on fd {end.fd} ({_link_text(end)})"
+    holders = [q for q, e in by_inode.get((p.key[0], end.peer_inode), []) if e.kind == "unix"]
+    others = [q for q in holders if q is not p]
+    # It holding its own peer too (a multiprocessing Pipe's end kept after the fork) ends
+    # nothing while another process holds it: only when none does.
+    for q in b.rank_order({node_key(q): q for q in others or holders}.values()):
+        whose = "it holds its peer itself" if q is p else f"{label_of(q)} holds its peer"
+        b.edge(p, node_key(q), "unix", f"{what}; {whose} socket:[{end.peer_inode}]")
+    if holders:
+        return True
+    outside = b.outside_holders(p.key[0], end.peer_inode)
+    for h in outside[:MAX_FANOUT]:
+        dst = b.holder_node(p.key[0], h, f"the peer of {_link_text(end)}")
+        b.edge(p, dst, "unix", f"{what}; pid {h.pid} {h.name} {OUTSIDE_JOB} holds its peer")
+    if not outside:
+        b.edge(p, OUT_PEER, "outside", f"{what}; no process found holding its peer")
+    return True
+
+
+def _tcp_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
+    """A TCP connection: the process holding the reverse 4-tuple (on this host, or on another
+    host of a merged bundle), else the network outside the job."""
+    if not end.remote or not end.local:
+        return False  # a listener: accept() waits for clients (the old rules)
+    _, by_local = b.ends_index()
+    found = [(q, e) for q, e in by_local.get(end.remote, []) if q is not p]
+    exact = [(q, e) for q, e in found if e.remote == end.local]
+    what = f"waits on fd {end.fd} (tcp {end.local} → {end.remote})"
+    targets = exact or [(q, e) for q, e in found if q.key[0] != p.key[0]]
+    servers = {node_key(q): port for q, port in _request_servers(b, p)}
+    seen: Set[str] = set()
+    for q, _ in targets:
+        key = node_key(q)
+        if key in seen or len(seen) >= MAX_FANOUT:
+            continue
+        seen.add(key)
+        if key in servers:
+            b.edge(
+                p,
+                key,
+                "request",
+                f"{what}; {label_of(q)} holds the other end with an unanswered request from "
+                f"the job on :{servers[key]}",
+            )
+        else:
+            b.edge(p, key, "tcp", f"{what}; {label_of(q)} holds the other end")
+    if not seen:
+        b.edge(p, OUT_NETWORK, "outside", f"{what}: no process of the capture holds {end.remote}")
+    return True
+
+
+def _fd_edges(b: _Builder, p: ProcSignals) -> bool:
+    """The edges of a main thread blocked on a recorded fd end, matched by inode (pipes,
+    fifos, unix sockets) or 4-tuple (TCP); False when there is none to match (older bundles,
+    an fd the capture did not record): the old guesses then apply."""
+    found = _fd_wait(b, p)
+    if found is None:
+        return False
+    main, end = found
+    if end.kind in ("pipe", "fifo"):
+        _pipe_edges(b, p, main, end)
+        return True
+    if end.kind == "unix":
+        return _unix_edges(b, p, end)
+    if end.kind == "tcp":
+        return _tcp_edges(b, p, end)
+    return False
+
+
 def _own_edges(b: _Builder, p: ProcSignals) -> None:
     """The edges of one process's main-thread wait (and its other threads' lock waits)."""
     w = p.main_wait
@@ -323,7 +530,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
     own_ports = serving_ports([p])
     if fam == PEER:
         return  # _peer_edges
-    if fam == CHILD:
+    if fam != CHILD and kind not in ("stdin", "fifo-open") and _fd_edges(b, p):
+        pass  # the fd it blocks on, matched by inode: who holds the other end
+    elif fam == CHILD:
         kids = b.rank_order(_family_of(b, p, trackers=True))
         for k in kids:
             b.edge(p, node_key(k), "child", f"waits for its children in {here}")
@@ -504,6 +713,8 @@ def follow(
         if reason:
             return Chain(start, steps, cur, reason)
         edges = out.get(cur, [])
+        if steps and not edges and nodes[cur].label.endswith(OUTSIDE_JOB):
+            return Chain(start, steps, cur, "outside")  # a holder outside the job
         inner = [e for e in edges if e.dst != cur and not is_outside(e.dst)]
         if not inner:
             selfs = [e for e in edges if e.dst == cur]
@@ -579,6 +790,8 @@ def _end_text(
             {e.kind for k in chain.cycle for e in out.get(k, []) if e.dst in chain.cycle}
         )
         text = f"a cycle - they wait on each other ({', '.join(kinds)}), nothing else ends it"
+    elif chain.reason == "outside" and p is None and n.label.endswith(OUTSIDE_JOB):
+        text = f"{n.state}, outside the job ({n.detail}) - what it waits on is not captured"
     elif chain.reason == "outside":
         doors = sorted({nodes[e.dst].label for e in out.get(chain.end, []) if is_outside(e.dst)})
         text = f"{main} - waits on the {' / '.join(doors) or 'outside'}"
