@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
-from diag.model import FdEnd, ThreadSample
+from diag.model import Bundle, FdEnd, ThreadSample
 from diag.probes import fd_ends as fe
 from diag.probes.fd_ends import (
     FdLinks,
@@ -357,3 +357,54 @@ def test_holder_cache_checks_instead_of_rescanning(
 
 def test_fd_links_of_a_recorded_tree_without_fds(tmp_path: Path) -> None:
     assert read_fd_links(ProcFS(tmp_path), 1) == FdLinks()
+
+
+# The graph on recorded ends (no live process) ----------------------------------------------
+
+
+def _with_ends(bundle: Bundle, ends: Dict[int, Tuple[FdEnd, ...]]) -> Bundle:
+    import msgspec
+
+    samples = tuple(
+        msgspec.structs.replace(
+            s,
+            processes=tuple(
+                msgspec.structs.replace(ps, fd_ends=ends.get(ps.pid, ())) for ps in s.processes
+            ),
+        )
+        for s in bundle.samples
+    )
+    return msgspec.structs.replace(bundle, samples=samples)
+
+
+def test_graph_edges_from_recorded_ends() -> None:
+    from series import Proc, build
+
+    from diag.verdict.classify import classify
+
+    read = dict(wchan="pipe_read", syscall="read", syscall_fd=5, role="process")
+    recv = dict(wchan="sk_wait_data", syscall="recvfrom", syscall_fd=6, role="process")
+    sleep = dict(wchan="hrtimer_nanosleep", syscall="clock_nanosleep", role="process")
+    procs = [
+        Proc(10, ppid=1, **sleep),  # type: ignore[arg-type]
+        Proc(11, ppid=10, **read),  # type: ignore[arg-type]
+        Proc(12, ppid=10, **sleep),  # type: ignore[arg-type]  # a sibling: holds the write end
+        Proc(13, ppid=10, **recv),  # type: ignore[arg-type]
+    ]
+    ends = {
+        11: (FdEnd(fd=5, kind="pipe", inode=900, mode="r"),),
+        12: (FdEnd(fd=7, kind="pipe", inode=900, mode="w"),),
+        13: (FdEnd(fd=6, kind="tcp", inode=5, local="10.0.0.1:40000", remote="10.9.9.9:29500"),),
+    }
+    graph = classify(_with_ends(build(procs), ends)).graph
+    assert graph is not None
+    edges = {(e.src, e.dst, e.kind): e.evidence for e in graph.edges}
+    assert "reads fd 5 (pipe:[900]); pid 12 python holds its write end (fd 7)" in edges.get(
+        ("/11", "/12", "pipe"), ""
+    ), edges
+    assert ("/11", "/10", "pipe") not in edges  # the old guess: the parent
+    network = edges.get(("/13", "outside:network", "outside"), "")
+    assert "10.9.9.9:29500" in network, edges
+    # Without the ends (an older bundle) the old guess applies again.
+    old = classify(build(procs)).graph
+    assert old is not None and ("/11", "/10", "pipe") in {(e.src, e.dst, e.kind) for e in old.edges}
