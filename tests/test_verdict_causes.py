@@ -346,3 +346,23 @@ def test_two_ranks_waiting_on_each_others_queue_behind_a_metrics_port() -> None:
     assert verdict.graph is not None and set(verdict.graph.reasons) == {"cycle"}
     assert {s.pid for s in verdict.suspects} >= {11, 12}, verdict.suspects
     assert all(s.chain for s in verdict.suspects if s.pid in (11, 12)), verdict.suspects
+
+
+def test_a_rank_reading_its_shards_is_where_the_barrier_chain_ends() -> None:
+    """Rank 0 reads weights at 0% CPU (I/O-bound) while ranks 1-2 wait in the barrier: the
+    graph's chain ends at a reader - work, so "slow", with the peers' wait as the why."""
+    reader = Proc(
+        20,
+        rank=0,
+        world_size=3,
+        stack=(("readinto", "/job/load.py"), ("main", "/job/train.py")),
+        syscall="read",
+        wchan="folio_wait_bit",
+        rchar_per_s=50 * 2**20,
+    )
+    peers = [Proc(21 + k, rank=1 + k, world_size=3, stack=BARRIER) for k in range(2)]
+    verdict = classify(build([reader, *peers]))
+    assert verdict.state == "slow", verdict.summary
+    assert verdict.graph is not None and "computing" in verdict.graph.reasons
+    lead = next(s for s in verdict.suspects if s.pid == 20)
+    assert "→ (peer) → rank 0: reading in" in lead.chain, lead

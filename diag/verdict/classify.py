@@ -219,6 +219,8 @@ def with_chains(suspects: Sequence[Suspect], graph: WaitGraph) -> List[Suspect]:
     for s in suspects:
         node = by_key.get(f"{s.host}/{s.pid}")
         chain = _chain_of(node, graph) if node is not None and node.key in graph.ends else ""
+        if "→" not in chain and ": a cycle" not in chain:
+            chain = ""  # a chain of one: the reason already says what it does
         out.append(msgspec.structs.replace(s, chain=chain) if chain and not s.chain else s)
     return out
 

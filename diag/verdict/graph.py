@@ -33,7 +33,7 @@ from diag.model import (
     WaitGraph,
     WaitNode,
 )
-from diag.text.units import rank_set
+from diag.text.units import rank_set, size
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_rank_helper, serving_ports
@@ -96,7 +96,18 @@ def label_of(p: ProcSignals) -> str:
     return text + (f" on {p.key[0]}" if p.key[0] else "")
 
 
+READ_WORK_BYTES = 1 << 20  # reads over the capture that make a waiting process a worker
+
+
+def _reading(p: ProcSignals) -> bool:
+    """A loader reading its files (rchar or the file offsets rise): its waits are its I/O -
+    work the others' waits lead to, not a dead end."""
+    return max(p.read_delta_bytes, p.file_progress_bytes) >= READ_WORK_BYTES
+
+
 def _computing(p: ProcSignals) -> bool:
+    if _reading(p):
+        return True
     if p.intervals == 0:
         return p.main_wait is not None and p.main_wait.kind is None
     half = max(1, (p.intervals + 1) // 2)
@@ -151,6 +162,9 @@ def _detail(p: ProcSignals, state: NodeState, last: Optional[ProcessSample]) -> 
     if p.dead:
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
         bits.append(f"{p.statuses[-1] if p.statuses else 'dead'}{code}")
+    elif state == "computing" and _reading(p) and p.compute_pct < COMPUTE_PCT:
+        read = size(max(p.read_delta_bytes, p.file_progress_bytes))
+        bits.append(f"reading: {read} read during the capture, main thread in {where(p)}")
     elif state == "computing":
         hot = p.hot_label or (p.main_wait.label if p.main_wait else "?")
         bits.append(f"computing in `{hot}` ({p.compute_pct:.0f}% of a core)")
@@ -760,6 +774,9 @@ def _main_text(p: Optional[ProcSignals], node: WaitNode, short: bool = False) ->
     if p.dead:
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
         return f"{node.state}{code}"
+    if node.state == "computing" and _reading(p) and p.compute_pct < COMPUTE_PCT:
+        read = size(max(p.read_delta_bytes, p.file_progress_bytes))
+        return f"reading in {where(p)}" + ("" if short else f" ({read} during the capture)")
     if node.state == "computing":
         hot = p.hot_label or (p.main_wait.label if p.main_wait else "?")
         pct = "" if short else f" ({p.compute_pct:.0f}% of a core)"
