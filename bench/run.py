@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.run                      # full run, table on stdout
     .venv/bin/python -m bench.run --write BENCHMARKS.md
     .venv/bin/python -m bench.run --smoke              # seconds: checks that every bench runs
+    .venv/bin/python -m bench.run --only snapshot_8x300,slurm_fanout   # some sections only
 
 Benchmarks are not tests: nothing here fails on a slow machine. Each row says its target and
 whether this run met it; ``--smoke`` (what CI runs) shrinks every situation so the whole run
@@ -10,7 +11,8 @@ takes seconds and only proves the code paths work. The sections live in their ow
 ``snapshot`` (diag vs raw py-spy on a live N-rank job), ``overhead`` (target throughput under
 ``diag watch --interval 1``), ``render_cost`` (long synthetic bundles), ``watch_memory``
 (collector RSS over a simulated day, from the watch helper), ``cli_cost`` (start-up and
-``diag capture --count 1`` end to end).
+``diag capture --count 1`` end to end), ``slurm_fanout`` (``capture --slurm-job`` over N real
+local slurmd against one node's capture; skipped, saying why, where Slurm cannot start).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import subprocess
 import sys
 import time
 from functools import partial
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from bench import cli_cost, discovery_cost, overhead, scale, snapshot
+from bench import cli_cost, discovery_cost, overhead, scale, slurm_fanout, snapshot
 from bench.notes import NOTES
 from bench.report import Row, machine_facts, markdown, table
 
@@ -47,10 +49,13 @@ class Sizes(NamedTuple):
     scale_hosts: int = 512  # x 8 ranks x scale_threads threads (issue 19)
     scale_threads: int = 300
     discovery_others: int = 5000  # other PIDs on the host while discovery is timed
+    snapshot_big: Tuple[int, int] = (8, 300)  # ranks x threads of the issue-19 first sample
+    slurm_nodes: int = 8  # local slurmd of the fan-out bench (issue 19)
+    slurm_repeats: int = 5
 
 
 FULL = Sizes((4, 8), 64, 7, 40, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
-SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1, 10, 8, 200)
+SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1, 10, 8, 200, (2, 16), 2, 1)
 
 
 def isolated(function: str, **kwargs: Any) -> Dict[str, float]:
@@ -77,10 +82,24 @@ def isolated(function: str, **kwargs: Any) -> Dict[str, float]:
     return figures
 
 
-def run_all(sizes: Sizes, log: Callable[[str], None]) -> Figures:
+def _slurm_fanout(sizes: Sizes, log: Callable[[str], None]) -> Dict[str, float]:
+    try:
+        settings = slurm_fanout.SETTINGS if sizes.slurm_repeats > 1 else ((2, 0.5),)
+        return slurm_fanout.measure(sizes.slurm_nodes, sizes.slurm_repeats, settings)
+    except RuntimeError as exc:  # no Slurm, not root, no namespaces: a skipped row, not a crash
+        log(f"bench: slurm_fanout skipped: {exc}")
+        return {"skipped": 1.0, "nodes": float(sizes.slurm_nodes)}
+
+
+def run_all(
+    sizes: Sizes, log: Callable[[str], None], only: Optional[Sequence[str]] = None
+) -> Figures:
+    """Every section, or those whose name starts with one of ``only``."""
     figures: Figures = {}
 
     def step(name: str, fn: Callable[[], Dict[str, float]]) -> None:
+        if only and not any(name.startswith(prefix) for prefix in only):
+            return
         log(f"bench: {name} ...")
         t0 = time.perf_counter()
         figures[name] = fn()
@@ -91,6 +110,11 @@ def run_all(sizes: Sizes, log: Callable[[str], None]) -> Figures:
             f"snapshot_{n}",
             partial(snapshot.measure, n, sizes.snapshot_threads, sizes.snapshot_repeats),
         )
+    big_ranks, big_threads = sizes.snapshot_big
+    step(
+        f"snapshot_{big_ranks}x{big_threads}",
+        partial(snapshot.measure, big_ranks, big_threads, sizes.snapshot_repeats),
+    )
     step("overhead", lambda: overhead.measure(sizes.overhead_pairs, sizes.overhead_window_s))
     short, long = sizes.render_samples
     render = "bench.render_cost.measure"
@@ -118,6 +142,7 @@ def run_all(sizes: Sizes, log: Callable[[str], None]) -> Figures:
             ),
         )
     step("discovery", lambda: discovery_cost.measure(sizes.discovery_others))
+    step("slurm_fanout", partial(_slurm_fanout, sizes, log))
     return figures
 
 
@@ -137,9 +162,10 @@ def rows_of(figures: Figures) -> List[Row]:
                 None,
             )
         )
+        of = f"{n} ranks" if t == 64 else f"{n} ranks x {t} threads"
         rows.append(
             Row(
-                f"diag snapshot, first sample (= `capture --count 1`), {n} ranks",
+                f"diag snapshot, first sample (= `capture --count 1`), {of}",
                 "<= 1.5 x baseline",
                 f"{f['diag_first_median_s']:.3f} s (min {f['diag_first_min_s']:.3f})",
                 f"{f['first_ratio']:.2f} (min/min {f['first_ratio_min']:.2f})",
@@ -167,7 +193,7 @@ def rows_of(figures: Figures) -> List[Row]:
         )
         rows.append(
             Row(
-                f"diag snapshot, steady sample (each `watch` sample), {n} ranks",
+                f"diag snapshot, steady sample (each `watch` sample), {of}",
                 "<= 1.5 x baseline",
                 f"{f['diag_steady_median_s']:.3f} s (min {f['diag_steady_min_s']:.3f})",
                 f"{f['steady_ratio']:.2f} (min/min {f['steady_ratio_min']:.2f})",
@@ -185,7 +211,7 @@ def rows_of(figures: Figures) -> List[Row]:
         )
         rows.append(
             Row(
-                f"raw `py-spy dump --subprocesses` of the job, {n} ranks",
+                f"raw `py-spy dump --subprocesses` of the job, {of}",
                 "diag faster",
                 f"{f['raw_subprocesses_median_s']:.3f} s (min {f['raw_subprocesses_min_s']:.3f});"
                 f" diag first / steady sample take {f['first_vs_subprocesses']:.2f} / "
@@ -194,7 +220,42 @@ def rows_of(figures: Figures) -> List[Row]:
                 f["first_vs_subprocesses"] < 1.0,
             )
         )
-    o = figures["overhead"]
+    o = figures.get("overhead")
+    if o:
+        _overhead_rows(rows, o)
+    _long_rows(rows, figures)
+    rows.extend(Row(m, t, v, "", ok) for m, t, v, ok in scale.rows(figures))
+    d = figures.get("discovery")
+    if d:
+        rows.append(
+            Row(
+                f"process discovery per sample, {int(d['host_pids']):,} PIDs on the host "
+                f"(tree of {int(d['tree'])})",
+                "<= 2 ms or <= 0.1 x full scan",
+                f"{d['steady_median_s'] * 1e3:.2f} ms (min {d['steady_min_s'] * 1e3:.2f}) vs "
+                f"full scan {d['full_median_s'] * 1e3:.1f} ms; same tree: "
+                f"{'yes' if d['same_answer'] else 'NO'}",
+                f"{d['ratio']:.3f}",
+                bool(d["same_answer"]) and (d["steady_median_s"] <= 0.002 or d["ratio"] <= 0.1),
+            )
+        )
+    sf = figures.get("slurm_fanout")
+    if sf and sf.get("skipped"):
+        rows.append(
+            Row(
+                f"Slurm fan-out, {int(sf['nodes'])} local slurmd nodes",
+                "<= 1.5 x one node's capture",
+                "skipped: Slurm cannot start here (the run's log says why)",
+                "",
+                None,
+            )
+        )
+    elif sf:
+        rows.extend(Row(*line) for line in slurm_fanout.rows(sf))
+    return rows
+
+
+def _overhead_rows(rows: List[Row], o: Dict[str, float]) -> None:
     rows.append(
         Row(
             "target throughput with `diag watch --interval 1` / without",
@@ -215,7 +276,13 @@ def rows_of(figures: Figures) -> List[Row]:
             None,
         )
     )
+
+
+def _long_rows(rows: List[Row], figures: Figures) -> None:
+    """Render cost, watch memory, CLI start-up and capture: the rows of the sections run."""
     for key, limit_mb in (("render_1h", 2.0), ("render_24h", 10.0)):
+        if key not in figures:
+            continue
         r = figures[key]
         html_mb = r["html_bytes"] / 1e6
         ok = html_mb <= limit_mb and (key != "render_1h" or r["render_median_s"] <= 1.0)
@@ -230,66 +297,69 @@ def rows_of(figures: Figures) -> List[Row]:
                 ok,
             )
         )
-    w = figures["watch_memory"]
-    flat = w["rss_growth_after_quarter_mib"] <= 8.0
-    rows.append(
-        Row(
-            f"collector RSS, simulated watch of {int(w['samples'])} samples",
-            "flat, <= 80 MB",
-            f"{w['rss_start_mib']:.0f} -> {w['rss_quarter_mib']:.0f} -> "
-            f"{w['rss_end_mib']:.0f} MiB (journal {w['journal_mib']:.0f} MiB)",
-            "",
-            flat and w["rss_end_mib"] <= 80.0,
-        )
-    )
-    s = figures["startup"]
-    rows.append(
-        Row(
-            "CLI start-up: `diag --help` minus `python -c pass`",
-            "(part of the next)",
-            f"{s['cli_import_median_s']:.3f} s (help {s['help_median_s']:.3f} s)",
-            "",
-            None,
-        )
-    )
-    c = figures["capture"]
-    rows.append(
-        Row(
-            f"`diag capture --count 1` beyond the sample, {int(c['ranks'])} ranks",
-            "<= 0.5 s",
-            f"{c['beyond_sample_median_s']:.3f} s of "
-            f"{c['total_median_s']:.3f} s total (min {c['beyond_sample_min_s']:.3f})",
-            "",
-            c["beyond_sample_median_s"] <= 0.5,
-        )
-    )
-    rows.extend(Row(m, t, v, "", ok) for m, t, v, ok in scale.rows(figures))
-    d = figures.get("discovery")
-    if d:
+    w = figures.get("watch_memory")
+    if w:
+        flat = w["rss_growth_after_quarter_mib"] <= 8.0
         rows.append(
             Row(
-                f"process discovery per sample, {int(d['host_pids']):,} PIDs on the host "
-                f"(tree of {int(d['tree'])})",
-                "<= 2 ms or <= 0.1 x full scan",
-                f"{d['steady_median_s'] * 1e3:.2f} ms (min {d['steady_min_s'] * 1e3:.2f}) vs "
-                f"full scan {d['full_median_s'] * 1e3:.1f} ms; same tree: "
-                f"{'yes' if d['same_answer'] else 'NO'}",
-                f"{d['ratio']:.3f}",
-                bool(d["same_answer"]) and (d["steady_median_s"] <= 0.002 or d["ratio"] <= 0.1),
+                f"collector RSS, simulated watch of {int(w['samples'])} samples",
+                "flat, <= 80 MB",
+                f"{w['rss_start_mib']:.0f} -> {w['rss_quarter_mib']:.0f} -> "
+                f"{w['rss_end_mib']:.0f} MiB (journal {w['journal_mib']:.0f} MiB)",
+                "",
+                flat and w["rss_end_mib"] <= 80.0,
             )
         )
-    return rows
+    s = figures.get("startup")
+    if s:
+        rows.append(
+            Row(
+                "CLI start-up: `diag --help` minus `python -c pass`",
+                "(part of the next)",
+                f"{s['cli_import_median_s']:.3f} s (help {s['help_median_s']:.3f} s)",
+                "",
+                None,
+            )
+        )
+    c = figures.get("capture")
+    if c:
+        rows.append(
+            Row(
+                f"`diag capture --count 1` beyond the sample, {int(c['ranks'])} ranks",
+                "<= 0.5 s",
+                f"{c['beyond_sample_median_s']:.3f} s of "
+                f"{c['total_median_s']:.3f} s total (min {c['beyond_sample_min_s']:.3f})",
+                "",
+                c["beyond_sample_median_s"] <= 0.5,
+            )
+        )
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="diag benchmarks (issue 7)")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that all run")
     parser.add_argument("--write", metavar="PATH", help="write the Markdown report to PATH")
+    parser.add_argument(
+        "--only",
+        metavar="NAMES",
+        help="only the sections whose name starts with one of these (comma-separated, e.g. "
+        "snapshot_8x300,slurm_fanout): their rows on stdout, with their figures",
+    )
     args = parser.parse_args(argv)
+    if args.only and args.write:
+        parser.error("--only writes no BENCHMARKS.md (it would lack the other rows)")
     sizes = SMOKE if args.smoke else FULL
     facts_before = machine_facts()
     started = time.time()
-    figures = run_all(sizes, lambda line: print(line, file=sys.stderr, flush=True))
+    only = [name for name in (args.only or "").split(",") if name]
+    figures = run_all(sizes, lambda line: print(line, file=sys.stderr, flush=True), only)
+    if only:  # the table, then the same as Markdown: its rows and figures to paste in
+        rows = rows_of(figures)
+        print(table(rows))
+        command = ".venv/bin/python -m bench.run --only " + ",".join(only)
+        facts = {**facts_before, "load_after": machine_facts()["load_before"]}
+        print("\n" + markdown(rows, figures, facts, command, time.time() - started))
+        return 0
     facts = {**facts_before, "load_after": machine_facts()["load_before"]}
     rows = rows_of(figures)
     print(table(rows))

@@ -1,16 +1,20 @@
-"""A real Slurm cluster on this machine for the ``--slurm-job`` tests: munged, slurmctld, and
-one or two slurmd, every state file, log and socket in a temporary directory.
+"""A real Slurm cluster on this machine for the ``--slurm-job`` tests and ``bench/slurm_fanout``:
+munged, slurmctld, and N slurmd, every state file, log and socket in a temporary directory.
 
-Two nodes where the machine allows it: the second slurmd runs in its own network namespace
-(a veth pair joins it to the first), so it has its own address and port like a real second
-host and srun reaches it over the network - and it can be made unreachable by stopping it.
-Both nodes share this machine's PID namespace (one /proc): the job's ranks on node 2 are
-visible from node 1 too, which diag sorts out by each process's ``SLURMD_NODENAME``.
-Falls back to one node (127.0.0.1) when namespaces or ``ip`` are not available.
+Several nodes where the machine allows it: every slurmd but the first runs in its own network
+namespace, and one veth per namespace joins it to a Linux bridge on this host (one /24: the
+bridge is node 1 and slurmctld, namespace i is node i), so each node has its own address and
+port like a real host, srun reaches it over the network, and it can be made unreachable by
+stopping it. Every node shares this machine's PID namespace (one /proc): the job's ranks on
+node 2 are visible from node 1 too, which diag sorts out by each process's
+``SLURMD_NODENAME``. Where namespaces, the bridge or ``ip`` are not available it falls back to
+fewer nodes (down to one, on 127.0.0.1) and says why in ``Cluster.fallback``. ``stop_cluster``
+deletes every namespace and link it made.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -19,7 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.probes.procfs import ProcFS
 
@@ -91,7 +95,11 @@ class Cluster:
         self.conf = root / "slurm.conf"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
         self.nodes: List[str] = []
-        self.netns: Optional[str] = None  # the second node's network namespace
+        self.netns: Dict[str, str] = {}  # node -> its network namespace (all but the first)
+        self.addrs: Dict[str, str] = {}  # node -> NodeAddr
+        self.bridge: Optional[str] = None  # the host's bridge the namespaces hang off
+        self.links: List[str] = []  # the host ends of the veth pairs
+        self.fallback = ""  # why there are fewer nodes than asked for ("" when not)
 
     def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         return _sh(argv, self.env)
@@ -121,8 +129,8 @@ class Cluster:
 
     def slurmd_argv(self, node: str) -> List[str]:
         argv = ["slurmd", "-N", node, "-f", str(self.conf)]
-        if node != self.nodes[0] and self.netns:
-            return ["nsenter", f"--net=/run/netns/{self.netns}", *argv]
+        if node in self.netns:
+            return ["nsenter", f"--net=/run/netns/{self.netns[node]}", *argv]
         return argv
 
     def start_slurmd(self, node: str) -> None:
@@ -147,48 +155,91 @@ class Cluster:
         raise RuntimeError(f"nodes never became idle: {states!r}\n{self.log_tail()}")
 
 
-def _make_netns(tag: str) -> Optional[str]:
-    """A network namespace joined by a veth pair: 10.213.N.1 here, 10.213.N.2 inside."""
-    if not (shutil.which("ip") and shutil.which("nsenter")):
+def _free_net() -> Optional[str]:
+    """A 10.213.X /24 no interface here uses (another test session may hold one)."""
+    shown = _sh(["ip", "-o", "-4", "addr", "show"])
+    if shown.returncode != 0:
         return None
-    ns, here, there = f"diagt{tag}", f"dvt{tag}a", f"dvt{tag}b"
-    net = f"10.213.{int(tag) % 200 + 20}"
-    steps = [
-        ["ip", "netns", "add", ns],
-        ["ip", "link", "add", here, "type", "veth", "peer", "name", there],
-        ["ip", "link", "set", there, "netns", ns],
-        ["ip", "addr", "add", f"{net}.1/24", "dev", here],
-        ["ip", "link", "set", here, "up"],
-        ["nsenter", f"--net=/run/netns/{ns}", "ip", "addr", "add", f"{net}.2/24", "dev", there],
-        ["nsenter", f"--net=/run/netns/{ns}", "ip", "link", "set", there, "up"],
-        ["nsenter", f"--net=/run/netns/{ns}", "ip", "link", "set", "lo", "up"],
-    ]
-    for argv in steps:
-        if _sh(argv).returncode != 0:
-            _sh(["ip", "link", "del", here])
-            _sh(["ip", "netns", "del", ns])
-            return None
-    return ns
+    for x in range(20, 220):
+        if f" 10.213.{x}." not in shown.stdout:
+            return f"10.213.{x}"
+    return None
 
 
-def _addr(netns: Optional[str], which: int) -> str:
-    if netns is None:
-        return "127.0.0.1"
-    return f"10.213.{int(netns[5:]) % 200 + 20}.{which}"
+def _ns_cmd(ns: str, *argv: str) -> List[str]:
+    return ["nsenter", f"--net=/run/netns/{ns}", *argv]
+
+
+def _make_network(cluster: Cluster, tag: str, want: int) -> Tuple[str, List[str]]:
+    """The bridge (node 1 and slurmctld: NET.1) and one namespace per further node (NET.i),
+    each joined to the bridge by a veth. Returns the /24's prefix and the namespaces made, in
+    order; stops at the first one that cannot be made (``cluster.fallback`` says why)."""
+    if not (shutil.which("ip") and shutil.which("nsenter")):
+        cluster.fallback = "no `ip` / `nsenter` here: one node"
+        return "", []
+    net = _free_net()
+    if net is None:
+        cluster.fallback = "no free 10.213.X.0/24 for the bridge: one node"
+        return "", []
+    bridge = f"dbr{tag}"
+    for argv in (
+        ["ip", "link", "add", bridge, "type", "bridge"],
+        ["ip", "addr", "add", f"{net}.1/24", "dev", bridge],
+        ["ip", "link", "set", bridge, "up"],
+    ):
+        done = _sh(argv)
+        if done.returncode != 0:
+            _sh(["ip", "link", "del", bridge])
+            cluster.fallback = f"`{' '.join(argv)}` failed ({done.stderr.strip()}): one node"
+            return "", []
+    cluster.bridge = bridge
+    made: List[str] = []
+    for i in range(2, want + 1):
+        ns, here, there = f"diagt{tag}n{i}", f"dv{tag}h{i}", f"dv{tag}n{i}"
+        steps = [
+            ["ip", "netns", "add", ns],
+            ["ip", "link", "add", here, "type", "veth", "peer", "name", there],
+            ["ip", "link", "set", there, "netns", ns],
+            ["ip", "link", "set", here, "master", bridge],
+            ["ip", "link", "set", here, "up"],
+            _ns_cmd(ns, "ip", "addr", "add", f"{net}.{i}/24", "dev", there),
+            _ns_cmd(ns, "ip", "link", "set", there, "up"),
+            _ns_cmd(ns, "ip", "link", "set", "lo", "up"),
+        ]
+        for argv in steps:
+            done = _sh(argv)
+            if done.returncode != 0:
+                _sh(["ip", "link", "del", here])
+                _sh(["ip", "netns", "del", ns])
+                cluster.fallback = (
+                    f"`{' '.join(argv)}` failed ({done.stderr.strip()}): {i - 1} node(s)"
+                )
+                return net, made
+        made.append(ns)
+        cluster.links.append(here)
+    return net, made
+
+
+_TAGS = itertools.count()
 
 
 def start_cluster(cluster: Cluster, want_nodes: int = 2) -> None:
-    """Start it; raises RuntimeError saying why Slurm cannot start here (then stop_cluster
-    cleans up whatever did start)."""
+    """Start it with up to ``want_nodes`` nodes (fewer where namespaces cannot be made: see
+    ``cluster.fallback``); raises RuntimeError saying why Slurm cannot start here (then
+    stop_cluster cleans up whatever did start)."""
     root = cluster.root
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         raise RuntimeError(f"not installed: {', '.join(missing)} (make install adds slurm-wlm)")
     if os.geteuid() != 0:
         raise RuntimeError("the test cluster runs its daemons as root")
-    tag = str(os.getpid() % 100000)
-    cluster.netns = _make_netns(tag) if want_nodes > 1 else None
-    cluster.nodes = ["diag-n1", "diag-n2"] if cluster.netns else ["diag-n1"]
+    tag = f"{os.getpid() % 10000}{next(_TAGS)}"
+    net, spaces = _make_network(cluster, tag, want_nodes) if want_nodes > 1 else ("", [])
+    cluster.nodes = [f"diag-n{i + 1}" for i in range(1 + len(spaces))]
+    cluster.netns = {f"diag-n{i + 2}": ns for i, ns in enumerate(spaces)}
+    cluster.addrs = {
+        name: f"{net}.{i + 1}" if spaces else "127.0.0.1" for i, name in enumerate(cluster.nodes)
+    }
     for sub in ("munge", "state", "log"):
         (root / sub).mkdir(mode=0o700, exist_ok=True)
     key = root / "munge" / "munge.key"
@@ -196,12 +247,12 @@ def start_cluster(cluster: Cluster, want_nodes: int = 2) -> None:
     key.chmod(0o600)
     host = socket.gethostname().split(".")[0]
     node_lines = "\n".join(
-        f"NodeName={name} NodeAddr={_addr(cluster.netns, i + 1)} "
+        f"NodeName={name} NodeAddr={cluster.addrs[name]} "
         f"NodeHostname={host if i == 0 else name} CPUs={os.cpu_count() or 1} State=UNKNOWN"
         for i, name in enumerate(cluster.nodes)
     )
     values = {
-        "HOST": host, "CTLD_ADDR": _addr(cluster.netns, 1), "DIR": str(root),
+        "HOST": host, "CTLD_ADDR": cluster.addrs[cluster.nodes[0]], "DIR": str(root),
         "CTLD_PORT": str(_free_port()), "SLURMD_PORT": str(_free_port()),
         "NODES": node_lines, "NODELIST": ",".join(cluster.nodes),
     }  # fmt: skip
@@ -222,7 +273,7 @@ def start_cluster(cluster: Cluster, want_nodes: int = 2) -> None:
         raise RuntimeError(f"slurmctld would not start: {done.stderr.strip()}")
     for node in cluster.nodes:
         cluster.start_slurmd(node)
-    cluster.wait_idle()
+    cluster.wait_idle(timeout_s=40.0 + 2.0 * len(cluster.nodes))
 
 
 def _our_stepds(conf: Path) -> List[int]:
@@ -251,5 +302,9 @@ def stop_cluster(cluster: Cluster) -> None:
             stop_pid(pid)
         stop_pid(_pid_from(cluster.root / "slurmctld.pid"))
     stop_pid(_pid_from(cluster.root / "munge" / "munged.pid"))
-    if cluster.netns:
-        _sh(["ip", "netns", "del", cluster.netns])  # takes the veth pair with it
+    for link in cluster.links:  # deleting one end deletes the pair, at once (a namespace
+        _sh(["ip", "link", "del", link])  # takes its end along only once it is freed)
+    for ns in cluster.netns.values():
+        _sh(["ip", "netns", "del", ns])
+    if cluster.bridge:
+        _sh(["ip", "link", "del", cluster.bridge])

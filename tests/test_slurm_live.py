@@ -1,18 +1,21 @@
 """``diag capture --slurm-job`` on a real Slurm started on this machine (tests/slurm_cluster.py):
 two nodes where network namespaces work (else one), a real sbatch job of Python ranks, real
-srun. Skips, printing why, only where Slurm cannot start.
+srun; and a second cluster of eight nodes (eight slurmd, seven network namespaces on a bridge)
+for the fan-out at scale. Skips, printing why, only where Slurm cannot start.
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import Dict, Iterator
 
 import pytest
 from conftest import run_diag
@@ -40,8 +43,31 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]
         stop_cluster(cluster)
         print(f"\nSlurm cannot start here: {exc}")
         pytest.skip(f"Slurm cannot start here: {exc}")
-    print(f"\nSlurm test cluster: nodes {', '.join(cluster.nodes)}")
+    fewer = f" (fewer than 2: {cluster.fallback})" if cluster.fallback else ""
+    print(f"\nSlurm test cluster: nodes {', '.join(cluster.nodes)}{fewer}")
     try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
+
+
+@pytest.fixture(scope="session")
+def eight_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Eight slurmd, each but the first in its own network namespace; started once."""
+    root = tmp_path_factory.mktemp("slurm8")
+    root.chmod(0o755)
+    cluster = Cluster(root)
+    try:
+        start_cluster(cluster, want_nodes=8)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        stop_cluster(cluster)
+        print(f"\nSlurm cannot start here: {exc}")
+        pytest.skip(f"Slurm cannot start here: {exc}")
+    try:
+        if len(cluster.nodes) < 8:
+            print(f"\nonly {len(cluster.nodes)} node(s): {cluster.fallback}")
+            pytest.skip(f"only {len(cluster.nodes)} node(s) here: {cluster.fallback}")
+        print(f"\nSlurm test cluster: nodes {', '.join(cluster.nodes)}")
         yield cluster
     finally:
         stop_cluster(cluster)
@@ -279,3 +305,48 @@ def test_watch_killed_leaves_no_collector_behind(slurm_cluster: Cluster, tmp_pat
     finally:
         job.cancel()
     assert "diag" not in steps.split(), steps
+
+
+def _rank_pids(job_out: Path) -> Dict[int, int]:
+    return {
+        int(r): int(p) for r, p in re.findall(r"READY rank (\d+) pid (\d+)", job_out.read_text())
+    }
+
+
+def test_eight_nodes_merged_and_the_odd_node_named(eight_nodes: Cluster, tmp_path: Path) -> None:
+    """One rank per node on eight slurmd: every rank found on its own host and merged; rank 5
+    (on the sixth node) diverges, then is stopped - the verdict names that node and rank."""
+    nodes = eight_nodes.nodes
+    job = eight_nodes.submit(8, {"DIAG_TEST_ODD_RANK": "5"})
+    try:
+        job.wait_ready(8)
+        pids = _rank_pids(job.out)
+        diverged = _capture(eight_nodes, job.job_id, tmp_path / "odd")
+        os.kill(pids[5], signal.SIGSTOP)
+        try:
+            stopped = _capture(eight_nodes, job.job_id, tmp_path / "stopped")
+        finally:
+            os.kill(pids[5], signal.SIGCONT)
+    finally:
+        job.cancel()
+    assert diverged.returncode == 0, diverged.stderr
+    assert "merged 8 of 8 host(s)" in diverged.stdout
+    bundle = load_bundle(tmp_path / "odd.json")
+    ranks = {p.rank: p for p in bundle.processes if p.role == "rank"}
+    assert {r: (p.host, p.pid) for r, p in ranks.items()} == {
+        r: (nodes[r], pids[r]) for r in range(8)
+    }
+    assert [(h.name, h.status, h.samples) for h in bundle.hosts] == [(n, "ok", 2) for n in nodes]
+    assert all(h.clock_source == "srun-ping" for h in bundle.hosts)
+    assert bundle.verdict is not None
+    odd = [c for c in bundle.verdict.classes if c.ranks == (5,)]
+    assert len(odd) == 1 and odd[0].hosts == (nodes[5],), bundle.verdict.classes
+    assert "Queue.get" in odd[0].label
+    assert stopped.returncode == 0, stopped.stderr
+    bundle = load_bundle(tmp_path / "stopped.json")
+    assert bundle.verdict is not None and bundle.verdict.state == "deadlocked"
+    assert [(s.host, s.rank, s.pid) for s in bundle.verdict.suspects] == [(nodes[5], 5, pids[5])]
+    assert "rank 5 is stopped" in bundle.verdict.summary
+    md = (tmp_path / "stopped.md").read_text()
+    suspects = md[md.index("### Suspects") :]
+    assert f"rank 5 (pid {pids[5]}, {nodes[5]})" in suspects.splitlines()[2]

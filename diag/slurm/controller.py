@@ -13,6 +13,11 @@ together per node. The controller also pings every node through srun's stdin (fo
 tasks) and reads the pongs: NTP's round-trip estimate gives each node's clock offset with an
 error bound of half the round trip. Offsets are recorded and shown, not applied.
 
+Streamed: each node's bundle is decoded the moment its last chunk arrives (its chunks then
+dropped) while the others still sample, and once every node has said ``done`` the merge starts
+at once - srun's teardown of the step is not waited for - so the time to the merged verdict is
+the slowest node's capture plus one merge, never a sum over the nodes.
+
 A node that fails (srun error, node down, no job process there, timeout) becomes a recorded
 failure and the merged bundle is made from the rest; only "no node at all" is an error.
 """

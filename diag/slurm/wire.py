@@ -17,6 +17,11 @@ node prints is ignored) and names its node:
 
 Clock offset per node (NTP's estimate): offset = node_t - (ctrl_t + recv_t) / 2 with an
 error of at most half the round trip; the pong with the shortest round trip is kept.
+
+A node's bundle is decoded the moment its last chunk arrives and its chunks are dropped, while
+the other nodes are still sampling: what the controller holds is one decoded bundle per node
+that finished plus the chunks of those still sending, and when the last node is done only the
+merge is left (it is a pure function of the decoded parts: ``bundle.merge``).
 """
 
 from __future__ import annotations
@@ -55,13 +60,19 @@ def decode_chunks(chunks: Dict[int, str], total: int) -> Bundle:
 
 
 class _Node:
-    __slots__ = ("chunks", "done", "errors", "hello_s", "notes", "pongs", "tick", "total")
+    __slots__ = ("broken", "bundle", "chunks", "done", "done_recv_s", "errors", "hello_recv_s",
+                 "hello_s", "notes", "pongs", "tick", "total")  # fmt: skip
 
     def __init__(self) -> None:
         self.hello_s: Optional[float] = None
+        # When its first and last lines arrived (our clock): where a fan-out's time went.
+        self.hello_recv_s: Optional[float] = None
+        self.done_recv_s: Optional[float] = None
         self.pongs: List[Tuple[float, float, float]] = []  # ctrl_t, node_t, recv_t
-        self.chunks: Dict[int, str] = {}
+        self.chunks: Dict[int, str] = {}  # until the last one arrives (kept if unreadable)
         self.total: Optional[int] = None
+        self.bundle: Optional[Bundle] = None  # decoded as soon as every chunk is in
+        self.broken = ""  # why the chunks, all in, are no bundle
         self.errors: List[str] = []
         self.notes: List[str] = []
         self.tick: Optional[Tuple[int, int]] = None  # last sample index, processes alive
@@ -94,13 +105,16 @@ class Gathered:
         try:
             if kind == "hello":
                 node.hello_s = float(rest)
+                node.hello_recv_s = recv_s
             elif kind == "pong":
                 ctrl, node_t = rest.split()
                 node.pongs.append((float(ctrl), float(node_t), recv_s))
             elif kind == "chunk":
                 seq, total, data = [*rest.split(" ", 2), ""][:3]
-                node.total = int(total)
-                node.chunks[int(seq)] = data.strip()
+                if node.bundle is None and not node.broken:
+                    node.total = int(total)
+                    node.chunks[int(seq)] = data.strip()
+                    self._complete(node)
             elif kind == "error":
                 node.errors.append(rest)
             elif kind == "tick":
@@ -110,6 +124,7 @@ class Gathered:
                 node.notes.append(rest)
             elif kind == "done":
                 node.done = True
+                node.done_recv_s = recv_s
             else:
                 return None
         except ValueError:
@@ -154,15 +169,29 @@ class Gathered:
         ctrl, node_t, recv = min(node.pongs, key=lambda p: p[2] - p[0])
         return round(node_t - (ctrl + recv) / 2, 6), round(max(recv - ctrl, 0.0) / 2, 6)
 
-    def _bundle(self, node: _Node) -> Tuple[Optional[Bundle], str]:
-        if node.total is None:
-            return None, ""
-        if len(node.chunks) < node.total or any(i not in node.chunks for i in range(node.total)):
-            return None, f"bundle cut short ({len(node.chunks)} of {node.total} parts arrived)"
+    @staticmethod
+    def _complete(node: _Node) -> None:
+        """Decode the bundle once its last chunk is in, and let the chunks go."""
+        total = node.total
+        if total is None or len(node.chunks) < total:
+            return
+        if any(i not in node.chunks for i in range(total)):
+            return
         try:
-            return decode_chunks(node.chunks, node.total), ""
+            node.bundle = decode_chunks(node.chunks, total)
         except (ValueError, zlib.error, msgspec.DecodeError, msgspec.ValidationError) as exc:
-            return None, f"bundle unreadable ({type(exc).__name__}: {exc})"
+            node.broken = f"bundle unreadable ({type(exc).__name__}: {exc})"
+            return
+        node.chunks = {}
+
+    def decoded(self) -> int:
+        """How many nodes' bundles are in and decoded."""
+        return sum(1 for n in self.nodes.values() if n.bundle is not None)
+
+    def _bundle(self, node: _Node) -> Tuple[Optional[Bundle], str]:
+        if node.total is None or node.bundle is not None or node.broken:
+            return node.bundle, node.broken
+        return None, f"bundle cut short ({len(node.chunks)} of {node.total} parts arrived)"
 
     def parts(self) -> List[HostPart]:
         out: List[HostPart] = []
