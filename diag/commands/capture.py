@@ -31,8 +31,6 @@ from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION
 from diag.redact import Redactor
-from diag.render.outputs import write_outputs
-from diag.verdict.classify import classify
 
 __all__ = [
     "PTRACE_REMEDY",
@@ -106,11 +104,15 @@ def captured_bundle(
 def judged(bundle: Bundle) -> Bundle:
     """The bundle with its verdict attached (and the NCCL log summary the verdict reads)."""
     bundle = with_log_summary(bundle)
+    from diag.verdict.classify import classify  # lazy: a Slurm node never judges
+
     return msgspec.structs.replace(bundle, verdict=classify(bundle))
 
 
 def write_judged(bundle: Bundle, json_path: Path, redactor: Redactor) -> Tuple[Path, ...]:
     """Judge, then write PATH.json, PATH.html and PATH.md (all scrubbed)."""
+    from diag.render.outputs import write_outputs  # lazy: a Slurm node never renders
+
     return write_outputs(judged(bundle), json_path, redactor)
 
 
@@ -214,5 +216,7 @@ def _finish(
     notes.extend(_stack_notes(list(collector.processes.values()), samples[-1]))
     notes.extend(denied_notes(collector))
     bundle = judged(captured_bundle(collector, samples, created_s, fr_dirs))
+    from diag.render.outputs import write_outputs
+
     written = write_outputs(bundle, json_path, collector.redactor)
     return Outcome(bundle, written, tuple(notes), collector.redactor)

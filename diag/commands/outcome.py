@@ -17,7 +17,6 @@ from diag.model import Bundle
 from diag.redact import Redactor
 from diag.text.terminal import safe_line
 from diag.text.units import rank_set
-from diag.verdict.classify import verdict_line
 
 
 class Outcome(NamedTuple):
@@ -55,6 +54,8 @@ def summary_lines(outcome: Outcome, headline: str) -> List[str]:
     """The stdout lines: the headline, one ``wrote PATH`` per file, the verdict line."""
     lines = [headline]
     lines += [f"wrote {path}" for path in outcome.written]
+    from diag.verdict.classify import verdict_line  # lazy: a Slurm node prints no verdict
+
     lines.append(verdict_line(outcome.bundle.verdict))
     return lines
 
