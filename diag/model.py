@@ -483,6 +483,7 @@ class RankPhase(Record, frozen=True):
 # A process's state in the wait-for graph (diag.verdict.graph), and what can end a wait.
 NodeState = Literal[
     "computing",
+    "working",  # its output moves (writes, answers requests, its log grows, memory grows)
     "spinning",
     "blocked",
     "sleeping",
@@ -498,7 +499,16 @@ EdgeKind = Literal[
 # How a chain of waits ends: at a stopped / dead / computing / D-state node, at the outside,
 # at a lock or queue only its own process can release, in a cycle, or nowhere known.
 ChainEnd = Literal[
-    "stopped", "dead", "computing", "disk", "outside", "lock", "self", "cycle", "stuck"
+    "stopped",
+    "dead",
+    "computing",
+    "working",
+    "disk",
+    "outside",
+    "lock",
+    "self",
+    "cycle",
+    "stuck",
 ]
 
 

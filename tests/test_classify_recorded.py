@@ -132,3 +132,38 @@ def test_killed_worker_reaped_before_diag_looked_is_named_from_the_log(samples: 
     assert "VllmWorker-1 died unexpectedly" in lead.reason
     if samples:
         assert "the log says rank 1 died" in verdict.summary
+
+
+# Where the wait-for graph alone and the rules read a recording differently, and why the rules
+# are right there (each a judgment the graph cannot make from who-waits-on-whom alone).
+GRAPH_DISAGREES = {
+    # Ranks wait in a collective for rank 2, which sleeps in `rebuild_cache`: to the graph a
+    # timer can end that sleep; the rules call a rank sleeping outside its group's collective
+    # a divergence (it will not come back by itself).
+    "gloo_diverge_sleep",
+    # Flight Recorder says a rank is behind in the collectives; the graph does not read FR.
+    "fr_lag_4ranks",
+}
+
+
+def _every_recording() -> List[Any]:
+    paths = [*sorted(BUNDLES.glob("*.json")), *sorted((REPO / "tests/golden/bundles").glob("*"))]
+    return [pytest.param(p, id=p.stem) for p in paths if p.suffix == ".json"]
+
+
+@pytest.mark.parametrize("path", _every_recording())
+def test_the_wait_for_graph_gives_the_same_state_as_the_rules(path: Path) -> None:
+    """The graph (who waits on whom, each chain to its end) and the rule table reach the same
+    state on every recorded capture, real servers included - the chains are the verdict's
+    why, not a second opinion that contradicts it."""
+    from diag.verdict.classify import graph_state
+
+    verdict = classify(load_bundle(path))
+    implied = graph_state(verdict.graph)
+    if implied is None:
+        assert verdict.state == "exited", verdict.summary
+        return
+    agrees = verdict.state in implied.split("|")
+    assert agrees != (path.stem in GRAPH_DISAGREES), (
+        f"{verdict.state} vs the graph's {implied}: {verdict.graph.chains if verdict.graph else ()}"
+    )

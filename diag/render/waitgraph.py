@@ -41,7 +41,7 @@ def _end_css(
     own = out.get(n.key, [])
     if any(_is_outside(e.dst) for e in own) and not any(e.dst == n.key for e in own):
         return "end-outside"
-    if n.state in ("computing", "spinning", "serving"):
+    if n.state in ("computing", "working", "spinning", "serving"):
         return "end-work"
     return "end-bad"
 

@@ -31,6 +31,7 @@ their children.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -134,9 +135,8 @@ def classify(bundle: Bundle) -> Verdict:
     findings = run_sources(ctx, EVIDENCE_SOURCES)
     classes = tuple(rank_classes(bundle, parts))
     intervals = max((p.intervals for p in procs), default=0)
-    graph = _graph_of(ctx)
-    state, confidence, summary, evidence, suspects = _decide(
-        ctx, findings, classes, intervals, graph
+    state, confidence, summary, evidence, suspects, graph = _decide(
+        ctx, findings, classes, intervals
     )
     evidence = evidence + [f.evidence for f in findings]
     suspects = suspects + [s for f in findings for s in f.suspects]
@@ -183,9 +183,23 @@ def classify(bundle: Bundle) -> Verdict:
     return with_startup(verdict, bundle, procs)  # startup phases, ETA, timeout warnings
 
 
-def _graph_of(ctx: Context) -> Optional[WaitGraph]:
+def working_keys(s: Situation) -> FrozenSet[Tuple[str, int]]:
+    """Processes whose output the verdict measured moving - bytes written, requests
+    answered, a progress log they write, memory growing, children computing for them: the
+    graph's "working" nodes, where chains of waits on them end."""
+    keys = {p.key for p in [*s.writers, *s.answering, *s.growers]}
+    # A parent working through children the capture sees: its chain goes on to them (they
+    # compute); through children already reaped (their CPU in its cutime): it is the work.
+    parents = {(q.key[0], q.info.ppid) for q in s.ctx.procs if not q.dead}
+    keys.update(p.key for p, _, _ in s.helped if (p.key[0], p.pid) not in parents)
+    log_pids = {pid for lg in s.progress_logs for pid in lg.pids}
+    keys.update(p.key for p in s.alive if p.pid in log_pids)
+    return frozenset(keys)
+
+
+def _graph_of(ctx: Context, working: FrozenSet[Tuple[str, int]]) -> Optional[WaitGraph]:
     try:
-        return wait_graph(ctx.bundle, ctx.procs, ctx.participants)
+        return wait_graph(ctx.bundle, ctx.procs, ctx.participants, working)
     except Exception:  # a bug in the graph must not cost the verdict
         return None
 
@@ -210,6 +224,23 @@ def _chain_of(node: WaitNode, graph: WaitGraph) -> str:
         ):
             return line
     return ""
+
+
+def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
+    """The state the wait-for graph alone gives, for checking the rules against it: a chain
+    ending at a stopped or dead process -> deadlocked (it outranks the rest, as in the rules);
+    else one ending in work -> "slow|progressing"; else every chain at the outside -> idle;
+    else (cycles, locks, waits nothing can end) -> deadlocked. None without chains."""
+    if graph is None or not graph.reasons:
+        return None
+    ends = set(graph.reasons)
+    if ends & {"stopped", "dead"}:
+        return "deadlocked"
+    if ends & {"computing", "working", "disk"}:
+        return "slow|progressing"
+    if ends <= {"outside"}:
+        return "idle"
+    return "deadlocked"
 
 
 def with_chains(suspects: Sequence[Suspect], graph: WaitGraph) -> List[Suspect]:
@@ -353,11 +384,7 @@ def _wakeup_writes(p: ProcSignals) -> bool:
 
 
 def measure(
-    ctx: Context,
-    findings: Sequence[Finding],
-    classes: Sequence[RankClass],
-    intervals: int,
-    graph: Optional[WaitGraph] = None,
+    ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
 ) -> Situation:
     parts = ctx.participants
     alive = [p for p in parts if not p.dead]
@@ -420,7 +447,6 @@ def measure(
         if not p.dead and not is_rank_helper(p) and p.served_delta_bytes >= SERVED_MIN_BYTES
     ]
     return Situation(
-        graph=graph,
         helped=child_work(ctx.procs),
         answering=answering,
         ctx=ctx,
@@ -912,15 +938,18 @@ def _decide(
     findings: Sequence[Finding],
     classes: Sequence[RankClass],
     intervals: int,
-    graph: Optional[WaitGraph] = None,
-) -> Tuple[str, float, str, List[Evidence], List[Suspect]]:
-    situation = measure(ctx, findings, classes, intervals, graph)
+) -> Tuple[str, float, str, List[Evidence], List[Suspect], Optional[WaitGraph]]:
+    """Measure, draw the wait-for graph (its working nodes from the measures), apply the
+    rules in order."""
+    situation = measure(ctx, findings, classes, intervals)
+    graph = _graph_of(ctx, working_keys(situation))
+    situation = dataclasses.replace(situation, graph=graph)
     evidence = evidence_for(ctx, classes)
     for rule in RULES:
         decision = rule(situation)
         if decision is not None:
             state, confidence, summary, suspects = decision
-            return state, confidence, summary, evidence, suspects
+            return state, confidence, summary, evidence, suspects, graph
     raise AssertionError("nothing_can_wake always decides")  # pragma: no cover
 
 

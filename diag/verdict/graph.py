@@ -16,7 +16,7 @@ that end the same way are one line ("ranks 0-2, 4-7 → (peer) → rank 3: stopp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Collection, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
@@ -38,7 +38,7 @@ from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.sources import Context
-from diag.verdict.thread_wait import frames_of
+from diag.verdict.thread_wait import frames_of, thread_wait
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT, SERVE, SLEEP
 from diag.verdict.wording import where
 
@@ -60,6 +60,7 @@ _OUTSIDE_NODES: Dict[str, Tuple[str, str]] = {
     OUT_PEER: ("outside: unknown peer", "a socket peer or fifo end not in the capture"),
 }
 _DEAD_STATES = ("stopped", "zombie", "exited")
+_WORK_STATES = ("computing", "working")
 _TRACKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
 _THREAD_STATES = {"R": "running", "S": "waiting", "D": "disk", "T": "stopped", "t": "stopped"}
 FUTEX_PRIVATE = 0x80
@@ -116,12 +117,21 @@ def _computing(p: ProcSignals) -> bool:
     return p.main_wait is not None and p.main_wait.kind is None and p.compute_pct >= COMPUTE_PCT
 
 
-def node_state(p: ProcSignals) -> NodeState:
-    """The process's state in the graph (a closed set; see ``model.NodeState``)."""
+def node_state(p: ProcSignals, working: bool = False) -> NodeState:
+    """The process's state in the graph (a closed set; see ``model.NodeState``). ``working``:
+    the verdict measured its output moving (bytes written, requests answered, its log, its
+    memory) - work the others' waits may lead to, whatever its main thread waits in now."""
     if p.dead:
         return "zombie" if p.statuses and p.statuses[-1] == "zombie" else "exited"
     if p.stopped:
         return "stopped"
+    state = _live_state(p)
+    if working and state in ("blocked", "sleeping", "serving"):
+        return "working"
+    return state
+
+
+def _live_state(p: ProcSignals) -> NodeState:
     w = p.main_wait
     if w is not None and w.kind == "disk":
         return "disk"
@@ -162,6 +172,8 @@ def _detail(p: ProcSignals, state: NodeState, last: Optional[ProcessSample]) -> 
     if p.dead:
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
         bits.append(f"{p.statuses[-1] if p.statuses else 'dead'}{code}")
+    elif state == "working":
+        bits.append(f"its output moves; main thread in {where(p)}")
     elif state == "computing" and _reading(p) and p.compute_pct < COMPUTE_PCT:
         read = size(max(p.read_delta_bytes, p.file_progress_bytes))
         bits.append(f"reading: {read} read during the capture, main thread in {where(p)}")
@@ -258,7 +270,7 @@ class _Builder:
 
         def score(q: ProcSignals) -> Tuple[int, int, int]:
             state = self.nodes[node_key(q)].state
-            first = 0 if state in _DEAD_STATES else 1 if state == "computing" else 2
+            first = 0 if state in _DEAD_STATES else 1 if state in _WORK_STATES else 2
             return first, q.rank if q.rank is not None else 1 << 30, q.pid
 
         return sorted(targets, key=score)[:MAX_FANOUT]
@@ -529,6 +541,33 @@ def _fd_edges(b: _Builder, p: ProcSignals) -> bool:
     return False
 
 
+_FEEDER_KINDS = ("event-loop", "accept", "socket-read", "stdin", "sleep")
+
+
+def _feeder_door(b: _Builder, p: ProcSignals) -> Optional[Tuple[str, str]]:
+    """A thread of ``p`` (not the main one) that waits on the outside - a socket, a port, a
+    timer - and so can fill the queue the main thread waits on: vLLM's EngineCore waits on its
+    input queue, which its input thread fills from the front end's socket. (outside node, why)"""
+    ps = b.last.get(p.key)
+    if ps is None:
+        return None
+    ports = serving_ports([p])
+    for t in ps.threads:
+        if t.tid == ps.pid or t.stack_id is None:
+            continue
+        tw = thread_wait(b.bundle, t)
+        if tw.kind not in _FEEDER_KINDS and tw.timed is not True:
+            continue
+        name = t.py_thread_name or t.name or str(t.tid)
+        why = f"its thread {name} waits in `{tw.label}` and can fill it"
+        if tw.kind == "sleep" or (tw.timed is True and tw.kind not in _FEEDER_KINDS):
+            return OUT_TIMER, f"{why} (a timer wakes it)"
+        if ports or tw.kind == "accept":
+            return OUT_NETWORK, f"{why} (requests on :{ports[0] if ports else '?'})"
+        return OUT_PEER, f"{why} (from a socket peer)"
+    return None
+
+
 def _own_edges(b: _Builder, p: ProcSignals) -> None:
     """The edges of one process's main-thread wait (and its other threads' lock waits)."""
     w = p.main_wait
@@ -570,6 +609,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             b.edge(p, node_key(k), edge_kind, f"{what} {here}; {label_of(k)} can answer it")
         if not kids:
             b.edge(p, me, edge_kind, f"{what} {here}; only its own threads can answer it")
+            feeder = _feeder_door(b, p)
+            if feeder is not None:
+                b.edge(p, feeder[0], "outside", feeder[1])
     elif fam == LOCK or kind == "blocked":
         op = _main_futex_op(b, p)
         if op is not None and not op & FUTEX_PRIVATE and kind == "lock":
@@ -621,14 +663,16 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
         )
 
 
-def _build(bundle: Bundle, procs: Sequence[ProcSignals]) -> _Builder:
+def _build(
+    bundle: Bundle, procs: Sequence[ProcSignals], working: Collection[Tuple[str, int]] = ()
+) -> _Builder:
     b = _Builder(bundle=bundle, procs=procs, last=_last_alive(bundle, {p.key for p in procs}))
     for p in procs:
         key = node_key(p)
         b.by_key[key] = p
         if p.info.ppid is not None:
             b.children.setdefault((p.key[0], p.info.ppid), []).append(p)
-        state = node_state(p)
+        state = node_state(p, p.key in working)
         b.nodes[key] = WaitNode(
             key=key,
             pid=p.pid,
@@ -706,7 +750,7 @@ def _terminal(node: WaitNode) -> Optional[str]:
         return "stopped"
     if node.state in ("zombie", "exited"):
         return "dead"
-    if node.state in ("computing", "disk"):
+    if node.state in ("computing", "working", "disk"):
         return node.state
     return None
 
@@ -732,7 +776,8 @@ def follow(
         inner = [e for e in edges if e.dst != cur and not is_outside(e.dst)]
         if not inner:
             selfs = [e for e in edges if e.dst == cur]
-            if selfs:
+            fed = any(is_outside(e.dst) for e in edges)
+            if selfs and not (fed and selfs[0].kind != "lock"):
                 return Chain(start, steps, cur, "lock" if selfs[0].kind == "lock" else "self")
             if any(is_outside(e.dst) for e in edges):
                 return Chain(start, steps, cur, "outside")
@@ -742,7 +787,7 @@ def follow(
             t = nodes[e.dst]
             if t.state in _DEAD_STATES:
                 return 0
-            if t.state in ("computing", "disk"):
+            if t.state in (*_WORK_STATES, "disk"):
                 return 1
             if comp.get(e.dst) != comp.get(here):
                 return 2
@@ -774,6 +819,8 @@ def _main_text(p: Optional[ProcSignals], node: WaitNode, short: bool = False) ->
     if p.dead:
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
         return f"{node.state}{code}"
+    if node.state == "working":
+        return f"working (its output moves) in {where(p)}"
     if node.state == "computing" and _reading(p) and p.compute_pct < COMPUTE_PCT:
         read = size(max(p.read_delta_bytes, p.file_progress_bytes))
         return f"reading in {where(p)}" + ("" if short else f" ({read} during the capture)")
@@ -798,7 +845,7 @@ def _end_text(
         text = f"stopped (SIGSTOP or a debugger) - `kill -CONT {n.pid}`"
     elif chain.reason == "dead":
         text = f"{main} - it will never answer"
-    elif chain.reason == "computing":
+    elif chain.reason in ("computing", "working"):
         text = main
     elif chain.reason == "disk":
         text = f"{main} (state D: storage or NFS not answering)"
@@ -877,10 +924,14 @@ def chain_lines(
 
 
 def wait_graph(
-    bundle: Bundle, procs: Sequence[ProcSignals], parts: Sequence[ProcSignals]
+    bundle: Bundle,
+    procs: Sequence[ProcSignals],
+    parts: Sequence[ProcSignals],
+    working: Collection[Tuple[str, int]] = (),
 ) -> WaitGraph:
-    """The wait-for graph of ``procs``, with chains followed from ``parts``."""
-    b = _build(bundle, procs)
+    """The wait-for graph of ``procs``, with chains followed from ``parts``; ``working``: the
+    (host, pid) of processes whose output the verdict measured moving."""
+    b = _build(bundle, procs, frozenset(working))
     out: Dict[str, List[WaitEdge]] = {}
     for e in b.edges:
         out.setdefault(e.src, []).append(e)
