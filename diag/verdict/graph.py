@@ -93,7 +93,11 @@ def label_of(p: ProcSignals) -> str:
     """ "rank 3", "pid 12 cc1plus", "pid 12 cc1plus on node2"."""
     if p.rank is not None and not is_rank_helper(p):
         return f"rank {p.rank}"
-    text = f"pid {p.pid}" + (f" {p.info.name}" if p.info.name else "")
+    name = p.info.name
+    title = p.info.cmdline[0] if len(p.info.cmdline) == 1 else ""
+    if name and title.startswith(name) and len(title) <= 40:
+        name = title  # a process title (setproctitle) the 15-byte comm cut: VLLM::EngineCore
+    text = f"pid {p.pid}" + (f" {name}" if name else "")
     return text + (f" on {p.key[0]}" if p.key[0] else "")
 
 
