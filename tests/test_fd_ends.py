@@ -403,7 +403,7 @@ def test_graph_edges_from_recorded_ends() -> None:
         ("/11", "/12", "pipe"), ""
     ), edges
     assert ("/11", "/10", "pipe") not in edges  # the old guess: the parent
-    network = edges.get(("/13", "outside:network", "outside"), "")
+    network = edges.get(("/13", "outside:peer", "outside"), "")
     assert "10.9.9.9:29500" in network, edges
     # Without the ends (an older bundle) the old guess applies again.
     old = classify(build(procs)).graph

@@ -15,6 +15,9 @@ from typing import Any, Dict
 import pytest
 from conftest import REPO, SCENARIOS, run_diag, start_ready
 
+from diag.bundle.io import load_bundle
+from diag.verdict.classify import graph_state
+
 _spec = importlib.util.spec_from_file_location(
     "run_scenarios", REPO / "samples" / "run_scenarios.py"
 )
@@ -29,6 +32,17 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 # Scenarios whose verdict is wrong today: still in SCENARIOS (they are the spec), expected to
 # fail until the verdict learns the signal named here (#16). Remove an entry once it passes.
 VERDICT_WRONG_TODAY: Dict[str, str] = {}
+# Scenarios where the wait-for graph alone reads another state than the rules, and why the
+# rules are right there (see tests/test_classify_recorded.py's GRAPH_DISAGREES).
+_SLEEPING_LAGGARD = (
+    "the group waits for a rank that sleeps outside the collective (a poll loop): to the graph "
+    "a timer ends that sleep; whether the rank then joins is the rules' judgment (diverged)"
+)
+GRAPH_DISAGREES: Dict[str, str] = {
+    "gloo_diverge_sleep": _SLEEPING_LAGGARD,
+    "torchrun_store_wait": _SLEEPING_LAGGARD,
+    "mp_spawn_barrier": _SLEEPING_LAGGARD,
+}
 
 
 def _missing(names: Any) -> Any:
@@ -69,6 +83,11 @@ def test_scenario_verdict(scenario: Any, tmp_path: Path) -> None:
     verdict = bundle["verdict"]
     assert scenario.accepts(verdict["state"]), verdict["summary"]
     assert done.stdout.strip().splitlines()[-1].startswith(f"verdict: {verdict['state']}")
+    implied = graph_state(load_bundle(out).verdict.graph)  # type: ignore[union-attr]
+    if implied is not None and scenario.name not in GRAPH_DISAGREES:
+        assert verdict["state"] in implied.split("|"), (
+            f"the wait-for graph reads {implied}: {verdict.get('graph', {}).get('chains')}"
+        )
     suspects = verdict.get("suspects", [])
     if scenario.suspects is None or verdict["state"] != scenario.expect.split("|")[0]:
         return  # the suspects are those of the first state the scenario accepts

@@ -10,7 +10,7 @@ from __future__ import annotations
 from series import QUEUE, SELECTORS, THREADING, TORCH, Proc, Thr, build
 
 from diag.model import ServedConn
-from diag.verdict.classify import classify
+from diag.verdict.classify import classify, graph_state
 from diag.verdict.progress import is_error_line, is_heartbeat, is_idle_stats
 
 BARRIER = (("barrier", TORCH), ("main", "/job/train.py"))
@@ -366,3 +366,53 @@ def test_a_rank_reading_its_shards_is_where_the_barrier_chain_ends() -> None:
     assert verdict.graph is not None and "computing" in verdict.graph.reasons
     lead = next(s for s in verdict.suspects if s.pid == 20)
     assert "→ (peer) → rank 0: reading in" in lead.chain, lead
+
+
+def _event_waiter(**kw: object) -> Proc:
+    return Proc(
+        30,
+        role="process",
+        stack=(("wait", THREADING), ("main", "/job/d.py")),
+        futex_op=0x80,
+        wait_timed=False,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_an_event_its_own_heartbeat_thread_can_set_waits_on_a_timer() -> None:
+    """The main thread waits untimed on an Event; another of its threads sleeps on a timer
+    and will run again, so it can set it: the chain ends at the timer (idle), not at "only its
+    own threads can release it"."""
+    beat = Thr(
+        1,
+        stack=(("beat", "/job/d.py"), ("run", THREADING)),
+        syscall="clock_nanosleep",
+        wchan="hrtimer_nanosleep",
+        wait_timed=True,
+    )
+    verdict = classify(build([_event_waiter(threads=[beat])]))
+    assert verdict.state == "idle", verdict.summary
+    assert graph_state(verdict.graph) == "idle"
+    assert verdict.graph is not None
+    (edge,) = [e for e in verdict.graph.edges if e.src == "/30"]
+    assert edge.dst == "outside:timer" and "can release or set it" in edge.evidence
+
+
+def test_threads_in_a_lock_cycle_are_not_fed_by_a_sleeping_thread() -> None:
+    """Two worker threads blocked on two locks in every sample (a lock-order cycle): a third
+    thread sleeping on a timer cannot release what they hold against each other."""
+    waiters = [
+        Thr(k + 1, stack=(("worker", "/job/d.py"), ("run", THREADING)), futex_addr=f"0x{k}0")
+        for k in range(2)
+    ]
+    beat = Thr(
+        3,
+        stack=(("beat", "/job/d.py"), ("run", THREADING)),
+        syscall="clock_nanosleep",
+        wchan="hrtimer_nanosleep",
+        wait_timed=True,
+    )
+    verdict = classify(build([_event_waiter(threads=[*waiters, beat])]))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert graph_state(verdict.graph) == "deadlocked"
+    assert verdict.graph is not None and verdict.graph.reasons == ("lock",)

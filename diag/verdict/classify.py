@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
@@ -227,19 +227,53 @@ def _chain_of(node: WaitNode, graph: WaitGraph) -> str:
 
 
 def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
-    """The state the wait-for graph alone gives, for checking the rules against it: a chain
-    ending at a stopped or dead process -> deadlocked (it outranks the rest, as in the rules);
-    else one ending in work -> "slow|progressing"; else every chain at the outside -> idle;
-    else (cycles, locks, waits nothing can end) -> deadlocked. None without chains."""
+    """The state the wait-for graph alone gives, for checking the rules against it (a test
+    asserts they agree on every recorded and scenario capture, exceptions named):
+
+    - a chain ends at a stopped process, or at a dead one someone waits on (or a dead rank)
+      -> deadlocked: it outranks the rest, as in the rules;
+    - else one ends in work (computing, its output moving, disk I/O) -> "slow|progressing";
+    - else requests from outside wait unanswered on a chain -> deadlocked;
+    - else every end waits on a door that will open - requests, a timer, stdin -> idle;
+    - else (cycles, locks, a peer not in the capture that never answers) -> deadlocked.
+    None without chains."""
     if graph is None or not graph.reasons:
         return None
-    ends = set(graph.reasons)
-    if ends & {"stopped", "dead"}:
+    by_key = {n.key: n for n in graph.nodes}
+    waited_on = {e.dst for e in graph.edges}
+    doors: Dict[str, Set[str]] = {}
+    for e in graph.edges:
+        if e.dst.startswith("outside:"):
+            doors.setdefault(e.src, set()).add(e.dst)
+    dead = stopped = work = False
+    for key in graph.ends:
+        n = by_key.get(key)
+        if n is None:
+            continue
+        if n.state == "stopped":
+            stopped = True
+        elif n.state in ("zombie", "exited") and (key in waited_on or n.label.startswith("rank ")):
+            dead = True
+        elif n.state in ("computing", "working", "disk", "spinning"):
+            work = work or n.state != "spinning"
+    if stopped or dead:
         return "deadlocked"
-    if ends & {"computing", "working", "disk"}:
+    if work:
         return "slow|progressing"
-    if ends <= {"outside"}:
+    if any(e.src == "outside:clients" for e in graph.edges):
+        return "deadlocked"  # requests unanswered and nothing on their chain works
+    live_ends = [
+        k for k in graph.ends if k in by_key and by_key[k].state not in ("zombie", "exited")
+    ]
+    if any(e.kind == "lock" and e.src == e.dst and e.src in live_ends for e in graph.edges):
+        return "deadlocked"  # a lock only its own threads hold, none of which will run
+    open_doors = {"outside:network", "outside:timer", "outside:stdin", "outside:clients"}
+    if live_ends and all(doors.get(k, set()) & open_doors for k in live_ends):
         return "idle"
+    if any(doors.get(k, set()) & open_doors for k in live_ends) and all(
+        doors.get(k) for k in live_ends
+    ):
+        return "idle"  # some wait on a peer not in the capture, others on open doors
     return "deadlocked"
 
 

@@ -523,7 +523,16 @@ def _tcp_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
         else:
             b.edge(p, key, "tcp", f"{what}; {label_of(q)} holds the other end")
     if not seen:
-        b.edge(p, OUT_NETWORK, "outside", f"{what}: no process of the capture holds {end.remote}")
+        _, _, local_port = end.local.rpartition(":")
+        if local_port.isdigit() and int(local_port) in serving_ports([p]):
+            # Its own port's client, outside the job: a request or its next bytes come in.
+            b.edge(p, OUT_NETWORK, "outside", f"{what}: a client outside the capture")
+        else:
+            # A client of a server the capture does not hold: only that server's answer
+            # (or a timeout) ends the read.
+            b.edge(p, OUT_PEER, "outside", f"{what}: no process of the capture holds {end.remote}")
+        if p.main_wait is not None and p.main_wait.timed is True:
+            b.edge(p, OUT_TIMER, "outside", f"{what}, with a timeout")
     return True
 
 
@@ -546,6 +555,12 @@ def _fd_edges(b: _Builder, p: ProcSignals) -> bool:
 
 
 _FEEDER_KINDS = ("event-loop", "accept", "socket-read", "stdin", "sleep")
+
+
+def _lock_cycle(p: ProcSignals) -> bool:
+    """Threads blocked on two or more locks in every sample: they hold what the others want
+    (a lock-order cycle) - no other thread of theirs can end that."""
+    return len({a for _, a, _ in p.lock_waiters}) >= 2
 
 
 def _feeder_door(b: _Builder, p: ProcSignals) -> Optional[Tuple[str, str]]:
@@ -623,7 +638,12 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             for k in b.rank_order(shared):
                 b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
         elif kind != "blocked" or p.lock_waiters:
-            b.edge(p, me, "lock", f"waits on a lock in {here}: only its own threads hold it")
+            feeder = None if _lock_cycle(p) else _feeder_door(b, p)
+            if feeder is not None:  # another thread of its own runs again and can end it
+                why = feeder[1].replace("fill it", "release or set it")
+                b.edge(p, feeder[0], "outside", f"waits on a lock or event in {here}; {why}")
+            else:
+                b.edge(p, me, "lock", f"waits on a lock in {here}: only its own threads hold it")
     elif kind == "fifo-open":
         b.edge(p, OUT_PEER, "outside", "opens a named pipe: waits for a process to open its end")
     elif kind == "stdin":
@@ -649,10 +669,17 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout (or woke)")
         else:
             b.edge(p, OUT_PEER, "outside", f"waits in {here}: no timeout, no port - a peer")
-    if p.lock_waiters and not any(e.dst == me for e in b.edges[first_edge:]):
+    mine = b.edges[first_edge:]
+    # Threads blocked on one lock (no cycle) while the main thread waits on a door - a timer,
+    # a port, a timeout - or on another of its threads: the main thread runs again and may
+    # release it. Two or more locks held against each other: only a lock-order cycle.
+    door = any(is_outside(e.dst) for e in mine) or w.timed is True
+    if p.lock_waiters and not any(e.dst == me for e in mine) and (_lock_cycle(p) or not door):
         n = len(p.lock_waiters)
         addrs = len({a for _, a, _ in p.lock_waiters})
         b.edge(p, me, "lock", f"{n} thread(s) blocked on {addrs} lock(s) in every sample")
+    if len(b.edges) == first_edge and w.timed is True:
+        b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout: it wakes by itself")
     if p.stale_requests:
         b.add_outside(OUT_CLIENTS)
         ports = ", ".join(f":{port}" for port in p.stale_ports[:3])
