@@ -472,6 +472,14 @@ class TestOneEngine:
         assert verdict["state"] == "deadlocked", verdict_line(bundle)
         assert engine in suspect_pids(bundle), verdict_line(bundle)
         assert "stopped (state T" in verdict["summary"], verdict_line(bundle)
+        # The why: the clients' request waits in the API server, which hands it to the
+        # EngineCore over a unix socket (zmq ipc://) - the chain of waits ends there.
+        chains = verdict["graph"]["chains"]
+        assert any(f"→ (unix) → pid {engine} VLLM::EngineCore: stopped" in c for c in chains), (
+            chains
+        )
+        lead = next(s for s in verdict["suspects"] if s["pid"] == engine)
+        assert "(unix)" in lead.get("chain", ""), lead
 
     def test_api_server_stopped(self, server: Server) -> None:
         """SIGSTOP the API server (`vllm serve` itself), then ask for a completion: the request

@@ -151,6 +151,13 @@ class JobFds(NamedTuple):
     links: FdLinks
     tcp: Mapping[int, Tuple[str, str]]
     own_netns: bool = True
+    # It listens on a TCP port: its unix sockets are looked up too (at most
+    # MAX_SERVER_SOCKETS), so a front end's backends over IPC (vLLM's API server -> its
+    # EngineCore over zmq ipc://) are known when its clients wait unanswered.
+    serves: bool = False
+
+
+MAX_SERVER_SOCKETS = 32
 
 
 class _Cand(NamedTuple):
@@ -196,7 +203,20 @@ def job_fd_ends(
     fifo_of: Dict[Tuple[int, int], int] = {}  # (pid, fd) -> fifo inode (stat'ed)
     unix_own: Set[int] = set()
     unix_other: Dict[int, Set[int]] = {}  # pid -> socket inodes to look up in /proc/P/net/unix
+    unix_served: Set[int] = set()  # a server's sockets (asked after the blocked ones)
     for pid, j in job.items():
+        if j.serves:
+            sockets = [
+                parsed[1]
+                for _, link in sorted(links[pid].items())
+                if (parsed := parse_link(link)) is not None
+                and parsed[0] == "socket"
+                and parsed[1] not in j.tcp
+            ][:MAX_SERVER_SOCKETS]
+            if j.own_netns and procfs.live:
+                unix_served.update(sockets)
+            else:
+                unix_other.setdefault(pid, set()).update(sockets)
         mine = blocked[pid] = blocked_fds(j.threads)
         for fd in mine:
             link = links[pid].get(fd)
@@ -222,6 +242,12 @@ def job_fd_ends(
         except OSError:
             text = procfs.read_global("net", "unix") or ""
             unix = {i: UnixSock(None) for i in parse_proc_net_unix(text) & unix_own}
+    unix_served -= unix_own
+    if unix_served:
+        try:
+            unix.update((unix_lookup or unix_peers)(unix_served))
+        except OSError:
+            pass  # the blocked ones decided; a server's backends are a bonus
     for pid, inodes in unix_other.items():
         text = procfs.try_read_text(pid, "net", "unix") or ""
         unix.update({i: UnixSock(None) for i in parse_proc_net_unix(text) & inodes})

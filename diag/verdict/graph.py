@@ -692,6 +692,41 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
                 f"{p.stale_age_s:.0f}+ s",
             )
         )
+        _backend_edges(b, p)
+
+
+def _backend_edges(b: _Builder, p: ProcSignals) -> None:
+    """A server holding unanswered requests waits on whom it hands them to: the processes of
+    the job at the other end of its unix sockets (vLLM's API server -> EngineCore over zmq
+    ipc://) and of its TCP connections that are not its own clients. Its event loop is idle
+    in epoll; the request waits there."""
+    ps = b.last.get(p.key)
+    if ps is None or not ps.fd_ends:
+        return
+    by_inode, by_local = b.ends_index()
+    own_ports = set(serving_ports([p]))
+    found: Dict[str, Tuple[ProcSignals, EdgeKind, str]] = {}
+    for e in ps.fd_ends:
+        if e.kind == "unix" and e.peer_inode:
+            for q, _ in by_inode.get((p.key[0], e.peer_inode), []):
+                if q is not p:
+                    found.setdefault(node_key(q), (q, "unix", f"unix socket:[{e.inode}]"))
+        elif e.kind == "tcp" and e.remote and e.local:
+            _, _, port = e.local.rpartition(":")
+            if port.isdigit() and int(port) in own_ports:
+                continue  # one of its own clients
+            for q, qe in by_local.get(e.remote, []):
+                if q is not p and qe.remote == e.local:
+                    found.setdefault(node_key(q), (q, "tcp", f"tcp {e.local} → {e.remote}"))
+    for q in b.rank_order(q for q, _, _ in found.values()):
+        _, kind, via = found[node_key(q)]
+        b.edge(
+            p,
+            node_key(q),
+            kind,
+            f"holds {p.stale_requests} unanswered request(s); hands them to {label_of(q)} "
+            f"over {via}",
+        )
 
 
 def _build(
