@@ -408,3 +408,46 @@ def test_graph_edges_from_recorded_ends() -> None:
     # Without the ends (an older bundle) the old guess applies again.
     old = classify(build(procs)).graph
     assert old is not None and ("/11", "/10", "pipe") in {(e.src, e.dst, e.kind) for e in old.edges}
+
+
+def test_a_server_with_unanswered_requests_waits_on_its_backend_over_a_unix_socket() -> None:
+    """vLLM's shape: clients wait on the API server (requests unanswered the whole capture);
+    its event loop sits in epoll, and it talks to the EngineCore over a unix socket - the
+    EngineCore is stopped. The chain goes on from the server to the stopped backend."""
+    from series import SELECTORS, Proc, build
+
+    from diag.model import ServedConn
+    from diag.verdict.classify import classify
+
+    pending = tuple(
+        ServedConn(port=8000, inode=k, bytes_in=200, recv_age_ms=10_000, send_age_ms=10_000)
+        for k in range(2)
+    )
+    server = Proc(
+        30,
+        role="process",
+        stack=(
+            ("select", SELECTORS),
+            ("run_forever", "/usr/lib/python3.11/asyncio/base_events.py"),
+        ),
+        syscall="epoll_wait",
+        wchan="do_epoll_wait",
+        ports=(8000,),
+        served=[pending] * 3,
+    )
+    engine = Proc(31, role="process", ppid=30, state="T", cmdline=("VLLM::EngineCore",))
+    ends = {
+        30: (FdEnd(fd=20, kind="unix", inode=700, peer_inode=701),),
+        31: (FdEnd(fd=9, kind="unix", inode=701, peer_inode=700),),
+    }
+    verdict = classify(_with_ends(build([server, engine]), ends))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert verdict.graph is not None
+    edges = {(e.src, e.dst, e.kind): e.evidence for e in verdict.graph.edges}
+    assert "hands them to" in edges.get(("/30", "/31", "unix"), ""), edges
+    assert any(
+        c.startswith("outside: clients → (request) → pid 30") and "(unix) → pid 31" in c
+        for c in verdict.graph.chains
+    ), verdict.graph.chains
+    lead = next(s for s in verdict.suspects if s.pid == 31)
+    assert "(unix) → pid 31" in lead.chain, lead
