@@ -230,8 +230,8 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
     """The state the wait-for graph alone gives, for checking the rules against it (a test
     asserts they agree on every recorded and scenario capture, exceptions named):
 
-    - a chain ends at a stopped process, or at a dead one someone waits on (or a dead rank)
-      -> deadlocked: it outranks the rest, as in the rules;
+    - a chain ends at a stopped process, or at a dead one someone waits on other than by
+      waitpid (or a dead rank) -> deadlocked: it outranks the rest, as in the rules;
     - else one ends in work (computing, its output moving, disk I/O) -> "slow|progressing";
     - else requests from outside wait unanswered on a chain -> deadlocked;
     - else every end waits on a door that will open - requests, a timer, stdin -> idle;
@@ -240,7 +240,9 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
     if graph is None or not graph.reasons:
         return None
     by_key = {n.key: n for n in graph.nodes}
-    waited_on = {e.dst for e in graph.edges}
+    # A child's exit ends its parent's waitpid: only other waits on a dead process (a peer,
+    # a pipe, a result) are waits it will never answer.
+    waited_on = {e.dst for e in graph.edges if e.kind != "child"}
     doors: Dict[str, Set[str]] = {}
     for e in graph.edges:
         if e.dst.startswith("outside:"):
@@ -265,6 +267,9 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
     live_ends = [
         k for k in graph.ends if k in by_key and by_key[k].state not in ("zombie", "exited")
     ]
+    if not live_ends:  # only helpers that exited normally, nobody waiting on them
+        busy = any(n.state in ("computing", "working") for n in graph.nodes)
+        return "slow|progressing" if busy else None
     if any(e.kind == "lock" and e.src == e.dst and e.src in live_ends for e in graph.edges):
         return "deadlocked"  # a lock only its own threads hold, none of which will run
     open_doors = {"outside:network", "outside:timer", "outside:stdin", "outside:clients"}

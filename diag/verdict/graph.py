@@ -851,6 +851,8 @@ def follow(
 
         def score(e: WaitEdge, here: str = cur) -> int:
             t = nodes[e.dst]
+            if t.state in ("zombie", "exited") and e.kind == "child":
+                return 5  # an exited child ends its parent's waitpid: a live one is the wait
             if t.state in _DEAD_STATES:
                 return 0
             if t.state in (*_WORK_STATES, "disk"):
@@ -909,6 +911,8 @@ def _end_text(
     main = _main_text(p, n, short)
     if chain.reason == "stopped":
         text = f"stopped (SIGSTOP or a debugger) - `kill -CONT {n.pid}`"
+    elif chain.reason == "dead" and chain.steps and chain.steps[-1][0] == "child":
+        text = f"{main} - the parent's waitpid returns with it (it reaps the child, runs on)"
     elif chain.reason == "dead":
         text = f"{main} - it will never answer"
     elif chain.reason in ("computing", "working"):
