@@ -24,6 +24,13 @@ wrong"):
    only on each other, or an event loop / socket read with no timeout and no port (a peer
    that never answers) -> deadlocked, less sure. One snapshot of a weak pattern -> unknown.
 
+The wait-for graph (``diag.verdict.graph``) is drawn after the measures and before the rules:
+a rule may read it (``chains_never_end``: every chain ends stopped, dead or in a cycle), the
+suspects carry the chain that ends at them, and ``graph_state`` - the state the graph alone
+gives - is asserted to agree with the rules on every recorded and scenario capture (the
+exceptions named in the tests). A rank the job's own log says died, that no live process is,
+decides like a dead rank seen (``log_names_dead_rank``; ``diag.verdict.log_deaths``).
+
 Launchers and helpers (torchrun, resource trackers, ``sleep``) are kept out of the decision:
 participants are the ranks, or failing that the processes that are not merely waiting on
 their children.
