@@ -24,27 +24,29 @@ def write_weights() -> None:
     (_ranks.work_dir() / "weights.int4").write_bytes(os.urandom(WEIGHTS_BYTES))
 
 
-def dequantize_int4(packed: bytes, scale: float) -> List[float]:
-    """Unpack two 4-bit weights per byte, one Python operation at a time (the slow part)."""
-    out: List[float] = []
+def dequantize_int4(packed: bytes, scale: float, out: List[float]) -> None:
+    """Unpack two 4-bit weights per byte into ``out``, one Python operation at a time (the
+    slow part). ``out`` is reused: the old values are freed here, not in the caller - a
+    sample then always finds the CPU in this frame, not in a list's deallocation."""
+    at = 0
     for byte in packed:
-        out.append(((byte & 0x0F) - 8) * scale)
-        out.append(((byte >> 4) - 8) * scale)
-    return out
+        out[at] = ((byte & 0x0F) - 8) * scale
+        out[at + 1] = ((byte >> 4) - 8) * scale
+        at += 2
 
 
 def load_weights() -> None:
     path = _ranks.work_dir() / "weights.int4"
-    layers: List[List[float]] = []
+    chunk_bytes = 64 * 1024
+    layer: List[float] = [0.0] * (2 * chunk_bytes)  # one layer's weights, reused
     _ranks.mark("dequantizing")
     for _layer in range(1_000_000):  # far longer than any capture
         with path.open("rb") as f:
             while True:
-                packed = f.read(64 * 1024)  # reading the shard is fast...
-                if not packed:
+                packed = f.read(chunk_bytes)  # reading the shard is fast...
+                if len(packed) < chunk_bytes:
                     break
-                layers.append(dequantize_int4(packed, 0.01))  # ...unpacking it is not
-                del layers[:-64]  # bounded: ~100 MB resident at most
+                dequantize_int4(packed, 0.01, layer)  # ...unpacking it is not
 
 
 def rank_main(group: Any) -> None:
