@@ -548,6 +548,9 @@ class WaitGraph(Record, frozen=True):
     ends: Tuple[str, ...] = ()
     # How each line of ``chains`` ends, in order (``ChainEnd``); empty in older bundles.
     reasons: Tuple[str, ...] = ()
+    # The node keys each line of ``chains`` ends at (a cycle: its members); empty in older
+    # bundles.
+    line_ends: Tuple[Tuple[str, ...], ...] = ()
 
 
 class Verdict(Record, frozen=True):

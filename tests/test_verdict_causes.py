@@ -379,17 +379,22 @@ def _event_waiter(**kw: object) -> Proc:
     )
 
 
-def test_an_event_its_own_heartbeat_thread_can_set_waits_on_a_timer() -> None:
-    """The main thread waits untimed on an Event; another of its threads sleeps on a timer
-    and will run again, so it can set it: the chain ends at the timer (idle), not at "only its
-    own threads can release it"."""
-    beat = Thr(
-        1,
+def _heartbeat_thread(offset: int) -> Thr:
+    """A Python thread asleep on a timer: it runs again by itself."""
+    return Thr(
+        offset,
         stack=(("beat", "/job/d.py"), ("run", THREADING)),
         syscall="clock_nanosleep",
         wchan="hrtimer_nanosleep",
         wait_timed=True,
     )
+
+
+def test_an_event_its_own_heartbeat_thread_can_set_waits_on_a_timer() -> None:
+    """The main thread waits untimed on an Event; another of its threads sleeps on a timer
+    and will run again, so it can set it: the chain ends at the timer (idle), not at "only its
+    own threads can release it"."""
+    beat = _heartbeat_thread(1)
     verdict = classify(build([_event_waiter(threads=[beat])]))
     assert verdict.state == "idle", verdict.summary
     assert graph_state(verdict.graph) == "idle"
@@ -405,13 +410,7 @@ def test_threads_in_a_lock_cycle_are_not_fed_by_a_sleeping_thread() -> None:
         Thr(k + 1, stack=(("worker", "/job/d.py"), ("run", THREADING)), futex_addr=f"0x{k}0")
         for k in range(2)
     ]
-    beat = Thr(
-        3,
-        stack=(("beat", "/job/d.py"), ("run", THREADING)),
-        syscall="clock_nanosleep",
-        wchan="hrtimer_nanosleep",
-        wait_timed=True,
-    )
+    beat = _heartbeat_thread(3)
     verdict = classify(build([_event_waiter(threads=[*waiters, beat])]))
     assert verdict.state == "deadlocked", verdict.summary
     assert graph_state(verdict.graph) == "deadlocked"

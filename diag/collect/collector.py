@@ -32,7 +32,7 @@ import os
 import platform
 import time
 from functools import partial
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
 
 import msgspec
 
@@ -67,6 +67,8 @@ from diag.probes.stacks import (
 )
 from diag.probes.threads import parse_task_stat
 from diag.redact import Redactor
+
+T = TypeVar("T")
 
 # The per-process reads get the probe timeout themselves (py-spy kills its subprocess on it);
 # the workers' deadline is a little longer, so a read's own timeout is the one recorded.
@@ -356,16 +358,9 @@ class Collector:
         }
         if not job:
             return samples, (), ""
-        timeout_s = self.probe_timeout_s
-        (done,) = run_all([ProbeCall("fd_ends", partial(job_fd_ends, self.procfs, job), timeout_s)])
-        rec.time("fd_ends", done.duration_s)
-        if done.failure is not None:
-            rec.failures.append(
-                msgspec.structs.replace(done.failure, host=self.host, sample=rec.index)
-            )
-        if done.value is None:
+        ends = self._run_one("fd_ends", partial(job_fd_ends, self.procfs, job), rec)
+        if ends is None:
             return samples, (), ""
-        ends = done.value
         samples = [
             msgspec.structs.replace(s, fd_ends=ends[s.pid][0], fd_ends_more=ends[s.pid][1])
             if s.pid in ends
@@ -380,16 +375,22 @@ class Collector:
         if not wanted:
             return samples, (), ""
         scan = partial(self._holders.holders, self.procfs, wanted, tree)
-        (found,) = run_all([ProbeCall("fd_holders", scan, timeout_s)])
-        rec.time("fd_holders", found.duration_s)
-        if found.failure is not None:
-            rec.failures.append(
-                msgspec.structs.replace(found.failure, host=self.host, sample=rec.index)
-            )
-        if found.value is None:
+        found = self._run_one("fd_holders", scan, rec)
+        if found is None:
             return samples, (), ""
-        holders, note = found.value
+        holders, note = found
         return samples, holders, note
+
+    def _run_one(self, probe: str, fn: Callable[[], T], rec: RoundRecords) -> Optional[T]:
+        """One probe under its timeout, failing alone: its time and any failure go into
+        ``rec``; None when it gave nothing."""
+        (done,) = run_all([ProbeCall(probe, fn, self.probe_timeout_s)])
+        rec.time(probe, done.duration_s)
+        if done.failure is not None:
+            rec.failures.append(
+                msgspec.structs.replace(done.failure, host=self.host, sample=rec.index)
+            )
+        return done.value
 
     def _with_stacks(
         self, sample: ProcessSample, outcome: Optional[StackOutcome], new_stacks: Dict[str, Stack]

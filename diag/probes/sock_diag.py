@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import socket
 import struct
-from typing import Dict, Iterable, NamedTuple, Optional
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -80,16 +80,44 @@ def _endpoint(family: int, raw: bytes, port: bytes) -> str:
     return f"{addr}:{int.from_bytes(port, 'big')}"
 
 
-def _tcp_info(data: bytes, start: int, end: int) -> Optional[bytes]:
-    """The INET_DIAG_INFO attribute's payload among the rtattrs in data[start:end]."""
+def _attrs(data: bytes, start: int, end: int) -> Iterator[Tuple[int, bytes]]:
+    """(kind, payload) of each rtattr in data[start:end]; stops at a malformed one."""
     while start + 4 <= end:
         length, kind = struct.unpack_from("=HH", data, start)
         if length < 4 or start + length > end:
-            return None
-        if kind == INET_DIAG_INFO:
-            return data[start + 4 : start + length]
+            return
+        yield kind, data[start + 4 : start + length]
         start += (length + 3) & ~3
-    return None
+
+
+def _tcp_info(data: bytes, start: int, end: int) -> Optional[bytes]:
+    """The INET_DIAG_INFO attribute's payload among the rtattrs in data[start:end]."""
+    return next(
+        (payload for kind, payload in _attrs(data, start, end) if kind == INET_DIAG_INFO), None
+    )
+
+
+def _messages(data: bytes, what: str) -> Tuple[List[Tuple[int, int]], bool]:
+    """The (body offset, end) of each SOCK_DIAG_BY_FAMILY message of one datagram, and
+    whether the dump is done (NLMSG_DONE seen).
+
+    Raises OSError for an error message (the kernel's errno), ValueError for a truncated one.
+    """
+    out: List[Tuple[int, int]] = []
+    offset = 0
+    while offset + _HEADER.size <= len(data):
+        length, kind, _, _, _ = _HEADER.unpack_from(data, offset)
+        if length < _HEADER.size or offset + length > len(data):
+            raise ValueError(f"truncated netlink message ({length} bytes at {offset})")
+        if kind == NLMSG_DONE:
+            return out, True
+        if kind == NLMSG_ERROR:
+            (errno_neg,) = struct.unpack_from("=i", data, offset + _HEADER.size)
+            raise OSError(-errno_neg, f"sock_diag refused the {what}")
+        if kind == SOCK_DIAG_BY_FAMILY:
+            out.append((offset + _HEADER.size, offset + length))
+        offset += (length + 3) & ~3
+    return out, False
 
 
 def _conn(family: int, fields: tuple, info: Optional[bytes]) -> TcpConn:  # type: ignore[type-arg]
@@ -118,27 +146,17 @@ def parse_dump(
 
     Raises OSError for an error message (the kernel's errno), ValueError for a truncated one.
     """
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        length, kind, _, _, _ = _HEADER.unpack_from(data, offset)
-        if length < _HEADER.size or offset + length > len(data):
-            raise ValueError(f"truncated netlink message ({length} bytes at {offset})")
-        if kind == NLMSG_DONE:
-            return True
-        if kind == NLMSG_ERROR:
-            (errno_neg,) = struct.unpack_from("=i", data, offset + _HEADER.size)
-            raise OSError(-errno_neg, "sock_diag refused the dump")
-        if kind == SOCK_DIAG_BY_FAMILY and length >= _HEADER.size + _MSG.size:
-            fields = _MSG.unpack_from(data, offset + _HEADER.size)
-            family, state, sport, inode = fields[0], fields[1], fields[4], fields[-1]
-            if state == TCP_LISTEN_STATE and inode:
-                into[inode] = int.from_bytes(sport, "big")
-            elif conns is not None and inode and len(conns) < MAX_CONNECTIONS:
-                start = offset + _HEADER.size + _MSG.size
-                info = _tcp_info(data, start, offset + length)
-                conns[inode] = _conn(family, fields, info)
-        offset += (length + 3) & ~3
-    return False
+    messages, done = _messages(data, "dump")
+    for body, end in messages:
+        if end - body < _MSG.size:
+            continue
+        fields = _MSG.unpack_from(data, body)
+        family, state, sport, inode = fields[0], fields[1], fields[4], fields[-1]
+        if state == TCP_LISTEN_STATE and inode:
+            into[inode] = int.from_bytes(sport, "big")
+        elif conns is not None and inode and len(conns) < MAX_CONNECTIONS:
+            conns[inode] = _conn(family, fields, _tcp_info(data, body + _MSG.size, end))
+    return done
 
 
 def listening_sockets(timeout_s: float = 2.0) -> Dict[int, int]:
@@ -221,35 +239,22 @@ def _unix_path(raw: bytes) -> str:
 def parse_unix_dump(data: bytes, into: Dict[int, UnixSock]) -> bool:
     """Add one datagram's AF_UNIX sockets to ``into`` ({inode: UnixSock}); True once the dump
     is done. Raises OSError for an error message, ValueError for a truncated one."""
-    offset = 0
-    while offset + _HEADER.size <= len(data):
-        length, kind, _, _, _ = _HEADER.unpack_from(data, offset)
-        if length < _HEADER.size or offset + length > len(data):
-            raise ValueError(f"truncated netlink message ({length} bytes at {offset})")
-        if kind == NLMSG_DONE:
-            return True
-        if kind == NLMSG_ERROR:
-            (errno_neg,) = struct.unpack_from("=i", data, offset + _HEADER.size)
-            raise OSError(-errno_neg, "sock_diag refused the unix dump")
-        body = offset + _HEADER.size
-        if kind == SOCK_DIAG_BY_FAMILY and length >= _HEADER.size + _UNIX_MSG.size:
-            inode = _UNIX_MSG.unpack_from(data, body)[4]
-            if inode and len(into) < MAX_UNIX_SOCKETS:
-                peer: Optional[int] = None
-                path = ""
-                at, end = body + _UNIX_MSG.size, offset + length
-                while at + 4 <= end:
-                    alen, akind = struct.unpack_from("=HH", data, at)
-                    if alen < 4 or at + alen > end:
-                        break
-                    if akind == UNIX_DIAG_PEER and alen >= 8:
-                        peer = struct.unpack_from("=I", data, at + 4)[0] or None
-                    elif akind == UNIX_DIAG_NAME:
-                        path = _unix_path(data[at + 4 : at + alen])
-                    at += (alen + 3) & ~3
-                into[inode] = UnixSock(peer, path)
-        offset += (length + 3) & ~3
-    return False
+    messages, done = _messages(data, "unix dump")
+    for body, end in messages:
+        if end - body < _UNIX_MSG.size:
+            continue
+        inode = _UNIX_MSG.unpack_from(data, body)[4]
+        if not inode or len(into) >= MAX_UNIX_SOCKETS:
+            continue
+        peer: Optional[int] = None
+        path = ""
+        for kind, payload in _attrs(data, body + _UNIX_MSG.size, end):
+            if kind == UNIX_DIAG_PEER and len(payload) >= 4:
+                peer = struct.unpack_from("=I", payload)[0] or None
+            elif kind == UNIX_DIAG_NAME:
+                path = _unix_path(payload)
+        into[inode] = UnixSock(peer, path)
+    return done
 
 
 def unix_table(timeout_s: float = 2.0) -> Dict[int, UnixSock]:

@@ -45,7 +45,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set
 
 import msgspec
 
-from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict, WaitGraph, WaitNode
+from diag.model import Bundle, Evidence, RankClass, Suspect, Verdict, WaitGraph
 from diag.verdict.collectives import (
     flight_recorder_source,
     gpu_error_source,
@@ -56,7 +56,14 @@ from diag.verdict.equivalence import odd_classes, rank_classes
 from diag.verdict.evidence import evidence_for, exit_evidence
 from diag.verdict.features import COMPUTE_PCT, ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
-from diag.verdict.graph import wait_graph
+from diag.verdict.graph import (
+    OUT_CLIENTS,
+    OUT_NETWORK,
+    OUT_STDIN,
+    OUT_TIMER,
+    is_outside,
+    wait_graph,
+)
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.participants import (
     door,
@@ -217,20 +224,9 @@ def _graph_of(ctx: Context, working: FrozenSet[Tuple[str, int]]) -> Optional[Wai
 DEAD_ENDS = frozenset({"stopped", "dead", "cycle"})
 
 
-def _chain_of(node: WaitNode, graph: WaitGraph) -> str:
-    """The chain line that ends at ``node``: its label ends the line's path, or it is one of
-    the line's cycle ("ranks 0, 1: a cycle ...")."""
-    reasons = graph.reasons or ("",) * len(graph.chains)
-    for line, reason in zip(graph.chains, reasons):
-        last = line.split(": ", 1)[0].rsplit("→ ", 1)[-1]
-        if last == node.label:
-            return line
-        if reason == "cycle" and (
-            node.label in last.split(", ")
-            or (node.rank is not None and str(node.rank) in re.findall(r"\d+", last))
-        ):
-            return line
-    return ""
+def _chain_of(key: str, graph: WaitGraph) -> str:
+    """The first chain line that ends at the node ``key`` (or has it in its cycle)."""
+    return next((line for line, at in zip(graph.chains, graph.line_ends) if key in at), "")
 
 
 def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
@@ -252,7 +248,7 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
     waited_on = {e.dst for e in graph.edges if e.kind != "child"}
     doors: Dict[str, Set[str]] = {}
     for e in graph.edges:
-        if e.dst.startswith("outside:"):
+        if is_outside(e.dst):
             doors.setdefault(e.src, set()).add(e.dst)
     dead = stopped = work = False
     for key in graph.ends:
@@ -269,7 +265,7 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
         return "deadlocked"
     if work:
         return "slow|progressing"
-    if any(e.src == "outside:clients" for e in graph.edges):
+    if any(e.src == OUT_CLIENTS for e in graph.edges):
         return "deadlocked"  # requests unanswered and nothing on their chain works
     live_ends = [
         k for k in graph.ends if k in by_key and by_key[k].state not in ("zombie", "exited")
@@ -279,7 +275,7 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
         return "slow|progressing" if busy else None
     if any(e.kind == "lock" and e.src == e.dst and e.src in live_ends for e in graph.edges):
         return "deadlocked"  # a lock only its own threads hold, none of which will run
-    open_doors = {"outside:network", "outside:timer", "outside:stdin", "outside:clients"}
+    open_doors = {OUT_NETWORK, OUT_TIMER, OUT_STDIN, OUT_CLIENTS}
     if live_ends and all(doors.get(k, set()) & open_doors for k in live_ends):
         return "idle"
     if any(doors.get(k, set()) & open_doors for k in live_ends) and all(
@@ -291,11 +287,9 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
 
 def with_chains(suspects: Sequence[Suspect], graph: WaitGraph) -> List[Suspect]:
     """Each suspect with the chain of waits that ends at it (the graph's why)."""
-    by_key = {n.key: n for n in graph.nodes}
     out = []
     for s in suspects:
-        node = by_key.get(f"{s.host}/{s.pid}")
-        chain = _chain_of(node, graph) if node is not None and node.key in graph.ends else ""
+        chain = _chain_of(f"{s.host}/{s.pid}", graph)
         if "→" not in chain and ": a cycle" not in chain:
             chain = ""  # a chain of one: the reason already says what it does
         out.append(msgspec.structs.replace(s, chain=chain) if chain and not s.chain else s)

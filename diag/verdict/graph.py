@@ -950,9 +950,9 @@ def chain_lines(
     nodes: Dict[str, WaitNode],
     out: Dict[str, List[WaitEdge]],
     procs: Dict[str, ProcSignals],
-) -> Tuple[List[str], List[str], List[str]]:
+) -> Tuple[List[str], List[str], List[Tuple[str, ...]], List[str]]:
     """One line per way of ending (starts that end the same way are merged), how each line
-    ends (``model.ChainEnd``), and the ends."""
+    ends (``model.ChainEnd``), the node keys each line ends at, and all the ends."""
     groups: Dict[Tuple[object, ...], List[Chain]] = {}
     end_keys = {c.end for c in chains if c.steps}
     for c in chains:
@@ -969,6 +969,7 @@ def chain_lines(
         groups.setdefault(key, []).append(c)
     lines: List[str] = []
     reasons: List[str] = []
+    line_ends: List[Tuple[str, ...]] = []
     ends: List[str] = []
     for members in groups.values():
         first = members[0]
@@ -983,14 +984,16 @@ def chain_lines(
             head = who if first.start in cyc and not path else f"{starts}{path} → {who}"
             lines.append(f"{head}: {text}")
             reasons.append(first.reason)
+            line_ends.append(tuple(first.cycle))
             ends.extend(k for k in first.cycle if k not in ends)
             continue
         path = "".join(f" → ({kind}) → {nodes[k].label}" for kind, k in first.steps)
         short = len(members) > 1 and not first.steps
         lines.append(f"{starts}{path}: {_end_text(first, nodes, out, procs, short)}")
         reasons.append(first.reason)
+        line_ends.append(tuple(dict.fromkeys(c.end for c in members)))
         ends.extend(c.end for c in members if c.end not in ends)
-    return lines[:MAX_CHAINS], reasons[:MAX_CHAINS], ends
+    return lines[:MAX_CHAINS], reasons[:MAX_CHAINS], line_ends[:MAX_CHAINS], ends
 
 
 def wait_graph(
@@ -1014,13 +1017,14 @@ def wait_graph(
     if OUT_CLIENTS in b.nodes:
         starts.insert(0, OUT_CLIENTS)
     chains = [follow(s, b.nodes, out, comp, members) for s in starts if s in b.nodes]
-    lines, reasons, ends = chain_lines(chains, b.nodes, out, b.by_key)
+    lines, reasons, line_ends, ends = chain_lines(chains, b.nodes, out, b.by_key)
     return WaitGraph(
         nodes=tuple(b.nodes.values()),
         edges=tuple(b.edges),
         chains=tuple(lines),
         ends=tuple(ends),
         reasons=tuple(reasons),
+        line_ends=tuple(line_ends),
     )
 
 
