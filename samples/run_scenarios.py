@@ -265,6 +265,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "consumer in `Queue.get`; its producer process was SIGKILLed (zombie)",
     ),
     Scenario(
+        "launcher_lost_rank",
+        "deadlocked",
+        ("rank:1",),
+        False,
+        "a launcher reaped SIGKILLed rank 1 and logged torchrun's `failed (exitcode: -9) "
+        "local_rank: 1`; rank 0 busy-polls for it",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

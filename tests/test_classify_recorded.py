@@ -130,8 +130,14 @@ def test_killed_worker_reaped_before_diag_looked_is_named_from_the_log(samples: 
     lead = verdict.suspects[0]
     assert (lead.pid, lead.rank) == (0, 1), verdict.suspects
     assert "VllmWorker-1 died unexpectedly" in lead.reason
-    if samples:
-        assert "the log says rank 1 died" in verdict.summary
+    if not samples:
+        return
+    assert "the log says rank 1 died" in verdict.summary
+    # While its peer lives, the graph has the gone rank as a node of its own, dead.
+    assert verdict.graph is not None
+    assert any(
+        c.startswith("rank 1: exited, gone before diag looked") for c in verdict.graph.chains
+    )
 
 
 # Where the wait-for graph alone and the rules read a recording differently, and why the rules

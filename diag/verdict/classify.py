@@ -211,9 +211,21 @@ def working_keys(s: Situation) -> FrozenSet[Tuple[str, int]]:
     return frozenset(keys)
 
 
+def gone_ranks(ctx: Context) -> List[LogDeath]:
+    """Ranks the job's log says died that no live process of the job is (while other ranks
+    live): killed and reaped before diag looked, or dead and not restarted."""
+    ranks = [p for p in ctx.procs if p.rank is not None and not is_rank_helper(p)]
+    live = {p.rank for p in ranks if not p.dead}
+    if not live:
+        return []
+    deaths = log_deaths(ctx.logs, ctx.procs)
+    return [d for d in deaths if d.rank is not None and d.rank not in live]
+
+
 def _graph_of(ctx: Context, working: FrozenSet[Tuple[str, int]]) -> Optional[WaitGraph]:
     try:
-        return wait_graph(ctx.bundle, ctx.procs, ctx.participants, working)
+        gone = [(d.rank, d.pid, d.line) for d in gone_ranks(ctx) if d.rank is not None]
+        return wait_graph(ctx.bundle, ctx.procs, ctx.participants, working, gone)
     except Exception:  # a bug in the graph must not cost the verdict
         return None
 
@@ -782,16 +794,12 @@ def log_names_dead_rank(s: Situation) -> Optional[Decision]:
     ranks are there: they will wait for it (or are being shut down because of it) whatever
     CPU they burn - a TP peer spinning in its all-reduce, a worker tearing down. A rank that
     was restarted (a live rank N again) or a death line naming no rank does not count."""
-    ranks = [p for p in s.ctx.procs if p.rank is not None and not is_rank_helper(p)]
-    live = {p.rank for p in ranks if not p.dead}
-    if not live:
-        return None
-    gone = [d for d in log_deaths(s.ctx.logs, s.ctx.procs) if d.rank is not None]
-    gone = [d for d in gone if d.rank not in live]
+    gone = gone_ranks(s.ctx)
     if not gone:
         return None
     d = gone[0]
-    survivors = [p for p in ranks if not p.dead]
+    survivors = [p for p in s.ctx.procs if p.rank is not None and not is_rank_helper(p)]
+    survivors = [p for p in survivors if not p.dead]
     summary = (
         f"deadlocked: the log says rank {d.rank} died ({d.path}: `{d.line[:160]}`) and no "
         f"process of the job is rank {d.rank} any more ({who(survivors)} still there) - "

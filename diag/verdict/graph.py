@@ -883,7 +883,7 @@ def _who(nodes: Sequence[WaitNode]) -> str:
 def _main_text(p: Optional[ProcSignals], node: WaitNode, short: bool = False) -> str:
     """What the end node does, in words: "sleeping in `x` ← `y`", "computing in `f`"."""
     if p is None:
-        return node.state
+        return f"{node.state}, {node.detail}" if node.detail else node.state
     if p.dead:
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
         return f"{node.state}{code}"
@@ -996,15 +996,52 @@ def chain_lines(
     return lines[:MAX_CHAINS], reasons[:MAX_CHAINS], line_ends[:MAX_CHAINS], ends
 
 
+def _gone_nodes(
+    b: _Builder, procs: Sequence[ProcSignals], gone: Sequence[Tuple[int, Optional[int], str]]
+) -> List[str]:
+    keys: List[str] = []
+    seen = {p.pid for p in procs}
+    waiters = [p for p in procs if p.main_family == PEER and not p.dead and not p.stopped]
+    for rank, pid, line in gone:
+        if pid is not None and pid in seen:
+            continue  # its zombie or exit is in the capture: already a node
+        key = f"/{pid}" if pid else f"/gone-rank-{rank}"
+        if key in b.nodes:
+            continue
+        b.nodes[key] = WaitNode(
+            key=key,
+            pid=pid or 0,
+            rank=rank,
+            label=f"rank {rank}",
+            state="exited",
+            detail=f"gone before diag looked; the log: `{line[:120]}`",
+        )
+        keys.append(key)
+        for q in waiters[:MAX_FANOUT]:
+            b.edges.append(
+                WaitEdge(
+                    src=node_key(q),
+                    dst=key,
+                    kind="peer",
+                    evidence=f"waits in {where(q)}; the log says rank {rank} died",
+                )
+            )
+    return keys
+
+
 def wait_graph(
     bundle: Bundle,
     procs: Sequence[ProcSignals],
     parts: Sequence[ProcSignals],
     working: Collection[Tuple[str, int]] = (),
+    gone: Sequence[Tuple[int, Optional[int], str]] = (),
 ) -> WaitGraph:
     """The wait-for graph of ``procs``, with chains followed from ``parts``; ``working``: the
-    (host, pid) of processes whose output the verdict measured moving."""
+    (host, pid) of processes whose output the verdict measured moving; ``gone``: (rank, pid,
+    log line) of ranks the job's log says died that no process of the capture is - nodes of
+    their own, exited, waited on by the ranks waiting in a collective."""
     b = _build(bundle, procs, frozenset(working))
+    gone_keys = _gone_nodes(b, procs, gone)
     out: Dict[str, List[WaitEdge]] = {}
     for e in b.edges:
         out.setdefault(e.src, []).append(e)
@@ -1013,7 +1050,7 @@ def wait_graph(
     members: Dict[int, List[str]] = {}
     for k in b.nodes:
         members.setdefault(comp.get(k, -1), []).append(k)
-    starts = [node_key(p) for p in parts]
+    starts = [*gone_keys, *(node_key(p) for p in parts)]
     if OUT_CLIENTS in b.nodes:
         starts.insert(0, OUT_CLIENTS)
     chains = [follow(s, b.nodes, out, comp, members) for s in starts if s in b.nodes]
