@@ -214,6 +214,9 @@ class LogSample(Record, frozen=True):
     inode: int = 0
     head: Tuple[str, ...] = ()
     tail: Tuple[str, ...] = ()
+    # Lines written since the previous sample that say a process died (redacted, at most 16):
+    # a worker's death line can scroll out of reach before the next tail is read.
+    deaths: Tuple[str, ...] = ()
     # Why the file was not read this sample (not a regular file, a symlink, unreadable).
     error: Optional[str] = None
 

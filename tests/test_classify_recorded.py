@@ -140,6 +140,33 @@ def test_killed_worker_reaped_before_diag_looked_is_named_from_the_log(samples: 
     )
 
 
+def test_server_gone_before_the_last_sample_still_names_the_dead_worker() -> None:
+    """vLLM shuts down within seconds of a worker's death; a capture can end with every
+    process gone and the death line scrolled out of the last tail under the shutdown's
+    tracebacks (CI: "exited: the target is gone (exit code 0)", no suspect). The line seen
+    in an earlier sample still names rank 1."""
+    import msgspec
+
+    bundle = load_bundle(BUNDLES / "vllm_tp2_worker_killed.json")
+    last = bundle.samples[-1]
+    noise = tuple(f'(APIServer pid=23239) ERROR   File "x.py", line {n}' for n in range(50))
+    gone = msgspec.structs.replace(
+        last,
+        index=last.index + 1,
+        t_s=last.t_s + 1.0,
+        processes=tuple(
+            msgspec.structs.replace(p, status="exited", state=None, threads=())
+            for p in last.processes
+        ),
+        logs=tuple(msgspec.structs.replace(lg, tail=noise) for lg in last.logs),
+    )
+    verdict = classify(msgspec.structs.replace(bundle, samples=(*bundle.samples, gone)))
+    assert verdict.state == "exited", verdict.summary
+    lead = verdict.suspects[0]
+    assert lead.rank == 1 and lead.pid == 24119, verdict.suspects
+    assert "VllmWorker-1 died unexpectedly" in verdict.summary
+
+
 # Where the wait-for graph alone and the rules read a recording differently, and why the rules
 # are right there (each a judgment the graph cannot make from who-waits-on-whom alone).
 GRAPH_DISAGREES = {

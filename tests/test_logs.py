@@ -276,3 +276,42 @@ def test_a_long_tqdm_line_redrawn_with_cr_survives_the_tail_window() -> None:
     window = bars[-(64 << 10) :][7:]  # the read window cuts into a redraw
     (line,) = tail_lines(window, at_start=False)
     assert clean_line(line).startswith("Loading:  99%|#| 999/1000")
+
+
+DEATH = "(EngineCore pid=77) ERROR Worker proc VllmWorker-1 died unexpectedly, token=hunter2hunter2"
+
+
+def test_a_death_line_that_scrolls_past_between_samples_is_kept(tmp_path: Path) -> None:
+    """A server shutting down on a worker's death writes far more than a tail after the line
+    that says why: the probe keeps it from the bytes it counts, redacted."""
+    log = tmp_path / "serve.log"
+    log.write_text("Worker proc VllmWorker-0 died unexpectedly (an old run)\nstarting\n")
+    tracker = LogTracker(Redactor(), [str(log)])
+    assert tracker.sample()[0].deaths == ()  # the file's past: its tail shows it
+    with open(log, "a") as fh:
+        fh.write(
+            "serving\n" + DEATH + "\n" + "".join(f'  File "x.py", line {n}\n' for n in range(5000))
+        )
+    sample = tracker.sample()[0]
+    assert not any("VllmWorker-1" in line for line in sample.tail)
+    assert sample.deaths == (DEATH.replace("hunter2hunter2", PLACEHOLDER),)
+    assert tracker.sample()[0].deaths == ()  # nothing new since
+
+
+def test_death_lines_across_chunks_and_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logs_mod, "_CHUNK_BYTES", 7)  # every line straddles a chunk boundary
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    tracker = LogTracker(Redactor(), [str(log)])
+    tracker.sample()
+    log.write_text("".join(f"rank {n} process died\nok\n" for n in range(40)))
+    deaths = tracker.sample()[0].deaths
+    assert deaths == tuple(f"rank {n} process died" for n in range(logs_mod.MAX_DEATH_LINES))
+
+
+def test_death_lines_in_cuts_a_huge_line() -> None:
+    data = b"a" * 100_000 + b" Segmentation fault " + b"b" * 100_000 + b"\nnext\n"
+    (line,) = logs_mod.death_lines_in(data)
+    assert b"Segmentation fault" in line and len(line) <= 2 * 4096 + 20

@@ -13,7 +13,10 @@ and newline count remembered per path and inode), the tail from the last 64 KiB 
 once per file. A rotated file (new inode) or a truncated one (size below the offset) is
 recounted from the start. A file already larger than ``INITIAL_COUNT_LIMIT_BYTES`` when first
 seen is not read through: its count starts at diag's first sample and ``lines_exact`` is False,
-so line *deltas* stay true without minutes of I/O. Lines are redacted and cut to
+so line *deltas* stay true without minutes of I/O. The bytes written between two samples (the
+last ``MAX_DEATH_SCAN_BYTES`` of them) are also searched for lines saying a process died
+(``deaths``): a server shutting down on a worker's death writes pages of traceback after the
+line that names it, which would otherwise scroll out of the tail unseen. Lines are redacted and cut to
 ``MAX_LINE_CHARS``; a ``\\r``-updated progress bar shows as its last state, like a terminal.
 """
 
@@ -30,6 +33,7 @@ from diag.bundle.files import NotRegularFile, open_regular
 from diag.model import LogSample
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor
+from diag.text.death_lines import PROCESS_DEATH_BYTES
 
 HEAD_LINES = 20
 TAIL_LINES = 50
@@ -39,6 +43,11 @@ INITIAL_COUNT_LIMIT_BYTES = 256 * 1024 * 1024
 MAX_COUNT_BYTES_PER_SAMPLE = 256 * 1024 * 1024
 MAX_DISCOVERED_FILES = 32
 _CHUNK_BYTES = 1024 * 1024
+# Lines saying a process died, kept from the bytes written between two samples: at most this
+# many per sample, searched in at most the last MAX_DEATH_SCAN_BYTES of them.
+MAX_DEATH_LINES = 16
+MAX_DEATH_SCAN_BYTES = 8 * 1024 * 1024
+_MAX_DEATH_LINE_BYTES = 4096  # of the line around a match (a longer line is cut)
 _PREFIX_BYTES = 256
 
 _LOG_SUFFIXES = (".log", ".out", ".err", ".stdout", ".stderr")
@@ -130,6 +139,29 @@ class _FileState:
     head: Tuple[str, ...] = ()
     tail_key: Optional[Tuple[int, int]] = None
     tail: Tuple[str, ...] = ()
+    deaths: Tuple[str, ...] = ()  # death lines among the bytes read this sample
+    # Read at a sample before (or a successor of one that was, after a rotation): what it
+    # grows by from now on was written while diag watched.
+    watched: bool = False
+
+
+def death_lines_in(data: bytes, limit: int = MAX_DEATH_LINES) -> List[bytes]:
+    """The lines of ``data`` that say a process died (``PROCESS_DEATH_BYTES``), in order, at
+    most ``limit``, each cut to ``_MAX_DEATH_LINE_BYTES`` around its match."""
+    out: List[bytes] = []
+    pos = 0
+    while len(out) < limit:
+        m = PROCESS_DEATH_BYTES.search(data, pos)
+        if m is None:
+            break
+        floor = max(0, m.start() - _MAX_DEATH_LINE_BYTES)
+        before = data.rfind(b"\n", floor, m.start())
+        start = floor if before < 0 else before + 1
+        after = data.find(b"\n", m.end())
+        line_end = len(data) if after < 0 else after
+        out.append(data[start : min(line_end, m.end() + _MAX_DEATH_LINE_BYTES)])
+        pos = line_end + 1  # one line is kept once, however many matches it holds
+    return out
 
 
 class LogTracker:
@@ -262,6 +294,7 @@ class LogTracker:
             inode=st.st_ino,
             head=state.head,
             tail=state.tail,
+            deaths=state.deaths,
         )
 
     def _current_state(self, path: str, fh: BinaryIO, st: os.stat_result) -> _FileState:
@@ -282,7 +315,7 @@ class LogTracker:
             or st.st_size < state.offset
         ):
             first_sight = state is None
-            state = _FileState(dev=st.st_dev, inode=st.st_ino)
+            state = _FileState(dev=st.st_dev, inode=st.st_ino, watched=not first_sight)
             if first_sight and st.st_size > INITIAL_COUNT_LIMIT_BYTES:
                 state.offset, state.exact = st.st_size, False
             self._state[path] = state
@@ -297,17 +330,29 @@ class LogTracker:
         pending = size_bytes - state.offset
         if pending > MAX_COUNT_BYTES_PER_SAMPLE:  # a burst too big to count now: skip ahead
             state.offset, state.exact = size_bytes - MAX_COUNT_BYTES_PER_SAMPLE, False
+        # Bytes written while diag watched (not a file's past on first sight, which the tail
+        # shows) are searched for death lines: one can scroll past between two tails.
+        scan_from = size_bytes - MAX_DEATH_SCAN_BYTES if state.watched else None
         fh.seek(state.offset)
         last = b""
+        carry = b""  # the unfinished last line of the previous chunk, for the death search
+        deaths: List[bytes] = []
         while state.offset < size_bytes:
             chunk = fh.read(min(_CHUNK_BYTES, size_bytes - state.offset))
             if not chunk:
                 break
+            if scan_from is not None and state.offset + len(chunk) > scan_from:
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1 if state.offset + len(chunk) < size_bytes else len(data)
+                deaths += death_lines_in(data[:cut], MAX_DEATH_LINES - len(deaths))
+                carry = data[cut:][-_MAX_DEATH_LINE_BYTES:]
             state.newlines += chunk.count(b"\n")
             state.offset += len(chunk)
             last = chunk[-1:]
         if last:
             state.ends_with_newline = last == b"\n"
+        state.deaths = self._clean(deaths)
+        state.watched = True
         if len(state.head) < HEAD_LINES and size_bytes > 0 and state.tail_key != key:
             fh.seek(0)
             data = fh.read(min(EDGE_BYTES, size_bytes))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 from diag.model import Bundle, LogSample
+from diag.text.death_lines import is_death_line
 
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(\.\d+)?")
 _WAITING_WORDS = re.compile(
@@ -35,12 +36,11 @@ class LogGrowth:
     # what it grew by is a dying process's last words (a CUDA error traceback), not progress.
     writers_dead: bool = False
     tail: Tuple[str, ...] = ()  # the last tail seen, for the lines of a crash
-
-    @property
-    def deaths(self) -> Tuple[str, ...]:
-        """Lines of the tail that report a process of the job died (a worker, the engine),
-        oldest first: a worker killed before diag looked left only these."""
-        return tuple(line for line in self.tail if _PROCESS_DEATH.search(line))
+    # Lines of any sample's tail that report a process of the job died (a worker, the
+    # engine), oldest first: a worker killed before diag looked left only these. Every tail,
+    # not the last: a server shutting down on the death writes more than a tail of
+    # traceback after the line that says why.
+    deaths: Tuple[str, ...] = ()
 
     @property
     def errors(self) -> Tuple[str, ...]:
@@ -104,14 +104,6 @@ _ERROR_LINE = re.compile(
 )
 
 
-_PROCESS_DEATH = re.compile(
-    r"died unexpectedly|(?:worker|process|engine|rank|child)\w*\s[^.]{0,40}?"
-    r"(?:died|is dead|exited unexpectedly|was killed|terminated unexpectedly)|"
-    r"EngineDeadError|Segmentation fault|core dumped|exitcode\s*:\s*-\d+",
-    re.IGNORECASE,
-)
-
-
 def is_error_line(line: str) -> bool:
     """A line of a crash: an ERROR/CRITICAL record, a traceback frame, an exception."""
     return bool(_ERROR_LINE.search(line))
@@ -138,6 +130,23 @@ def _writers_dead(bundle: Bundle, pids: Tuple[int, ...]) -> bool:
     ranked = {p.pid for p in bundle.processes if p.rank is not None}
     writers = [p for p in pids if p in ranked] or list(pids)
     return bool(writers) and all(last.get(p) in ("zombie", "exited") for p in writers)
+
+
+MAX_DEATH_LINES = 32  # distinct death lines kept per log (a crash loop repeats them)
+
+
+def _death_lines(logs: Iterable[LogSample]) -> Tuple[str, ...]:
+    """The distinct lines that say a process died, oldest first: those the probe caught in
+    the bytes written between samples, and those of each tail (tails of consecutive samples
+    overlap, so one line is seen many times)."""
+    seen: Dict[str, None] = {}
+    for log in logs:
+        for line in (*log.deaths, *log.tail):
+            if line not in seen and is_death_line(line):
+                seen[line] = None
+                if len(seen) >= MAX_DEATH_LINES:
+                    return tuple(seen)
+    return tuple(seen)
 
 
 def log_growth(bundle: Bundle) -> List[LogGrowth]:
@@ -174,6 +183,7 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 new_lines=new,
                 writers_dead=_writers_dead(bundle, pids),
                 tail=present[-1][1].tail if present else (),
+                deaths=_death_lines(log for _, log in present),
             )
         )
     return out
