@@ -16,8 +16,9 @@ seen is not read through: its count starts at diag's first sample and ``lines_ex
 so line *deltas* stay true without minutes of I/O. The bytes written between two samples (the
 last ``MAX_DEATH_SCAN_BYTES`` of them) are also searched for lines saying a process died
 (``deaths``): a server shutting down on a worker's death writes pages of traceback after the
-line that names it, which would otherwise scroll out of the tail unseen. Lines are redacted and cut to
-``MAX_LINE_CHARS``; a ``\\r``-updated progress bar shows as its last state, like a terminal.
+line that names it, which would otherwise scroll out of the tail unseen. Lines are redacted
+and cut to ``MAX_LINE_CHARS``; a ``\\r``-updated progress bar shows as its last state, like a
+terminal.
 """
 
 from __future__ import annotations
