@@ -171,6 +171,50 @@ os.read(r, 1)  # the parent still holds the write end itself: no EOF, ever
 """
 
 
+# Popen(stdin=PIPE) and then wait(): the child reads a stdin only its waiting parent could
+# write or close - a cycle, not a prompt for a person to answer.
+STDIN_FROM_PARENT = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+while "pipe_read" not in open(f"/proc/{child.pid}/wchan").read():
+    time.sleep(0.05)
+print("READY", child.pid, flush=True)
+child.wait()
+"""
+
+# A launcher whose thread forwards its own stdin to the child's (as mpirun does): the child
+# still waits for a person, through the launcher.
+STDIN_FORWARDED = r"""
+import os, subprocess, sys, threading, time
+_, held = os.pipe()  # its own stdin: a pipe kept open and silent, as a terminal nobody types in
+os.dup2(_, 0)
+child = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+def forward():
+    for line in sys.stdin:
+        child.stdin.write(line.encode())
+        child.stdin.flush()
+threading.Thread(target=forward, daemon=True).start()
+while "pipe_read" not in open(f"/proc/{child.pid}/wchan").read():
+    time.sleep(0.05)
+print("READY", child.pid, flush=True)
+child.wait()
+"""
+
+# The same read of stdin, fed by a process outside the job (`producer | job`): a door.
+STDIN_FROM_OUTSIDE = r"""
+import os, subprocess, sys, time
+r, w = os.pipe()
+feeder = subprocess.Popen(["sleep", "1000000"], stdout=w, start_new_session=True)
+job = subprocess.Popen([sys.executable, "-c", "input()"], stdin=r)
+os.close(r)
+os.close(w)
+while "pipe_read" not in open(f"/proc/{job.pid}/wchan").read():
+    time.sleep(0.05)
+print("READY", job.pid, feeder.pid, flush=True)
+job.wait()
+"""
+
+
 class Captured:
     def __init__(self, pid: int, ready: str, bundle: Dict[str, Any]) -> None:
         self.pid = pid
@@ -360,6 +404,42 @@ def test_popen_wait_ends_at_the_child(tmp_path: Path) -> None:
     assert (me, key(child), "child") in c.edges, c.why()
     assert c.ends == [key(child)], c.why()
     assert any("sleeping in" in ch and "timer" in ch for ch in c.graph["chains"]), c.why()
+
+
+def test_stdin_piped_from_the_waiting_parent_is_a_cycle(tmp_path: Path) -> None:
+    c = program(STDIN_FROM_PARENT, tmp_path)
+    me, (child,) = key(c.pid), c.others
+    assert (me, key(child), "child") in c.edges, c.why()
+    assert (key(child), me, "pipe") in c.edges, c.why()
+    assert "outside:stdin" not in {e[1] for e in c.edges}, c.why()
+    assert c.state == "deadlocked", c.verdict["summary"]
+    assert "a cycle" in c.verdict["summary"] and "reads fd 0" in c.verdict["summary"]
+
+
+def test_stdin_forwarded_by_a_launcher_thread_is_a_door(tmp_path: Path) -> None:
+    """Its parent holds the child's stdin, but a thread of the parent reads the terminal (here
+    a pipe that stays open) to forward it: not a cycle."""
+    c = program(STDIN_FORWARDED, tmp_path)
+    assert c.state == "idle", c.verdict["summary"]
+    assert "reads stdin" in c.verdict["summary"]
+
+
+def test_stdin_piped_from_outside_the_job_is_a_door(tmp_path: Path) -> None:
+    """The job (the reader, captured alone by its PID) reads a pipe a process outside it
+    writes: input that can still come, so idle - not a deadlock."""
+    started = start_ready([sys.executable, "-c", STDIN_FROM_OUTSIDE], timeout_s=30)
+    job, feeder = (int(x) for x in started.lines[-1].split()[1:3])
+    try:
+        out = tmp_path / "bundle.json"
+        done = run_diag(["capture", "--pid", str(job), *QUICK, "-o", str(out)])
+    finally:
+        os.kill(feeder, signal.SIGKILL)
+        started.stop()
+    assert done.returncode == 0, done.stderr
+    c = Captured(job, "READY", json.loads(out.read_text()))
+    assert (key(job), "outside:stdin", "outside") in c.edges, c.why()
+    assert c.state == "idle", c.verdict["summary"]
+    assert "reads stdin" in c.verdict["summary"]
 
 
 def test_pipe_from_a_zombie_helper_ends_at_the_zombie(tmp_path: Path) -> None:

@@ -554,6 +554,26 @@ def _fd_edges(b: _Builder, p: ProcSignals) -> bool:
     return False
 
 
+def _stdin_from_job(b: _Builder, p: ProcSignals) -> bool:
+    """Its stdin is a pipe (or socket) whose other end another process of the job holds -
+    ``Popen(stdin=PIPE)`` then ``wait()``: that process, not a person, must write (or close)
+    it, so the read waits on it like any pipe, not on the outside. Unless a holder has a
+    thread of its own on a door (a launcher forwarding its terminal to the child's stdin):
+    input can still come through it."""
+    found = _fd_wait(b, p)
+    if found is None or found[1].kind not in ("pipe", "fifo", "unix"):
+        return False
+    end = found[1]
+    inode = end.peer_inode if end.kind == "unix" else end.inode
+    by_inode, _ = b.ends_index()
+    holders = {
+        node_key(q): q
+        for q, e in by_inode.get((p.key[0], inode or 0), [])
+        if q is not p and (end.kind == "unix" or e.mode in ("w", "rw", "?"))
+    }
+    return bool(holders) and all(_feeder_door(b, q) is None for q in holders.values())
+
+
 _FEEDER_KINDS = ("event-loop", "accept", "socket-read", "stdin", "sleep")
 
 
@@ -602,7 +622,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
     own_ports = serving_ports([p])
     if fam == PEER:
         return  # _peer_edges
-    if fam != CHILD and kind not in ("stdin", "fifo-open") and _fd_edges(b, p):
+    if kind == "stdin" and not _stdin_from_job(b, p):
+        pass  # input someone types or pipes in from outside: a door (below)
+    elif fam != CHILD and kind != "fifo-open" and _fd_edges(b, p):
         pass  # the fd it blocks on, matched by inode: who holds the other end
     elif fam == CHILD:
         kids = b.rank_order(_family_of(b, p, trackers=True))
@@ -646,8 +668,6 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
                 b.edge(p, me, "lock", f"waits on a lock in {here}: only its own threads hold it")
     elif kind == "fifo-open":
         b.edge(p, OUT_PEER, "outside", "opens a named pipe: waits for a process to open its end")
-    elif kind == "stdin":
-        b.edge(p, OUT_STDIN, "outside", f"reads stdin (fd 0) in {here}")
     elif fam == SLEEP:
         b.edge(p, OUT_TIMER, "outside", f"sleeps in {here}: a timer ends it")
     elif kind in ("event-loop", "accept", "socket-read"):
@@ -669,6 +689,8 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout (or woke)")
         else:
             b.edge(p, OUT_PEER, "outside", f"waits in {here}: no timeout, no port - a peer")
+    if kind == "stdin" and len(b.edges) == first_edge:
+        b.edge(p, OUT_STDIN, "outside", f"reads stdin (fd 0) in {here}")
     mine = b.edges[first_edge:]
     # Threads blocked on one lock (no cycle) while the main thread waits on a door - a timer,
     # a port, a timeout - or on another of its threads: the main thread runs again and may
@@ -924,6 +946,15 @@ def _end_text(
             {e.kind for k in chain.cycle for e in out.get(k, []) if e.dst in chain.cycle}
         )
         text = f"a cycle - they wait on each other ({', '.join(kinds)}), nothing else ends it"
+        if not short:  # each one's wait, in the words of its evidence
+            firsts = (
+                (k, next((e for e in out.get(k, []) if e.dst in chain.cycle and e.dst != k), None))
+                for k in chain.cycle
+            )
+            hops = [f"{nodes[k].label} {e.evidence}" for k, e in firsts if e is not None]
+            if hops:
+                text += ": " + "; ".join(hops)[:300]
+            text += " - kill it, nothing will end these waits"
     elif chain.reason == "outside" and p is None and n.label.endswith(OUTSIDE_JOB):
         text = f"{n.state}, outside the job ({n.detail}) - what it waits on is not captured"
     elif chain.reason == "outside":
