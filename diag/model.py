@@ -134,6 +134,26 @@ class FdHolder(Record, frozen=True):
     kind: FdKind = "pipe"
 
 
+FileLockKind = Literal["flock", "posix", "ofd", "lease", "?"]
+
+
+class FileLock(Record, frozen=True):
+    """A line of /proc/locks that concerns the job (``probes.file_locks``): a file lock a
+    thread of the job waits for (``blocked``), or a lock held on the same file - whose holder
+    is who ends the wait, in the job or outside it."""
+
+    pid: int  # -1: an open file description lock (no owning process); 0: another PID namespace
+    ordinal: int  # a waiter's is its blocker's
+    blocked: bool
+    kind: FileLockKind = "?"
+    write: bool = True
+    dev: str = ""  # "fe:00"
+    inode: int = 0
+    path: str = ""  # a waiter's: the file, as its fd names it
+    name: str = ""  # /proc/PID/stat comm
+    state: str = "?"  # /proc/PID/stat state
+
+
 class ThreadSample(Record, frozen=True):
     """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
 
@@ -309,6 +329,9 @@ class Sample(Record, frozen=True):
     # why that scan stopped short when it did (its PID or time budget ran out).
     fd_holders: Tuple[FdHolder, ...] = ()
     fd_scan_note: str = ""
+    # Read only when a thread of the job waits on a file lock (flock, fcntl F_SETLKW).
+    file_locks: Tuple[FileLock, ...] = ()
+    file_locks_note: str = ""
 
 
 class ProcessInfo(Record, frozen=True):
@@ -497,7 +520,17 @@ NodeState = Literal[
     "serving",
 ]
 EdgeKind = Literal[
-    "peer", "child", "lock", "queue", "result", "request", "pipe", "unix", "tcp", "outside"
+    "peer",
+    "child",
+    "lock",
+    "queue",
+    "result",
+    "request",
+    "pipe",
+    "unix",
+    "tcp",
+    "file-lock",
+    "outside",
 ]
 # How a chain of waits ends: at a stopped / dead / computing / D-state node, at the outside,
 # at a lock or queue only its own process can release, in a cycle, or nowhere known.

@@ -43,6 +43,7 @@ from diag.collect.shards import ShardPool
 from diag.model import (
     Bundle,
     FdHolder,
+    FileLock,
     HostInfo,
     LogSample,
     ProcessInfo,
@@ -53,6 +54,7 @@ from diag.model import (
 )
 from diag.probes.discovery import TreeDiscovery
 from diag.probes.fd_ends import HolderCache, JobFds, blocked_fds, job_fd_ends, unmatched_waits
+from diag.probes.file_locks import job_file_locks, waits_on_file_lock
 from diag.probes.gpu.probe import GpuProbe
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
@@ -308,6 +310,7 @@ class Collector:
                 )
             )
         samples, fd_holders, fd_note = self._with_fd_ends(samples, ports, rec, tree)
+        file_locks, file_locks_note = self._file_locks(samples, rec)
         for pid in gone:
             samples.append(
                 ProcessSample(
@@ -337,6 +340,8 @@ class Collector:
             ras=ras,
             fd_holders=fd_holders,
             fd_scan_note=fd_note,
+            file_locks=file_locks,
+            file_locks_note=file_locks_note,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
 
@@ -380,6 +385,21 @@ class Collector:
             return samples, (), ""
         holders, note = found
         return samples, holders, note
+
+    def _file_locks(
+        self, samples: Sequence[ProcessSample], rec: RoundRecords
+    ) -> Tuple[Tuple[FileLock, ...], str]:
+        """The file locks threads of the job wait for, and their holders (``/proc/locks``):
+        read only when some thread sleeps taking one."""
+        waiters: Dict[int, Optional[int]] = {}
+        for s in samples:
+            for t in s.threads if s.status == "alive" else ():
+                if t.state in ("S", "D") and waits_on_file_lock(t.wchan, t.syscall):
+                    waiters.setdefault(s.pid, t.syscall_fd)
+        if not waiters:
+            return (), ""
+        found = self._run_one("file_locks", partial(job_file_locks, self.procfs, waiters), rec)
+        return found if found is not None else ((), "")
 
     def _run_one(self, probe: str, fn: Callable[[], T], rec: RoundRecords) -> Optional[T]:
         """One probe under its timeout, failing alone: its time and any failure go into

@@ -39,6 +39,8 @@ SYSCALL_NAMES: Dict[str, Dict[int, str]] = {
         46: "sendmsg",
         47: "recvmsg",
         61: "wait4",
+        72: "fcntl",
+        73: "flock",
         202: "futex",
         219: "restart_syscall",
         228: "clock_gettime",
@@ -54,6 +56,8 @@ SYSCALL_NAMES: Dict[str, Dict[int, str]] = {
     },
     "aarch64": {
         22: "epoll_pwait",
+        25: "fcntl",
+        32: "flock",
         63: "read",
         64: "write",
         72: "pselect6",
@@ -117,12 +121,15 @@ _TIMEOUT_ARG: Dict[str, Tuple[str, int]] = {
     "pselect6": ("ptr", 4),
     "futex": ("ptr", 3),
 }
-_UNTIMED = frozenset({"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4", "waitid"})
+_UNTIMED = frozenset(
+    {"read", "recvfrom", "recvmsg", "accept", "accept4", "wait4", "waitid", "flock", "fcntl"}
+)
 _TIMED = frozenset({"nanosleep", "clock_nanosleep"})
 # Argument 0 is the fd (x86_64 and aarch64 have no recv/send of their own: libc's go through
 # recvfrom/sendto).
 _FD_CALLS = frozenset(
     {"read", "write", "recvfrom", "recvmsg", "sendto", "sendmsg", "connect", "accept", "accept4"}
+    | {"flock", "fcntl"}
 )
 _UNREAD = SyscallInfo(None)
 

@@ -55,12 +55,14 @@ from diag.verdict.collectives import (
 from diag.verdict.equivalence import odd_classes, rank_classes
 from diag.verdict.evidence import evidence_for, exit_evidence
 from diag.verdict.features import COMPUTE_PCT, ProcSignals, extract
+from diag.verdict.file_locks import holder_label, lock_waits
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.graph import (
     OUT_CLIENTS,
     OUT_NETWORK,
     OUT_STDIN,
     OUT_TIMER,
+    OUTSIDE_JOB,
     is_outside,
     wait_graph,
 )
@@ -262,6 +264,10 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
     for e in graph.edges:
         if is_outside(e.dst):
             doors.setdefault(e.src, set()).add(e.dst)
+    lock_holders = {
+        e.dst for e in graph.edges if e.kind == "file-lock" and by_key.get(e.dst) is not None
+    }
+    lock_holders = {k for k in lock_holders if by_key[k].label.endswith(OUTSIDE_JOB)}
     dead = stopped = work = False
     for key in graph.ends:
         n = by_key.get(key)
@@ -273,6 +279,8 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
             dead = True
         elif n.state in ("computing", "working", "disk", "spinning"):
             work = work or n.state != "spinning"
+        elif key in lock_holders and n.state in ("sleeping", "blocked"):
+            work = True  # a file lock's holder outside the job, about its own business
     if stopped or dead:
         return "deadlocked"
     if work:
@@ -677,6 +685,57 @@ def works_silently(s: Situation) -> Optional[Decision]:
     return "slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects
 
 
+def waits_for_file_lock(s: Situation) -> Optional[Decision]:
+    """Nothing of the job works and a process of it waits to take a file lock (``flock``,
+    ``fcntl``) that a process *outside* the job holds: the holder's state is the job's. Read as
+    a lock of its own, that wait looked like a deadlock to kill while the holder - a download,
+    a build, another job under ``flock(1)`` - was busy; killing the job would not help. A lock
+    held inside the job is left to the rules below (its holder's own wait decides)."""
+    waits = lock_waits(s.ctx.bundle, s.alive)
+    if not waits:
+        return None
+    w = waits[0]
+    me = who([w.waiter])
+    path = f"`{w.path}`" if w.path else "its lock file"
+    find = f"`fuser -v {w.path}`" if w.path else "`cat /proc/locks`"
+    host = w.waiter.key[0]
+    if not w.holders:
+        why = "no holder is listed in /proc/locks" if w.read else "/proc/locks was not read"
+        summary = (
+            f"unknown: {me} waits to take a file lock ({w.kind}) on {path} in {where(w.waiter)} "
+            f"and {why} - {find} names who holds it; that process, not this job, decides "
+            "when it goes on"
+        )
+        return "unknown", 0.3, summary, []
+    outside = [h for h in w.holders if h.proc is None]
+    if not outside:
+        return None
+    h = outside[0]
+    held = f"{holder_label(h)} (outside the job) holds it"
+    lead = f"{me} waits to take a file lock ({w.kind}) on {path} in {where(w.waiter)}: {held}"
+    blame = [Suspect(pid=max(h.pid, 0), host=host, reason=f"holds the file lock on {path}")]
+    if h.state in ("T", "t"):
+        summary = (
+            f"deadlocked: {lead}, and it is stopped (state {h.state}) - nothing moves until "
+            f"`kill -CONT {h.pid}`"
+        )
+        return "deadlocked", 0.8, summary, blame
+    if h.pid <= 0 or h.state in ("?", "Z", "X"):
+        summary = (
+            f"unknown: {lead}, and it is gone or cannot be read - a process that inherited "
+            f"its fd holds the lock now: {find} names it; that process decides when this job "
+            "goes on"
+        )
+        return "unknown", 0.4, summary, blame
+    doing = "runs (state R)" if h.state == "R" else f"is asleep (state {h.state}) holding it"
+    summary = (
+        f"slow: {lead}, and it {doing} - this job goes on when it releases the lock; don't "
+        f"kill the job, see what pid {h.pid} does (`py-spy dump --pid {h.pid}`, "
+        f"`cat /proc/{h.pid}/stack`)"
+    )
+    return "slow", 0.6 if h.state == "R" else 0.45, summary, blame
+
+
 def children_work(s: Situation) -> Optional[Decision]:
     """A process waits on child processes that compute (inductor's g++/cc1plus, nvcc): its own
     threads sleep in ``waitpid``/``Popen.wait`` and each compiler lives a second, so neither
@@ -965,6 +1024,7 @@ RULES: Tuple[Rule, ...] = (
     output_moves,
     works_silently,
     children_work,
+    waits_for_file_lock,
     collective_laggard,
     server_feeds_ranks,
     peers_wait,

@@ -36,10 +36,11 @@ from diag.model import (
 from diag.text.units import rank_set, size
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.file_locks import holder_label, lock_waits
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.sources import Context
 from diag.verdict.thread_wait import frames_of, thread_wait
-from diag.verdict.waits import CHILD, LOCK, PEER, RESULT, SERVE, SLEEP
+from diag.verdict.waits import CHILD, FILE_LOCK, LOCK, PEER, RESULT, SERVE, SLEEP
 from diag.verdict.wording import where
 
 MAX_FANOUT = 8  # edges per node: the likeliest enders first
@@ -245,17 +246,21 @@ class _Builder:
         return []
 
     def holder_node(self, host: str, h: FdHolder, what: str) -> str:
-        key = f"{host}/{h.pid}"
+        return self.outside_node(host, h.pid, h.name, h.state, what)
+
+    def outside_node(self, host: str, pid: int, name: str, state: str, what: str) -> str:
+        """The node of a process outside the job that holds what a wait needs (a pipe's end,
+        a file lock), in the state /proc gave it."""
+        key = f"{host}/{pid}"
         if key not in self.nodes:
-            state = _HOLDER_STATES.get(h.state, "blocked")
-            name = f" {h.name}" if h.name else ""
+            named = f" {name}" if name else ""
             self.nodes[key] = WaitNode(
                 key=key,
-                pid=h.pid,
+                pid=pid,
                 host=host,
-                label=f"pid {h.pid}{name} {OUTSIDE_JOB}",
-                state=state,
-                detail=f"holds {what}; state {h.state}",
+                label=f"pid {pid}{named} {OUTSIDE_JOB}",
+                state=_HOLDER_STATES.get(state, "blocked"),
+                detail=f"holds {what}; state {state}",
             )
         return key
 
@@ -554,6 +559,27 @@ def _fd_edges(b: _Builder, p: ProcSignals) -> bool:
     return False
 
 
+def _file_lock_edges(b: _Builder, p: ProcSignals) -> None:
+    """A file lock (flock, fcntl): whoever /proc/locks says holds it ends the wait - a process
+    of the job, or one outside it (a node of its own, in its state)."""
+    found = lock_waits(b.bundle, [p])
+    if not found:
+        return
+    w = found[0]
+    what = f"the file lock on {w.path or 'its lock file'}"
+    here = where(p)
+    for h in w.holders[:MAX_FANOUT]:
+        if h.proc is not None:
+            dst = node_key(h.proc)
+        elif h.pid > 0:
+            dst = b.outside_node(p.key[0], h.pid, h.name, h.state, what)
+        else:
+            continue
+        b.edge(p, dst, "file-lock", f"waits in {here} to take {what}; {holder_label(h)} holds it")
+    if len(w.holders) == 0 or all(h.pid <= 0 and h.proc is None for h in w.holders):
+        b.edge(p, OUT_PEER, "outside", f"waits in {here} to take {what}; its holder is unknown")
+
+
 def _stdin_from_job(b: _Builder, p: ProcSignals) -> bool:
     """Its stdin is a pipe (or socket) whose other end another process of the job holds -
     ``Popen(stdin=PIPE)`` then ``wait()``: that process, not a person, must write (or close)
@@ -622,7 +648,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
     own_ports = serving_ports([p])
     if fam == PEER:
         return  # _peer_edges
-    if kind == "stdin" and not _stdin_from_job(b, p):
+    if kind == FILE_LOCK:
+        _file_lock_edges(b, p)
+    elif kind == "stdin" and not _stdin_from_job(b, p):
         pass  # input someone types or pipes in from outside: a door (below)
     elif fam != CHILD and kind != "fifo-open" and _fd_edges(b, p):
         pass  # the fd it blocks on, matched by inode: who holds the other end

@@ -18,6 +18,8 @@ Each wait has a *kind*, and the kinds fall into families the classifier reasons 
 - ``result``: waits for a result handed to a pool (``AsyncResult.get``, ``Future.result``):
   someone else in the job owes it an answer.
 - ``stopped``: the thread is stopped (SIGSTOP, a debugger): nothing runs until SIGCONT.
+- ``file-lock``: blocked taking a file lock (``flock``, ``fcntl`` F_SETLKW): the process
+  holding a lock on the same file ends it (``/proc/locks`` names it), not a thread of its own.
 
 Frame names from py-spy >= 0.4 are qualified (``Queue.get``, ``f.<locals>.wrapper``), so rules
 match the last dotted component, optionally restricted to a file suffix.
@@ -38,6 +40,7 @@ SLEEP = "sleep"
 RESULT = "result"
 STOPPED = "stopped"
 STDIN = "stdin"
+FILE_LOCK = "file-lock"
 
 # kind -> family
 FAMILY: Dict[str, str] = {
@@ -57,6 +60,7 @@ FAMILY: Dict[str, str] = {
     "result": RESULT,
     "native-peer": PEER,
     "stopped": STOPPED,
+    "file-lock": FILE_LOCK,
 }
 
 # Most specific wins when a stack matches several rules (a queue get runs Condition.wait).
@@ -237,9 +241,11 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("pipe_wait", "queue"),
     ("wait_for_partner", "fifo-open"),  # open() of a named pipe: no process opens the other end
     ("do_wait", "child"),
-    ("flock", "lock"),
-    ("locks_lock", "lock"),
-    ("fcntl", "lock"),
+    ("flock", "file-lock"),
+    ("locks_lock", "file-lock"),
+    ("posix_lock", "file-lock"),
+    ("fcntl", "file-lock"),
+    ("__flock", "file-lock"),
     ("sigsuspend", "sleep"),
 )
 _SYSCALLS: Dict[str, str] = {
@@ -261,6 +267,8 @@ _SYSCALLS: Dict[str, str] = {
     "pause": "sleep",
     "wait4": "child",
     "waitid": "child",
+    "flock": "file-lock",
+    "fcntl": "file-lock",
 }
 
 # Library code (``diag.frames.is_library``) is what a wait passes through on its way to the
