@@ -106,7 +106,8 @@ class FdEnd(Record, frozen=True):
     """One fd of a process through which another process can end a wait: a pipe or fifo end,
     a unix or TCP socket (``diag.probes.fd_ends``). A wait on a pipe is ended by whoever holds
     its other end, found by matching ``inode`` across processes; a unix socket's other end is
-    ``peer_inode`` (sock_diag ``UNIX_DIAG_PEER``); a TCP socket's is its 4-tuple.
+    ``peer_inode`` (sock_diag ``UNIX_DIAG_PEER``); a TCP socket's is its 4-tuple, and its
+    ``peer_inode`` the other end's socket on this host (the accepted one, or the listener).
 
     ``mode``: pipes and fifos, from /proc/P/fdinfo/N ``flags`` (O_RDONLY/O_WRONLY/O_RDWR).
     ``path``: a fifo's or a named unix socket's path, capped in length."""

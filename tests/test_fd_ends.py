@@ -451,3 +451,25 @@ def test_a_server_with_unanswered_requests_waits_on_its_backend_over_a_unix_sock
     ), verdict.graph.chains
     lead = next(s for s in verdict.suspects if s.pid == 31)
     assert "(unix) → pid 31" in lead.chain, lead
+
+
+def test_tcp_peer_inodes_reverse_tuple_then_listener() -> None:
+    from diag.probes.sock_diag import TcpConn, TcpTable
+    from diag.probes.sockets import tcp_peer_inodes
+
+    def conn(local: str, remote: str) -> TcpConn:
+        return TcpConn(
+            local=local, local_port=int(local.rpartition(":")[2]), remote=remote, rqueue_bytes=0
+        )
+
+    table = TcpTable(
+        listen={50: 8000, 51: 9000},
+        conns={
+            10: conn("127.0.0.1:40000", "127.0.0.1:8000"),  # accepted: 11 is its other end
+            11: conn("127.0.0.1:8000", "127.0.0.1:40000"),
+            12: conn("127.0.0.1:40001", "127.0.0.1:9000"),  # in 9000's accept queue
+            13: conn("10.0.0.5:40002", "10.0.0.5:9000"),  # this host's own address
+            14: conn("10.0.0.5:40003", "10.0.0.9:9000"),  # another host: no local peer
+        },
+    )
+    assert tcp_peer_inodes(table, [10, 12, 13, 14, 99]) == {10: 11, 12: 51, 13: 51}

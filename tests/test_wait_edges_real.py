@@ -384,9 +384,104 @@ def test_tcp_recv_from_a_server_outside_the_job_waits_on_that_peer(tmp_path: Pat
     finally:
         listener.close()
     me = key(c.pid)
+    # The server is this test's process: found by its listener's inode (the connection was
+    # never accepted), a node of its own outside the job.
     (edge,) = [e for e in c.graph["edges"] if e["src"] == me]
-    assert (edge["dst"], edge["kind"]) == ("outside:peer", "outside"), c.why()
+    assert (edge["dst"], edge["kind"]) == (key(os.getpid()), "tcp"), c.why()
     assert f"127.0.0.1:{port}" in edge["evidence"], edge
+    node = next(n for n in c.graph["nodes"] if n["node"] == key(os.getpid()))
+    assert node["label"].endswith("(outside the job)"), node
+
+
+# A local server outside the job (the test starts it), stopped: the job's client - its main
+# thread, or a pool thread while the main thread waits on the future, or a threaded front
+# end's handler while clients wait - waits on it.
+TCP_CLIENT = r"""
+import socket, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+def call():
+    c = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    c.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    return c.recv(100)
+threading.Timer(0.5, lambda: print("READY", flush=True)).start()
+if sys.argv[2] == "main":
+    call()
+else:
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(call).result()
+"""
+
+FRONT_END = r"""
+import http.server, socket, sys, threading
+backend = int(sys.argv[1])
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        c = socket.create_connection(("127.0.0.1", backend))
+        c.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        body = c.recv(100)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+port = server.server_address[1]
+def clients():
+    for _ in range(2):
+        threading.Thread(target=lambda: socket.create_connection(("127.0.0.1", port)).sendall(
+            b"GET / HTTP/1.0\r\n\r\n"), daemon=True).start()
+threading.Timer(0.2, clients).start()
+threading.Timer(3.0, lambda: print("READY", flush=True)).start()
+server.serve_forever()
+"""
+
+
+@pytest.fixture
+def stopped_server() -> Any:
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import socket, time\ns = socket.socket()\n"
+            "s.bind(('127.0.0.1', 0)); s.listen(); print(s.getsockname()[1], flush=True)\n"
+            "time.sleep(10**6)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    port = int(server.stdout.readline())
+    os.kill(server.pid, signal.SIGSTOP)
+    yield server, port
+    server.kill()
+    server.wait()
+
+
+@pytest.mark.parametrize("where", ["main", "pool"])
+def test_tcp_client_of_a_stopped_server_outside_the_job(
+    tmp_path: Path, stopped_server: Any, where: str
+) -> None:
+    server, port = stopped_server
+    c = capture([sys.executable, "-c", TCP_CLIENT, str(port), where], tmp_path)
+    me, them = key(c.pid), key(server.pid)
+    evidence = [e["evidence"] for e in c.graph["edges"] if (e["src"], e["dst"]) == (me, them)]
+    assert evidence, c.why()
+    assert ("its thread ThreadPoolExecutor" in evidence[0]) == (where == "pool"), evidence
+    assert c.state == "deadlocked", c.verdict["summary"]
+    assert f"kill -CONT {server.pid}" in c.verdict["summary"], c.verdict["summary"]
+    assert "outside the job" in c.verdict["summary"]
+    assert c.verdict["suspects"][0]["pid"] == server.pid
+
+
+def test_front_end_handlers_wait_on_a_stopped_backend_outside_the_job(
+    tmp_path: Path, stopped_server: Any
+) -> None:
+    server, port = stopped_server
+    c = capture([sys.executable, "-c", FRONT_END, str(port)], tmp_path)
+    me, them = key(c.pid), key(server.pid)
+    assert ("outside:clients", me, "request") in c.edges, c.why()
+    assert (me, them, "tcp") in c.edges, c.why()
+    assert c.state == "deadlocked", c.verdict["summary"]
+    assert f"kill -CONT {server.pid}" in c.verdict["summary"], c.verdict["summary"]
+    assert c.verdict["suspects"][0]["pid"] == server.pid
 
 
 def test_local_tcp_recv_ends_at_the_server_holding_the_request(tmp_path: Path) -> None:

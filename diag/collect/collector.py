@@ -357,7 +357,9 @@ class Collector:
         on an end no process of the job holds the other side of - its holders on the host.
         Each is a probe of its own: a failure or a timeout loses that record alone."""
         job = {
-            s.pid: JobFds(s.threads, view.links, view.tcp, view.own_netns, bool(view.ports))
+            s.pid: JobFds(
+                s.threads, view.links, view.tcp, view.own_netns, bool(view.ports), view.tcp_peers
+            )
             for s in samples
             if s.status == "alive" and (view := views.get(s.pid)) is not None and view.links.links
         }

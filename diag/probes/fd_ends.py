@@ -155,6 +155,7 @@ class JobFds(NamedTuple):
     # MAX_SERVER_SOCKETS), so a front end's backends over IPC (vLLM's API server -> its
     # EngineCore over zmq ipc://) are known when its clients wait unanswered.
     serves: bool = False
+    tcp_peers: Mapping[int, int] = {}  # {its TCP socket inode: the other end's, on this host}
 
 
 MAX_SERVER_SOCKETS = 32
@@ -275,7 +276,15 @@ def job_fd_ends(
                 elif inode in j.tcp:
                     local, remote = j.tcp[inode]
                     cands.append(
-                        _Cand(3 if top is None else 0, fd, "tcp", inode, local=local, remote=remote)
+                        _Cand(
+                            3 if top is None else 0,
+                            fd,
+                            "tcp",
+                            inode,
+                            peer=j.tcp_peers.get(inode),
+                            local=local,
+                            remote=remote,
+                        )
                     )
                 continue
             if not is_path(link):
@@ -330,8 +339,9 @@ def unmatched_waits(
     blocked: Mapping[int, Sequence[int]],
     links: Mapping[int, Iterable[str]] = {},
 ) -> List[Wanted]:
-    """The pipe/fifo/unix ends some thread of the job blocks on whose other end no process of
-    the job holds (the blocked process itself counts: it may hold the write end itself)."""
+    """The pipe/fifo/unix/TCP ends some thread of the job blocks on whose other end no process
+    of the job holds (the blocked process itself counts: it may hold the write end itself); a
+    TCP end only when the other end is a socket of this host (``FdEnd.peer_inode``)."""
     holders: Dict[int, Set[str]] = {}  # inode -> the modes the job holds it in
     sockets: Set[int] = set()
     for mine in ends.values():
@@ -354,8 +364,8 @@ def unmatched_waits(
                 modes = other_modes(e.mode)
                 if not holders.get(e.inode, set()) & set(modes):
                     out[e.inode] = Wanted(e.inode, e.kind, modes, e.path)
-            elif e.kind == "unix" and e.peer_inode and e.peer_inode not in sockets:
-                out[e.peer_inode] = Wanted(e.peer_inode, "unix")
+            elif e.kind in ("unix", "tcp") and e.peer_inode and e.peer_inode not in sockets:
+                out[e.peer_inode] = Wanted(e.peer_inode, e.kind)
     return list(out.values())
 
 
@@ -439,7 +449,8 @@ def scan_holders(
                     w = None
             if w is None:
                 continue
-            mode: FdMode = _read_mode(procfs, pid, fd, w.inode) if w.kind != "unix" else "rw"
+            sock = w.kind in ("unix", "tcp")
+            mode: FdMode = "rw" if sock else _read_mode(procfs, pid, fd, w.inode)
             if mode not in w.modes:
                 continue
             key = (w.inode, pid)

@@ -86,6 +86,41 @@ class SocketView(NamedTuple):
     links: FdLinks = FdLinks()
     tcp: Mapping[int, Tuple[str, str]] = {}
     own_netns: bool = False
+    # {its socket inode: the inode of the other end on this host} - the accepted socket of a
+    # local server, or its listener while the connection waits in the accept queue - so a
+    # client's wait can be followed to the server's process, in the job or not.
+    tcp_peers: Mapping[int, int] = {}
+
+
+_LOOPBACK = ("127.", "[::1]", "::1", "[::ffff:127.")
+
+
+def _host_of(endpoint: str) -> str:
+    return endpoint.rpartition(":")[0]
+
+
+def tcp_peer_inodes(table: TcpTable, inodes: Iterable[int]) -> Dict[int, int]:
+    """{inode: the other end's inode} for the connected sockets among ``inodes`` whose other
+    end is a socket of this network namespace: the reverse 4-tuple, else (not accepted yet, or
+    accepted by no one: a stopped server) the listener on the remote port when the remote
+    address is this host's (loopback, or the connection's own local address)."""
+    by_pair = {(c.local, c.remote): i for i, c in table.conns.items()}
+    listeners: Dict[int, int] = {}
+    for inode, port in sorted(table.listen.items()):
+        listeners.setdefault(port, inode)
+    out: Dict[int, int] = {}
+    for inode in inodes:
+        c = table.conns.get(inode)
+        if c is None:
+            continue
+        peer = by_pair.get((c.remote, c.local))
+        if peer is None:
+            host, _, port_text = c.remote.rpartition(":")
+            local_host = host.startswith(_LOOPBACK) or host == _host_of(c.local)
+            peer = listeners.get(int(port_text)) if port_text.isdigit() and local_host else None
+        if peer:
+            out[inode] = peer
+    return out
 
 
 def _served(
@@ -154,7 +189,8 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
             continue
         tcp = {i: (full.conns[i].local, full.conns[i].remote) for i in inodes if i in full.conns}
         tcp.update({i: (f"*:{listen[i]}", "") for i in inodes if i in listen})
-        view = SocketView(ports, links=links, tcp=tcp, own_netns=True)
+        peers = tcp_peer_inodes(full, inodes)
+        view = SocketView(ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers)
         if ports:
             served, more = _served(full, inodes, ports, job_endpoints)
             view = view._replace(served=served, served_more=more)

@@ -685,6 +685,36 @@ def works_silently(s: Situation) -> Optional[Decision]:
     return "slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects
 
 
+def waits_on_stopped_outsider(s: Situation) -> Optional[Decision]:
+    """Nothing of the job works and a chain of its waits ends at a process *outside* the job
+    that is stopped or a zombie - a local server a client or a handler thread calls, the
+    writer of a pipe, a file lock's holder. The job's own stacks only say "waits for a result"
+    or "a handler waits on something"; the graph names who: it must run again (or be
+    replaced) before anything here does, and killing the job would not help."""
+    g = s.graph
+    if g is None:
+        return None
+    by_key = {n.key: n for n in g.nodes}
+    for line, ends in zip(g.chains, g.line_ends):
+        for key in ends:
+            n = by_key.get(key)
+            if n is None or not n.label.endswith(OUTSIDE_JOB) or not n.pid:
+                continue
+            if n.state == "stopped":
+                act = ""  # the chain's line ends in its `kill -CONT`
+            elif n.state == "zombie":
+                act = ": restart what it served (its parent must reap it)"
+            else:
+                continue
+            summary = (
+                f"deadlocked: {line} - nothing in the job moves until pid {n.pid} does{act} "
+                "(it is outside the job; killing the job would not help)"
+            )
+            blame = Suspect(pid=n.pid, host=n.host, reason=f"{n.state} outside the job: {n.detail}")
+            return "deadlocked", 0.8, summary, [blame]
+    return None
+
+
 def waits_for_file_lock(s: Situation) -> Optional[Decision]:
     """Nothing of the job works and a process of it waits to take a file lock (``flock``,
     ``fcntl``) that a process *outside* the job holds: the holder's state is the job's. Read as
@@ -1024,6 +1054,7 @@ RULES: Tuple[Rule, ...] = (
     output_moves,
     works_silently,
     children_work,
+    waits_on_stopped_outsider,
     waits_for_file_lock,
     collective_laggard,
     server_feeds_ranks,

@@ -527,6 +527,21 @@ def _tcp_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
             )
         else:
             b.edge(p, key, "tcp", f"{what}; {label_of(q)} holds the other end")
+    if not seen and end.peer_inode:
+        # The other end is a socket of this host no 4-tuple of the capture matched: a server
+        # of the job whose listener still queues the connection, or a process outside it.
+        by_inode, _ = b.ends_index()
+        for q, _ in by_inode.get((p.key[0], end.peer_inode), []):
+            if q is not p and node_key(q) not in seen and len(seen) < MAX_FANOUT:
+                seen.add(node_key(q))
+                b.edge(p, node_key(q), "tcp", f"{what}; {label_of(q)} holds the other end")
+        for h in b.outside_holders(p.key[0], end.peer_inode)[:MAX_FANOUT]:
+            dst = b.holder_node(p.key[0], h, f"the other end of tcp {end.local} → {end.remote}")
+            if dst not in seen:
+                seen.add(dst)
+                b.edge(
+                    p, dst, "tcp", f"{what}; pid {h.pid} {h.name} {OUTSIDE_JOB} holds the other end"
+                )
     if not seen:
         _, _, local_port = end.local.rpartition(":")
         if local_port.isdigit() and int(local_port) in serving_ports([p]):
@@ -546,17 +561,52 @@ def _fd_edges(b: _Builder, p: ProcSignals) -> bool:
     fifos, unix sockets) or 4-tuple (TCP); False when there is none to match (older bundles,
     an fd the capture did not record): the old guesses then apply."""
     found = _fd_wait(b, p)
-    if found is None:
-        return False
-    main, end = found
+    return found is not None and _end_edges(b, p, *found)
+
+
+def _end_edges(b: _Builder, p: ProcSignals, thread: ThreadSample, end: FdEnd) -> bool:
     if end.kind in ("pipe", "fifo"):
-        _pipe_edges(b, p, main, end)
+        _pipe_edges(b, p, thread, end)
         return True
     if end.kind == "unix":
         return _unix_edges(b, p, end)
     if end.kind == "tcp":
         return _tcp_edges(b, p, end)
     return False
+
+
+def _thread_fd_edges(b: _Builder, p: ProcSignals) -> bool:
+    """Threads of ``p`` besides the main one, blocked on a recorded fd end whose other side a
+    process holds (of the job, or outside it): the main thread's wait on its own future,
+    queue or lock is ended through them - a pool worker reading a socket to a server, a reader
+    thread on a child's pipe, a server's handler calling its backend. Only edges to processes
+    are kept (an end nobody was found holding leaves the feeder-thread guess to decide)."""
+    ps = b.last.get(p.key)
+    if ps is None or not ps.fd_ends:
+        return False
+    ends = {e.fd: e for e in ps.fd_ends}
+    me = node_key(p)
+    drew = 0
+    for t in ps.threads:
+        end = ends.get(t.syscall_fd) if t.syscall_fd is not None else None
+        if t.tid == ps.pid or end is None or t.state not in ("S", "D"):
+            continue
+        if end.kind == "tcp" and not end.remote:
+            continue  # a listener: clients, the outside
+        first, known = len(b.edges), set(b.nodes)
+        _end_edges(b, p, t, end)
+        kept = [e for e in b.edges[first:] if not is_outside(e.dst) and e.dst != me]
+        del b.edges[first:]
+        name = t.py_thread_name or t.name or str(t.tid)
+        for e in kept[: MAX_FANOUT - drew]:
+            b.edges.append(msgspec.structs.replace(e, evidence=f"its thread {name} {e.evidence}"))
+        drew += len(kept)
+        used = {e.dst for e in b.edges}
+        for k in set(b.nodes) - known - used:
+            del b.nodes[k]  # an outside node only a dropped edge pointed at
+        if drew >= MAX_FANOUT:
+            break
+    return drew > 0
 
 
 def _file_lock_edges(b: _Builder, p: ProcSignals) -> None:
@@ -678,7 +728,7 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             b.edge(p, node_key(k), edge_kind, f"{what} {here}; {label_of(k)} can answer it")
         if not kids:
             b.edge(p, me, edge_kind, f"{what} {here}; only its own threads can answer it")
-            feeder = _feeder_door(b, p)
+            feeder = None if _thread_fd_edges(b, p) else _feeder_door(b, p)
             if feeder is not None:
                 b.edge(p, feeder[0], "outside", feeder[1])
     elif fam == LOCK or kind == "blocked":
@@ -688,8 +738,11 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             for k in b.rank_order(shared):
                 b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
         elif kind != "blocked" or p.lock_waiters:
-            feeder = None if _lock_cycle(p) else _feeder_door(b, p)
-            if feeder is not None:  # another thread of its own runs again and can end it
+            through = not _lock_cycle(p) and _thread_fd_edges(b, p)
+            feeder = None if _lock_cycle(p) or through else _feeder_door(b, p)
+            if through:
+                pass  # another thread of its own waits on a process that can end its wait
+            elif feeder is not None:  # another thread of its own runs again and can end it
                 why = feeder[1].replace("fill it", "release or set it")
                 b.edge(p, feeder[0], "outside", f"waits on a lock or event in {here}; {why}")
             else:
@@ -765,9 +818,22 @@ def _backend_edges(b: _Builder, p: ProcSignals) -> None:
             _, _, port = e.local.rpartition(":")
             if port.isdigit() and int(port) in own_ports:
                 continue  # one of its own clients
-            for q, qe in by_local.get(e.remote, []):
-                if q is not p and qe.remote == e.local:
-                    found.setdefault(node_key(q), (q, "tcp", f"tcp {e.local} → {e.remote}"))
+            via = f"tcp {e.local} → {e.remote}"
+            matched = [
+                q for q, qe in by_local.get(e.remote, []) if q is not p and qe.remote == e.local
+            ]
+            for q in matched:
+                found.setdefault(node_key(q), (q, "tcp", via))
+            if not matched and e.peer_inode:  # a backend outside the job (found by its inode)
+                for h in b.outside_holders(p.key[0], e.peer_inode)[:MAX_FANOUT]:
+                    dst = b.holder_node(p.key[0], h, f"the other end of {via}")
+                    b.edge(
+                        p,
+                        dst,
+                        "tcp",
+                        f"holds {p.stale_requests} unanswered request(s); its {via} goes to "
+                        f"pid {h.pid} {h.name} {OUTSIDE_JOB}",
+                    )
     for q in b.rank_order(q for q, _, _ in found.values()):
         _, kind, via = found[node_key(q)]
         b.edge(
