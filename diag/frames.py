@@ -107,3 +107,11 @@ def is_library(frame: Frame) -> bool:
         any(marker in name for marker in _LIBRARY_MARKERS)
         or name.rsplit("/", 1)[-1] in _STDLIB_FILES
     )
+
+
+def is_installed_plumbing(frame: Frame) -> bool:
+    """Plumbing installed as a package (``site-packages/ray/...``, ``grpc``, ``zmq``, a
+    ``.so``), not the standard library: a native wait under such a frame is inside that
+    package's own C/C++ code, whose own threads (gRPC's, ZeroMQ's) end it."""
+    name = frame.filename
+    return is_library(frame) and any(site in name for site in _SITE_DIRS)

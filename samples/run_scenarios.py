@@ -144,6 +144,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "real torchrun; rank 1 is SIGSTOPped (state T) mid-training, ranks 0,2 in all_reduce",
     ),
     Scenario(
+        "torchrun_pdb_rank",
+        "deadlocked",
+        ("rank:1",),
+        True,
+        "real torchrun; a `breakpoint()` left in: rank 1 at the pdb prompt on a silent stdin, "
+        "rank 0 in all_reduce",
+    ),
+    Scenario(
         "torchrun_store_wait",
         "deadlocked",
         ("rank:0",),

@@ -167,6 +167,22 @@ def test_server_gone_before_the_last_sample_still_names_the_dead_worker() -> Non
     assert "VllmWorker-1 died unexpectedly" in verdict.summary
 
 
+def test_a_rank_at_a_pdb_prompt_is_named_with_its_remedy() -> None:
+    verdict = classify(load_bundle(BUNDLES / "torchrun_pdb_rank.json"))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "rank 1 reads stdin in `Cmd.cmdloop`" in verdict.summary, verdict.summary
+    assert "a debugger prompt" in verdict.summary and "`c` continues" in verdict.summary
+
+
+def test_native_futex_waits_inside_ray_are_no_lock_cycle() -> None:
+    """Ray's driver threads `listen_error_messages` and `print_logs` block on futexes inside
+    Ray's C++ (its GCS subscriber): two futexes, no cycle - the job is idle (this recording
+    once read "deadlocked: a lock cycle")."""
+    verdict = classify(load_bundle(BUNDLES / "ray_idle.json"))
+    assert verdict.state == "idle", verdict.summary
+    assert "lock" not in verdict.summary, verdict.summary
+
+
 # Where the wait-for graph alone and the rules read a recording differently, and why the rules
 # are right there (each a judgment the graph cannot make from who-waits-on-whom alone).
 GRAPH_DISAGREES = {
@@ -176,6 +192,9 @@ GRAPH_DISAGREES = {
     "gloo_diverge_sleep",
     # Flight Recorder says a rank is behind in the collectives; the graph does not read FR.
     "fr_lag_4ranks",
+    # Rank 1 sits at a pdb prompt on a silent stdin: to the graph input can still come (a
+    # door); the rules call the group deadlocked until someone answers it.
+    "torchrun_pdb_rank",
 }
 
 

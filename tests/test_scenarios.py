@@ -38,7 +38,12 @@ _SLEEPING_LAGGARD = (
     "the group waits for a rank that sleeps outside the collective (a poll loop): to the graph "
     "a timer ends that sleep; whether the rank then joins is the rules' judgment (diverged)"
 )
+_PROMPT_LAGGARD = (
+    "the group waits for a rank at a prompt on stdin (pdb): to the graph input can still come "
+    "(a door); that no one will type into it is the rules' judgment (deadlocked, answer it)"
+)
 GRAPH_DISAGREES: Dict[str, str] = {
+    "torchrun_pdb_rank": _PROMPT_LAGGARD,
     "gloo_diverge_sleep": _SLEEPING_LAGGARD,
     "torchrun_store_wait": _SLEEPING_LAGGARD,
     "mp_spawn_barrier": _SLEEPING_LAGGARD,

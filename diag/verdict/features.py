@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample
 from diag.verdict.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
 from diag.verdict.waits import PEER, family
@@ -327,7 +328,8 @@ def _lock_waiters(
 
     A thread parked in ``Condition.wait`` of a queue is a worker waiting for work; one parked
     in user code on a futex (``with lock_b:``) that never moves is half of a lock cycle. A
-    thread in ``join`` only waits for such threads, so it is left out.
+    thread in ``join`` only waits for such threads, so it is left out; so is one whose futex
+    is inside an installed package's native code (``is_installed_plumbing``).
     """
     last = alive[-1]
     stable: Dict[int, Tuple[Optional[str], Optional[str]]] = {
@@ -342,8 +344,15 @@ def _lock_waiters(
         if t.tid not in stable or t.stack_id is None:
             continue
         tw = thread_wait(bundle, t)
-        if tw.kind == "lock" or (tw.kind == "blocked" and t.futex_addr):
-            out.append((t.tid, t.futex_addr, tw.label))
+        if not (tw.kind == "lock" or (tw.kind == "blocked" and t.futex_addr)):
+            continue
+        frames = frames_of(bundle, t.stack_id)
+        if tw.native and frames and is_installed_plumbing(frames[0]):
+            # A futex inside a package's native code (Ray's GCS subscriber, gRPC, ZeroMQ
+            # poll in C++): a condition its own native threads signal, not a Python lock -
+            # two of them on two futexes are no lock cycle.
+            continue
+        out.append((t.tid, t.futex_addr, tw.label))
     return out
 
 

@@ -14,7 +14,7 @@ from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
 from diag.verdict.sources import Context
-from diag.verdict.waits import PEER
+from diag.verdict.waits import PEER, STDIN
 from diag.verdict.wording import (
     group_by_wait,
     short_label,
@@ -69,6 +69,19 @@ def dead_story(
     return summary, suspects
 
 
+_DEBUGGER_FRAMES = frozenset(
+    {"cmdloop", "_cmdloop", "interaction", "set_trace", "trace_dispatch", "interact", "breakpoint"}
+)
+
+
+def at_debugger(p: ProcSignals) -> bool:
+    """Its main thread reads stdin inside a debugger or console (pdb's ``Cmd.cmdloop``,
+    ``Pdb.interaction``, ``code.interact``): a person was meant to answer."""
+    w = p.main_wait
+    names = (w.label, w.caller) if w is not None else ()
+    return any(n.rpartition(".")[2] in _DEBUGGER_FRAMES for n in names if n)
+
+
 def peer_story(
     waiters: Sequence[ProcSignals],
     alive: Sequence[ProcSignals],
@@ -93,11 +106,22 @@ def peer_story(
         named = {(s.host, s.pid) for s in suspects}
         culprits = [p for p in alive if p.key in named]
         odd_text = waits_phrase(group_by_wait(culprits)[:2])
-        summary = (
-            f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
-            f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
-            f"kill the job and look at {who(culprits)}"
-        )
+        prompts = [p for p in culprits if p.main_wait is not None and p.main_wait.kind == STDIN]
+        if prompts:
+            q = prompts[0]
+            what = "a debugger prompt (pdb, `breakpoint()`)" if at_debugger(q) else "a prompt"
+            summary = (
+                f"deadlocked: {text}, but {who(prompts)} {verb(prompts, 'reads', 'read')} "
+                f"stdin in {where(q)} - {what} waits for someone to type at its terminal, "
+                "and its peers wait for it: answer it (pdb: `c` continues), or kill the job "
+                "and remove the prompt"
+            )
+        else:
+            summary = (
+                f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
+                f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
+                f"kill the job and look at {who(culprits)}"
+            )
         confidence = 0.85
     elif missing:
         summary = (
