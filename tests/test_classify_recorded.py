@@ -79,6 +79,8 @@ VLLM = {
     "vllm_startup_api": ("slow", None),
     "vllm_startup_engine": ("slow", None),
     "vllm_engine_sigstop": ("deadlocked", 22250),
+    # The same, in a run where the API server's stats line (the last window's tokens/s) moved.
+    "vllm_engine_sigstop_stats_line": ("deadlocked", 30331),
     "vllm_tp2_idle": ("idle", None),
     "vllm_tp2_worker_sigstop": ("deadlocked", 24119),
     "vllm_tp2_worker_killed": ("deadlocked", 24119),  # the SIGKILLed worker, not its peer
@@ -165,6 +167,19 @@ def test_server_gone_before_the_last_sample_still_names_the_dead_worker() -> Non
     lead = verdict.suspects[0]
     assert lead.rank == 1 and lead.pid == 24119, verdict.suspects
     assert "VllmWorker-1 died unexpectedly" in verdict.summary
+
+
+def test_a_server_holding_unanswered_requests_is_no_chain_end_whatever_it_logs() -> None:
+    """The API server logged a stats line during the capture (tokens/s of the window before
+    the engine stopped): its output moved, but its client's request did not - the chain goes
+    on to the stopped EngineCore (CI once read the chain as ending at a working API server)."""
+    verdict = classify(load_bundle(BUNDLES / "vllm_engine_sigstop_stats_line.json"))
+    assert verdict.graph is not None
+    assert any(
+        c.startswith("outside: clients → (request) → pid 30272 vllm → (unix) → pid 30331")
+        and "stopped" in c
+        for c in verdict.graph.chains
+    ), verdict.graph.chains
 
 
 def test_a_rank_at_a_pdb_prompt_is_named_with_its_remedy() -> None:

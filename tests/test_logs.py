@@ -315,3 +315,26 @@ def test_death_lines_in_cuts_a_huge_line() -> None:
     data = b"a" * 100_000 + b" Segmentation fault " + b"b" * 100_000 + b"\nnext\n"
     (line,) = logs_mod.death_lines_in(data)
     assert b"Segmentation fault" in line and len(line) <= 2 * 4096 + 20
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Worker proc VllmWorker-1 died unexpectedly (exit code: None)",
+        "rank 3 process is dead",
+        "child process exited unexpectedly",
+        "worker 7 was killed by signal 9",
+        "engine terminated unexpectedly",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue",
+        "Segmentation fault (core dumped)",
+        "failed (exitcode: -9) local_rank: 1 (pid: 4242)",
+    ],
+)
+def test_every_death_line_holds_a_keyword_the_probe_looks_for(line: str) -> None:
+    """The probe matches the pattern only on lines holding a keyword: each way the pattern
+    matches must hold one, or the probe would miss it."""
+    from diag.text.death_lines import DEATH_KEYWORDS, is_death_line
+
+    assert is_death_line(line)
+    assert any(word in line.lower().encode() for word in DEATH_KEYWORDS)
+    assert logs_mod.death_lines_in(f"noise\n{line}\nmore\n".encode()) == [line.encode()]

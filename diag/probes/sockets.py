@@ -99,15 +99,29 @@ def _host_of(endpoint: str) -> str:
     return endpoint.rpartition(":")[0]
 
 
-def tcp_peer_inodes(table: TcpTable, inodes: Iterable[int]) -> Dict[int, int]:
+class TcpPeers(NamedTuple):
+    """One network namespace's sockets indexed for finding a connection's other end."""
+
+    by_pair: Dict[Tuple[str, str], int]  # (local, remote) -> inode
+    listeners: Dict[int, int]  # port -> a listener's inode
+
+
+def tcp_peer_index(table: TcpTable) -> TcpPeers:
+    """Built once per table and sample (a host may hold 100k connections)."""
+    listeners: Dict[int, int] = {}
+    for inode, port in sorted(table.listen.items()):
+        listeners.setdefault(port, inode)
+    return TcpPeers({(c.local, c.remote): i for i, c in table.conns.items()}, listeners)
+
+
+def tcp_peer_inodes(
+    table: TcpTable, inodes: Iterable[int], index: Optional[TcpPeers] = None
+) -> Dict[int, int]:
     """{inode: the other end's inode} for the connected sockets among ``inodes`` whose other
     end is a socket of this network namespace: the reverse 4-tuple, else (not accepted yet, or
     accepted by no one: a stopped server) the listener on the remote port when the remote
     address is this host's (loopback, or the connection's own local address)."""
-    by_pair = {(c.local, c.remote): i for i, c in table.conns.items()}
-    listeners: Dict[int, int] = {}
-    for inode, port in sorted(table.listen.items()):
-        listeners.setdefault(port, inode)
+    by_pair, listeners = index or tcp_peer_index(table)
     out: Dict[int, int] = {}
     for inode in inodes:
         c = table.conns.get(inode)
@@ -180,6 +194,7 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
         if full is not None:
             job_endpoints.update(full.conns[i].local for i in inodes if i in full.conns)
     out: Dict[int, SocketView] = {}
+    peer_index: Dict[str, TcpPeers] = {}
     for pid, inodes in inodes_of.items():
         listen, full = tables[netns_of[pid]]
         ports = tuple(sorted({listen[i] for i in inodes if i in listen}))
@@ -189,7 +204,12 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
             continue
         tcp = {i: (full.conns[i].local, full.conns[i].remote) for i in inodes if i in full.conns}
         tcp.update({i: (f"*:{listen[i]}", "") for i in inodes if i in listen})
-        peers = tcp_peer_inodes(full, inodes)
+        peers: Dict[int, int] = {}
+        if any(i in full.conns for i in inodes):  # it holds a connection: index once
+            key = netns_of[pid]
+            if key not in peer_index:
+                peer_index[key] = tcp_peer_index(full)
+            peers = tcp_peer_inodes(full, inodes, peer_index[key])
         view = SocketView(ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers)
         if ports:
             served, more = _served(full, inodes, ports, job_endpoints)

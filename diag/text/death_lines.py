@@ -18,6 +18,18 @@ PROCESS_DEATH_PATTERN = (
 PROCESS_DEATH = re.compile(PROCESS_DEATH_PATTERN, re.IGNORECASE)
 # The same on raw log bytes, for the probe to search what it reads without decoding it all.
 PROCESS_DEATH_BYTES = re.compile(PROCESS_DEATH_PATTERN.encode(), re.IGNORECASE)
+# Every match holds one of these (lower-cased): the probe looks for them first - a plain
+# substring search is ~20x faster than the pattern over megabytes of ordinary log lines.
+DEATH_KEYWORDS = (
+    b"died",
+    b"dead",
+    b"exited",
+    b"killed",
+    b"terminated",
+    b"segmentation fault",
+    b"core dumped",
+    b"exitcode",
+)
 
 
 def is_death_line(line: str) -> bool:

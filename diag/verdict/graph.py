@@ -125,13 +125,17 @@ def _computing(p: ProcSignals) -> bool:
 def node_state(p: ProcSignals, working: bool = False) -> NodeState:
     """The process's state in the graph (a closed set; see ``model.NodeState``). ``working``:
     the verdict measured its output moving (bytes written, requests answered, its log, its
-    memory) - work the others' waits may lead to, whatever its main thread waits in now."""
+    memory) - work the others' waits may lead to, whatever its main thread waits in now -
+    unless it holds requests its clients wait on unanswered."""
     if p.dead:
         return "zombie" if p.statuses and p.statuses[-1] == "zombie" else "exited"
     if p.stopped:
         return "stopped"
     state = _live_state(p)
-    if working and state in ("blocked", "sleeping", "serving"):
+    # A server whose clients wait unanswered is not working on their requests, whatever its
+    # log says (vLLM's stats line reports the last window's tokens/s while its engine is
+    # stopped): the chain goes on through it to whom it handed them.
+    if working and state in ("blocked", "sleeping", "serving") and not p.stale_requests:
         return "working"
     return state
 
