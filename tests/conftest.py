@@ -19,6 +19,13 @@ import pytest
 
 from bench.job import ProcessGroup
 
+# Started in the background by a shell without job control (`make test &`, nohup), the suite
+# inherits SIGINT ignored - and so would every program it starts, and Python then installs no
+# KeyboardInterrupt handler. The tests of Ctrl-C (diag's own, a launched job's) need it
+# delivered: a handler here becomes the default again in each child at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 SCENARIOS = REPO / "samples" / "scenarios"
