@@ -40,6 +40,7 @@ from typing import (
 from diag.model import FdEnd, FdHolder, FdKind, FdMode, ThreadSample
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import UnixSock, unix_peers
+from diag.probes.threads import parse_name_state
 
 MAX_FDS = 4096  # fds read per process (a server may hold 100k sockets)
 MAX_ENDS = 64  # ends recorded per process: blocked fds first, then pipes/fifos, unix, tcp
@@ -382,11 +383,8 @@ def _holder_record(
     text = procfs.try_read_text(pid, "stat")
     if text is None:
         return None
-    close_at = text.rfind(")")
-    name = text[text.find("(") + 1 : close_at] if close_at > 0 else ""
-    rest = text[close_at + 1 :].split()
-    state = rest[0] if rest else "?"
-    return FdHolder(inode=inode, pid=pid, name=name[:64], state=state, mode=mode, kind=kind)
+    name, state = parse_name_state(text)
+    return FdHolder(inode=inode, pid=pid, name=name, state=state, mode=mode, kind=kind)
 
 
 def _merge_mode(a: FdMode, b: FdMode) -> FdMode:

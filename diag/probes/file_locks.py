@@ -28,6 +28,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tup
 
 from diag.model import FileLock, FileLockKind
 from diag.probes.procfs import ProcFS
+from diag.probes.threads import parse_name_state
 
 MAX_LOCKS_BYTES = 1024 * 1024  # of /proc/locks read (a host with 10k locks is ~700 kB)
 MAX_RECORDS = 32  # locks recorded per sample: the job's waits and the locks blocking them
@@ -103,11 +104,7 @@ def select_locks(
 
 def _name_state(procfs: ProcFS, pid: int) -> Tuple[str, str]:
     text = procfs.try_read_text(pid, "stat") if pid > 0 else None
-    if not text or ")" not in text:
-        return "", "?"
-    name = text[text.find("(") + 1 : text.rfind(")")][:64]
-    rest = text[text.rfind(")") + 2 :]
-    return name, rest[:1] or "?"
+    return parse_name_state(text) if text else ("", "?")
 
 
 def _read_locks(procfs: ProcFS) -> Tuple[str, bool]:

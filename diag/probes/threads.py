@@ -151,6 +151,16 @@ def wait_timed(name: str, args: List[str]) -> Optional[bool]:
     return low < 0x80000000
 
 
+def parse_name_state(text: str) -> Tuple[str, str]:
+    """(comm, state letter) of a stat line - all a holder outside the job needs; ("", "?")
+    for text that is no stat line."""
+    close_at = text.rfind(")")
+    if close_at < 0:
+        return "", "?"
+    rest = text[close_at + 1 :].split(maxsplit=1)
+    return text[text.find("(") + 1 : close_at][:64], rest[0] if rest else "?"
+
+
 def parse_task_stat(text: str) -> TaskStat:
     """Parse a stat line; the name is between the first ``(`` and the LAST ``)``."""
     open_at = text.index("(")

@@ -264,10 +264,11 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[str]:
     for e in graph.edges:
         if is_outside(e.dst):
             doors.setdefault(e.src, set()).add(e.dst)
-    lock_holders = {
-        e.dst for e in graph.edges if e.kind == "file-lock" and by_key.get(e.dst) is not None
+    lock_holders = {  # file locks' holders outside the job
+        e.dst
+        for e in graph.edges
+        if e.kind == "file-lock" and e.dst in by_key and by_key[e.dst].label.endswith(OUTSIDE_JOB)
     }
-    lock_holders = {k for k in lock_holders if by_key[k].label.endswith(OUTSIDE_JOB)}
     dead = stopped = work = False
     for key in graph.ends:
         n = by_key.get(key)

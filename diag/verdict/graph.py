@@ -249,6 +249,12 @@ class _Builder:
                 return found
         return []
 
+    def holder_nodes(self, host: str, inode: int, what: str) -> List[Tuple[str, FdHolder]]:
+        """The nodes (at most ``MAX_FANOUT``) of the processes outside the job holding
+        ``inode``, with their records."""
+        found = self.outside_holders(host, inode)[:MAX_FANOUT]
+        return [(self.holder_node(host, h, what), h) for h in found]
+
     def holder_node(self, host: str, h: FdHolder, what: str) -> str:
         return self.outside_node(host, h.pid, h.name, h.state, what)
 
@@ -495,9 +501,8 @@ def _unix_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
         b.edge(p, node_key(q), "unix", f"{what}; {whose} socket:[{end.peer_inode}]")
     if holders:
         return True
-    outside = b.outside_holders(p.key[0], end.peer_inode)
-    for h in outside[:MAX_FANOUT]:
-        dst = b.holder_node(p.key[0], h, f"the peer of {_link_text(end)}")
+    outside = b.holder_nodes(p.key[0], end.peer_inode, f"the peer of {_link_text(end)}")
+    for dst, h in outside:
         b.edge(p, dst, "unix", f"{what}; pid {h.pid} {h.name} {OUTSIDE_JOB} holds its peer")
     if not outside:
         b.edge(p, OUT_PEER, "outside", f"{what}; no process found holding its peer")
@@ -539,8 +544,8 @@ def _tcp_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
             if q is not p and node_key(q) not in seen and len(seen) < MAX_FANOUT:
                 seen.add(node_key(q))
                 b.edge(p, node_key(q), "tcp", f"{what}; {label_of(q)} holds the other end")
-        for h in b.outside_holders(p.key[0], end.peer_inode)[:MAX_FANOUT]:
-            dst = b.holder_node(p.key[0], h, f"the other end of tcp {end.local} → {end.remote}")
+        other = f"the other end of tcp {end.local} → {end.remote}"
+        for dst, h in b.holder_nodes(p.key[0], end.peer_inode, other):
             if dst not in seen:
                 seen.add(dst)
                 b.edge(
@@ -630,7 +635,7 @@ def _file_lock_edges(b: _Builder, p: ProcSignals) -> None:
         else:
             continue
         b.edge(p, dst, "file-lock", f"waits in {here} to take {what}; {holder_label(h)} holds it")
-    if len(w.holders) == 0 or all(h.pid <= 0 and h.proc is None for h in w.holders):
+    if all(h.pid <= 0 and h.proc is None for h in w.holders):  # none, or none known
         b.edge(p, OUT_PEER, "outside", f"waits in {here} to take {what}; its holder is unknown")
 
 
@@ -742,9 +747,9 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             for k in b.rank_order(shared):
                 b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
         elif kind != "blocked" or p.lock_waiters:
-            through = not _lock_cycle(p) and _thread_fd_edges(b, p)
-            feeder = None if _lock_cycle(p) or through else _feeder_door(b, p)
-            if through:
+            cycle = _lock_cycle(p)
+            feeder = None if cycle else _feeder_door(b, p)
+            if not cycle and _thread_fd_edges(b, p):
                 pass  # another thread of its own waits on a process that can end its wait
             elif feeder is not None:  # another thread of its own runs again and can end it
                 why = feeder[1].replace("fill it", "release or set it")
@@ -829,8 +834,7 @@ def _backend_edges(b: _Builder, p: ProcSignals) -> None:
             for q in matched:
                 found.setdefault(node_key(q), (q, "tcp", via))
             if not matched and e.peer_inode:  # a backend outside the job (found by its inode)
-                for h in b.outside_holders(p.key[0], e.peer_inode)[:MAX_FANOUT]:
-                    dst = b.holder_node(p.key[0], h, f"the other end of {via}")
+                for dst, h in b.holder_nodes(p.key[0], e.peer_inode, f"the other end of {via}"):
                     b.edge(
                         p,
                         dst,
