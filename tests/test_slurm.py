@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List, Sequence
 
 import pytest
 
@@ -20,6 +20,7 @@ from diag.probes.slurm_procs import (
     job_roots,
     parse_listpids,
 )
+from diag.slurm import controller
 from diag.slurm.controller import JobInfo, node_command, parse_job_line, srun_argv
 from diag.slurm.srun import srun_env
 from diag.slurm.wire import Gathered, encode_chunks
@@ -224,3 +225,72 @@ def test_progress_waits_for_every_node() -> None:
     assert gathered.progress() == (1, 2, 5)
     gathered.feed("DIAG1 tick n2 1 1\n", 1.0)
     assert gathered.progress() == (2, 2, 5)
+
+
+def test_signalled_names_nodes_whose_collector_was_killed() -> None:
+    gathered = Gathered(["n1", "n2", "n3"])
+    gathered.stderr = [
+        "srun: error: n2: task 1: Killed",
+        "srun: error: n3: tasks 2-3: Terminated",
+        "srun: error: n1: task 0: Exited with exit code 2",
+        "srun: error: elsewhere: task 9: Killed",  # not a node of this capture
+    ]
+    assert gathered.signalled() == ["n2", "n3"]
+    gathered.nodes["n3"].errors.append("no process of Slurm job 3")  # it said why itself
+    assert gathered.signalled() == ["n2"]
+
+
+def _killed_on(node: str, nodes: Sequence[str]) -> Gathered:
+    """What srun gave back when every node but ``node`` sent its bundle (node-a's recording)."""
+    gathered = Gathered(nodes)
+    blob = (MERGE_DATA / "node-a.json").read_bytes()
+    for name in nodes:
+        if name == node:
+            continue
+        gathered.feed(f"DIAG1 hello {name} 1.0\n", 1.0)
+        for line in encode_chunks(name, blob):
+            gathered.feed(line + "\n", 1.1)
+        gathered.feed(f"DIAG1 done {name}\n", 1.2)
+    gathered.stderr = [f"srun: error: {node}: task 1: Killed"]
+    return gathered
+
+
+def test_killed_collector_is_run_again_while_the_job_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision on srun's recorded answers (the real kill: test_slurm_live)."""
+    runs: List[List[str]] = []
+
+    def fake_srun(argv, nodes, timeout_s, echo=None):  # type: ignore[no-untyped-def]
+        runs.append(list(nodes))
+        return _killed_on("n2", nodes) if len(runs) == 1 else _killed_on("", nodes)
+
+    monkeypatch.setattr(
+        controller, "job_info", lambda job_id: JobInfo(job_id, "RUNNING", ("n1", "n2"))
+    )
+    monkeypatch.setattr(controller, "run_srun", fake_srun)
+    monkeypatch.setattr(controller, "job_state", lambda job_id: "RUNNING")
+    done = controller.capture_job(7, count=2, interval_s=0.5)
+    assert runs == [["n1", "n2"], ["n2"]]
+    assert [(h.name, h.status) for h in done.bundle.hosts] == [("n1", "ok"), ("n2", "ok")]
+    assert any(n.startswith("n2: diag's collector there was killed") for n in done.notes)
+
+
+def test_killed_collector_of_an_ended_job_says_the_job_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs: List[List[str]] = []
+
+    def fake_srun(argv, nodes, timeout_s, echo=None):  # type: ignore[no-untyped-def]
+        runs.append(list(nodes))
+        return _killed_on("n2", nodes)
+
+    monkeypatch.setattr(
+        controller, "job_info", lambda job_id: JobInfo(job_id, "RUNNING", ("n1", "n2"))
+    )
+    monkeypatch.setattr(controller, "run_srun", fake_srun)
+    monkeypatch.setattr(controller, "job_state", lambda job_id: "CANCELLED")
+    done = controller.capture_job(7, count=2, interval_s=0.5)
+    assert runs == [["n1", "n2"]]  # no second try: the job is over
+    (failure,) = [f for f in done.bundle.failures if f.probe == "host"]
+    assert failure.host == "n2"
+    assert failure.reason.startswith("job 7 ended during the capture (CANCELLED)")
+    assert "task 1: Killed" in failure.reason

@@ -34,6 +34,7 @@ from diag.bundle.merge import HostPart, MissingHost, merge_bundles
 from diag.errors import EXIT_MISSING_TOOL, EXIT_NO_TARGET, EXIT_REMOTE, DiagError
 from diag.model import Bundle
 from diag.slurm.srun import run_srun, srun_env
+from diag.slurm.wire import Gathered
 
 # Time for a node to start Python, find the job and write its bundle, on top of the sampling,
 # plus, per sample, a py-spy that runs into its own timeout (10 s) and grace.
@@ -106,6 +107,34 @@ def job_info(job_id: int) -> JobInfo:
     names = _run(["scontrol", "show", "hostnames", nodelist])
     nodes = tuple(n for n in names.stdout.split() if n) or (nodelist,)
     return JobInfo(job_id, state, nodes)
+
+
+def job_state(job_id: int) -> str:
+    """The job's state now ("RUNNING", "CANCELLED", ...); "gone" when Slurm no longer knows
+    it, "?" when scontrol does not answer. Never raises: it only explains a failure."""
+    try:
+        shown = _run(["scontrol", "show", "job", "-o", str(job_id)], timeout_s=10.0)
+    except DiagError:
+        return "?"
+    if shown.returncode != 0 or "JobState=" not in shown.stdout:
+        return "gone"
+    return parse_job_line(shown.stdout.splitlines()[0]).get("JobState", "?")
+
+
+def _rerun_note(gathered: Gathered, name: str) -> str:
+    lines = [line.strip() for line in gathered.stderr if f"{name}:" in line]
+    said = lines[-1].removeprefix("srun: ") if lines else "the task died"
+    return f"{name}: diag's collector there was killed by a signal (srun: {said}) and run once more"
+
+
+def _job_ended(host: MissingHost, job_id: int, state: str) -> MissingHost:
+    said = "; Slurm no longer knows it" if state == "gone" else f" ({state})"
+    return MissingHost(
+        name=host.name,
+        reason=f"job {job_id} ended during the capture{said}, which killed diag's collector "
+        f"there: {host.reason}",
+        duration_s=host.duration_s,
+    )
 
 
 def node_command(
@@ -191,14 +220,28 @@ def capture_job(
     unreachable = gathered.launch_failures()
     retry = [m.name for m in missing if unreachable and m.name not in unreachable
              and not gathered.nodes[m.name].errors]  # fmt: skip
-    if retry:
+    # A collector killed by a signal (its step ended there, the OOM killer): once more if the
+    # job still runs - it is the job diag was asked about, not the collector, that decides.
+    killed = [n for n in gathered.signalled() if n not in retry]
+    state = job_state(job_id) if killed else "RUNNING"
+    rerun: List[str] = []
+    if killed and state not in ("RUNNING", "?"):
+        missing = [_job_ended(m, job_id, state) if m.name in killed else m for m in missing]
+    elif killed and count > 0:
+        rerun = killed
+        retry.extend(killed)
         if echo is not None:
+            echo(f"diag's collector was killed on {', '.join(killed)} (srun said so); "
+                 f"job {job_id} still runs: again there")  # fmt: skip
+    if retry:
+        if echo is not None and unreachable:
             echo(f"srun could not start on {', '.join(unreachable)}: again on {', '.join(retry)}")
         again = run_srun(srun_argv(job, command, retry), retry, limit_s, echo)
         parts.extend(again.parts())
         missing = [m for m in missing if m.name not in retry]
         missing.extend(again.missing(limit_s or again.elapsed_s))
         notes = [n for n in notes if n.split(":")[0] not in retry] + again.notes()
+        notes += [_rerun_note(gathered, name) for name in rerun]
     order = {name: i for i, name in enumerate(job.nodes)}
     parts.sort(key=lambda p: order.get(p.label, len(order)))
     missing.sort(key=lambda m: order.get(m.name, len(order)))

@@ -44,6 +44,9 @@ CLOCK_SOURCE = "srun-ping"
 
 _decoder = msgspec.json.Decoder(Bundle)
 _LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node ([^\s:]+)")
+# srun's line for a task that died of a signal: "srun: error: NODE: task 5: Killed" (also
+# "tasks 0-3: Terminated"): slurmstepd ended the step there, or the kernel killed the task.
+_TASK_SIGNALLED = re.compile(r"srun: error: ([^\s:]+): tasks? [\d,\-\[\]]+: (Killed|Terminated)")
 
 
 def encode_chunks(node: str, bundle_json: bytes) -> Iterator[str]:
@@ -139,6 +142,19 @@ class Gathered:
             match = _LAUNCH_FAILED.search(line)
             if match and match.group(1) not in names:
                 names.append(match.group(1))
+        return names
+
+    def signalled(self) -> List[str]:
+        """Nodes whose collector died of SIGKILL or SIGTERM (srun's "NODE: task N: Killed")
+        before sending its bundle: killed from outside - its step ended there (the job
+        ending, a node failure) or the kernel's OOM killer - not a collector that failed."""
+        names: List[str] = []
+        for line in self.stderr:
+            match = _TASK_SIGNALLED.search(line)
+            name = match.group(1) if match else ""
+            node = self.nodes.get(name)
+            if node is not None and name not in names and node.bundle is None and not node.errors:
+                names.append(name)
         return names
 
     def progress(self) -> Optional[Tuple[int, int, int]]:
