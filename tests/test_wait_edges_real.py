@@ -622,3 +622,40 @@ def test_scenario_verdict_under_other_pythons(
         if ps["pid"] == started.pid
     }
     assert readers == {reader}, readers
+
+
+# Rank 0 runs a Python build step (a child that computes) while ranks 1-2 poll for its lock
+# file: the work is in a Python child, which no rule used to credit - "idle, nothing moves".
+PYTHON_CHILD_BUILDS = r"""
+import multiprocessing as mp, os, subprocess, sys, tempfile, time
+LOCK = os.path.join(tempfile.mkdtemp(prefix="diag-build-"), "lock")
+
+def rank(r, go):
+    if r == 0:
+        open(LOCK, "w").close()
+        go.set()
+        subprocess.run([sys.executable, "-c", "import sys\nwhile True: sum(range(1000))"])
+        os.remove(LOCK)
+    else:
+        go.wait()
+        while os.path.exists(LOCK):  # as torch's FileBaton.wait does
+            time.sleep(0.1)
+
+if __name__ == "__main__":
+    go = mp.Event()
+    ps = [mp.Process(target=rank, args=(r, go)) for r in range(3)]
+    [p.start() for p in ps]
+    go.wait()
+    time.sleep(0.5)
+    print("READY", flush=True)
+    [p.join() for p in ps]
+"""
+
+
+def test_rank_waiting_on_a_python_child_that_computes_is_slow(tmp_path: Path) -> None:
+    c = program(PYTHON_CHILD_BUILDS, tmp_path)
+    verdict = c.verdict
+    assert verdict["state"] == "slow", verdict["summary"]
+    assert "rank 0 waits on its child processes, which compute" in verdict["summary"]
+    assert "in `<module>`" in verdict["summary"] and "don't kill" in verdict["summary"]
+    assert [s["rank"] for s in verdict["suspects"]] == [0], verdict["suspects"]

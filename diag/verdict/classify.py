@@ -99,7 +99,7 @@ from diag.verdict.stories import (
     stopped_story,
     work_story,
 )
-from diag.verdict.waits import LOCK, PEER, RESULT, SERVE, STDIN
+from diag.verdict.waits import CHILD, LOCK, PEER, RESULT, SERVE, STDIN
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 
 READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
@@ -508,7 +508,7 @@ def measure(
         if not p.dead and not is_rank_helper(p) and p.served_delta_bytes >= SERVED_MIN_BYTES
     ]
     return Situation(
-        helped=child_work(ctx.procs),
+        helped=child_work(ctx.procs, parts),
         answering=answering,
         ctx=ctx,
         findings=findings,
@@ -532,12 +532,20 @@ def measure(
     )
 
 
-def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, List[str]]]:
+def child_work(
+    procs: Sequence[ProcSignals], parts: Sequence[ProcSignals] = ()
+) -> List[Tuple[ProcSignals, float, List[str]]]:
     """Who works through its children: the CPU of the children it reaped during the capture
     plus that of its live helper descendants (not ranks: a launcher's children are the job).
     A launcher of ranks has its reaped CPU left out - a rank it reaped carries a lifetime of
-    CPU; the root of a job without ranks is a "launcher" only because it has children."""
+    CPU; the root of a job without ranks is a "launcher" only because it has children.
+
+    A Python child that is no participant counts by its own stacks - its CPU outside known
+    waits - and only for an ancestor that waits on its children (``subprocess.run`` of a
+    build or preprocessing script, a ``cpp_extension`` build's Python step): the wait it ends
+    is the parent's. A Python participant (an EngineCore, a pool worker) is judged itself."""
     by_pid = {p.pid: p for p in procs}
+    judged = {p.key for p in parts}
 
     def parent_chain(p: ProcSignals) -> List[int]:
         out: List[int] = []
@@ -550,28 +558,39 @@ def child_work(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, float, L
         return out
 
     launches_ranks = any(p.info.role == "rank" for p in procs)
-    helpers: Dict[int, List[ProcSignals]] = {}
+    helpers: Dict[int, List[Tuple[ProcSignals, float]]] = {}
     for p in procs:
-        # Python children are judged on their own stacks (an EngineCore importing, a pool
-        # worker); what only the parent's wait can explain is native tools: compilers, nvcc.
-        if p.info.role in ("rank", "launcher") or p.py_ok:
+        if p.info.role in ("rank", "launcher") or p.key in judged:
+            continue
+        if p.py_ok and (p.dead or not p.compute_intervals):
             continue
         for ancestor in parent_chain(p):
-            helpers.setdefault(ancestor, []).append(p)
-            if by_pid[ancestor].info.role in ("rank", "launcher"):
+            parent = by_pid[ancestor]
+            if p.py_ok and parent.main_family != CHILD:
+                break  # nobody between it and a waiter: its work ends no wait
+            pct = 0.0 if p.dead else p.compute_pct if p.py_ok else p.cpu_pct
+            helpers.setdefault(ancestor, []).append((p, pct))
+            if parent.info.role in ("rank", "launcher"):
                 break
     out: List[Tuple[ProcSignals, float, List[str]]] = []
     for p in procs:
         if p.dead or is_rank_helper(p):
             continue
         kids = helpers.get(p.pid, [])
-        pct = sum(k.cpu_pct for k in kids if not k.dead)
+        pct = sum(pct for _, pct in kids)
         if p.info.role != "launcher" or not launches_ranks:
             pct += p.reaped_children_pct
         if pct >= HELPER_WORK_PCT:
-            names = sorted({k.info.name for k in kids if k.info.name})
+            names = sorted({_kid_name(k) for k, _ in kids if k.info.name})
             out.append((p, pct, names))
     return out
+
+
+def _kid_name(p: ProcSignals) -> str:
+    """A native child by its name (g++, nvcc); a Python one by where it computes."""
+    if p.py_ok and p.hot_label:
+        return f"pid {p.pid} {p.info.name} in `{p.hot_label}`"
+    return p.info.name
 
 
 def rank_died(s: Situation) -> Optional[Decision]:
