@@ -659,3 +659,44 @@ def test_rank_waiting_on_a_python_child_that_computes_is_slow(tmp_path: Path) ->
     assert "rank 0 waits on its child processes, which compute" in verdict["summary"]
     assert "in `<module>`" in verdict["summary"] and "don't kill" in verdict["summary"]
     assert [s["rank"] for s in verdict["suspects"]] == [0], verdict["suspects"]
+
+
+# Two ranks wait on torch's build lock that a killed build left behind (the lock file exists,
+# no process has it open): never goes on by itself, and killing the job would not help.
+STALE_BATON = r"""
+import multiprocessing as mp, os, sys, tempfile, time
+from torch.utils.file_baton import FileBaton
+LOCK = os.path.join(tempfile.mkdtemp(prefix="diag-ext-"), "lock")
+
+def rank(r, there):
+    baton = FileBaton(LOCK)
+    if not baton.try_acquire():
+        there.wait()
+        baton.wait()
+
+if __name__ == "__main__":
+    open(LOCK, "w").close()  # left by a build that was killed
+    there = mp.Barrier(3)
+    ps = [mp.Process(target=rank, args=(r, there)) for r in range(2)]
+    [p.start() for p in ps]
+    there.wait()
+    time.sleep(0.3)
+    print("READY", flush=True)
+    [p.join() for p in ps]
+"""
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (make install adds it)")
+def test_ranks_polling_a_stale_torch_build_lock_are_deadlocked(tmp_path: Path) -> None:
+    started = start_ready([sys.executable, "-c", STALE_BATON], timeout_s=60)
+    try:
+        out = tmp_path / "bundle.json"
+        done = run_diag(["capture", "--pid", str(started.pid), *QUICK, "-o", str(out)])
+    finally:
+        started.stop()
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(out.read_text())["verdict"]
+    assert verdict["state"] == "deadlocked", verdict["summary"]
+    assert "ranks 0\u20131 poll in `FileBaton.wait` for a lock file" in verdict["summary"]
+    assert "delete that `lock` file" in verdict["summary"]
+    assert "killing it would not help" in verdict["summary"]

@@ -998,6 +998,44 @@ def chains_never_end(s: Situation) -> Optional[Decision]:
     return "deadlocked", confidence, summary, suspects
 
 
+# Locks that are a file's existence, waited for by polling it: nothing holds them open, so a
+# build killed while it held one leaves it behind for good (frame -> what the lock is).
+_FILE_BATONS = {
+    "FileBaton.wait": (
+        "torch's build lock, a `lock` file in the extension's build directory (under "
+        "`$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`)"
+    ),
+}
+
+
+def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
+    """Nothing in the job works and its processes poll for a lock *file* to disappear (torch's
+    ``FileBaton``): whoever created it is no process of the job - a build that was killed
+    while it held the lock, which stays behind for ever. (A build outside the job - another
+    job sharing the cache - would make this slow; its compiler on this host says so.) Not
+    'idle, healthy': the job never goes on by itself; killing it does not help either, the
+    next run waits on the same file. Deleting the file does."""
+    if s.ports:
+        return None
+    pollers = [p for p in s.alive if p.main_wait and p.main_wait.label in _FILE_BATONS]
+    if not pollers:
+        return None
+    label = pollers[0].main_wait.label if pollers[0].main_wait else ""
+    summary = (
+        f"deadlocked: {who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
+        f"file to go away - {_FILE_BATONS[label]} - and no process of the job builds: the lock "
+        "was left by a build that was killed (unless a build outside the job holds it: then "
+        "wait for it). If no compiler runs on this host (`pgrep -af 'ninja|cc1plus|nvcc'`), "
+        "delete that `lock` file: the job goes on by itself - killing it would not help, the "
+        "next run waits on the same file"
+    )
+    suspects = [
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"polls in `{label}` for a lock file")
+        for p in pollers[:4]
+    ]
+    return "deadlocked", 0.6, summary, suspects
+
+
 def waits_for_outside(s: Situation) -> Optional[Decision]:
     """Every wait is one something outside can end: a listening port, stdin, a timer."""
     doors = [p for p in s.alive if door(p, s.ports) or p.timer_threads]
@@ -1086,6 +1124,7 @@ RULES: Tuple[Rule, ...] = (
     log_reports_death,
     requests_unanswered,
     chains_never_end,
+    polls_for_stale_lock_file,
     waits_for_outside,
     pipe_full,
     nothing_can_wake,
