@@ -128,6 +128,25 @@ def test_a_rank_waiting_on_compilers_is_slow_and_its_helpers_are_not_ranks() -> 
     assert 101 not in {s.pid for s in verdict.suspects}
 
 
+def test_a_python_helper_computing_beside_a_rank_stuck_in_a_collective_is_no_work() -> None:
+    """Rank 0's DataLoader worker prefetches (a Python child, computing) while rank 0 waits in
+    a collective rank 1 never joins: its worker cannot end that wait - still deadlocked. The
+    same worker under a rank that waits on its queue is the rank's work (real test)."""
+    stuck = Proc(0 + 100, rank=0, world_size=2, rank_source="env:RANK", stack=BARRIER)
+    elsewhere = Proc(
+        200, rank=1, world_size=2, rank_source="env:RANK",
+        stack=(("wait", THREADING), ("load", "/job/data.py"), ("main", "/job/train.py")),
+    )  # fmt: skip
+    worker = Proc(
+        101, ppid=100, rank=0, rank_source="env:RANK", role="helper",
+        cmdline=("pt_data_worker",), stack=(("__getitem__", "/job/data.py"),),
+        cpu_pct=95.0, state="R", wchan=None, syscall=None,
+    )  # fmt: skip
+    verdict = classify(build([stuck, elsewhere, worker]))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "child processes" not in verdict.summary
+
+
 def _conn(inode: int, bytes_in: int, bytes_out: int, recv_ms: int, send_ms: int) -> ServedConn:
     return ServedConn(
         port=8000,

@@ -700,3 +700,46 @@ def test_ranks_polling_a_stale_torch_build_lock_are_deadlocked(tmp_path: Path) -
     assert "ranks 0\u20131 poll in `FileBaton.wait` for a lock file" in verdict["summary"]
     assert "delete that `lock` file" in verdict["summary"]
     assert "killing it would not help" in verdict["summary"]
+
+
+# Two ranks (RANK in their environment) each wait for a batch their DataLoader worker computes
+# in pure Python; every batch after the first takes longer than the capture.
+SLOW_DATALOADER_RANK = r"""
+import sys, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self): return 10**6
+    def __getitem__(self, i):
+        s = 0
+        for k in range(10 if i == 0 else 10**10): s += k
+        return torch.tensor([float(s % 7)])
+
+for n, batch in enumerate(DataLoader(Slow(), batch_size=1, num_workers=1)):
+    open(sys.argv[1], "w").close()
+"""
+
+SLOW_DATALOADER = r"""
+import os, subprocess, sys, tempfile, time
+marks = tempfile.mkdtemp(prefix="diag-dl-")
+procs = [subprocess.Popen([sys.executable, "-c", sys.argv[1], os.path.join(marks, str(r))],
+         env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", LOCAL_RANK=str(r))) for r in range(2)]
+while len(os.listdir(marks)) < 2:
+    time.sleep(0.1)
+time.sleep(0.5)
+print("READY", flush=True)
+[p.wait() for p in procs]
+"""
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (make install adds it)")
+def test_ranks_waiting_on_dataloader_workers_that_compute_are_slow(tmp_path: Path) -> None:
+    """Each rank's main thread waits in the DataLoader's queue; its worker (a Python child
+    with the rank's RANK) computes the batch: slow - not 'idle, wakes on a timer'."""
+    c = capture([sys.executable, "-c", SLOW_DATALOADER, SLOW_DATALOADER_RANK], tmp_path, ready_s=90)
+    summary = c.verdict["summary"]
+    assert c.state == "slow", summary
+    for rank in (0, 1):
+        assert f"rank {rank} waits on its child processes, which compute" in summary
+    assert "in `Slow.__getitem__`" in summary and "data loading" in summary, summary
+    assert {s["rank"] for s in c.verdict["suspects"]} == {0, 1}

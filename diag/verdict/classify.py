@@ -541,9 +541,9 @@ def child_work(
     CPU; the root of a job without ranks is a "launcher" only because it has children.
 
     A Python child that is no participant counts by its own stacks - its CPU outside known
-    waits - and only for an ancestor that waits on its children (``subprocess.run`` of a
-    build or preprocessing script, a ``cpp_extension`` build's Python step): the wait it ends
-    is the parent's. A Python participant (an EngineCore, a pool worker) is judged itself."""
+    waits - and only for an ancestor whose wait a child can end (``subprocess.run`` of a build
+    or preprocessing script, a pool's result, a DataLoader's queue its workers fill).
+    A Python participant (an EngineCore, a pool worker) is judged itself."""
     by_pid = {p.pid: p for p in procs}
     judged = {p.key for p in parts}
 
@@ -566,7 +566,7 @@ def child_work(
             continue
         for ancestor in parent_chain(p):
             parent = by_pid[ancestor]
-            if p.py_ok and parent.main_family != CHILD:
+            if p.py_ok and not _waits_on_helpers(parent):
                 break  # nobody between it and a waiter: its work ends no wait
             pct = 0.0 if p.dead else p.compute_pct if p.py_ok else p.cpu_pct
             helpers.setdefault(ancestor, []).append((p, pct))
@@ -584,6 +584,13 @@ def child_work(
             names = sorted({_kid_name(k) for k, _ in kids if k.info.name})
             out.append((p, pct, names))
     return out
+
+
+def _waits_on_helpers(p: ProcSignals) -> bool:
+    """A wait a child process can end: its exit (``waitpid``), a result a pool worker owes,
+    a queue a worker fills (a DataLoader's ``_get_data``) - not a peer, a lock or a port."""
+    wait = p.main_wait
+    return p.main_family in (CHILD, RESULT) or (wait is not None and wait.kind == "queue")
 
 
 def _kid_name(p: ProcSignals) -> str:

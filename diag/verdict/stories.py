@@ -260,9 +260,17 @@ def helper_work_story(
     suspects: List[Suspect] = []
     for p, pct, names in helped[:3]:
         shown = ", ".join(names[:3]) if names else "short-lived, reaped between samples"
+        # A Python child is named by where it computes ("pid N python in `f`"): a data
+        # loader's worker, a preprocessing script - not necessarily a compiler.
+        python_only = bool(names) and all(n.startswith("pid ") for n in names)
+        what = (
+            "the job's work runs there (data loading, preprocessing, a build step)"
+            if python_only
+            else "compiling or building"
+        )
         text = (
             f"{p.name} waits on its child processes, which compute ({shown}: "
-            f"{pct:.0f}% of a core) - compiling or building"
+            f"{pct:.0f}% of a core) - {what}"
         )
         parts.append(text)
         suspects.append(_suspect(p, text))
