@@ -378,6 +378,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("uvicorn", "fastapi"),
     ),
     Scenario(
+        "uvicorn_calls_itself",
+        "deadlocked",
+        ("root",),
+        False,
+        "uvicorn `async def` endpoint calls its own port with urllib: the loop waits for itself",
+        ("uvicorn", "fastapi"),
+    ),
+    Scenario(
         "uvicorn_sync_handler_hangs",
         "deadlocked",
         ("root",),

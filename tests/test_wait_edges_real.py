@@ -743,3 +743,29 @@ def test_ranks_waiting_on_dataloader_workers_that_compute_are_slow(tmp_path: Pat
         assert f"rank {rank} waits on its child processes, which compute" in summary
     assert "in `Slow.__getitem__`" in summary and "data loading" in summary, summary
     assert {s["rank"] for s in c.verdict["suspects"]} == {0, 1}
+
+
+# The main thread calls its own HTTP server, which a thread of its own serves; the handler is
+# slow (a long sleep), so the main thread waits in a read for an answer that will come.
+SELF_CALL_SERVED_BY_A_THREAD = r"""
+import http.server, threading, time, urllib.request
+
+class Slow(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print("READY", flush=True)
+        time.sleep(10**6)
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+urllib.request.urlopen(f"http://127.0.0.1:{server.server_address[1]}/").read()
+"""
+
+
+def test_a_call_to_its_own_port_served_by_another_thread_is_no_self_wait(tmp_path: Path) -> None:
+    """The contrast to the uvicorn_calls_itself scenario: here another thread accepts (its
+    serve_forever loop) and a handler thread holds the request - no tcp self-edge, not
+    'waits for its own server'."""
+    c = program(SELF_CALL_SERVED_BY_A_THREAD, tmp_path)
+    me = key(c.pid)
+    assert (me, me, "tcp") not in c.edges, c.why()
+    assert "waits for its own server" not in c.verdict["summary"], c.verdict["summary"]

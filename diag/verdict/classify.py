@@ -64,6 +64,7 @@ from diag.verdict.graph import (
     OUT_TIMER,
     OUTSIDE_JOB,
     is_outside,
+    node_key,
     wait_graph,
 )
 from diag.verdict.log_deaths import LogDeath, log_deaths
@@ -712,6 +713,33 @@ def works_silently(s: Situation) -> Optional[Decision]:
     return "slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects
 
 
+def calls_itself(s: Situation) -> Optional[Decision]:
+    """A process waits for the answer of its own server: its thread reads a TCP connection
+    whose other end still sits in its *own* listener's queue, and no other thread of it
+    accepts (the graph's tcp self-edge). The thread that would answer is the one waiting - a
+    synchronous HTTP call from an async handler to its own port. No client, timer or peer
+    ends it: 'idle, waiting for work' would be wrong, and so would waiting."""
+    g = s.graph
+    if g is None:
+        return None
+    by_node = {node_key(p): p for p in s.ctx.procs if not p.dead}
+    for e in g.edges:
+        if e.src != e.dst or e.kind != "tcp":
+            continue
+        p = by_node.get(e.src)
+        if p is None:
+            continue
+        summary = (
+            f"deadlocked: {p.name} waits for its own server - in {where(p)} it {e.evidence}; "
+            "the thread that would accept and answer is the one waiting, so nothing ends it. "
+            "Restart it; the fix: no blocking call to its own port from its event loop "
+            "(await an async client, or call the handler's function directly)"
+        )
+        blame = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="waits for its own server")
+        return "deadlocked", 0.75, summary, [blame]
+    return None
+
+
 def waits_on_stopped_outsider(s: Situation) -> Optional[Decision]:
     """Nothing of the job works and a chain of its waits ends at a process *outside* the job
     that is stopped or a zombie - a local server a client or a handler thread calls, the
@@ -1119,6 +1147,7 @@ RULES: Tuple[Rule, ...] = (
     output_moves,
     works_silently,
     children_work,
+    calls_itself,
     waits_on_stopped_outsider,
     waits_for_file_lock,
     collective_laggard,

@@ -544,6 +544,14 @@ def _tcp_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
             if q is not p and node_key(q) not in seen and len(seen) < MAX_FANOUT:
                 seen.add(node_key(q))
                 b.edge(p, node_key(q), "tcp", f"{what}; {label_of(q)} holds the other end")
+        holders = by_inode.get((p.key[0], end.peer_inode), [])
+        if not seen and any(q is p for q, _ in holders) and not _accepts_elsewhere(b, p):
+            # Its own listener queues the connection, and no other thread of it accepts: the
+            # one that would answer is the one waiting (a sync call from an event loop to
+            # its own server).
+            seen.add(node_key(p))
+            b.edge(p, node_key(p), "tcp", f"{what}: its own listener holds the other end, "
+                   "and no other thread of it accepts or runs an event loop")  # fmt: skip
         other = f"the other end of tcp {end.local} → {end.remote}"
         for dst, h in b.holder_nodes(p.key[0], end.peer_inode, other):
             if dst not in seen:
@@ -563,6 +571,19 @@ def _tcp_edges(b: _Builder, p: ProcSignals, end: FdEnd) -> bool:
         if p.main_wait is not None and p.main_wait.timed is True:
             b.edge(p, OUT_TIMER, "outside", f"{what}, with a timeout")
     return True
+
+
+def _accepts_elsewhere(b: _Builder, p: ProcSignals) -> bool:
+    """Has ``p`` a thread besides the main one that could take a new connection - one in
+    accept, or running an event loop?"""
+    ps = b.last.get(p.key)
+    if ps is None:
+        return True  # nothing to tell: assume it could
+    return any(
+        thread_wait(b.bundle, t).kind in ("accept", "event-loop")
+        for t in ps.threads
+        if t.tid != ps.pid
+    )
 
 
 def _fd_edges(b: _Builder, p: ProcSignals) -> bool:

@@ -23,12 +23,15 @@ def serve(
     app: Any,
     ready: Callable[[], bool] = lambda: True,
     clients: Optional[Tuple[str, int]] = None,
+    on_port: Optional[Callable[[int], None]] = None,
 ) -> None:
     """Serve ``app``; ``clients``: (path, n) - n outside clients looping on GET path. Prints
     READY once the server is up and ``ready()`` holds (e.g. enough requests served)."""
     sock = listening_socket()
     port = sock.getsockname()[1]
     print(f"listening on {port}", flush=True)
+    if on_port is not None:
+        on_port(port)
     if clients is not None:
         start_detached(port, *clients)  # they queue in the backlog until the loop accepts
     config = uvicorn.Config(app, access_log=False, log_level="warning")
