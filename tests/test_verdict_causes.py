@@ -147,6 +147,40 @@ def test_a_python_helper_computing_beside_a_rank_stuck_in_a_collective_is_no_wor
     assert "child processes" not in verdict.summary
 
 
+BATON = (("FileBaton.wait", "/venv/lib/python3.11/site-packages/torch/utils/file_baton.py"),
+         ("_jit_compile", "/venv/lib/python3.11/site-packages/torch/utils/cpp_extension.py"),
+         ("main", "/job/train.py"))  # fmt: skip
+
+
+def test_ranks_polling_torchs_build_lock_with_nobody_building_are_deadlocked() -> None:
+    ranks = [
+        Proc(100 + r, rank=r, world_size=2, rank_source="env:RANK", stack=BATON,
+             syscall="clock_nanosleep", wchan="hrtimer_nanosleep", wait_timed=True)
+        for r in range(2)
+    ]  # fmt: skip
+    verdict = classify(build(ranks))
+    assert verdict.state == "deadlocked", verdict.summary
+    assert "poll in `FileBaton.wait` for a lock file" in verdict.summary
+    assert "delete that `lock` file" in verdict.summary and "would not help" in verdict.summary
+
+
+def test_a_rank_whose_build_is_between_steps_is_no_stale_lock() -> None:
+    """Rank 0 holds the lock and waits on its ninja (asleep between steps): the lock is no file
+    left behind by a killed build - the stale-lock story must not be told."""
+    builder = Proc(
+        100, rank=0, world_size=2, rank_source="env:RANK",
+        stack=(("wait", "/usr/lib/python3.11/subprocess.py"), ("_run_ninja_build", "/venv/lib/"
+               "python3.11/site-packages/torch/utils/cpp_extension.py"), ("main", "/job/train.py")),
+        syscall="wait4", wchan="do_wait",
+    )  # fmt: skip
+    ninja = Proc(102, ppid=100, rank=0, rank_source="env:RANK", role="helper",
+                 cmdline=("ninja", "-v"), python=False)  # fmt: skip
+    poller = Proc(101, rank=1, world_size=2, rank_source="env:RANK", stack=BATON,
+                  syscall="clock_nanosleep", wchan="hrtimer_nanosleep")  # fmt: skip
+    verdict = classify(build([builder, ninja, poller]))
+    assert "delete that `lock` file" not in verdict.summary, verdict.summary
+
+
 def _conn(inode: int, bytes_in: int, bytes_out: int, recv_ms: int, send_ms: int) -> ServedConn:
     return ServedConn(
         port=8000,

@@ -1055,6 +1055,12 @@ def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
     pollers = [p for p in s.alive if p.main_wait and p.main_wait.label in _FILE_BATONS]
     if not pollers:
         return None
+    # A process of the job that waits on a child may be the build holding the lock (a rank in
+    # `subprocess.run(ninja)` whose compiler is between steps): not a file left behind.
+    if any(
+        not p.dead and p.info.role != "launcher" and p.main_family == CHILD for p in s.ctx.procs
+    ):
+        return None
     label = pollers[0].main_wait.label if pollers[0].main_wait else ""
     summary = (
         f"deadlocked: {who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
