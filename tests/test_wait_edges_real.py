@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
@@ -769,3 +770,47 @@ def test_a_call_to_its_own_port_served_by_another_thread_is_no_self_wait(tmp_pat
     me = key(c.pid)
     assert (me, me, "tcp") not in c.edges, c.why()
     assert "waits for its own server" not in c.verdict["summary"], c.verdict["summary"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (make install adds it)")
+def test_torchrun_waiting_for_the_other_node_to_join_is_idle_not_a_deadlock(
+    tmp_path: Path,
+) -> None:
+    """A real torchrun of two nodes of which only this one was started: its agent waits in
+    the c10d rendezvous (no rank started). Not 'deadlocked - kill the job': the other node
+    ends that wait, and diag names the settings it must join with."""
+    port = _free_port()
+    script = tmp_path / "train.py"
+    script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    agent = subprocess.Popen(
+        [torchrun, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+         f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=diagtest", str(script)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(600):  # the readiness handshake: its c10d store accepts
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        time.sleep(1.0)  # from the store into the join's wait
+        out = tmp_path / "bundle.json"
+        done = run_diag(["capture", "--pid", str(agent.pid), *QUICK, "-o", str(out)])
+    finally:
+        os.killpg(agent.pid, signal.SIGKILL)
+        agent.wait()
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(out.read_text())["verdict"]
+    assert verdict["state"] == "idle", verdict["summary"]
+    summary = verdict["summary"]
+    assert f"torchrun (pid {agent.pid}) waits in `SimpleElasticAgent._rendezvous`" in summary
+    assert f"--nnodes=2, c10d, at 127.0.0.1:{port}, id diagtest" in summary
+    assert "killing it does not help" in summary

@@ -80,6 +80,7 @@ from diag.verdict.participants import (
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
 from diag.verdict.progress import LogGrowth, log_growth
+from diag.verdict.rendezvous import mismatch, waiting_agents
 from diag.verdict.sources import (
     PROGRESS,
     STUCK,
@@ -831,6 +832,45 @@ def children_work(s: Situation) -> Optional[Decision]:
     return "slow", 0.7, summary, suspects
 
 
+def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
+    """torchrun's agent waits in its rendezvous and no rank of it has started: the other
+    nodes' agents end that wait, and a capture of this host holds none of them - nothing
+    here is stuck, the missing nodes are (not started, failed, or told another endpoint or
+    id). It gives up by itself at the join timeout. Across the hosts of a merged bundle,
+    agents that all wait with different settings will never meet."""
+    agents = waiting_agents(s.ctx.procs)
+    if not agents or any(p.rank is not None and not p.dead for p in s.ctx.procs):
+        return None
+    p, settings = agents[0]
+    hosts = {q.key[0] for q, _ in agents}
+    differ = mismatch(agents) if len(hosts) > 1 else None
+    where_ = f"in {where(p)}"
+    if differ:
+        summary = (
+            f"deadlocked: torchrun's agents on {len(hosts)} hosts all wait {where_}, but with "
+            f"different rendezvous settings ({differ}) - they will never meet. Restart them "
+            "with the same --rdzv-endpoint, --rdzv-id and --nnodes"
+        )
+        suspects = [
+            Suspect(pid=q.pid, host=q.key[0], reason=f"rendezvous {st.describe()}")
+            for q, st in agents[:4]
+        ]
+        return "deadlocked", 0.75, summary, suspects
+    joined = (
+        f"{len(hosts)} host(s) of this capture joined"
+        if len(hosts) > 1
+        else ("no rank has started on this host yet")
+    )
+    summary = (
+        f"idle: torchrun (pid {p.pid}) waits {where_} for the other nodes to join its "
+        f"rendezvous ({settings.describe()}) - {joined}, so nothing here is stuck: the "
+        "missing nodes are. Start torchrun on them with the same --rdzv-endpoint and "
+        "--rdzv-id, or see why they did not start (their logs, the scheduler); it gives up by "
+        "itself at the join timeout (default 600 s) - killing it does not help"
+    )
+    return "idle", 0.7, summary, []
+
+
 def collective_laggard(s: Situation) -> Optional[Decision]:
     """Collective records (Flight Recorder) that show one rank behind name the culprit whatever
     the stacks show: a wait inside C++ (``work.wait()``) shows only its caller."""
@@ -1156,6 +1196,7 @@ RULES: Tuple[Rule, ...] = (
     calls_itself,
     waits_on_stopped_outsider,
     waits_for_file_lock,
+    waits_for_nodes_to_join,
     collective_laggard,
     server_feeds_ranks,
     peers_wait,

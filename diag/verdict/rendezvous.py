@@ -1,0 +1,101 @@
+"""torchrun's elastic agent waiting in its rendezvous: for whom, and with which settings.
+
+Why its own module: an agent in ``SimpleElasticAgent._rendezvous`` before any rank started is
+no peer wait of a rank - the processes that end it are the *other nodes'* agents, which a
+capture of one host never holds. Its command line says how many nodes it waits for and where
+they meet (``--nnodes``, ``--rdzv-endpoint``, ``--rdzv-id``); across the hosts of a merged
+bundle, agents that wait with different settings will never meet.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from diag.verdict.features import ProcSignals
+
+# What torchrun is started as: the script, or the modules behind ``python -m``.
+_AGENT_ARGV = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
+_OPTIONS = ("nnodes", "rdzv_endpoint", "rdzv_id", "rdzv_backend", "master_addr", "master_port")
+_FLAGS = frozenset({"standalone", "no_python", "run_path", "module", "m"})  # take no value
+_MAX_ARGS = 256  # argv is the target's: read a bounded prefix
+
+
+class RdzvSettings(NamedTuple):
+    nnodes: str  # "2", or "1:4" (min:max)
+    endpoint: str  # host:port, "" when not given (static: master_addr:master_port)
+    rdzv_id: str
+    backend: str
+
+    def describe(self) -> str:
+        bits = [f"--nnodes={self.nnodes}" if self.nnodes else "", self.backend or "static"]
+        bits += [
+            f"at {self.endpoint}" if self.endpoint else "",
+            f"id {self.rdzv_id}" if self.rdzv_id else "",
+        ]
+        return ", ".join(b for b in bits if b)
+
+
+def is_agent(p: ProcSignals) -> bool:
+    argv = p.info.cmdline[:4]
+    return any(os.path.basename(a) in _AGENT_ARGV or a in _AGENT_ARGV for a in argv)
+
+
+def settings_of(p: ProcSignals) -> RdzvSettings:
+    """The rendezvous options of a torchrun command line (``--opt=v`` / ``--opt v``, dashes or
+    underscores, as torchrun's argparse takes them); the first script argument ends them."""
+    found: Dict[str, str] = {}
+    argv = list(p.info.cmdline[:_MAX_ARGS])
+    start = next((i + 1 for i, a in enumerate(argv[:4]) if os.path.basename(a) in _AGENT_ARGV
+                  or a in _AGENT_ARGV), len(argv))  # fmt: skip
+    i = start
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if not arg.startswith("-") or arg == "-":
+            break  # the training script: what follows are its own arguments
+        name, eq, value = arg.lstrip("-").partition("=")
+        name = name.replace("-", "_")
+        if not eq and name not in _FLAGS and i < len(argv):
+            value = argv[i]
+            i += 1
+        if name in _OPTIONS:
+            found[name] = value[:200]
+    endpoint = found.get("rdzv_endpoint", "")
+    if not endpoint and found.get("master_addr"):
+        endpoint = f"{found['master_addr']}:{found.get('master_port', '29500')}"
+    return RdzvSettings(
+        found.get("nnodes", "1"), endpoint, found.get("rdzv_id", ""), found.get("rdzv_backend", "")
+    )
+
+
+def waiting_agents(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, RdzvSettings]]:
+    """Agents whose main thread waits in the rendezvous while no rank of theirs runs."""
+    ranked_parents = {
+        (p.key[0], p.info.ppid) for p in procs if not p.dead and p.info.role == "rank"
+    }
+    out: List[Tuple[ProcSignals, RdzvSettings]] = []
+    for p in procs:
+        wait = p.main_wait
+        if p.dead or wait is None or wait.kind != "rendezvous" or not is_agent(p):
+            continue
+        if (p.key[0], p.pid) in ranked_parents:
+            continue  # its ranks run: they are judged, not the agent
+        out.append((p, settings_of(p)))
+    return out
+
+
+def mismatch(agents: Sequence[Tuple[ProcSignals, RdzvSettings]]) -> Optional[str]:
+    """Across hosts, the settings that differ ("--rdzv-id: a on n1, b on n2"), or None."""
+    parts: List[str] = []
+    for field, flag in (("rdzv_id", "--rdzv-id"), ("endpoint", "--rdzv-endpoint"),
+                        ("nnodes", "--nnodes"), ("backend", "--rdzv-backend")):  # fmt: skip
+        seen: Dict[str, List[str]] = {}
+        for p, s in agents:
+            seen.setdefault(getattr(s, field), []).append(p.key[0] or "this host")
+        if len(seen) > 1:
+            parts.append(
+                f"{flag}: "
+                + "; ".join(f"{v or '(none)'} on {', '.join(h[:3])}" for v, h in seen.items())
+            )
+    return ", ".join(parts) if parts else None
