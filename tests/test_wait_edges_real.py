@@ -814,3 +814,23 @@ def test_torchrun_waiting_for_the_other_node_to_join_is_idle_not_a_deadlock(
     assert f"torchrun (pid {agent.pid}) waits in `SimpleElasticAgent._rendezvous`" in summary
     assert f"--nnodes=2, c10d, at 127.0.0.1:{port}, id diagtest" in summary
     assert "killing it does not help" in summary
+
+
+# "Start the helper in the background" through run(capture_output=True): sh exits at once,
+# but the backgrounded sleep inherited sh's stdout - the parent waits on it for EOF.
+BACKGROUND_HOLDS_THE_PIPE = r"""
+import os, subprocess, threading
+threading.Timer(1.0, lambda: print("READY", flush=True)).start()
+subprocess.run("sleep 100000 &", shell=True, capture_output=True)
+"""
+
+
+def test_communicate_waiting_on_a_background_grandchild_names_it(tmp_path: Path) -> None:
+    c = program(BACKGROUND_HOLDS_THE_PIPE, tmp_path)
+    summary = c.verdict["summary"]
+    assert c.state == "deadlocked", summary
+    assert "waits in `Popen.communicate`" in summary and "has exited" in summary, summary
+    (suspect,) = c.verdict["suspects"]
+    assert f"pid {suspect['pid']} sleep (outside the job) still holds the write end" in summary
+    assert f"Kill pid {suspect['pid']}" in summary
+    assert any(e[2] == "pipe" and e[1] == key(suspect["pid"]) for e in c.edges), c.why()

@@ -53,7 +53,14 @@ from diag.model import (
     Target,
 )
 from diag.probes.discovery import TreeDiscovery
-from diag.probes.fd_ends import HolderCache, JobFds, blocked_fds, job_fd_ends, unmatched_waits
+from diag.probes.fd_ends import (
+    HolderCache,
+    JobFds,
+    blocked_fds,
+    job_fd_ends,
+    polled_pipe_fds,
+    unmatched_waits,
+)
 from diag.probes.file_locks import job_file_locks, waits_on_file_lock
 from diag.probes.gpu.probe import GpuProbe
 from diag.probes.host import read_host_info
@@ -376,7 +383,11 @@ class Collector:
         ]
         wanted = unmatched_waits(
             {pid: e for pid, (e, _) in ends.items()},
-            {pid: blocked_fds(j.threads) for pid, j in job.items()},
+            {
+                pid: blocked_fds(j.threads) + polled_pipe_fds(ends[pid][0], j.threads)
+                for pid, j in job.items()
+                if pid in ends
+            },
             {pid: [link for _, link in j.links.links] for pid, j in job.items()},
         )
         if not wanted:

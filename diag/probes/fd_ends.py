@@ -126,6 +126,20 @@ def blocked_fds(threads: Iterable[ThreadSample]) -> List[int]:
     return out
 
 
+# Syscalls that wait on many fds at once, none of them recorded as the thread's fd.
+_POLLS = frozenset({"poll", "ppoll", "select", "pselect6", "_newselect"})
+
+
+def polled_pipe_fds(ends: Iterable[FdEnd], threads: Iterable[ThreadSample]) -> List[int]:
+    """The pipe/fifo read ends (fd 3 and up) of a process one of whose threads sleeps in
+    poll/select: what ``Popen.communicate`` waits on - EOF comes only when every writer has
+    closed, a background grandchild included. Stdin and epoll loops are left out: those are
+    a pipeline's or a server's, whose writers are expected elsewhere."""
+    if not any(t.state == "S" and t.syscall in _POLLS for t in threads):
+        return []
+    return [e.fd for e in ends if e.kind in ("pipe", "fifo") and e.mode == "r" and e.fd >= 3]
+
+
 def _stat_inode(procfs: ProcFS, pid: int, fd: int) -> Optional[int]:
     """st_ino of a fifo an fd names; None when it is not one (or is gone)."""
     try:

@@ -741,6 +741,39 @@ def calls_itself(s: Situation) -> Optional[Decision]:
     return None
 
 
+def pipe_outlives_child(s: Situation) -> Optional[Decision]:
+    """A process waits in ``Popen.communicate`` (``run(capture_output=True)``) for EOF on its
+    child's pipes, the child has exited, and a live process still holds a write end - one the
+    child started in the background (``sh -c "server &"``) inherited it. The child is not what
+    it waits for any more: that process is, and it may never exit (the graph's pipe edges
+    from a child-waiter whose children are all dead)."""
+    g = s.graph
+    if g is None:
+        return None
+    nodes = {n.key: n for n in g.nodes}
+    by_node = {node_key(p): p for p in s.ctx.procs if not p.dead and p.main_family == CHILD}
+    for key, p in by_node.items():
+        out = [e for e in g.edges if e.src == key]
+        kids = [nodes[e.dst] for e in out if e.kind == "child" and e.dst in nodes]
+        pipes = [e for e in out if e.kind == "pipe" and e.dst in nodes and e.dst != key]
+        if not pipes or any(k.state not in ("zombie", "exited") for k in kids):
+            continue
+        holder = nodes[pipes[0].dst]
+        child = f" (pid {kids[0].pid} {kids[0].label.split()[-1]})" if kids else ""
+        summary = (
+            f"deadlocked: {p.name} waits in {where(p)} for EOF on its child's output, but the "
+            f"child{child} has exited and {holder.label} still holds the write end - a process "
+            "it started in the background inherited the pipe, and the call returns only when "
+            f"that one exits. Kill pid {holder.pid} (or send the background command's output "
+            "elsewhere: `cmd > log 2>&1 &`)"
+        )
+        blame = Suspect(
+            pid=holder.pid, host=holder.host, reason=f"holds the pipe: {pipes[0].evidence}"[:200]
+        )
+        return "deadlocked", 0.75, summary, [blame]
+    return None
+
+
 def waits_on_stopped_outsider(s: Situation) -> Optional[Decision]:
     """Nothing of the job works and a chain of its waits ends at a process *outside* the job
     that is stopped or a zombie - a local server a client or a handler thread calls, the
@@ -1194,6 +1227,7 @@ RULES: Tuple[Rule, ...] = (
     works_silently,
     children_work,
     calls_itself,
+    pipe_outlives_child,
     waits_on_stopped_outsider,
     waits_for_file_lock,
     waits_for_nodes_to_join,

@@ -713,6 +713,33 @@ def _feeder_door(b: _Builder, p: ProcSignals) -> Optional[Tuple[str, str]]:
     return None
 
 
+def _leaked_pipe_edges(b: _Builder, p: ProcSignals, here: str) -> None:
+    """``Popen.communicate`` / ``run(capture_output=True)`` reads its child's pipes until EOF,
+    and EOF needs *every* writer closed: a child that exited but left a background process
+    holding its stdout (``sh -c "server &"``) keeps the parent waiting for that process, not
+    for the child. Its read ends (fd 3 and up) whose write end a live process still holds."""
+    ps = b.last.get(p.key)
+    if ps is None or not ps.fd_ends:
+        return
+    by_inode, _ = b.ends_index()
+    for end in ps.fd_ends:
+        if end.kind not in ("pipe", "fifo") or end.mode != "r" or end.fd < 3:
+            continue
+        what = f"reads fd {end.fd} ({_link_text(end)}) in {here} until EOF; its child exited"
+        for q, e in by_inode.get((p.key[0], end.inode), []):
+            if q is not p and not q.dead and e.mode in ("w", "rw"):
+                b.edge(p, node_key(q), "pipe", f"{what}, but {label_of(q)} holds the write end")
+        writers = [h for h in b.outside_holders(p.key[0], end.inode) if h.mode in ("w", "rw")]
+        for h in writers[:MAX_FANOUT]:
+            dst = b.holder_node(p.key[0], h, f"the write end of {_link_text(end)}")
+            b.edge(
+                p,
+                dst,
+                "pipe",
+                f"{what}, but pid {h.pid} {h.name} {OUTSIDE_JOB} holds the write end",
+            )
+
+
 def _own_edges(b: _Builder, p: ProcSignals) -> None:
     """The edges of one process's main-thread wait (and its other threads' lock waits)."""
     w = p.main_wait
@@ -738,6 +765,8 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
         kids = b.rank_order(_family_of(b, p, trackers=True))
         for k in kids:
             b.edge(p, node_key(k), "child", f"waits for its children in {here}")
+        if all(k.dead for k in kids):
+            _leaked_pipe_edges(b, p, here)
     elif fam == RESULT or kind in ("queue", "write-full"):
         edge_kind: EdgeKind = "result" if fam == RESULT else "queue"
         if kind == "write-full" or (w.native and kind == "queue"):
