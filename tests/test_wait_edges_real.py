@@ -689,14 +689,7 @@ if __name__ == "__main__":
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (make install adds it)")
 def test_ranks_polling_a_stale_torch_build_lock_are_deadlocked(tmp_path: Path) -> None:
-    started = start_ready([sys.executable, "-c", STALE_BATON], timeout_s=60)
-    try:
-        out = tmp_path / "bundle.json"
-        done = run_diag(["capture", "--pid", str(started.pid), *QUICK, "-o", str(out)])
-    finally:
-        started.stop()
-    assert done.returncode == 0, done.stderr
-    verdict = json.loads(out.read_text())["verdict"]
+    verdict = capture([sys.executable, "-c", STALE_BATON], tmp_path, ready_s=60).verdict
     assert verdict["state"] == "deadlocked", verdict["summary"]
     assert "ranks 0\u20131 poll in `FileBaton.wait` for a lock file" in verdict["summary"]
     assert "delete that `lock` file" in verdict["summary"]

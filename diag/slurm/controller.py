@@ -88,14 +88,14 @@ NODE_CMD_ENV = "DIAG_SLURM_NODE_CMD"
 def job_info(job_id: int) -> JobInfo:
     """State and node names of a job; a DiagError with its remedy when it is not running."""
     shown = _run(["scontrol", "show", "job", "-o", str(job_id)])
-    if shown.returncode != 0 or "JobState=" not in shown.stdout:
+    fields = _job_fields(shown)
+    if fields is None:
         why = (shown.stderr or shown.stdout).strip() or f"exit code {shown.returncode}"
         raise DiagError(
             f"Slurm job {job_id} not found ({why})",
             "check the job id with squeue",
             EXIT_NO_TARGET,
         )
-    fields = parse_job_line(shown.stdout.splitlines()[0])
     state = fields.get("JobState", "?")
     nodelist = fields.get("NodeList", "")
     if state != "RUNNING" or nodelist in ("", "(null)"):
@@ -116,14 +116,19 @@ def job_state(job_id: int) -> str:
         shown = _run(["scontrol", "show", "job", "-o", str(job_id)], timeout_s=10.0)
     except DiagError:
         return "?"
+    fields = _job_fields(shown)
+    return "gone" if fields is None else fields.get("JobState", "?")
+
+
+def _job_fields(shown: subprocess.CompletedProcess[str]) -> Optional[Dict[str, str]]:
+    """``scontrol show job -o``'s fields; None when Slurm does not know the job."""
     if shown.returncode != 0 or "JobState=" not in shown.stdout:
-        return "gone"
-    return parse_job_line(shown.stdout.splitlines()[0]).get("JobState", "?")
+        return None
+    return parse_job_line(shown.stdout.splitlines()[0])
 
 
 def _rerun_note(gathered: Gathered, name: str) -> str:
-    lines = [line.strip() for line in gathered.stderr if f"{name}:" in line]
-    said = lines[-1].removeprefix("srun: ") if lines else "the task died"
+    said = gathered.signal_line(name).removeprefix("srun: ") or "the task died"
     return f"{name}: diag's collector there was killed by a signal (srun: {said}) and run once more"
 
 

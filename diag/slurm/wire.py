@@ -157,6 +157,12 @@ class Gathered:
                 names.append(name)
         return names
 
+    def signal_line(self, name: str) -> str:
+        """srun's own line for the signal that ended ``name``'s task ("" if none): quoted
+        rather than any stderr line naming the node, which a task's own output could be."""
+        said = [m.group(0) for line in self.stderr if (m := _TASK_SIGNALLED.search(line))]
+        return next((t for t in reversed(said) if t.startswith(f"srun: error: {name}:")), "")
+
     def progress(self) -> Optional[Tuple[int, int, int]]:
         """(samples every node has taken, nodes, processes alive); None until every node that
         has not failed has taken one."""

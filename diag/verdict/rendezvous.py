@@ -36,9 +36,20 @@ class RdzvSettings(NamedTuple):
         return ", ".join(b for b in bits if b)
 
 
+def _agent_at(argv: Sequence[str]) -> Optional[int]:
+    """Where torchrun (its script, or the module after ``-m``) stands in the first 4 args."""
+    return next(
+        (
+            i
+            for i, a in enumerate(argv[:4])
+            if os.path.basename(a) in _AGENT_ARGV or a in _AGENT_ARGV
+        ),
+        None,
+    )
+
+
 def is_agent(p: ProcSignals) -> bool:
-    argv = p.info.cmdline[:4]
-    return any(os.path.basename(a) in _AGENT_ARGV or a in _AGENT_ARGV for a in argv)
+    return _agent_at(p.info.cmdline) is not None
 
 
 def settings_of(p: ProcSignals) -> RdzvSettings:
@@ -46,9 +57,8 @@ def settings_of(p: ProcSignals) -> RdzvSettings:
     underscores, as torchrun's argparse takes them); the first script argument ends them."""
     found: Dict[str, str] = {}
     argv = list(p.info.cmdline[:_MAX_ARGS])
-    start = next((i + 1 for i, a in enumerate(argv[:4]) if os.path.basename(a) in _AGENT_ARGV
-                  or a in _AGENT_ARGV), len(argv))  # fmt: skip
-    i = start
+    at = _agent_at(argv)
+    i = len(argv) if at is None else at + 1
     while i < len(argv):
         arg = argv[i]
         i += 1
