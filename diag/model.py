@@ -20,10 +20,11 @@ from typing import Dict, Literal, Optional, Tuple
 
 import msgspec
 
+from diag.vocab import STATES, Role, VerdictState
+
 SCHEMA_VERSION = 1
 
-# Verdict states, in the order a person reads them.
-STATES: Tuple[str, ...] = ("progressing", "slow", "idle", "deadlocked", "exited", "unknown")
+__all__ = ["STATES", "Role", "VerdictState"]  # re-exported: the vocabulary lives in diag.vocab
 
 
 class Record(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -333,6 +334,12 @@ class Sample(Record, frozen=True):
     # Read only when a thread of the job waits on a file lock (flock, fcntl F_SETLKW).
     file_locks: Tuple[FileLock, ...] = ()
     file_locks_note: str = ""
+    # A saturated host (issue 27): how long after its scheduled time this sample started (0:
+    # on time; rates read the real timestamps), the optional probes a late sample skipped,
+    # and the priority its burst ran at ("nice" / "rr"; "": the normal one).
+    late_s: float = 0.0
+    skipped_probes: Tuple[str, ...] = ()
+    boost: str = ""
 
 
 class ProcessInfo(Record, frozen=True):
@@ -345,7 +352,7 @@ class ProcessInfo(Record, frozen=True):
     exe: Optional[str] = None
     cmdline: Tuple[str, ...] = ()
     # launcher | worker | rank | server | helper | process
-    role: str = "process"
+    role: Role = "process"
     rank: Optional[int] = None
     local_rank: Optional[int] = None
     world_size: Optional[int] = None
@@ -409,6 +416,9 @@ class CollectiveRecord(Record, frozen=True):
     is_p2p: bool = False
     created_s: Optional[float] = None
     sizes: str = ""  # input sizes, compact, e.g. "[[4]]"
+    # How long it ran on the device (NCCL with timing on: ``duration_ms``); None elsewhere. A
+    # rank that arrives last at a collective waits least inside it.
+    duration_ms: Optional[float] = None
 
 
 class RankCollectives(Record, frozen=True):
@@ -590,8 +600,69 @@ class WaitGraph(Record, frozen=True):
     line_ends: Tuple[Tuple[str, ...], ...] = ()
 
 
+StragglerBasis = Literal["samples", "flight-recorder", "none"]
+
+
+class RankLoad(Record, frozen=True):
+    """One rank's share of a capture (``diag.verdict.stragglers``): in how many samples its
+    main thread waited on its peers (a collective, a barrier, a c10d store) or computed, its
+    CPU, and its Flight Recorder figures where a dump exists. The rank the others wait for
+    computes while they wait."""
+
+    rank: int
+    pid: int = 0
+    host: str = ""
+    samples: int = 0  # samples its main thread was seen in
+    peer_wait_samples: int = 0  # in a collective/barrier/rendezvous wait
+    compute_samples: int = 0  # outside any known wait
+    wait_op: str = ""  # the collective it waited in most, e.g. "all_reduce"
+    main_cpu_pct: float = 0.0  # its main thread, % of one core over the capture
+    cpu_pct: float = 0.0  # the whole process, % of one core
+    fr_last_seq: Optional[int] = None  # highest collective sequence id it enqueued
+    # Mean time after the first rank that it enqueued the same collective (same host clock).
+    fr_enqueue_lag_ms: Optional[float] = None
+    fr_duration_ms: Optional[float] = None  # mean device duration of its collectives
+
+    @property
+    def peer_wait_share(self) -> float:
+        return self.peer_wait_samples / self.samples if self.samples else 0.0
+
+    @property
+    def compute_share(self) -> float:
+        return self.compute_samples / self.samples if self.samples else 0.0
+
+
+class Stragglers(Record, frozen=True):
+    """The straggler analysis of a multi-rank job that progresses or is slow: each rank's
+    load (at most ``MAX_RANK_LOADS`` kept, stragglers first; ``ranks_more`` counts the rest),
+    the ranks the others wait for (empty: no outlier, and ``summary`` says so), their nodes in
+    a merged bundle, and the sentence with the figures. ``basis``: what showed it."""
+
+    ranks: Tuple[RankLoad, ...] = ()
+    ranks_more: int = 0
+    suspects: Tuple[int, ...] = ()  # ranks
+    suspect_hosts: Tuple[str, ...] = ()  # the straggler node(s); empty on one host
+    summary: str = ""
+    basis: StragglerBasis = "none"
+
+
+class RuleMatch(Record, frozen=True):
+    """A rule of the table that also matched a capture but came after the one that decided:
+    what it would have said, and why the decider outranks it."""
+
+    # a ``diag.vocab.RuleId`` when written; a plain string so renames never break old bundles
+    rule: str
+    state: VerdictState
+    overruled: str = ""  # "a stopped process outranks what the others show"
+
+
 class Verdict(Record, frozen=True):
-    state: str
+    """The judgement of a capture. ``rule`` is the id of the rule of the table that decided
+    (``diag.verdict.rules``; "" in bundles written before the table had ids), ``also_matched``
+    the later rules that would have decided too, ``problems`` what the verdict had to do
+    without (a bug in the wait-for graph or in a rule, recorded instead of raised)."""
+
+    state: VerdictState
     confidence: float = 0.0
     summary: str = ""
     evidence: Tuple[Evidence, ...] = ()
@@ -603,6 +674,12 @@ class Verdict(Record, frozen=True):
     warnings: Tuple[str, ...] = ()
     # Who waits on whom (diag.verdict.graph); None in bundles written before it existed.
     graph: Optional[WaitGraph] = None
+    rule: str = ""
+    also_matched: Tuple[RuleMatch, ...] = ()
+    problems: Tuple[str, ...] = ()
+    # Who the ranks of a progressing or slow job wait for (diag.verdict.stragglers); None for
+    # one rank, other states, and bundles written before it existed.
+    stragglers: Optional[Stragglers] = None
 
 
 class Bundle(Record, frozen=True, omit_defaults=False):

@@ -38,6 +38,7 @@ from diag.probes.proctree import (
 )
 from diag.probes.runner import ProbeCall, ProbeResult, run_all
 from diag.redact import Redactor
+from diag.vocab import Role
 
 
 class ProcessTable:
@@ -140,7 +141,7 @@ class ProcessTable:
         return tuple(changed)
 
     def _new_info(
-        self, ident: Identity, env: Dict[str, str], roles: Mapping[int, str], index: int
+        self, ident: Identity, env: Dict[str, str], roles: Mapping[int, Role], index: int
     ) -> ProcessInfo:
         host = self.host_info()
         rank = self._ranks[ident.pid]
@@ -167,7 +168,7 @@ class ProcessTable:
         self.infos[ident.pid] = info
         return info
 
-    def _refresh(self, roles: Mapping[int, str], skip: Set[int]) -> List[ProcessInfo]:
+    def _refresh(self, roles: Mapping[int, Role], skip: Set[int]) -> List[ProcessInfo]:
         """Re-issue the ProcessInfos whose role or rank changed."""
         changed: List[ProcessInfo] = []
         for pid, info in list(self.infos.items()):

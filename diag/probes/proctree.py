@@ -25,6 +25,7 @@ from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 from diag.probes.procfs import ProcFS
 from diag.probes.rank_sources import RankInfo, detect_rank, title_of
 from diag.probes.threads import TaskStat, parse_parent, parse_task_stat
+from diag.vocab import Role
 
 # One process's own rank (env, argv, title) is re-exported: callers know it as part of this probe.
 __all__ = [
@@ -57,7 +58,7 @@ class Identity(NamedTuple):
 
 def assign_roles(
     root_pid: int, parents: Mapping[int, Optional[int]], ranks: Mapping[int, RankInfo]
-) -> Dict[int, str]:
+) -> Dict[int, Role]:
     """Role of every pid in ``parents`` (pid -> ppid) from its rank and tree position."""
 
     def ancestors(pid: int) -> List[int]:
@@ -73,7 +74,7 @@ def assign_roles(
     ranked = {pid for pid, info in ranks.items() if info.rank is not None}
     has_ranked_descendant = {a for pid in ranked for a in ancestors(pid)}
     has_children = {ppid for ppid in parents.values() if ppid is not None}
-    roles: Dict[int, str] = {}
+    roles: Dict[int, Role] = {}
     for pid in parents:
         info = ranks.get(pid, RankInfo())
         ranked_up = [a for a in ancestors(pid) if a in ranked]

@@ -200,6 +200,12 @@ def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Bann
         suspects=tuple(suspects),
         phases=tuple(_phase_view(index, ph) for ph in verdict.phases),
         warnings=verdict.warnings,
+        decided_by=verdict.rule or "not recorded (a bundle written before diag recorded rules)",
+        also_matched=tuple(
+            f"{m.rule} → {m.state}" + (f" (overruled: {m.overruled})" if m.overruled else "")
+            for m in verdict.also_matched
+        ),
+        problems=verdict.problems,
     )
 
 

@@ -76,6 +76,13 @@ def _header(view: ReportView) -> List[str]:
     parts: List[str] = [head]
     if b.summary:
         parts.append(f"> {text(b.summary)}")
+    if b.decided_by:
+        why = f"**Decided by** {code(b.decided_by)}"
+        if b.also_matched:
+            why += "; also matched: " + "; ".join(text(m) for m in b.also_matched)
+        parts.append(why)
+    if b.problems:
+        parts.append("\n".join(f"> **Judged without:** {text(p)}" for p in b.problems))
     capture = f"**Capture:** {m.span}, {m.counts}"
     if m.command:
         capture += "; " + code(m.command)

@@ -59,6 +59,12 @@ class Banner(View, frozen=True):
     suspects: Tuple[SuspectView, ...] = ()
     phases: Tuple[PhaseView, ...] = ()
     warnings: Tuple[str, ...] = ()
+    # Why this verdict: the rule of the table that decided ("" in bundles older than rule
+    # ids), the later rules that matched too, each "id → state (overruled: why)", and what the
+    # verdict had to do without (a graph or a rule that failed).
+    decided_by: str = ""
+    also_matched: Tuple[str, ...] = ()
+    problems: Tuple[str, ...] = ()
 
 
 class EvidenceView(View, frozen=True):

@@ -1,0 +1,113 @@
+"""Deaths and stops: a rank that died or was stopped, a death the log reports. These come first
+in the table: a dead or stopped process owes its peers what they wait for, whatever the others
+print or burn."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from diag.verdict.participants import (
+    is_helper,
+    is_rank_helper,
+)
+from diag.verdict.rules.base import Decision, decided
+from diag.verdict.situation import (
+    Situation,
+    gone_ranks,
+)
+from diag.verdict.stories import (
+    dead_story,
+    stopped_story,
+)
+from diag.verdict.wording import group_by_wait, waits_phrase, who
+
+
+def rank_died(s: Situation) -> Optional[Decision]:
+    """A rank died, its peers are still there and nothing progresses: they wait for it."""
+    if not s.dead:
+        return None
+    # A rank that died of a signal or an error outranks output from the others (their
+    # "lost rank N" messages, a front end's stats); one that exited 0 only when nothing moves.
+    crashed = [p for p in s.ranked_dead if p.exit_code is None or p.exit_code != 0]
+    crashed.sort(key=lambda p: p.dead_since if p.dead_since is not None else 1 << 30)
+    if not s.alive:
+        # Every rank is gone but the job is not: a server's front end or engine outlived its
+        # TP workers (one was killed, the rest shut down after it). The first crash is why.
+        rest = [p for p in s.ctx.procs if not p.dead and not is_helper(p)]
+        if not (crashed and rest):
+            return None
+        # First to die first; a known failure code before an exit diag saw no code for.
+        dead = sorted(
+            s.dead,
+            key=lambda p: (
+                p.dead_since if p.dead_since is not None else 1 << 30,
+                p.exit_code in (None, 0),
+            ),
+        )
+        summary, suspects = dead_story(dead, rest, s.ctx)
+        return decided("deadlocked", 0.8, summary, suspects)
+    if s.progressing and not crashed:
+        return None
+    if not (s.ranked_dead or s.waiting_on_others):
+        return None
+    if s.workers and not s.peer_waiters and not crashed:
+        return None  # a finished rank (exit 0) while the others still compute
+    summary, suspects = dead_story(s.dead, s.alive, s.ctx)
+    return decided("deadlocked", 0.9 if s.peer_waiters else 0.75, summary, suspects)
+
+
+def rank_stopped(s: Situation) -> Optional[Decision]:
+    """A process stopped by a signal or a debugger (state T) ends no wait until SIGCONT."""
+    # Any process of the job, not only the ranks: a stopped EngineCore feeds its TP ranks, a
+    # stopped front end answers no request, a stopped compiler holds up its rank.
+    stopped = [p for p in s.alive if p.stopped] or [
+        p for p in s.ctx.procs if p.stopped and not p.dead
+    ]
+    if not stopped:
+        return None
+    # Stopped in every sample outranks what the others show: whatever it owes them (a
+    # collective, a reply on a queue, a health check's real work) will not come, and a
+    # front end that keeps logging its stats or a peer spinning in a busy-wait collective
+    # only looks alive.
+    summary, suspects = stopped_story(stopped, s.alive)
+    sure = 0.85 if not (s.progressing or s.workers) else 0.75
+    return decided("deadlocked", sure, summary, suspects)
+
+
+def log_names_dead_rank(s: Situation) -> Optional[Decision]:
+    """The job's log says rank N died and no live process of the job is rank N, while other
+    ranks are there: they will wait for it (or are being shut down because of it) whatever
+    CPU they burn - a TP peer spinning in its all-reduce, a worker tearing down. A rank that
+    was restarted (a live rank N again) or a death line naming no rank does not count."""
+    gone = gone_ranks(s.ctx)
+    if not gone:
+        return None
+    d = gone[0]
+    survivors = [p for p in s.ctx.procs if p.rank is not None and not is_rank_helper(p)]
+    survivors = [p for p in survivors if not p.dead]
+    summary = (
+        f"deadlocked: the log says rank {d.rank} died ({d.path}: `{d.line[:160]}`) and no "
+        f"process of the job is rank {d.rank} any more ({who(survivors)} still there) - "
+        "the other ranks can never finish their collectives with it; read the log above "
+        "that line, restart the job"
+    )
+    return decided("deadlocked", 0.75, summary, [])
+
+
+def log_reports_death(s: Situation) -> Optional[Decision]:
+    """Nothing moves and the job's own log says one of its processes died (a worker killed
+    and reaped before diag looked: no zombie is left to see, only its peers' ERROR lines)."""
+    deaths = [(lg, line) for lg in s.ctx.logs for line in lg.deaths]
+    if not deaths:
+        return None
+    # The first death is the cause; later lines (EngineDeadError in the front end) are its
+    # consequences.
+    log, line = deaths[0]
+    quoted = " ".join(line.split())[:160]
+    waits = waits_phrase(group_by_wait(s.alive)[:2])
+    summary = (
+        f"deadlocked: the log says a process of the job died ({log.path}: `{quoted}`) and "
+        f"nothing moves{f' ({waits})' if waits else ''} - the survivors wait for it; read "
+        "the log above that line, restart the job"
+    )
+    return decided("deadlocked", 0.7, summary, [])

@@ -1,0 +1,194 @@
+"""Rules read off the wait-for graph: a process calling its own server, a pipe a background
+process outlives its child with, a chain ending at a stopped outsider, chains that never end, a
+writer on a full pipe, and the table's last rule (nothing can wake it)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from diag.model import Suspect, WaitGraph
+from diag.verdict.chains import DEAD_ENDS
+from diag.verdict.graph import (
+    OUTSIDE_JOB,
+    node_key,
+)
+from diag.verdict.participants import (
+    serving_ports,
+)
+from diag.verdict.pipe_story import pipe_story, writers_of
+from diag.verdict.rules.base import Decision, decided
+from diag.verdict.situation import (
+    Situation,
+)
+from diag.verdict.waits import CHILD
+from diag.verdict.wording import group_by_wait, waits_phrase, where
+
+
+def calls_itself(s: Situation) -> Optional[Decision]:
+    """A process waits for the answer of its own server: its thread reads a TCP connection
+    whose other end still sits in its *own* listener's queue, and no other thread of it
+    accepts (the graph's tcp self-edge). The thread that would answer is the one waiting - a
+    synchronous HTTP call from an async handler to its own port. No client, timer or peer
+    ends it: 'idle, waiting for work' would be wrong, and so would waiting."""
+    g = s.graph
+    if g is None:
+        return None
+    by_node = {node_key(p): p for p in s.ctx.procs if not p.dead}
+    for e in g.edges:
+        if e.src != e.dst or e.kind != "tcp":
+            continue
+        p = by_node.get(e.src)
+        if p is None:
+            continue
+        summary = (
+            f"deadlocked: {p.name} waits for its own server - in {where(p)} it {e.evidence}; "
+            "the thread that would accept and answer is the one waiting, so nothing ends it. "
+            "Restart it; the fix: no blocking call to its own port from its event loop "
+            "(await an async client, or call the handler's function directly)"
+        )
+        blame = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="waits for its own server")
+        return decided("deadlocked", 0.75, summary, [blame])
+    return None
+
+
+def pipe_outlives_child(s: Situation) -> Optional[Decision]:
+    """A process waits in ``Popen.communicate`` (``run(capture_output=True)``) for EOF on its
+    child's pipes, the child has exited, and a live process still holds a write end - one the
+    child started in the background (``sh -c "server &"``) inherited it. The child is not what
+    it waits for any more: that process is, and it may never exit (the graph's pipe edges
+    from a child-waiter whose children are all dead)."""
+    g = s.graph
+    if g is None:
+        return None
+    nodes = {n.key: n for n in g.nodes}
+    by_node = {node_key(p): p for p in s.ctx.procs if not p.dead and p.main_family == CHILD}
+    for key, p in by_node.items():
+        out = [e for e in g.edges if e.src == key]
+        kids = [nodes[e.dst] for e in out if e.kind == "child" and e.dst in nodes]
+        pipes = [e for e in out if e.kind == "pipe" and e.dst in nodes and e.dst != key]
+        if not pipes or any(k.state not in ("zombie", "exited") for k in kids):
+            continue
+        holder = nodes[pipes[0].dst]
+        child = f" (pid {kids[0].pid} {kids[0].label.split()[-1]})" if kids else ""
+        summary = (
+            f"deadlocked: {p.name} waits in {where(p)} for EOF on its child's output, but the "
+            f"child{child} has exited and {holder.label} still holds the write end - a process "
+            "it started in the background inherited the pipe, and the call returns only when "
+            f"that one exits. Kill pid {holder.pid} (or send the background command's output "
+            "elsewhere: `cmd > log 2>&1 &`)"
+        )
+        blame = Suspect(
+            pid=holder.pid, host=holder.host, reason=f"holds the pipe: {pipes[0].evidence}"[:200]
+        )
+        return decided("deadlocked", 0.75, summary, [blame])
+    return None
+
+
+def waits_on_stopped_outsider(s: Situation) -> Optional[Decision]:
+    """Nothing of the job works and a chain of its waits ends at a process *outside* the job
+    that is stopped or a zombie - a local server a client or a handler thread calls, the
+    writer of a pipe, a file lock's holder. The job's own stacks only say "waits for a result"
+    or "a handler waits on something"; the graph names who: it must run again (or be
+    replaced) before anything here does, and killing the job would not help."""
+    g = s.graph
+    if g is None:
+        return None
+    by_key = {n.key: n for n in g.nodes}
+    for line, ends in zip(g.chains, g.line_ends):
+        for key in ends:
+            n = by_key.get(key)
+            if n is None or not n.label.endswith(OUTSIDE_JOB) or not n.pid:
+                continue
+            if n.state == "stopped":
+                act = ""  # the chain's line ends in its `kill -CONT`
+            elif n.state == "zombie":
+                act = ": restart what it served (its parent must reap it)"
+            else:
+                continue
+            summary = (
+                f"deadlocked: {line} - nothing in the job moves until pid {n.pid} does{act} "
+                "(it is outside the job; killing the job would not help)"
+            )
+            blame = Suspect(pid=n.pid, host=n.host, reason=f"{n.state} outside the job: {n.detail}")
+            return decided("deadlocked", 0.8, summary, [blame])
+    return None
+
+
+def _dead_chains(s: Situation) -> Optional[WaitGraph]:
+    """The graph when nothing works and every chain of waits from the participants ends where
+    nothing can ever end it (stopped, dead, a cycle) and no participant has a thread of its
+    own on a timer or behind a listening port (which might still end its wait)."""
+    g = s.graph
+    if g is None or not g.reasons or not all(r in DEAD_ENDS for r in g.reasons):
+        return None
+    if any(p.timer_threads or serving_ports([p]) for p in s.alive):
+        return None
+    return g
+
+
+def pipe_full_in_dead_chain(s: Situation) -> Optional[Decision]:
+    """Every chain of waits ends where nothing can end it, and the cycle is a writer blocked
+    on a full pipe whose reader waits on the writer: told as that picture, which names what to
+    fix, rather than as a bare cycle."""
+    if _dead_chains(s) is None:
+        return None
+    return pipe_full(s)
+
+
+def chains_never_end(s: Situation) -> Optional[Decision]:
+    """Nothing works, and every chain of waits from the participants ends where nothing can
+    ever end it: a stopped or dead process, or a cycle (the wait-for graph's deadlock, what
+    the rules above name by its picture). A listening port or a timer elsewhere does not
+    make such a job idle: no client and no timer is on any of its chains."""
+    g = _dead_chains(s)
+    if g is None:
+        return None
+    by_key = {n.key: n for n in g.nodes}
+    ends = [by_key[k] for k in g.ends if k in by_key and by_key[k].pid]
+    summary = (
+        "deadlocked: nothing moves and every chain of waits ends where nothing can end it - "
+        + "; ".join(g.chains[:2])
+    )
+    suspects = [
+        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=f"{n.state}: {n.detail}"[:200])
+        for n in ends[:4]
+    ]
+    # A cycle's edges are partly inferred (who holds a queue's other end is a guess without
+    # fd inodes): less sure than a stopped or dead end.
+    confidence = 0.6 if "cycle" in g.reasons else 0.75
+    return decided("deadlocked", confidence, summary, suspects)
+
+
+def pipe_full(s: Situation) -> Optional[Decision]:
+    """Writers block on a full pipe whose reader stopped reading."""
+    writers = writers_of(s.alive)
+    if not (writers and len(writers) * 2 >= len(s.alive)):
+        return None
+    summary, suspects = pipe_story(writers, s.ctx.procs)
+    return decided("deadlocked", 0.6, summary, suspects)
+
+
+def nothing_can_wake(s: Situation) -> Optional[Decision]:
+    """Nothing moves and nothing outside can wake it: waiting on each other, or on a peer that
+    never answers (the last rule: it always applies)."""
+    groups = group_by_wait(s.alive)
+    summary = (
+        f"deadlocked: nothing moves and nothing can wake it by itself (no listening port, no "
+        f"timer, no wakeups): {waits_phrase(groups[:3])} - waiting on each other, or on a "
+        "peer that never answers"
+    )
+    kinds = {p.main_wait.kind for p in s.alive if p.main_wait}
+    if "write-full" in kinds:
+        summary += " (a write blocks on a full pipe or socket: its reader stopped reading)"
+    if "fifo-open" in kinds:
+        summary += " (opening a named pipe (fifo) waits for a process to open its other end)"
+    if "disk" in kinds:
+        summary += " (state D: an uninterruptible kernel wait - storage or NFS not answering)"
+    # The ends of the chains of waits, not the first few processes: who the others wait on.
+    ends = set(s.graph.ends) if s.graph is not None else set()
+    blamed = [p for p in s.alive if f"{p.key[0]}/{p.pid}" in ends] or s.alive
+    suspects = [
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
+        for p in blamed[:4]
+    ]
+    return decided("deadlocked", 0.5, summary, suspects)

@@ -1,0 +1,63 @@
+"""Motion and output: the job's output moves, a server answers requests, processes compute or
+read without a log line, children compute for a waiting parent."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from diag.model import Suspect
+from diag.verdict.rules.base import Decision, decided
+from diag.verdict.situation import (
+    Situation,
+)
+from diag.verdict.stories import (
+    helper_work_story,
+    progress_story,
+    work_story,
+)
+from diag.verdict.wording import size
+
+
+def answers_requests(s: Situation) -> Optional[Decision]:
+    """A server answers its clients: bytes flow on connections to its listening ports. Socket
+    traffic bypasses /proc/P/io (no wchar) and servers often log nothing per request, so this
+    is the only sign of a busy server whose threads sit in epoll between requests."""
+    if not s.answering or s.progress_logs or s.writers or s.intervals == 0:
+        return None
+    parts = []
+    for p in s.answering[:3]:
+        ports = ", ".join(f":{port}" for port in p.listen_ports[:3])
+        rate = p.served_delta_bytes / p.window_s if p.window_s > 0 else 0.0
+        parts.append(
+            f"{p.name} answers requests on {ports} ({size(p.served_delta_bytes)} over "
+            f"{p.served_conns} client connection(s), {size(rate)}/s)"
+        )
+    summary = "progressing: " + "; ".join(parts) + " - no log line needed to see it"
+    suspects: List[Suspect] = []
+    return decided("progressing", 0.8, summary, suspects)
+
+
+def output_moves(s: Situation) -> Optional[Decision]:
+    """The job's own output moves (a log that is not a heartbeat, bytes written, data sent)."""
+    if not (s.progressing and s.intervals > 0):
+        return None
+    summary, confidence, suspects = progress_story(s.progress_logs, s.writers, s.workers, s.dead)
+    return decided("progressing", confidence, summary, suspects)
+
+
+def works_silently(s: Situation) -> Optional[Decision]:
+    """CPU outside known waits, reads rising, memory growing, a GPU at power: looks hung, isn't."""
+    if not s.working:
+        return None
+    summary, suspects = work_story(s.workers, s.readers, s.growers, s.alive, s.peer_waiters)
+    return decided("slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects)
+
+
+def children_work(s: Situation) -> Optional[Decision]:
+    """A process waits on child processes that compute (inductor's g++/cc1plus, nvcc): its own
+    threads sleep in ``waitpid``/``Popen.wait`` and each compiler lives a second, so neither
+    the parent's CPU nor any one sample shows the work - the reaped children's CPU does."""
+    if not s.helped:
+        return None
+    summary, suspects = helper_work_story(s.helped, s.alive)
+    return decided("slow", 0.7, summary, suspects)

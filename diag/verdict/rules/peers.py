@@ -1,0 +1,107 @@
+"""Peers and collectives: torchrun waiting for its other nodes, a collective record naming the
+rank behind, ranks waiting on a peer, results no worker computes, a GPU spinning at idle
+power."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from diag.model import Suspect
+from diag.verdict.equivalence import odd_classes
+from diag.verdict.rendezvous import mismatch, waiting_agents
+from diag.verdict.rules.base import Decision, decided
+from diag.verdict.situation import (
+    Situation,
+)
+from diag.verdict.sources import (
+    STUCK,
+)
+from diag.verdict.stories import (
+    peer_story,
+    pool_story,
+)
+from diag.verdict.waits import RESULT
+from diag.verdict.wording import group_by_wait, waits_phrase, where
+
+
+def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
+    """torchrun's agent waits in its rendezvous and no rank of it has started: the other
+    nodes' agents end that wait, and a capture of this host holds none of them - nothing
+    here is stuck, the missing nodes are (not started, failed, or told another endpoint or
+    id). It gives up by itself at the join timeout. Across the hosts of a merged bundle,
+    agents that all wait with different settings will never meet."""
+    agents = waiting_agents(s.ctx.procs)
+    if not agents or any(p.rank is not None and not p.dead for p in s.ctx.procs):
+        return None
+    p, settings = agents[0]
+    hosts = {q.key[0] for q, _ in agents}
+    differ = mismatch(agents) if len(hosts) > 1 else None
+    where_ = f"in {where(p)}"
+    if differ:
+        summary = (
+            f"deadlocked: torchrun's agents on {len(hosts)} hosts all wait {where_}, but with "
+            f"different rendezvous settings ({differ}) - they will never meet. Restart them "
+            "with the same --rdzv-endpoint, --rdzv-id and --nnodes"
+        )
+        suspects = [
+            Suspect(pid=q.pid, host=q.key[0], reason=f"rendezvous {st.describe()}")
+            for q, st in agents[:4]
+        ]
+        return decided("deadlocked", 0.75, summary, suspects)
+    joined = (
+        f"{len(hosts)} host(s) of this capture joined"
+        if len(hosts) > 1
+        else ("no rank has started on this host yet")
+    )
+    summary = (
+        f"idle: torchrun (pid {p.pid}) waits {where_} for the other nodes to join its "
+        f"rendezvous ({settings.describe()}) - {joined}, so nothing here is stuck: the "
+        "missing nodes are. Start torchrun on them with the same --rdzv-endpoint and "
+        "--rdzv-id, or see why they did not start (their logs, the scheduler); it gives up by "
+        "itself at the join timeout (default 600 s) - killing it does not help"
+    )
+    return decided("idle", 0.7, summary, [])
+
+
+def collective_laggard(s: Situation) -> Optional[Decision]:
+    """Collective records (Flight Recorder) that show one rank behind name the culprit whatever
+    the stacks show: a wait inside C++ (``work.wait()``) shows only its caller."""
+    culprits = [f for f in s.findings if f.lean == STUCK and f.suspects]
+    if not culprits:
+        return None
+    first = culprits[0]
+    summary = (
+        f"deadlocked: {first.evidence.detail} - the other ranks wait for it; see where it "
+        f"is with `py-spy dump --pid {first.suspects[0].pid}`"
+    )
+    return decided("deadlocked", 0.85, summary, [x for f in culprits for x in f.suspects])
+
+
+def peers_wait(s: Situation) -> Optional[Decision]:
+    """Ranks wait on a peer and nothing moves: the odd rank (or the missing one) is why."""
+    if not s.peer_waiters:
+        return None
+    odd = odd_classes(s.classes)
+    summary, suspects, confidence = peer_story(s.peer_waiters, s.alive, odd, s.classes, s.ctx)
+    return decided("deadlocked", confidence, summary, suspects)
+
+
+def results_never_come(s: Situation) -> Optional[Decision]:
+    """A process waits for pool results that no worker computes."""
+    result_waiters = [p for p in s.alive if p.main_family == RESULT]
+    if not result_waiters:
+        return None
+    summary, suspects = pool_story(result_waiters, s.alive)
+    return decided("deadlocked", 0.7, summary, suspects)
+
+
+def gpu_spins(s: Situation) -> Optional[Decision]:
+    """A GPU reads busy at idle power and nothing else moves: a kernel waits on a peer."""
+    if STUCK not in s.leans:
+        return None
+    summary = (
+        "deadlocked: the GPU reads busy at idle power and nothing "
+        f"else moves ({waits_phrase(group_by_wait(s.alive)[:2])}) - a kernel waits on a "
+        "peer that never arrives; kill the job and restart"
+    )
+    return decided("deadlocked", 0.65, summary, [])

@@ -1,0 +1,256 @@
+"""What every rule of the table reads, measured once from the features: who works, who writes,
+who answers requests, who waits on what (``Situation``), with the thresholds that make each
+one count. One definition each: the rules, the wait-for graph's "working" nodes and the
+report read these, never a second copy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+
+from diag.model import RankClass, WaitGraph
+from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.log_deaths import LogDeath, log_deaths
+from diag.verdict.participants import (
+    is_helper,
+    is_rank_helper,
+    serving_ports,
+    strong_rank,
+)
+from diag.verdict.progress import LogGrowth
+from diag.verdict.sources import (
+    PROGRESS,
+    WORK,
+    Context,
+    Finding,
+)
+from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
+
+READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
+
+RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
+
+WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
+
+TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
+
+SERVED_MIN_BYTES = 16 << 10  # client traffic (both ways) that counts as requests served
+
+HELPER_WORK_PCT = 25.0  # children's CPU (% of a core) that makes their parent's wait work
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What every rule reads, measured once: who works, who writes, who waits on what."""
+
+    ctx: Context
+    findings: Sequence[Finding]
+    classes: Sequence[RankClass]
+    intervals: int
+    alive: List[ProcSignals]
+    dead: List[ProcSignals]
+    leans: FrozenSet[Optional[str]]
+    progress_logs: List[LogGrowth]
+    writers: List[ProcSignals]
+    progressing: bool
+    workers: List[ProcSignals]
+    readers: List[ProcSignals]
+    growers: List[ProcSignals]
+    working: bool
+    peer_waiters: List[ProcSignals]
+    lockers: List[ProcSignals]
+    ports: List[int]
+    waiting_on_others: List[ProcSignals]
+    ranked_dead: List[ProcSignals]
+    # Processes whose child processes compute (parent, % of a core, the children's names).
+    helped: List[Tuple[ProcSignals, float, List[str]]]
+    answering: List[ProcSignals]  # servers whose client connections moved data
+    graph: Optional[WaitGraph] = None  # who waits on whom (diag.verdict.graph)
+
+
+def _wakeup_writes(p: ProcSignals) -> bool:
+    """Writes of at most 8 bytes each are an event loop waking a thread (eventfd: 8 bytes, the
+    asyncio self-pipe: 1), not output: Ray's idle daemons, a loop's call_soon_threadsafe."""
+    calls = p.write_calls_delta
+    return calls > 0 and p.write_delta_bytes <= 8 * calls
+
+
+def measure(
+    ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
+) -> Situation:
+    parts = ctx.participants
+    alive = [p for p in parts if not p.dead]
+    dead = [p for p in parts if p.dead]
+    leans = frozenset(f.lean for f in findings)
+    # A log counts when the job writes it: not one only helpers and framework daemons hold.
+    part_keys = {p.key for p in parts}
+    helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
+    progress_logs = [
+        lg for lg in ctx.logs if lg.progress and not (lg.pids and set(lg.pids) <= helpers)
+    ]
+    # Output bytes count unless the writer's main thread sits unchanged in a peer or lock
+    # wait: then it is a heartbeat thread talking about a stuck job - unless megabytes flow:
+    # a collective that moves data completes, and a loop that calls it from one line is
+    # sampled in the same place every time (a stuck collective moves nothing).
+    # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line) is
+    # that heartbeat, not output: its wchar rose by the same bytes.
+    heartbeat_bytes: Dict[int, int] = {}
+    for lg in ctx.logs:
+        if lg.grew and not lg.progress:
+            for pid in lg.pids:
+                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
+    writers = [
+        p
+        for p in alive
+        if p.write_delta_bytes - heartbeat_bytes.get(p.pid, 0) >= WRITE_MIN_BYTES
+        and not _wakeup_writes(p)
+        and (
+            p.compute_intervals
+            or p.main_moved
+            or p.main_family not in (PEER, LOCK)
+            or p.write_delta_bytes >= TRAFFIC_MIN_BYTES
+        )
+    ]
+    half = max(1, (intervals + 1) // 2)
+    workers = [p for p in alive if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half]
+    readers = [p for p in alive if max(p.read_delta_bytes, p.file_progress_bytes) >= READ_MIN_BYTES]
+    growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
+    if intervals == 0:  # no deltas: a thread running outside any wait is all we can see
+        workers = [p for p in alive if p.main_wait is not None and p.main_wait.kind is None]
+    ports = serving_ports(ctx.procs)
+    # Waits only the job itself can end: peers, locks, results, its own queues.
+    waiting_on_others = [
+        p
+        for p in alive
+        if not ports
+        and (
+            p.main_family in (PEER, LOCK, RESULT)
+            or (p.main_wait and p.main_wait.kind in ("blocked", "queue"))
+        )
+    ]
+    # A dead process explains a hang when it was a rank, or when the living wait on someone
+    # (a server with a finished, unreaped helper child is not deadlocked by it).
+    ranked_dead = [p for p in dead if strong_rank(p)] or (
+        dead if any(strong_rank(p) for p in parts) else []
+    )
+    answering = [
+        p
+        for p in ctx.procs
+        if not p.dead and not is_rank_helper(p) and p.served_delta_bytes >= SERVED_MIN_BYTES
+    ]
+    return Situation(
+        helped=child_work(ctx.procs, parts),
+        answering=answering,
+        ctx=ctx,
+        findings=findings,
+        classes=classes,
+        intervals=intervals,
+        alive=alive,
+        dead=dead,
+        leans=leans,
+        progress_logs=progress_logs,
+        writers=writers,
+        progressing=bool(progress_logs or writers or answering or PROGRESS in leans),
+        workers=workers,
+        readers=readers,
+        growers=growers,
+        working=bool(workers or readers or growers or WORK in leans),
+        peer_waiters=[p for p in alive if p.main_family == PEER],
+        lockers=[p for p in alive if p.lock_waiters],
+        ports=ports,
+        waiting_on_others=waiting_on_others,
+        ranked_dead=ranked_dead,
+    )
+
+
+def child_work(
+    procs: Sequence[ProcSignals], parts: Sequence[ProcSignals] = ()
+) -> List[Tuple[ProcSignals, float, List[str]]]:
+    """Who works through its children: the CPU of the children it reaped during the capture
+    plus that of its live helper descendants (not ranks: a launcher's children are the job).
+    A launcher of ranks has its reaped CPU left out - a rank it reaped carries a lifetime of
+    CPU; the root of a job without ranks is a "launcher" only because it has children.
+
+    A Python child that is no participant counts by its own stacks - its CPU outside known
+    waits - and only for an ancestor whose wait a child can end (``subprocess.run`` of a build
+    or preprocessing script, a pool's result, a DataLoader's queue its workers fill).
+    A Python participant (an EngineCore, a pool worker) is judged itself."""
+    by_pid = {p.pid: p for p in procs}
+    judged = {p.key for p in parts}
+
+    def parent_chain(p: ProcSignals) -> List[int]:
+        out: List[int] = []
+        seen = {p.pid}
+        ppid = p.info.ppid
+        while ppid is not None and ppid in by_pid and ppid not in seen:
+            out.append(ppid)
+            seen.add(ppid)
+            ppid = by_pid[ppid].info.ppid
+        return out
+
+    launches_ranks = any(p.info.role == "rank" for p in procs)
+    helpers: Dict[int, List[Tuple[ProcSignals, float]]] = {}
+    for p in procs:
+        if p.info.role in ("rank", "launcher") or p.key in judged:
+            continue
+        if p.py_ok and (p.dead or not p.compute_intervals):
+            continue
+        for ancestor in parent_chain(p):
+            parent = by_pid[ancestor]
+            if p.py_ok and not _waits_on_helpers(parent):
+                break  # nobody between it and a waiter: its work ends no wait
+            pct = 0.0 if p.dead else p.compute_pct if p.py_ok else p.cpu_pct
+            helpers.setdefault(ancestor, []).append((p, pct))
+            if parent.info.role in ("rank", "launcher"):
+                break
+    out: List[Tuple[ProcSignals, float, List[str]]] = []
+    for p in procs:
+        if p.dead or is_rank_helper(p):
+            continue
+        kids = helpers.get(p.pid, [])
+        pct = sum(pct for _, pct in kids)
+        if p.info.role != "launcher" or not launches_ranks:
+            pct += p.reaped_children_pct
+        if pct >= HELPER_WORK_PCT:
+            names = sorted({_kid_name(k) for k, _ in kids if k.info.name})
+            out.append((p, pct, names))
+    return out
+
+
+def _waits_on_helpers(p: ProcSignals) -> bool:
+    """A wait a child process can end: its exit (``waitpid``), a result a pool worker owes,
+    a queue a worker fills (a DataLoader's ``_get_data``) - not a peer, a lock or a port."""
+    wait = p.main_wait
+    return p.main_family in (CHILD, RESULT) or (wait is not None and wait.kind == "queue")
+
+
+def _kid_name(p: ProcSignals) -> str:
+    """A native child by its name (g++, nvcc); a Python one by where it computes."""
+    if p.py_ok and p.hot_label:
+        return f"pid {p.pid} {p.info.name} in `{p.hot_label}`"
+    return p.info.name
+
+
+def working_keys(s: Situation) -> FrozenSet[Tuple[str, int]]:
+    """Processes whose output the verdict measured moving - bytes written, requests
+    answered, a progress log they write, memory growing, children computing for them: the
+    graph's "working" nodes, where chains of waits on them end."""
+    keys = {p.key for p in [*s.writers, *s.answering, *s.growers]}
+    # A parent working through children the capture sees: its chain goes on to them (they
+    # compute); through children already reaped (their CPU in its cutime): it is the work.
+    parents = {(q.key[0], q.info.ppid) for q in s.ctx.procs if not q.dead}
+    keys.update(p.key for p, _, _ in s.helped if (p.key[0], p.pid) not in parents)
+    log_pids = {pid for lg in s.progress_logs for pid in lg.pids}
+    keys.update(p.key for p in s.alive if p.pid in log_pids)
+    return frozenset(keys)
+
+
+def gone_ranks(ctx: Context) -> List[LogDeath]:
+    """Ranks the job's log says died that no live process of the job is (while other ranks
+    live): killed and reaped before diag looked, or dead and not restarted."""
+    ranks = [p for p in ctx.procs if p.rank is not None and not is_rank_helper(p)]
+    live = {p.rank for p in ranks if not p.dead}
+    if not live:
+        return []
+    deaths = log_deaths(ctx.logs, ctx.procs)
+    return [d for d in deaths if d.rank is not None and d.rank not in live]

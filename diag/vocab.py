@@ -1,0 +1,73 @@
+"""The closed sets every stage shares: verdict states, leans, roles, wait families, rule ids.
+
+One definition each, as ``Literal`` types, so mypy strict catches a typo (``"deadlock"`` for
+``"deadlocked"``) anywhere a state, a role or a rule id is written, and the tuples beside them
+list the members for code that iterates (the report's legend, the CLI's ``--fail-on``).
+
+Rule ids are ``Literal`` in the rule table, but a bundle stores them as plain strings: a rule
+renamed or removed later must not make an old bundle unreadable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Tuple, get_args
+
+# What the verdict says about a job, in the order a person reads them.
+VerdictState = Literal["progressing", "slow", "idle", "deadlocked", "exited", "unknown"]
+STATES: Tuple[VerdictState, ...] = get_args(VerdictState)
+
+# How an evidence source leans the verdict: busy-looking but not progressing ("stuck"), real
+# work the CPU view cannot see ("work"), a counter that advanced ("progress").
+Lean = Literal["stuck", "work", "progress"]
+
+# Where a process sits in the job's tree (``ProcessInfo.role``).
+Role = Literal["rank", "launcher", "worker", "helper", "process"]
+
+# What a thread's wait can be ended by (``diag.verdict.waits.FAMILY``): a peer rank, a client
+# of a server, another thread's lock, a child's exit, a timer, a pool's result, SIGCONT, input
+# on stdin, a file lock's holder.
+WaitFamily = Literal[
+    "peer", "serve", "lock", "child", "sleep", "result", "stopped", "stdin", "file-lock"
+]
+
+# The families of the rule table (``diag.verdict.rules``), one module each.
+RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors"]
+
+# The rules of the table, in no particular order (the table's order is in
+# ``diag.verdict.rules.TABLE``).
+RuleId = Literal[
+    "rank_died",
+    "rank_stopped",
+    "log_names_dead_rank",
+    "blocked_on_itself",
+    "answers_requests",
+    "output_moves",
+    "works_silently",
+    "children_work",
+    "calls_itself",
+    "pipe_outlives_child",
+    "waits_on_stopped_outsider",
+    "waits_for_file_lock",
+    "waits_for_nodes_to_join",
+    "collective_laggard",
+    "server_feeds_ranks",
+    "peers_wait",
+    "results_never_come",
+    "lock_cycle",
+    "gpu_spins",
+    "lock_without_door",
+    "log_reports_death",
+    "requests_unanswered",
+    "pipe_full_in_dead_chain",
+    "chains_never_end",
+    "polls_for_stale_lock_file",
+    "waits_for_outside",
+    "pipe_full",
+    "nothing_can_wake",
+]
+RULE_IDS: Tuple[RuleId, ...] = get_args(RuleId)
+
+# How a verdict was reached without a rule: nothing sampled, nothing readable, every process
+# gone. Recorded in ``Verdict.rule`` like a rule id.
+PreRuleId = Literal["no_samples", "nothing_readable", "target_exited"]
+PRE_RULE_IDS: Tuple[PreRuleId, ...] = get_args(PreRuleId)

@@ -1,0 +1,134 @@
+"""The rule table as a spec: its rows, their order, and which row decides every recorded capture.
+
+``tests/golden/rule_table.txt`` lists, for every recorded bundle (samples/bundles/ and
+tests/golden/bundles/: real programs, real servers, scenario recordings), the rule that decided
+and every later rule that would also have matched. A new rule, or a rule moved, shows its effect
+on every known case in this one fast test: regenerate with
+``DIAG_UPDATE_GOLDEN=1 pytest tests/test_rule_table.py`` and review the diff line by line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from diag.bundle.io import load_bundle
+from diag.model import Verdict
+from diag.verdict.classify import classify
+from diag.verdict.rules import TABLE, apply
+from diag.verdict.rules.base import decided
+from diag.vocab import PRE_RULE_IDS, RULE_IDS
+from tests.conftest import REPO
+
+GOLDEN = REPO / "tests" / "golden" / "rule_table.txt"
+UPDATE = os.environ.get("DIAG_UPDATE_GOLDEN") == "1"
+_ROWS = {r.id: r for r in TABLE}
+
+
+def _bundles() -> List[Path]:
+    return sorted((REPO / "samples" / "bundles").glob("*.json")) + sorted(
+        (REPO / "tests" / "golden" / "bundles").glob("*.json")
+    )
+
+
+def _line(name: str, v: Verdict) -> str:
+    also = ", ".join(f"{m.rule} ({m.state})" for m in v.also_matched) or "-"
+    return f"{name}: {v.rule} -> {v.state} | also matched: {also}"
+
+
+def test_rows_are_well_formed() -> None:
+    """One row per rule id, each row's id its function's name and its module its family, one
+    fallback, last."""
+    ids = [r.id for r in TABLE]
+    assert len(ids) == len(set(ids))
+    assert set(ids) == set(RULE_IDS)
+    assert not set(ids) & set(PRE_RULE_IDS)
+    for row in TABLE:
+        assert row.decide.__name__ == row.id
+        assert row.decide.__module__ == f"diag.verdict.rules.{row.family}"
+        assert row.gives, row.id
+        assert row.fallback or row.outranks, f"{row.id}: say why it outranks the rows after it"
+    assert [r.fallback for r in TABLE] == [False] * (len(TABLE) - 1) + [True]
+
+
+def test_a_sentence_must_open_with_its_state() -> None:
+    assert decided("idle", 0.5, "idle: waiting").text == "waiting"
+    with pytest.raises(ValueError):
+        decided("idle", 0.5, "deadlocked: nothing moves")
+
+
+def test_every_recorded_capture_is_decided_as_the_table_says() -> None:
+    lines = []
+    for path in _bundles():
+        verdict = classify(load_bundle(path))
+        assert verdict.rule, path.name
+        assert verdict.summary.startswith(f"{verdict.state}: "), verdict.summary
+        if verdict.rule in _ROWS:
+            gives = _ROWS[verdict.rule].gives | {"unknown"}  # one snapshot: unknown
+            assert verdict.state in gives, (path.name, verdict.rule, verdict.state)
+        assert not verdict.problems, (path.name, verdict.problems)
+        lines.append(_line(path.stem, verdict))
+    text = "\n".join(lines) + "\n"
+    if UPDATE:
+        GOLDEN.write_text(text)
+    assert GOLDEN.exists(), "no golden rule table: DIAG_UPDATE_GOLDEN=1 and review"
+    assert text == GOLDEN.read_text(), "the rule table changed: review, then DIAG_UPDATE_GOLDEN=1"
+
+
+def test_a_rule_that_raises_is_recorded_and_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in one rule costs that rule, not the verdict, and the verdict says so."""
+    import diag.verdict.rules as rules
+
+    first = TABLE[0]
+
+    def broken(s: object) -> None:
+        raise RuntimeError("boom")
+
+    broken.__name__ = first.id
+    table = (rules.Rule(**{**first.__dict__, "decide": broken}), *TABLE[1:])
+    monkeypatch.setattr(rules, "TABLE", table)
+    path = REPO / "samples" / "bundles" / "gloo_rank_dies.json"
+    classify_mod = sys.modules["diag.verdict.classify"]  # the package exports the function
+    monkeypatch.setattr(classify_mod, "apply", lambda s: apply(s, table))
+    verdict = classify_mod.classify(load_bundle(path))
+    assert any("rule rank_died failed" in p and "boom" in p for p in verdict.problems)
+    assert verdict.rule != "rank_died"
+    assert "judged with part of the verdict missing" in verdict.summary
+
+
+def test_a_graph_that_raises_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in the wait-for graph turns off the rules that read it: recorded, not silent."""
+    classify_mod = sys.modules["diag.verdict.classify"]
+
+    def broken(*args: object) -> None:
+        raise KeyError("node")
+
+    monkeypatch.setattr(classify_mod, "wait_graph", broken)
+    verdict = classify_mod.classify(load_bundle(REPO / "samples" / "bundles" / "http_idle.json"))
+    assert verdict.graph is None
+    assert verdict.problems and "the wait-for graph failed: KeyError" in verdict.problems[0]
+    assert "chains_never_end" in verdict.problems[0]
+    assert verdict.state == "idle"
+
+
+def test_the_report_shows_the_deciding_rule_and_the_runners_up() -> None:
+    """The HTML and the Markdown say which rule decided and which later ones matched, with why
+    each was overruled - the verdict's why beyond its sentence."""
+    import msgspec
+
+    from diag.render.build import build_view
+    from diag.render.html import render_html
+    from diag.render.markdown import render_markdown
+
+    bundle = load_bundle(REPO / "samples" / "bundles" / "vllm_engine_sigstop.json")
+    bundle = msgspec.structs.replace(bundle, verdict=classify(bundle))
+    view = build_view(bundle, bundle.verdict, "bundle")
+    md = render_markdown(view)
+    assert "**Decided by** `rank_stopped`; also matched: output_moves → progressing" in md
+    assert "(overruled: a stopped or dead process owes its peers" in md
+    html = render_html(view)
+    assert "decided by <code>rank_stopped</code>; also matched: output_moves" in html
