@@ -9,7 +9,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 import msgspec
 
 from diag.model import Suspect, WaitGraph
-from diag.verdict.graph import (
+from diag.verdict.graph_nodes import (
     OUT_CLIENTS,
     OUT_NETWORK,
     OUT_STDIN,

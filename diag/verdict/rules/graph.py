@@ -8,7 +8,7 @@ from typing import Optional
 
 from diag.model import Suspect, WaitGraph
 from diag.verdict.chains import DEAD_ENDS
-from diag.verdict.graph import (
+from diag.verdict.graph_nodes import (
     OUTSIDE_JOB,
     node_key,
 )
