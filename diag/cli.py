@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import click
 
@@ -23,6 +23,8 @@ from diag.cli_options import (
     slurm_job_option,
 )
 from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _echo(line: str) -> None:
@@ -38,6 +40,11 @@ def _echo_err(line: str) -> None:
     from diag.redact import printable
 
     click.echo(printable(line), err=True)
+
+
+def json_option(help_text: str) -> Callable[[F], F]:
+    """--json: one JSON document on stdout (``diag.commands.machine_json``), nothing else."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
 def _require_no_target(pid: Optional[int], command: Sequence[str]) -> None:
@@ -76,6 +83,7 @@ def cli() -> None:
     "Comma-separated verdicts (e.g. deadlocked,slow) that make capture exit with code 10 "
     "(after writing its outputs)."
 )
+@json_option("Print one JSON document (verdict, suspects, rule, ETA, report paths) on stdout.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def capture(
     pid: Optional[int],
@@ -87,16 +95,29 @@ def capture(
     slurm_job: Optional[int] = None,
     fail_on: Optional[str] = None,
     fr_dirs: Tuple[str, ...] = (),
+    as_json: bool = False,
 ) -> None:
     """Snapshot every process of a job N times and write a JSON bundle.
 
     With `-- CMD ARGS...` diag launches the command, captures it from its first second, and
-    records its exit code (its output is teed to PATH.log).
+    records its exit code (its output is teed to PATH.log). With neither, the one ML job on
+    this host is taken (see `diag ps`).
     """
+    from diag.commands.machine_json import report_outcome_json
     from diag.commands.outcome import report_outcome
     from diag.watch.session import parse_states
 
     fail_states = parse_states(fail_on)
+    if as_json and command:
+        raise click.UsageError(
+            "--json takes --pid (or no target); after a launched capture, "
+            "diag summary --json PATH.json"
+        )
+    finish = report_outcome_json if as_json else report_outcome
+    if pid is None and not command and slurm_job is None:
+        from diag.commands.ps import only_job
+
+        pid = only_job(_echo_err)
     if slurm_job is not None:
         _require_no_target(pid, command)
         from diag.slurm.commands import run_slurm_capture
@@ -104,7 +125,7 @@ def capture(
         merged = run_slurm_capture(
             slurm_job, count=count, interval_s=interval_s, out=out, fr_dirs=fr_dirs
         )
-        report_outcome(merged, merged=True, fail_states=fail_states, out=_echo, err=_echo_err)
+        finish(merged, merged=True, fail_states=fail_states, out=_echo, err=_echo_err)
         return
     if command or pid is None:
         from diag.watch.session import capture_launched, require_one_target
@@ -131,7 +152,7 @@ def capture(
         log_paths=tuple(log_paths),
         fr_dirs=tuple(fr_dirs),
     )
-    report_outcome(result, merged=False, fail_states=fail_states, out=_echo, err=_echo_err)
+    finish(result, merged=False, fail_states=fail_states, out=_echo, err=_echo_err)
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})
@@ -246,12 +267,58 @@ def report(bundle: str, out: Optional[str]) -> None:
 
 @cli.command()
 @click.argument("bundle", type=click.Path(dir_okay=False))
-def summary(bundle: str) -> None:
+@json_option("Print one JSON document (verdict, suspects, rule, ETA, report paths) instead.")
+def summary(bundle: str, as_json: bool = False) -> None:
     """Print a bundle's verdict and per-rank table."""
+    if as_json:
+        from diag.commands.machine_json import summary_json
+
+        click.echo(summary_json(bundle))
+        return
     from diag.commands.report import summary_text
     from diag.redact import printable
 
     click.echo(printable(summary_text(bundle)), nl=False)
+
+
+@cli.command()
+@json_option("Print one JSON document (the jobs, their ranks, ports, GPUs) on stdout.")
+@click.option("--no-gpu", is_flag=True, help="Do not ask NVML which processes hold a GPU.")
+def ps(as_json: bool, no_gpu: bool) -> None:
+    """List the ML jobs on this host (no PID needed), one line each, with the capture command.
+
+    Jobs are process trees with ranks (RANK/LOCAL_RANK), launchers (torchrun, mpirun, vllm
+    serve, sglang.launch_server), framework titles (sglang::, VLLM::, ray::), serving stacks
+    (uvicorn, gunicorn) or GPU processes. Reads /proc only: no stacks, nothing paused.
+    """
+    if as_json:
+        from diag.commands.machine_json import encode
+        from diag.commands.ps import ps_doc, scan
+
+        click.echo(encode(ps_doc(scan(gpu=not no_gpu))))
+        return
+    from diag.commands.ps import run_ps
+
+    run_ps(_echo, _echo_err, gpu=not no_gpu)
+
+
+@cli.command()
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where captures write their reports (default: $TMPDIR/diag-mcp-<uid>).",
+)
+def mcp(out_dir: Optional[str]) -> None:
+    """Serve diag's tools to a coding agent: a Model Context Protocol server over stdio.
+
+    Tools: list_jobs, capture, summary, watch_status (README: registering it with a client).
+    """
+    from pathlib import Path
+
+    from diag.mcp.server import run_mcp
+
+    run_mcp(Path(out_dir) if out_dir else None)
 
 
 @cli.command()

@@ -27,7 +27,11 @@ ALLOWED: Dict[str, Set[str]] = {
     "watch": {BASE, "probes", "collect", "verdict", "render", "commands"},
     "slurm": {BASE, "probes", "collect", "verdict", "render", "commands", "watch"},
     "demo": {BASE, "probes", "collect", "verdict", "render", "commands", "watch"},
-    "cli": {BASE, "probes", "collect", "verdict", "render", "commands", "watch", "slurm", "demo"},
+    "mcp": {BASE, "probes", "collect", "verdict", "render", "commands", "watch"},
+    "cli": {
+        *(BASE, "probes", "collect", "verdict", "render", "commands", "watch", "slurm", "demo"),
+        "mcp",
+    },
 }
 BASE_MODULES = {"diag", "diag.errors", "diag.model", "diag.redact", "diag.secret_patterns"}
 BASE_MODULES |= {"diag.frames", "diag.vocab"}

@@ -1,0 +1,221 @@
+"""The MCP server: four tools over stdio, each a bounded run of diag's own commands.
+
+Why child processes: a capture samples for ``interval x count`` seconds and runs py-spy; a
+summary may load a day-long journal. Each tool runs ``python -m diag ...`` (or
+``diag.mcp.worker``) in a session of its own with a deadline and kills only that child (and
+what it started) when the deadline passes - never the job being diagnosed: no tool signals a
+target, and the capture only reads it, as ``diag capture`` does. ``list_jobs`` runs in the
+server itself: it reads /proc only and answers in milliseconds (NVML, when a driver exists, is
+asked in its own killable worker).
+
+Every answer is the ``--json`` document (``diag.commands.machine_json``), scrubbed by the
+command that made it and once more here (``Redactor.scrub_obj``), so no secret of a target's
+environment or argv reaches the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any, Dict, List, Optional, Sequence
+
+from pydantic import Field  # the MCP SDK's own dependency: tool inputs are validated by it
+
+from diag.errors import EXIT_USAGE, DiagError
+from diag.redact import Redactor
+
+CAPTURE_SLACK_S = 90.0  # py-spy, NVML, writing the reports, on top of interval x count
+SUMMARY_TIMEOUT_S = 120.0
+OUTPUT_MAX_BYTES = 4 << 20  # of a child's stdout kept: one JSON document
+MAX_INTERVAL_S = 60.0
+MAX_COUNT = 20
+MAX_PID = 1 << 22  # the kernel's pid_max ceiling
+
+INSTRUCTIONS = (
+    "diag tells whether a multi-rank ML job (torchrun, SGLang, vLLM, Ray, a serving stack) is "
+    "progressing, slow, idle, deadlocked or exited, and why. Start with list_jobs (no PID "
+    "needed), then capture the job's root pid; for a job under `diag watch`, watch_status "
+    "reads its latest verdict without touching the job. Trust the verdict and its evidence "
+    "over surface signs: a silent log, futex waits, 0% GPU utilisation or 100% CPU alone prove "
+    "nothing - weight loading, compilation and idle servers look exactly like hangs that way. "
+    "Do not kill a job because it looks stuck; the verdict says when killing helps and which "
+    "process to look at. No tool here signals or kills a target."
+)
+LIST_JOBS_DOC = (
+    "List the ML jobs on this host without a PID: process trees with ranks (RANK/LOCAL_RANK), "
+    "launchers (torchrun, mpirun, vllm serve, sglang.launch_server), framework titles "
+    "(sglang::scheduler_TP0, VLLM::EngineCore, ray::), serving stacks (uvicorn, gunicorn) or "
+    "GPU processes. Per job: root_pid (the pid to capture), kind, command (secrets redacted), "
+    "ranks, processes, age_s, listening ports, GPUs, how many processes run/sleep/are stopped "
+    "or zombies, CPU now. A first look only (/proc, no stacks): 'sleeping' and low CPU do NOT "
+    "mean hung, a stopped (T) or zombie (Z) member is worth a capture. Use capture for a "
+    "verdict."
+)
+CAPTURE_DOC = (
+    "Diagnose one job: sample every process of the tree rooted at pid `count` times, "
+    "`interval_s` apart (Python stacks, kernel waits, CPU, I/O, sockets, GPU, logs), and judge "
+    "it. Returns the verdict as JSON: state (progressing/slow/idle/deadlocked/exited), "
+    "confidence, verdict (one sentence with the remedy), rule (the deciding rule), suspects "
+    "(pids, ranks, why), eta_s for a start-up phase, and report paths (HTML/Markdown/JSON "
+    "bundle). Takes about interval_s x count seconds. Read-only: never kills or signals the job "
+    "(py-spy reads stacks). Do not conclude 'deadlocked' from a quiet log or idle GPU - read "
+    "state and the suspects; 'slow' with an ETA means wait. Capture again to see change."
+)
+SUMMARY_DOC = (
+    "Summarise an existing diag bundle (.json) or watch journal (.jsonl) as the same JSON "
+    "verdict document capture returns (judged now if the file has no verdict: "
+    "verdict_source='computed'). Reads the file only. A journal's verdict covers its whole "
+    "span; for what a running watch sees now use watch_status."
+)
+WATCH_STATUS_DOC = (
+    "The latest verdict (and start-up ETA) of a running `diag watch`: pass its report or "
+    "journal path (PATH.html, PATH.json or PATH.jsonl). Reads the report bundle the watch "
+    "rewrites after each sample (the verdict of its recent window) and says how long ago the "
+    "journal grew and whether the watch ended (complete=true). A watch that stopped writing "
+    "is not proof the job stopped. Reads files only; never touches the job."
+)
+
+
+def _fail(message: str) -> Exception:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    return ToolError(" ".join(Redactor().scrub(message).split()))
+
+
+def run_child(argv: Sequence[str], timeout_s: float, cwd: Optional[Path] = None) -> Dict[str, Any]:
+    """Run a diag child; its stdout's one JSON document, scrubbed. A deadline kills the
+    child's own session (diag, its py-spy and NVML worker), nothing else."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=str(cwd) if cwd else None,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise _fail(
+            f"diag did not finish within {timeout_s:.0f} s; the job was not touched"
+        ) from exc
+    text = out[:OUTPUT_MAX_BYTES].decode("utf-8", "replace").strip()
+    if proc.returncode not in (0, 10) or not text:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        raise _fail(lines[-1] if lines else f"diag exited with code {proc.returncode}")
+    try:
+        doc = json.loads(text.splitlines()[-1])
+    except ValueError:
+        raise _fail("diag printed no JSON document") from None
+    scrubbed: Dict[str, Any] = Redactor().scrub_obj(doc)
+    return scrubbed
+
+
+def _diag(*args: str) -> List[str]:
+    return [sys.executable, "-m", "diag", *args]
+
+
+def _existing_file(path: str) -> Path:
+    candidate = Path(path).expanduser()
+    if "\0" in path or not candidate.is_file():
+        raise _fail(f"{path}: no such file (give the path of a diag .json bundle or .jsonl)")
+    return candidate
+
+
+class Tools:
+    """The tools' bodies, plain functions of validated arguments (tested without MCP too)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+
+    def list_jobs(self) -> Dict[str, Any]:
+        from diag.commands.machine_json import encode
+        from diag.commands.ps import ps_doc, scan
+
+        doc: Dict[str, Any] = json.loads(encode(ps_doc(scan())))
+        return doc
+
+    def capture(self, pid: int, interval_s: float, count: int) -> Dict[str, Any]:
+        if not 1 <= pid <= MAX_PID or pid == os.getpid():
+            raise _fail(f"pid {pid}: not a process diag may capture (use list_jobs)")
+        if not 0.0 <= interval_s <= MAX_INTERVAL_S or not 1 <= count <= MAX_COUNT:
+            raise _fail(f"interval_s in [0, {MAX_INTERVAL_S:g}], count in [1, {MAX_COUNT}]")
+        self.out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        args = _diag("capture", "--pid", str(pid), "--interval", f"{interval_s:g}")
+        args += ["--count", str(count), "--json"]
+        return run_child(args, interval_s * count + CAPTURE_SLACK_S, cwd=self.out_dir)
+
+    def summary(self, path: str) -> Dict[str, Any]:
+        bundle = _existing_file(path)
+        return run_child(_diag("summary", "--json", str(bundle)), SUMMARY_TIMEOUT_S)
+
+    def watch_status(self, path: str) -> Dict[str, Any]:
+        stem = Path(path).expanduser().with_suffix("")
+        if not any(stem.with_suffix(ext).is_file() for ext in (".json", ".jsonl")):
+            raise _fail(f"{path}: no watch journal or report bundle there (PATH.jsonl/.json)")
+        argv = [sys.executable, "-m", "diag.mcp.worker", "watch_status", str(stem)]
+        return run_child(argv, SUMMARY_TIMEOUT_S)
+
+
+def default_out_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"diag-mcp-{os.getuid()}"
+
+
+def build_server(out_dir: Optional[Path] = None) -> Any:
+    """The MCPServer with diag's four tools (returned as Any: the SDK is imported lazily, so
+    the rest of diag never pays for it)."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.types import ToolAnnotations
+    except ImportError as exc:
+        raise DiagError(
+            f"the MCP SDK is not installed ({exc})",
+            "pip install 'mcp>=2' into diag's environment (it is a dependency of diag)",
+            EXIT_USAGE,
+        ) from exc
+    from diag import __version__
+
+    tools = Tools(out_dir or default_out_dir())
+    server = MCPServer("diag", version=__version__, instructions=INSTRUCTIONS)
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+
+    @server.tool(description=LIST_JOBS_DOC, annotations=read_only)
+    def list_jobs() -> Dict[str, Any]:
+        return tools.list_jobs()
+
+    @server.tool(description=CAPTURE_DOC, annotations=read_only)
+    def capture(
+        pid: Annotated[int, Field(ge=1, le=MAX_PID, description="root pid from list_jobs")],
+        interval_s: Annotated[float, Field(ge=0.0, le=MAX_INTERVAL_S)] = 2.0,
+        count: Annotated[int, Field(ge=1, le=MAX_COUNT)] = 3,
+    ) -> Dict[str, Any]:
+        return tools.capture(pid, interval_s, count)
+
+    @server.tool(description=SUMMARY_DOC, annotations=read_only)
+    def summary(
+        path: Annotated[str, Field(min_length=1, max_length=4096, description="bundle path")],
+    ) -> Dict[str, Any]:
+        return tools.summary(path)
+
+    @server.tool(description=WATCH_STATUS_DOC, annotations=read_only)
+    def watch_status(
+        path: Annotated[str, Field(min_length=1, max_length=4096, description="watch's PATH")],
+    ) -> Dict[str, Any]:
+        return tools.watch_status(path)
+
+    return server
+
+
+def run_mcp(out_dir: Optional[Path] = None) -> None:
+    """``diag mcp``: serve until the client closes stdin."""
+    build_server(out_dir).run("stdio")
