@@ -1,0 +1,211 @@
+"""Secrets that leak through *how* text reaches diag, not through their form (issue #25).
+
+- a log line cut at ``MAX_LINE_CHARS`` before it was scrubbed (a learned secret straddling
+  the cut), a ``key=\\rVALUE`` whose last ``\\r`` segment alone is kept, colour codes between
+  a key and its value;
+- the launch tee writing a line that never ends in pieces (a secret split across two pieces
+  appears whole in ``PATH.log``);
+- a wrapper that ``export``s a token and ``exec``s the job, a target that rewrites its environ
+  block: the environment must be read again when a PID's exe or environ changes;
+- a secret printed before the process carrying it appears: the journal (and the launch log)
+  written before diag learned it is scrubbed afterwards.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from diag.bundle.io import JournalWriter, load_bundle
+from diag.model import HostInfo, ProbeFailure, Target
+from diag.probes.logs import MAX_LINE_CHARS, LogTracker
+from diag.redact import PLACEHOLDER, Redactor
+from diag.watch.launch import launch
+
+
+def _wait(cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+# -- log lines ------------------------------------------------------------------------------
+
+
+def test_log_lines_are_scrubbed_before_the_cut_the_cr_and_the_colours(tmp_path: Path) -> None:
+    learned = "Learned-" + secrets.token_hex(16)
+    cr, ansi = secrets.token_hex(12), secrets.token_hex(12)
+    straddle = "x" * (MAX_LINE_CHARS - 10) + " " + learned + " tail"
+    log = tmp_path / "job.log"
+    log.write_text(
+        "\n".join(
+            [
+                straddle,
+                f"api_key=\r{cr}",
+                f"\x1b[36mapi_key \x1b[0m= \x1b[35m{ansi}\x1b[0m",
+                "Loading 10%\rLoading 100%",
+                "step 1 loss 2.5",
+            ]
+        )
+        + "\n"
+    )
+    r = Redactor()
+    r.add_secret(learned)
+    (sample,) = LogTracker(r, [str(log)]).sample()
+    text = "\n".join(sample.head + sample.tail)
+    for value in (learned[:20], learned[-20:], cr, ansi):
+        assert value not in text, (value, text)
+    assert "Loading 100%" in sample.tail and "step 1 loss 2.5" in sample.tail
+    assert any(line.endswith("chars]") for line in sample.tail)  # still cut
+
+
+# -- the launch tee -------------------------------------------------------------------------
+
+LONG_LINE = r"""
+import os, sys
+secret, n = sys.argv[1], int(sys.argv[2])
+unit = ('p' * 3 + ' ' + secret + ' ').encode()
+out = b''.join(unit for _ in range(n))
+for i in range(0, len(out), 4093):  # odd-sized writes: pieces end anywhere
+    os.write(1, out[i:i + 4093])
+os.write(1, b' api_key=' + b'k' * 65530 + b' and ' + b'z' * 30)
+os.write(1, b'\n')
+"""
+
+
+def test_launch_tee_never_splits_a_secret_across_pieces(tmp_path: Path) -> None:
+    """A 200 KiB line without newline, a learned secret every 49 characters: whatever the
+    piece boundaries, PATH.log holds no copy of it (nor a half of it next to the other)."""
+    secret = "S3cr" + secrets.token_hex(20)
+    r = Redactor()
+    r.add_secret(secret)
+    log = tmp_path / "run.log"
+    launched = launch(
+        [sys.executable, "-c", LONG_LINE, secret, "4000"],
+        log,
+        scrub=r.scrub,
+        terminal_out=io.BytesIO(),
+        terminal_err=io.BytesIO(),
+    )
+    launched.wait(30)
+    launched.close()
+    data = log.read_text()
+    assert secret not in data and secret[:12] not in data and secret[-12:] not in data
+    assert data.count(PLACEHOLDER) >= 4000
+    assert data.endswith(" and " + "z" * 30 + "\n")
+
+
+# -- the environment read again -------------------------------------------------------------
+
+EXEC_LATER = r"""
+import os, sys, time
+value, ready, go = sys.argv[1], sys.argv[2], sys.argv[3]
+open(ready, 'w').close()
+while not os.path.exists(go):
+    time.sleep(0.02)
+env = dict(os.environ, HF_TOKEN=value)
+os.execve('/bin/sleep', ['sleep', '60'], env)
+"""
+
+REWRITE_ENVIRON = r"""
+import ctypes, os, sys, time
+value, ready, go = sys.argv[1], sys.argv[2], sys.argv[3]
+open(ready, 'w').close()
+while not os.path.exists(go):
+    time.sleep(0.02)
+fields = open('/proc/self/stat').read().rsplit(')', 1)[1].split()
+env_start, env_end = int(fields[47]), int(fields[48])
+block = ('HF_TOKEN=' + value).encode() + b'\0'
+block += b'\0' * (env_end - env_start - len(block))
+ctypes.memmove(env_start, block, len(block))
+open(go + '.done', 'w').close()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("program", [EXEC_LATER, REWRITE_ENVIRON], ids=["exec", "rewrite"])
+def test_environment_is_read_again_after_exec_or_rewrite(tmp_path: Path, program: str) -> None:
+    from diag.collect.collector import Collector
+
+    value = "tok-" + secrets.token_hex(20)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin"), "RANK": "0", "PAD": "p" * 200}
+    proc = subprocess.Popen([sys.executable, "-c", program, value, str(ready), str(go)], env=env)
+    collector = Collector(proc.pid, workers=0)
+    try:
+        assert _wait(ready.exists)
+        collector.take_sample(0)
+        assert collector.redactor.scrub(value) == value  # not known yet
+        go.touch()
+        changed = _wait(
+            lambda: (
+                Path(f"{go}.done").exists()
+                or os.readlink(f"/proc/{proc.pid}/exe") == os.path.realpath("/bin/sleep")
+            )
+        )
+        assert changed
+        collector.take_sample(1)
+        assert collector.redactor.scrub(f"x {value} y") == f"x {PLACEHOLDER} y"
+    finally:
+        collector.close()
+        proc.kill()
+        proc.wait()
+
+
+# -- written before it was learned ----------------------------------------------------------
+
+
+def test_journal_is_scrubbed_of_a_secret_learned_after_it_was_written(tmp_path: Path) -> None:
+    secret = "late-" + secrets.token_hex(16)
+    r = Redactor()
+    path = tmp_path / "run.jsonl"
+    journal = JournalWriter(path, scrub=r.scrub_bytes)
+    failure = ProbeFailure(probe="logs", reason=f"a line said {secret}")
+    journal.header(HostInfo(), Target(), 1.0, failures=(failure,))
+    assert secret in path.read_text()  # not known when written
+    r.add_secret(secret)  # a worker carrying it appeared
+    journal.end(None, None)
+    journal.close()
+    text = path.read_text()
+    assert secret not in text and PLACEHOLDER in text
+    assert load_bundle(path).complete
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+PRINT_FIRST = r"""
+import sys, time
+print('the token is', sys.argv[1], flush=True)
+print('more ' + 'x' * 100, flush=True)
+"""
+
+
+def test_launch_log_is_scrubbed_of_a_secret_learned_after_it_was_printed(tmp_path: Path) -> None:
+    secret = "late-" + secrets.token_hex(16)
+    r = Redactor()
+    mark = r.mark()
+    log = tmp_path / "run.log"
+    launched = launch(
+        [sys.executable, "-c", PRINT_FIRST, secret],
+        log,
+        scrub=r.scrub,
+        terminal_out=io.BytesIO(),
+        terminal_err=io.BytesIO(),
+        rescrub=lambda data: r.rescrub_bytes(data, mark),
+    )
+    launched.wait(30)
+    launched.drain()
+    r.add_secret(secret)
+    launched.close()
+    text = log.read_text()
+    assert secret not in text and f"the token is {PLACEHOLDER}" in text
