@@ -128,7 +128,15 @@ def _record(entry: Mapping[str, Any]) -> CollectiveRecord:
         is_p2p=p2p,
         created_s=created_ns / 1e9 if created_ns else None,
         sizes=json.dumps(sizes, separators=(",", ":"))[:120] if sizes else "",
+        duration_ms=_duration_ms(entry.get("duration_ms")),
     )
+
+
+def _duration_ms(value: Any) -> Optional[float]:
+    """NCCL's measured duration (timing on); None when absent, negative or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 <= value < 1e9 else None
 
 
 def summarize_dump(

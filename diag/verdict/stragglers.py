@@ -1,0 +1,307 @@
+"""Who the ranks wait for: the straggler analysis of a multi-rank job that progresses or is slow.
+
+A data-parallel job whose ranks all progress can still run at the pace of one of them: the
+rank that computes longest per step makes every other rank wait for it in each all-reduce.
+Nothing is stuck, so no deadlock rule names it, yet it is the most useful name at scale
+(NVIDIA's straggler scores, ByteRobust's outlier groups). Here each rank's share of the samples
+is counted - its main thread in a peer wait (a collective, a barrier, a c10d store) versus
+computing - beside its main thread's CPU and, where a Flight Recorder dump exists, how late it
+enqueues collectives and how long they last on its device.
+
+The rank the others wait for computes in most samples at a CPU well above theirs while they
+are seen waiting on their peers. Both must hold: with three samples a share alone is noise
+(a balanced job's ranks may each be caught in a different phase), a CPU gap alone may be a
+rank doing extra work nobody waits for. A job with no such outlier names none, and says so.
+
+Pure: reads the bundle's samples and the participants' features; one pass over the samples,
+so it stays cheap at 4,096 ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from diag.model import (
+    Bundle,
+    ProcessSample,
+    RankCollectives,
+    RankLoad,
+    StragglerBasis,
+    Stragglers,
+    ThreadSample,
+)
+from diag.text.units import rank_set
+from diag.verdict.features import ProcSignals
+from diag.verdict.thread_wait import NATIVE_PEER_LABEL, rank_wait
+from diag.verdict.waits import PEER, family, short_name
+
+MAX_RANK_LOADS = 64  # rank rows kept in the verdict: the stragglers first, then the least idle
+STRAGGLER_COMPUTE_SHARE = 0.6  # the straggler computes in at least this share of its samples
+STRAGGLER_WAIT_SHARE = 0.34  # ... and waits on its peers in at most this share
+STRAGGLER_MAIN_CPU_PCT = 5.0  # ... with its main thread on a CPU at least this much
+WAITER_WAIT_SHARE = 0.3  # the others' median peer-wait share, at least
+# The straggler's main-thread CPU over the others' median, at least: a ratio, not a gap in
+# points, because on a shared host every rank gets a fraction of a core and the ratio holds.
+CPU_RATIO = 2.0
+CPU_GAP_PCT = 3.0  # ... and this many points of a core above it (not rounding noise)
+FR_LAG_MIN_MS = 20.0  # Flight Recorder: a straggler enqueues this much later on average
+FR_LAG_RATIO = 3.0  # ... and this many times the other ranks' median lag
+
+
+@dataclass
+class _Tally:
+    """One rank's counts while the samples are read."""
+
+    proc: ProcSignals
+    samples: int = 0
+    peer: int = 0
+    compute: int = 0
+    ops: Dict[str, int] = field(default_factory=dict)
+    first: Optional[Tuple[float, int]] = None  # (t_s, main-thread ticks)
+    last: Optional[Tuple[float, int]] = None
+
+
+def _main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
+    for t in ps.threads:
+        if t.tid == ps.pid:
+            return t
+    return ps.threads[0] if ps.threads else None
+
+
+def _tally(bundle: Bundle, ranks: Sequence[ProcSignals]) -> List[_Tally]:
+    tallies = {p.key: _Tally(p) for p in ranks}
+    for sample in bundle.samples:
+        for ps in sample.processes:
+            tally = tallies.get((ps.host, ps.pid))
+            if tally is None or ps.status != "alive":
+                continue
+            main = _main_thread(ps)
+            if main is None:
+                continue
+            tally.samples += 1
+            tw = rank_wait(bundle, tally.proc.info, main)
+            if family(tw.kind) == PEER:
+                tally.peer += 1
+                if tw.label != NATIVE_PEER_LABEL:  # a c10d store, or a C call py-spy can't name
+                    op = f"`{short_name(tw.label)}`"
+                    tally.ops[op] = tally.ops.get(op, 0) + 1
+            elif tw.kind is None:
+                tally.compute += 1
+            point = (ps.t_s or sample.t_s, main.utime_ticks + main.stime_ticks)
+            tally.first = tally.first or point
+            tally.last = point
+    return list(tallies.values())
+
+
+def _main_cpu_pct(tally: _Tally, clk: int) -> float:
+    if tally.first is None or tally.last is None or tally.last[0] <= tally.first[0]:
+        return 0.0
+    ticks = max(0, tally.last[1] - tally.first[1])
+    return ticks * 100.0 / clk / (tally.last[0] - tally.first[0])
+
+
+def _fr_figures(
+    records: Sequence[RankCollectives],
+) -> Dict[int, Tuple[Optional[int], Optional[float], Optional[float]]]:
+    """rank -> (last sequence id, mean enqueue lag in ms, mean device duration in ms).
+
+    The lag of one collective is how long after the first rank this rank enqueued it; only
+    ranks on one host compare clocks (a merged bundle's hosts are skewed)."""
+    last: Dict[int, int] = {}
+    created: Dict[Tuple[str, int], Dict[int, float]] = {}
+    durations: Dict[int, List[float]] = {}
+    hosts = {rec.host for rec in records}
+    for rec in records:
+        seqs = [c.seq for c in rec.recent if not c.is_p2p]
+        top = rec.last_enqueued_seq if rec.last_enqueued_seq is not None else max(seqs, default=0)
+        last[rec.rank] = max(last.get(rec.rank, 0), top)
+        for c in rec.recent:
+            if c.is_p2p:
+                continue
+            if c.created_s is not None and len(hosts) == 1:
+                created.setdefault((rec.pg, c.seq), {})[rec.rank] = c.created_s
+            if c.duration_ms is not None:
+                durations.setdefault(rec.rank, []).append(c.duration_ms)
+    lags: Dict[int, List[float]] = {}
+    for by_rank in created.values():
+        if len(by_rank) < 2:
+            continue
+        first = min(by_rank.values())
+        for rank, t_s in by_rank.items():
+            lags.setdefault(rank, []).append((t_s - first) * 1000.0)
+    out: Dict[int, Tuple[Optional[int], Optional[float], Optional[float]]] = {}
+    for rank in last:
+        lag = lags.get(rank)
+        dur = durations.get(rank)
+        out[rank] = (
+            last[rank],
+            sum(lag) / len(lag) if lag else None,
+            sum(dur) / len(dur) if dur else None,
+        )
+    return out
+
+
+def rank_loads(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankLoad]:
+    """One ``RankLoad`` per live rank seen in two samples or more, in rank order."""
+    ranks = [p for p in procs if p.rank is not None and not p.dead]
+    clk = bundle.host.clk_tck or 100
+    fr = _fr_figures(bundle.collectives)
+    out: List[RankLoad] = []
+    for tally in _tally(bundle, ranks):
+        p = tally.proc
+        if tally.samples < 2 or p.rank is None:
+            continue
+        last_seq, lag, dur = fr.get(p.rank, (None, None, None))
+        op = max(tally.ops, key=lambda k: tally.ops[k]) if tally.ops else ""
+        out.append(
+            RankLoad(
+                rank=p.rank,
+                pid=p.pid,
+                host=p.key[0],
+                samples=tally.samples,
+                peer_wait_samples=tally.peer,
+                compute_samples=tally.compute,
+                wait_op=op,
+                main_cpu_pct=round(_main_cpu_pct(tally, clk), 1),
+                cpu_pct=round(p.cpu_pct, 1),
+                fr_last_seq=last_seq,
+                fr_enqueue_lag_ms=None if lag is None else round(lag, 1),
+                fr_duration_ms=None if dur is None else round(dur, 1),
+            )
+        )
+    out.sort(key=lambda r: (r.rank, r.host))
+    return out
+
+
+def _by_samples(loads: Sequence[RankLoad]) -> List[RankLoad]:
+    """The ranks that compute while the others wait on them (empty: no outlier)."""
+    cands = [
+        r
+        for r in loads
+        if r.compute_share >= STRAGGLER_COMPUTE_SHARE
+        and r.peer_wait_share <= STRAGGLER_WAIT_SHARE
+        and r.main_cpu_pct >= STRAGGLER_MAIN_CPU_PCT
+    ]
+    if not cands or len(cands) > max(1, len(loads) // 4):
+        return []
+    others = [r for r in loads if r not in cands]
+    if median(r.peer_wait_share for r in others) < WAITER_WAIT_SHARE:
+        return []
+    others_cpu = median(r.main_cpu_pct for r in others)
+    picked = [
+        r
+        for r in cands
+        if r.main_cpu_pct >= others_cpu * CPU_RATIO and r.main_cpu_pct - others_cpu >= CPU_GAP_PCT
+    ]
+    return picked if len(picked) == len(cands) else []
+
+
+def _by_flight_recorder(loads: Sequence[RankLoad]) -> List[RankLoad]:
+    """The rank that enqueues its collectives well after the others (same host clock)."""
+    timed = [r for r in loads if r.fr_enqueue_lag_ms is not None]
+    if len(timed) < 2:
+        return []
+    worst = max(timed, key=lambda r: r.fr_enqueue_lag_ms or 0.0)
+    rest = median((r.fr_enqueue_lag_ms or 0.0) for r in timed if r is not worst)
+    lag = worst.fr_enqueue_lag_ms or 0.0
+    if lag >= FR_LAG_MIN_MS and lag >= rest * FR_LAG_RATIO:
+        return [worst]
+    return []
+
+
+def _pct_span(values: Sequence[float]) -> str:
+    lo, hi = round(min(values)), round(max(values))
+    return f"{lo} %" if lo == hi else f"{lo}-{hi} %"
+
+
+def _who(loads: Sequence[RankLoad]) -> str:
+    """ "rank 2", "ranks 0, 1, 3", with the node in a merged bundle when they share one."""
+    text = rank_set(r.rank for r in loads)
+    hosts = sorted({r.host for r in loads if r.host})
+    return f"{text} on {hosts[0]}" if len(hosts) == 1 else text
+
+
+def _waiters_text(others: Sequence[RankLoad]) -> str:
+    ops: Dict[str, int] = {}
+    for r in others:
+        if r.wait_op:
+            ops[r.wait_op] = ops.get(r.wait_op, 0) + 1
+    op = f" in {max(ops, key=lambda k: ops[k])}" if ops else ""
+    shares = [r.peer_wait_share * 100 for r in others]
+    cpus = [r.main_cpu_pct for r in others]
+    who = rank_set(r.rank for r in others)
+    return (
+        f"{who} wait for it{op} {_pct_span(shares)} of the samples "
+        f"(main thread {_pct_span(cpus)} of a core)"
+    )
+
+
+def _sample_summary(slow: Sequence[RankLoad], others: Sequence[RankLoad]) -> str:
+    shares = [r.compute_share * 100 for r in slow]
+    cpus = [r.main_cpu_pct for r in slow]
+    verb = "computes" if len(slow) == 1 else "compute"
+    return (
+        f"straggler: {_who(slow)} {verb} {_pct_span(shares)} of the samples (main thread "
+        f"{_pct_span(cpus)} of a core); {_waiters_text(others)}"
+    )
+
+
+def _fr_summary(slow: RankLoad, others: Sequence[RankLoad]) -> str:
+    lags = [r.fr_enqueue_lag_ms or 0.0 for r in others]
+    text = (
+        f"straggler: {_who([slow])} enqueues its collectives {slow.fr_enqueue_lag_ms:.0f} ms "
+        f"after the first rank on average (Flight Recorder; {rank_set(r.rank for r in others)}: "
+        f"{min(lags):.0f}-{max(lags):.0f} ms)"
+    )
+    durs = [r.fr_duration_ms for r in others if r.fr_duration_ms is not None]
+    if durs and slow.fr_duration_ms is not None:
+        text += (
+            f"; the others wait for it inside the collective ({min(durs):.0f}-{max(durs):.0f} ms "
+            f"each, its own {slow.fr_duration_ms:.0f} ms)"
+        )
+    return text
+
+
+def _none_summary(loads: Sequence[RankLoad]) -> str:
+    shares = [r.peer_wait_share * 100 for r in loads]
+    cpus = [r.main_cpu_pct for r in loads]
+    return (
+        f"no straggler: {rank_set(r.rank for r in loads)} wait on their peers "
+        f"{_pct_span(shares)} of the samples alike (main threads {_pct_span(cpus)} of a core)"
+    )
+
+
+def _kept(loads: Sequence[RankLoad], slow: Sequence[RankLoad]) -> Tuple[RankLoad, ...]:
+    """The stragglers first, then the ranks that wait least: the rows worth a look."""
+    rest = sorted((r for r in loads if r not in slow), key=lambda r: (r.peer_wait_share, r.rank))
+    return tuple([*slow, *rest][:MAX_RANK_LOADS])
+
+
+def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Stragglers]:
+    """The analysis for a job of two ranks or more seen in two samples; None otherwise."""
+    loads = rank_loads(bundle, procs)
+    if len(loads) < 2:
+        return None
+    kind: StragglerBasis = "samples"
+    slow = _by_samples(loads)
+    if not slow:
+        slow, kind = _by_flight_recorder(loads), "flight-recorder"
+    others = [r for r in loads if r not in slow]
+    if not slow:
+        summary, kind = _none_summary(loads), "none"
+    elif kind == "samples":
+        summary = _sample_summary(slow, others)
+    else:
+        summary = _fr_summary(slow[0], others)
+    multi_host = len({r.host for r in loads}) > 1
+    kept = _kept(loads, slow)
+    return Stragglers(
+        ranks=kept,
+        ranks_more=len(loads) - len(kept),
+        suspects=tuple(r.rank for r in slow),
+        suspect_hosts=tuple(sorted({r.host for r in slow})) if multi_host else (),
+        summary=summary,
+        basis=kind,
+    )
