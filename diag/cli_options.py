@@ -51,8 +51,30 @@ def _regular_logs(
     return paths
 
 
+def _no_boost(ctx: click.Context, _param: click.Parameter, off: bool) -> None:
+    """--no-boost: every Collector of this run samples at the normal priority (see
+    ``diag.collect.priority``). Passed as ``DIAG_NO_BOOST`` so it reaches them all - capture,
+    watch, a launched command's, Slurm nodes (srun passes the environment) - and put back
+    when the command ends."""
+    import os
+
+    if not off:
+        return
+    before = os.environ.get("DIAG_NO_BOOST")
+    os.environ["DIAG_NO_BOOST"] = "1"
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop("DIAG_NO_BOOST", None)
+        else:
+            os.environ["DIAG_NO_BOOST"] = before
+
+    ctx.call_on_close(restore)
+
+
 def job_options(command: Command) -> Command:
-    """--pid, --log and --fr-dir: how capture and watch find a job and its evidence."""
+    """--pid, --log, --fr-dir and --no-boost: how capture and watch find a job and its
+    evidence, and whether they may raise their priority while sampling."""
     for option in reversed(
         (
             click.option(
@@ -73,6 +95,15 @@ def job_options(command: Command) -> Command:
                 type=click.Path(file_okay=False),
                 help="Directory of PyTorch Flight Recorder dumps (<prefix><rank>) to read, "
                 "besides the ranks' TORCH_FR_DUMP_TEMP_FILE prefixes.",
+            ),
+            click.option(
+                "--no-boost",
+                is_flag=True,
+                expose_value=False,
+                callback=_no_boost,
+                help="Sample at the normal priority. By default, where it has the privilege, "
+                "diag raises its priority for each sample's short burst only (its workers "
+                "real-time, bounded; itself nice -10) to get a verdict on a busy host.",
             ),
         )
     ):

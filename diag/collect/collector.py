@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Se
 
 import msgspec
 
+from diag.collect.priority import Boost, BoostPolicy, Burst, policy_from_env
 from diag.collect.process_table import ProcessTable
 from diag.collect.process_work import ProcessReader, ProcessWork
 from diag.collect.round_records import RoundRecords, StackBook, StackOutcome
@@ -82,6 +83,10 @@ T = TypeVar("T")
 # The per-process reads get the probe timeout themselves (py-spy kills its subprocess on it);
 # the workers' deadline is a little longer, so a read's own timeout is the one recorded.
 _STACKS_GRACE_S = 2.0
+# What a lean sample skips (``take_sample(lean=True)``): each process's open big files, the
+# host scan for holders outside the job of an end a thread waits on, and /proc/locks. The
+# verdict reads these from the first and last samples (files) or the latest that has them.
+OPTIONAL_PROBES: Tuple[str, ...] = ("open_files", "fd_holders", "file_locks")
 
 
 class SampleDelta(NamedTuple):
@@ -103,6 +108,7 @@ class Collector:
         extra_roots: Sequence[int] = (),
         stack_reader: str = "auto",
         workers: Optional[int] = None,
+        boost: Optional[BoostPolicy] = None,
     ) -> None:
         self.root_pid = root_pid
         # More tops of the same job, sampled as one tree (a Slurm node: the batch script and
@@ -150,6 +156,8 @@ class Collector:
         self.ras_probe = RasProbe(timeout_s=probe_timeout_s, scrub=self.redactor.scrub)
         # Holders outside the job of a pipe/fifo/unix end a thread waits on, by inode.
         self._holders = HolderCache()
+        # Each sample's burst runs at a raised priority where diag may (``collect.priority``).
+        self.boost = Boost(boost if boost is not None else policy_from_env())
 
     def close(self) -> None:
         """Release what outlives a sample (the NVML worker process); idempotent. Every user
@@ -214,7 +222,7 @@ class Collector:
 
     # -- the round ---------------------------------------------------------------------------
 
-    def _jobs(self, live: List[int]) -> List[ProcessWork]:
+    def _jobs(self, live: List[int], lean: bool) -> List[ProcessWork]:
         out = []
         for pid in live:
             out.append(
@@ -223,11 +231,30 @@ class Collector:
                     stacks=bool(self.pyspy) and pid not in self._exit_codes,
                     quiet=self._book.key(pid),
                     identity=pid not in self.processes,
+                    lean=lean,
                 )
             )
         return out
 
-    def take_sample(self, index: int) -> SampleDelta:
+    def take_sample(self, index: int, *, late_s: float = 0.0, lean: bool = False) -> SampleDelta:
+        """One sample, as a burst at a raised priority (``collect.priority``). ``late_s``: how
+        long after its scheduled time it starts (recorded); ``lean``: skip the optional probes
+        (``OPTIONAL_PROBES``, recorded as skipped) - the caller asks for it when a sample runs
+        late on a saturated host, for samples the verdict does not read them from."""
+        with self.boost.burst() as burst:
+            delta = self._take_sample(index, burst, lean)
+            boost = burst.label
+        if late_s or lean or boost:
+            sample = msgspec.structs.replace(
+                delta.sample,
+                late_s=round(late_s, 4),
+                skipped_probes=OPTIONAL_PROBES if lean else (),
+                boost=boost,
+            )
+            delta = delta._replace(sample=sample)
+        return delta
+
+    def _take_sample(self, index: int, burst: Burst, lean: bool) -> SampleDelta:
         t0 = time.time()
         started = time.monotonic()
         walked = self._tree()
@@ -237,8 +264,9 @@ class Collector:
         # is handed to the workers now, and discovery waits for what identifies them; without
         # workers it is all done in one thread of this process (``diag.collect.shards``).
         self._shards.start(tree)
+        burst.add_workers(self._shards.worker_pids)
         weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
-        pending = self._shards.submit(self._jobs(tree), weights)
+        pending = self._shards.submit(self._jobs(tree, lean), weights)
         timeout_s = self.probe_timeout_s
         known: Dict[int, Identity] = {}
         if pending.workers:
@@ -316,8 +344,8 @@ class Collector:
                     served_more=view.served_more,
                 )
             )
-        samples, fd_holders, fd_note = self._with_fd_ends(samples, ports, rec, tree)
-        file_locks, file_locks_note = self._file_locks(samples, rec)
+        samples, fd_holders, fd_note = self._with_fd_ends(samples, ports, rec, tree, lean)
+        file_locks, file_locks_note = self._file_locks(samples, rec) if not lean else ((), "")
         for pid in gone:
             samples.append(
                 ProcessSample(
@@ -358,6 +386,7 @@ class Collector:
         views: Dict[int, SocketView],
         rec: RoundRecords,
         tree: Sequence[int],
+        lean: bool = False,
     ) -> Tuple[List[ProcessSample], Tuple[FdHolder, ...], str]:
         """The pipe/fifo/socket ends of each process (``probes.fd_ends``, from the sockets
         probe's readlink pass and the threads' blocked fds), then - only when a thread waits
@@ -390,7 +419,7 @@ class Collector:
             },
             {pid: [link for _, link in j.links.links] for pid, j in job.items()},
         )
-        if not wanted:
+        if not wanted or lean:  # lean: the host scan is an optional probe
             return samples, (), ""
         scan = partial(self._holders.holders, self.procfs, wanted, tree)
         found = self._run_one("fd_holders", scan, rec)

@@ -68,6 +68,7 @@ class ProcessWork(msgspec.Struct, frozen=True):
     identity: bool = False  # a process not seen before: read what identifies it too
     # For a worker: "work" (the reads) or "identity" (only what identifies it, answered first).
     task: str = "work"
+    lean: bool = False  # a late sample: skip the optional open-files read
 
 
 class ProcessResult(msgspec.Struct, frozen=True):
@@ -105,7 +106,7 @@ class ProcessReader:
         self.timeout_s = timeout_s
         self.exit_codes: Dict[int, Optional[int]] = {}
 
-    def read_proc(self, pid: int) -> ProcessSample:
+    def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
         t_s = time.time()
         try:
             res = read_resources(self.procfs, pid, self.page_size_bytes)
@@ -131,7 +132,7 @@ class ProcessReader:
             io=res.io,
             threads=() if zombie else read_threads(self.procfs, pid, self.machine),
             exit_code=self.exit_codes.get(pid),
-            open_files=() if zombie else self._open_files(pid),
+            open_files=() if zombie or not open_files else self._open_files(pid),
         )
 
     def _open_files(self, pid: int) -> Tuple[OpenFile, ...]:
@@ -215,7 +216,7 @@ class ProcessReader:
         """Both reads of one process; a failed /proc read is reported, never raised."""
         started = time.monotonic()
         try:
-            sample: Optional[ProcessSample] = self.read_proc(job.pid)
+            sample: Optional[ProcessSample] = self.read_proc(job.pid, not job.lean)
             error = None
         except Exception as exc:  # the runner's rule: a probe's failure is a record
             sample, error = None, f"{type(exc).__name__}: {exc}"

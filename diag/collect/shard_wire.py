@@ -19,6 +19,7 @@ from typing import List, Optional, Tuple
 
 import msgspec
 
+from diag.collect.priority import demote_self
 from diag.collect.process_work import ProcessReader, ProcessResult, ProcessWork
 
 _HEADER = struct.Struct("<I")  # an answer's length
@@ -100,6 +101,8 @@ def serve(reader: ProcessReader, tickets: int, board: int, answers: int) -> None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
+    # A real-time burst's bound ran out (``collect.priority``, RLIMIT_RTTIME): back to normal.
+    signal.signal(signal.SIGXCPU, demote_self)
     keep = sorted({0, 1, 2, tickets, board, answers})
     for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
         os.closerange(low + 1, high)

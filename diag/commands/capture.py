@@ -68,16 +68,19 @@ def sample_series(
     started_s = time.time()
     samples: List[Sample] = []
     index = 0
+    first = 0.0  # time.monotonic() of the first sample: sample i is due at first + i x interval
     try:
         while count <= 0 or index < count:
             if index:
-                stop.wait(max(0.0, interval_s - (time.time() - samples[-1].t_s)))
+                stop.wait(max(0.0, first + index * interval_s - time.monotonic()))
             if stop.is_set() or (duration_s and time.time() - started_s >= duration_s):
                 break
             alive = collector.alive()
             if not alive and not samples:
                 break
-            samples.append(collector.take_sample(index).sample)
+            late_s, lean = _lateness(index, count, interval_s, first)
+            first = first or time.monotonic()
+            samples.append(collector.take_sample(index, late_s=late_s, lean=lean).sample)
             if on_sample is not None:
                 on_sample(samples[-1])
             index += 1
@@ -90,6 +93,22 @@ def sample_series(
     finally:
         collector.close()  # the NVML worker must not outlive the sampling
     return Series(samples, False)
+
+
+# A sample that starts this long after it was due (a share of the interval, or 0.25 s if more)
+# ran late: a busy host. The next ones keep their schedule - a late sample never delays them -
+# and one that is neither first nor last skips the optional probes (``Collector.take_sample``).
+LATE_SHARE = 0.1
+LATE_MIN_S = 0.25
+
+
+def _lateness(index: int, count: int, interval_s: float, first: float) -> Tuple[float, bool]:
+    """How late sample ``index`` starts (seconds after it was due), and whether it is lean."""
+    if not index:
+        return 0.0, False
+    late_s = max(0.0, time.monotonic() - (first + index * interval_s))
+    late = late_s > max(LATE_SHARE * interval_s, LATE_MIN_S)
+    return late_s, late and (count <= 0 or index < count - 1)
 
 
 def captured_bundle(
