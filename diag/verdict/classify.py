@@ -44,7 +44,7 @@ from diag.verdict.progress import log_growth
 from diag.verdict.rules import TABLE, Outcome, apply
 from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
-from diag.verdict.startup import with_startup
+from diag.verdict.startup import startup_parts
 from diag.vocab import PreRuleId, VerdictState
 
 # The evidence sources beyond CPU, stacks, I/O and logs, run in this order (a new source is
@@ -91,8 +91,7 @@ def classify(bundle: Bundle) -> Verdict:
         skipped = [r.id for r in TABLE if "graph" in r.needs]
         problems = (f"{graph_problem}; judged without it (rules skipped: {', '.join(skipped)})",)
         problems += outcome.problems
-    verdict = _qualified(ctx, situation, outcome, findings, graph, problems)
-    return with_startup(verdict, bundle, procs)  # startup phases, ETA, timeout warnings
+    return _qualified(ctx, situation, outcome, findings, graph, problems)
 
 
 def _with_graph(s: Situation, graph: Optional[WaitGraph]) -> Situation:
@@ -160,6 +159,8 @@ def _qualified(
         confidence *= 0.85
     if parts and not any(p.py_ok for p in parts):
         confidence *= 0.8
+    startup = startup_parts(state, ctx.bundle, ctx.procs)  # phases, ETA, timeout warnings
+    text += startup.tail
     if problems:
         text += " (judged with part of the verdict missing: see its problems)"
     return Verdict(
@@ -170,7 +171,8 @@ def _qualified(
         suspects=dedupe(suspects),
         classes=s.classes if isinstance(s.classes, tuple) else tuple(s.classes),
         graph=graph,  # who waits on whom: diag.verdict.graph
-        warnings=warnings,
+        warnings=warnings + startup.warnings,
+        phases=startup.phases,
         rule=outcome.rule.id,
         also_matched=outcome.also,
         problems=problems,

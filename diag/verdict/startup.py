@@ -39,188 +39,40 @@ import msgspec
 from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase, Verdict
 from diag.text.units import size
 from diag.verdict.features import ProcSignals, frames_of
+from diag.verdict.startup_signs import (
+    _COMPILE_FILES,
+    _COMPILE_LOG,
+    _COMPILE_NAMES,
+    _CONVERT_NAMES,
+    _CONVERT_PREFIXES,
+    _DOWNLOAD_NAMES,
+    _INIT_NAMES,
+    _LOADER_NAMES,
+    _LOG_SUFFIXES,
+    _NOT_CONVERT,
+    _WARMUP_LOG,
+    _WARMUP_NAMES,
+    COMPILERS,
+    COMPILING,
+    CONVERTING,
+    DOWNLOADING,
+    INIT_COMM,
+    LOADING,
+    MIN_MOVE_BYTES,
+    SERVING,
+    STARTUP_PHASES,
+    WAITING,
+    WARMUP,
+    Tqdm,
+    _done,
+    eta_words,
+    is_weights,
+    last_tqdm,
+    shard_of,
+)
+from diag.verdict.startup_timeouts import Timeout, _hang_tail, _load_warnings, timeouts_of
 from diag.verdict.waits import PEER, SERVE, short_name
-
-LOADING = "loading weights"
-CONVERTING = "converting weights"
-COMPILING = "compiling"
-INIT_COMM = "initialising communication"
-DOWNLOADING = "downloading"
-WARMUP = "warming up"
-SERVING = "serving"
-WAITING = "waiting"
-# The phases of a starting job (serving and waiting are context beside them).
-STARTUP_PHASES = (LOADING, CONVERTING, COMPILING, INIT_COMM, DOWNLOADING, WARMUP)
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npz", ".h5")
-_LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".jsonl", ".csv")
-_SHARD_RE = re.compile(r"-(\d{1,6})-of-(\d{1,6})\.[A-Za-z0-9]+$")
-MIN_MOVE_BYTES = 1 << 20  # less than this over the capture is no progress
-
-_LOADER_NAMES = frozenset(
-    {
-        "load_state_dict",
-        "from_pretrained",
-        "load_weights",
-        "load_checkpoint",
-        "load_file",
-        "safe_load_file",
-        "safetensors_weights_iterator",
-        "pt_weights_iterator",
-        "load_shard_file",
-        "_load_state_dict_into_meta_model",
-        "_load_pretrained_model",
-        "convert_and_load_state_dict_in_model",
-        "load_model",
-    }
-)
-_CONVERT_PREFIXES = ("dequant", "_dequant", "quantize", "_quantize", "requantize", "convert_")
-_CONVERT_NAMES = frozenset({"process_weights_after_loading"})
-_NOT_CONVERT = frozenset({"convert_and_load_state_dict_in_model"})
-_COMPILE_FILES = (
-    "torch/_dynamo/convert_frame.py",
-    "torch/_dynamo/symbolic_convert.py",
-    "torch/_dynamo/output_graph.py",
-    "torch/_inductor/compile_fx.py",
-    "torch/_inductor/codecache.py",
-    "torch/_inductor/graph.py",
-    "torch/_inductor/scheduler.py",
-    "torch/_inductor/codegen/",
-    "torch/_inductor/async_compile.py",
-    "torch/_inductor/cpp_builder.py",
-    "torch/_inductor/lowering.py",
-    "torch/_functorch/aot_autograd.py",
-    "triton/compiler/",
-    "triton/runtime/build.py",
-)
-_COMPILE_NAMES = frozenset({"capture_model", "capture_cuda_graphs", "_compile"})
-COMPILERS = frozenset(
-    {"gcc", "g++", "cc", "c++", "cc1", "cc1plus", "as", "ld", "ld.bfd", "ld.gold", "ld.lld",
-     "collect2", "clang", "clang++", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja"}
-)  # fmt: skip
-_INIT_NAMES = frozenset(
-    {
-        "init_process_group",
-        "rendezvous",
-        "_store_based_barrier",
-        "_create_c10d_store",
-        "_env_rendezvous_handler",
-        "_tcp_rendezvous_handler",
-        "next_rendezvous",
-        "init_distributed_environment",
-        "initialize_model_parallel",
-        "init_device_mesh",
-        "new_group",
-    }
-)
-_DOWNLOAD_NAMES = frozenset(
-    {"hf_hub_download", "snapshot_download", "http_get", "_download_to_tmp_and_move", "download"}
-)
-_WARMUP_NAMES = frozenset(
-    {"profile_run", "_dummy_run", "_dummy_sampler_run", "warmup", "warm_up", "warmup_model",
-     "determine_num_available_blocks", "determine_available_memory"}
-)  # fmt: skip
-_COMPILE_LOG = re.compile(r"Capturing (?:CUDA graphs|cudagraphs|CUDA graph)", re.IGNORECASE)
-_WARMUP_LOG = re.compile(r"Memory profiling takes", re.IGNORECASE)
-
-# tqdm: "desc:  45%|####5     | 9/20 [01:02<01:18,  6.9s/it]" (the bar may be " | " alone).
-_TQDM_RE = re.compile(
-    r"(?:(?P<desc>[^\r\n|%]*?):\s*)?(?P<pct>\d{1,3})%\s*\|(?:[^|\n]*\|)?\s*"
-    r"(?P<n>\d+(?:\.\d+)?[kMGTP]?)/(?P<total>\d+(?:\.\d+)?[kMGTP]?)\s*[A-Za-z]*\s*"
-    r"\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]+)(?P<rest>[^\]]*)\]"
-)
-_SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-
-
-class Tqdm(NamedTuple):
-    desc: str
-    pct: float
-    n: float
-    total: float
-    elapsed_s: float
-    remaining_s: Optional[float]
-    text: str
-
-
-def _clock(text: str) -> Optional[float]:
-    try:
-        parts = [int(x) for x in text.split(":")]
-    except ValueError:
-        return None
-    out = 0
-    for p in parts:
-        out = out * 60 + p
-    return float(out)
-
-
-def _amount(text: str) -> float:
-    unit = text[-1] if text and text[-1] in _SCALE else ""
-    return float(text[: len(text) - len(unit)]) * _SCALE[unit]
-
-
-def parse_tqdm(line: str) -> Optional[Tqdm]:
-    """The last tqdm state in ``line`` (a line may hold several ``\\r``-separated updates)."""
-    matches = list(_TQDM_RE.finditer(line))
-    if not matches:
-        return None
-    found = matches[-1]
-    try:
-        n, total = _amount(found.group("n")), _amount(found.group("total"))
-    except ValueError:
-        return None
-    elapsed = _clock(found.group("elapsed"))
-    if total <= 0 or elapsed is None:
-        return None
-    desc = (found.group("desc") or "").strip()
-    return Tqdm(
-        desc=desc,
-        pct=min(100.0, 100.0 * n / total),
-        n=n,
-        total=total,
-        elapsed_s=elapsed,
-        remaining_s=_clock(found.group("remaining")),
-        text=found.group(0).strip(),
-    )
-
-
-def last_tqdm(lines: Sequence[str]) -> Optional[Tqdm]:
-    """The newest unfinished tqdm bar among ``lines`` (a log tail, oldest first)."""
-    for line in reversed(lines):
-        bar = parse_tqdm(line)
-        if bar is not None:
-            return bar if bar.n < bar.total else None
-    return None
-
-
-def eta_words(seconds: float) -> str:
-    """``~40 s``, ``~3 min``, ``~1.5 h``: an estimate, rounded like one."""
-    if seconds < 90:
-        return f"~{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"~{round(seconds / 60)} min"
-    return f"~{seconds / 3600:.1f} h"
-
-
-def shard_of(path: str) -> Optional[Tuple[int, int]]:
-    """``model-00004-of-00012.safetensors`` -> (4, 12)."""
-    m = _SHARD_RE.search(path)
-    if m is None:
-        return None
-    i, n = int(m.group(1)), int(m.group(2))
-    return (i, n) if 1 <= i <= n else None
-
-
-def is_weights(path: str) -> bool:
-    bare = path[: -len(" (deleted)")] if path.endswith(" (deleted)") else path
-    return bare.lower().endswith(WEIGHT_SUFFIXES) or ".safetensors" in bare.lower()
-
-
-def _done(f: OpenFile) -> int:
-    value = f.resident_bytes if f.kind == "mmap" else f.pos_bytes
-    return max(0, min(f.size_bytes, value or 0))
-
-
-# --- per-process series -------------------------------------------------------------------
+from diag.vocab import VerdictState
 
 
 @dataclass
@@ -345,9 +197,6 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
     return out
 
 
-# --- phase --------------------------------------------------------------------------------
-
-
 def _frame(names: Sequence[Tuple[str, str]], want: frozenset[str]) -> Optional[str]:
     return next((n for n, _ in names if n in want), None)
 
@@ -464,9 +313,6 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Tuple[str, str]:
     return "", ""
 
 
-# --- progress -----------------------------------------------------------------------------
-
-
 class Progress(NamedTuple):
     pct: Optional[float]
     eta_s: Optional[float]
@@ -580,131 +426,6 @@ def _progress(
     return by_bar or Progress(None, None, "", None)
 
 
-# --- kill budget --------------------------------------------------------------------------
-
-
-class Timeout(NamedTuple):
-    who: str  # "SGLang's watchdog"
-    knob: str  # "`--watchdog-timeout`"
-    seconds: Optional[float]  # a budget from the start of a quiet spell
-    deadline_s: Optional[float]  # an absolute end (Slurm's time limit)
-    during_load: bool  # can fire while a rank loads (else: only when a rank hangs)
-
-
-def _flag(argv: Sequence[str], name: str) -> Optional[str]:
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
-def _number(text: Optional[str]) -> Optional[float]:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
-
-
-def timeouts_of(info: ProcessInfo) -> List[Timeout]:
-    """The framework timeouts one process's argv and env set (or imply by default)."""
-    out: List[Timeout] = []
-    argv, env = info.cmdline, info.env
-    sglang = "sglang" in info.name.lower() or any("sglang" in a.lower() for a in argv[:4])
-    flag = _number(_flag(argv, "--watchdog-timeout"))
-    if sglang or flag is not None:
-        seconds = flag if flag is not None else 300.0
-        out.append(Timeout("SGLang's watchdog", "`--watchdog-timeout`", seconds, None, True))
-    rpc_ms = _number(env.get("VLLM_RPC_TIMEOUT"))
-    if rpc_ms is not None:
-        out.append(
-            Timeout("vLLM's RPC timeout", "`VLLM_RPC_TIMEOUT` (ms)", rpc_ms / 1000, None, True)
-        )
-    iteration = _number(env.get("VLLM_ENGINE_ITERATION_TIMEOUT_S"))
-    if iteration is not None:
-        out.append(
-            Timeout(
-                "vLLM's engine iteration timeout",
-                "`VLLM_ENGINE_ITERATION_TIMEOUT_S`",
-                iteration,
-                None,
-                False,
-            )
-        )
-    heartbeat = _number(env.get("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"))
-    monitoring = env.get("TORCH_NCCL_ENABLE_MONITORING", "").strip().lower() in ("1", "true")
-    if heartbeat is not None or monitoring:
-        out.append(
-            Timeout(
-                "torch's NCCL heartbeat monitor",
-                "`TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`",
-                heartbeat if heartbeat is not None else 480.0,
-                None,
-                False,
-            )
-        )
-    end = _number(env.get("SLURM_JOB_END_TIME"))
-    if end is not None and end > 0:
-        out.append(
-            Timeout("Slurm's time limit", "`--time` / `SLURM_JOB_END_TIME`", None, end, True)
-        )
-    return out
-
-
-def _budget(t: Timeout) -> str:
-    return f"{t.seconds:.0f} s" if t.seconds is not None else "the job's end"
-
-
-def _load_warnings(
-    phase: RankPhase, elapsed_s: Optional[float], timeouts: Sequence[Timeout], now_s: float
-) -> List[str]:
-    if phase.eta_s is None:
-        return []
-    out = []
-    done = f"{phase.progress_pct:.0f}% loaded" if phase.progress_pct is not None else "not done"
-    what = "weights are" if phase.phase in (LOADING, CONVERTING) else f"{phase.phase} is"
-    who = f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
-    for t in timeouts:
-        if not t.during_load:
-            continue
-        if t.deadline_s is not None:
-            fires_in: Optional[float] = t.deadline_s - now_s
-        elif t.seconds is not None:
-            fires_in = t.seconds - elapsed_s if elapsed_s is not None else t.seconds
-        else:
-            continue
-        if fires_in is None or phase.eta_s <= fires_in:
-            continue
-        if fires_in > 0:
-            when = f"fires in {eta_words(fires_in)}"
-        else:
-            when = f"is already due (if it counts during {phase.phase})"
-        out.append(
-            f"{t.who} ({_budget(t)}) {when} while {who}'s {what} {done}, "
-            f"{eta_words(phase.eta_s)} to go: raise {t.knob}"
-        )
-    return out
-
-
-def _hang_tail(timeouts: Sequence[Timeout], now_s: float) -> str:
-    parts = []
-    for t in timeouts:
-        if t.deadline_s is not None:
-            left = t.deadline_s - now_s
-            if left > 0:
-                parts.append(f"{t.who} ends it in {eta_words(left)} ({t.knob})")
-        elif t.seconds is not None:
-            parts.append(
-                f"{t.who} ({t.knob} {t.seconds:.0f} s) should end it at most that long after "
-                "it stalled"
-            )
-    return "; " + "; ".join(parts[:2]) if parts else ""
-
-
-# --- the verdict --------------------------------------------------------------------------
-
-
 def _label(phase: RankPhase) -> str:
     return f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
 
@@ -772,26 +493,39 @@ def phase_phrase(phase: RankPhase) -> str:
     return text
 
 
-def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
-    """``verdict`` with its startup phases, ETA and timeout warnings (and a summary tail)."""
-    if verdict.state == "exited" or not bundle.samples:
-        return verdict
+class StartupParts(NamedTuple):
+    """What start-up adds to a verdict: the phases, warnings (a timeout that fires before a
+    load ends, a job starting up that reads stuck) and the tail of its sentence (the phases of
+    a slow job, the kill budget of a hung one)."""
+
+    phases: Tuple[RankPhase, ...]
+    warnings: Tuple[str, ...]
+    tail: str
+
+
+def startup_parts(
+    state: VerdictState, bundle: Bundle, procs: Sequence[ProcSignals]
+) -> StartupParts:
+    """The start-up phases, ETA and timeout warnings of a verdict of ``state``. The
+    classifier appends ``tail`` to the deciding sentence: the summary is composed once."""
+    if state == "exited" or not bundle.samples:
+        return StartupParts((), (), "")
     phases, elapsed = startup_phases(bundle, procs)
     now_s = bundle.samples[-1].t_s
     timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
-    warnings: List[str] = list(verdict.warnings)  # the wait-for graph's, kept
+    warnings: List[str] = []
     for phase in phases:
         if phase.phase in STARTUP_PHASES:
             warnings += _load_warnings(
                 phase, elapsed.get(phase.pid), timeouts.get(phase.pid, []), now_s
             )
-    summary = verdict.summary
+    tail = ""
     starting = [r for r in phases if r.phase in STARTUP_PHASES]
-    if verdict.state in ("slow", "progressing") and starting:
-        summary += "; " + "; ".join(phase_phrase(r) for r in starting[:2])
+    if state in ("slow", "progressing") and starting:
+        tail += "; " + "; ".join(phase_phrase(r) for r in starting[:2])
         if len(starting) > 2:
-            summary += f" (+{len(starting) - 2} more)"
-    elif verdict.state in ("deadlocked", "idle", "unknown"):
+            tail += f" (+{len(starting) - 2} more)"
+    elif state in ("deadlocked", "idle", "unknown"):
         moving = [r for r in starting if r.eta_s is not None]
         if moving:
             first = moving[0]
@@ -799,14 +533,24 @@ def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals])
                 f"{_label(first)} is {first.phase} and moving ({first.basis}): the job is "
                 "starting up, not stuck"
             )
-    if verdict.state == "deadlocked":
+    if state == "deadlocked":
         unique: Dict[Tuple[str, Optional[float], Optional[float]], Timeout] = {}
         for items in timeouts.values():
             for t in items:
                 unique.setdefault((t.who, t.seconds, t.deadline_s), t)
-        summary += _hang_tail(list(unique.values()), now_s)
-    if not phases and tuple(warnings) == verdict.warnings and summary == verdict.summary:
+        tail += _hang_tail(list(unique.values()), now_s)
+    return StartupParts(tuple(phases), tuple(warnings), tail)
+
+
+def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
+    """``verdict`` with its start-up phases, warnings and sentence tail (for a verdict judged
+    elsewhere; the classifier composes its own summary with ``startup_parts``)."""
+    parts = startup_parts(verdict.state, bundle, procs)
+    if not (parts.phases or parts.warnings or parts.tail):
         return verdict
     return msgspec.structs.replace(
-        verdict, summary=summary, phases=phases, warnings=tuple(warnings)
+        verdict,
+        summary=verdict.summary + parts.tail,
+        phases=parts.phases,
+        warnings=verdict.warnings + parts.warnings,
     )

@@ -1,0 +1,237 @@
+"""What shows a start-up phase: the phase names, the frames, files and log lines of each phase,
+tqdm progress bars, weight shards. Parsers only; ``startup`` reads the series with them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple, Optional, Sequence, Tuple
+
+from diag.model import OpenFile
+
+LOADING = "loading weights"
+
+
+CONVERTING = "converting weights"
+
+
+COMPILING = "compiling"
+
+
+INIT_COMM = "initialising communication"
+
+
+DOWNLOADING = "downloading"
+
+
+WARMUP = "warming up"
+
+
+SERVING = "serving"
+
+
+WAITING = "waiting"
+
+
+# The phases of a starting job (serving and waiting are context beside them).
+STARTUP_PHASES = (LOADING, CONVERTING, COMPILING, INIT_COMM, DOWNLOADING, WARMUP)
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npz", ".h5")
+
+
+_LOG_SUFFIXES = (".log", ".out", ".err", ".txt", ".jsonl", ".csv")
+
+
+_SHARD_RE = re.compile(r"-(\d{1,6})-of-(\d{1,6})\.[A-Za-z0-9]+$")
+
+
+MIN_MOVE_BYTES = 1 << 20  # less than this over the capture is no progress
+
+
+_LOADER_NAMES = frozenset(
+    {
+        "load_state_dict",
+        "from_pretrained",
+        "load_weights",
+        "load_checkpoint",
+        "load_file",
+        "safe_load_file",
+        "safetensors_weights_iterator",
+        "pt_weights_iterator",
+        "load_shard_file",
+        "_load_state_dict_into_meta_model",
+        "_load_pretrained_model",
+        "convert_and_load_state_dict_in_model",
+        "load_model",
+    }
+)
+
+
+_CONVERT_PREFIXES = ("dequant", "_dequant", "quantize", "_quantize", "requantize", "convert_")
+
+
+_CONVERT_NAMES = frozenset({"process_weights_after_loading"})
+
+
+_NOT_CONVERT = frozenset({"convert_and_load_state_dict_in_model"})
+
+
+_COMPILE_FILES = (
+    "torch/_dynamo/convert_frame.py",
+    "torch/_dynamo/symbolic_convert.py",
+    "torch/_dynamo/output_graph.py",
+    "torch/_inductor/compile_fx.py",
+    "torch/_inductor/codecache.py",
+    "torch/_inductor/graph.py",
+    "torch/_inductor/scheduler.py",
+    "torch/_inductor/codegen/",
+    "torch/_inductor/async_compile.py",
+    "torch/_inductor/cpp_builder.py",
+    "torch/_inductor/lowering.py",
+    "torch/_functorch/aot_autograd.py",
+    "triton/compiler/",
+    "triton/runtime/build.py",
+)
+
+
+_COMPILE_NAMES = frozenset({"capture_model", "capture_cuda_graphs", "_compile"})
+
+
+COMPILERS = frozenset(
+    {"gcc", "g++", "cc", "c++", "cc1", "cc1plus", "as", "ld", "ld.bfd", "ld.gold", "ld.lld",
+     "collect2", "clang", "clang++", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja"}
+)  # fmt: skip
+
+
+_INIT_NAMES = frozenset(
+    {
+        "init_process_group",
+        "rendezvous",
+        "_store_based_barrier",
+        "_create_c10d_store",
+        "_env_rendezvous_handler",
+        "_tcp_rendezvous_handler",
+        "next_rendezvous",
+        "init_distributed_environment",
+        "initialize_model_parallel",
+        "init_device_mesh",
+        "new_group",
+    }
+)
+
+
+_DOWNLOAD_NAMES = frozenset(
+    {"hf_hub_download", "snapshot_download", "http_get", "_download_to_tmp_and_move", "download"}
+)
+
+
+_WARMUP_NAMES = frozenset(
+    {"profile_run", "_dummy_run", "_dummy_sampler_run", "warmup", "warm_up", "warmup_model",
+     "determine_num_available_blocks", "determine_available_memory"}
+)  # fmt: skip
+
+
+_COMPILE_LOG = re.compile(r"Capturing (?:CUDA graphs|cudagraphs|CUDA graph)", re.IGNORECASE)
+
+
+_WARMUP_LOG = re.compile(r"Memory profiling takes", re.IGNORECASE)
+
+
+# tqdm: "desc:  45%|####5     | 9/20 [01:02<01:18,  6.9s/it]" (the bar may be " | " alone).
+_TQDM_RE = re.compile(
+    r"(?:(?P<desc>[^\r\n|%]*?):\s*)?(?P<pct>\d{1,3})%\s*\|(?:[^|\n]*\|)?\s*"
+    r"(?P<n>\d+(?:\.\d+)?[kMGTP]?)/(?P<total>\d+(?:\.\d+)?[kMGTP]?)\s*[A-Za-z]*\s*"
+    r"\[(?P<elapsed>[\d:]+)<(?P<remaining>[\d:?]+)(?P<rest>[^\]]*)\]"
+)
+
+
+_SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+
+
+class Tqdm(NamedTuple):
+    desc: str
+    pct: float
+    n: float
+    total: float
+    elapsed_s: float
+    remaining_s: Optional[float]
+    text: str
+
+
+def _clock(text: str) -> Optional[float]:
+    try:
+        parts = [int(x) for x in text.split(":")]
+    except ValueError:
+        return None
+    out = 0
+    for p in parts:
+        out = out * 60 + p
+    return float(out)
+
+
+def _amount(text: str) -> float:
+    unit = text[-1] if text and text[-1] in _SCALE else ""
+    return float(text[: len(text) - len(unit)]) * _SCALE[unit]
+
+
+def parse_tqdm(line: str) -> Optional[Tqdm]:
+    """The last tqdm state in ``line`` (a line may hold several ``\\r``-separated updates)."""
+    matches = list(_TQDM_RE.finditer(line))
+    if not matches:
+        return None
+    found = matches[-1]
+    try:
+        n, total = _amount(found.group("n")), _amount(found.group("total"))
+    except ValueError:
+        return None
+    elapsed = _clock(found.group("elapsed"))
+    if total <= 0 or elapsed is None:
+        return None
+    desc = (found.group("desc") or "").strip()
+    return Tqdm(
+        desc=desc,
+        pct=min(100.0, 100.0 * n / total),
+        n=n,
+        total=total,
+        elapsed_s=elapsed,
+        remaining_s=_clock(found.group("remaining")),
+        text=found.group(0).strip(),
+    )
+
+
+def last_tqdm(lines: Sequence[str]) -> Optional[Tqdm]:
+    """The newest unfinished tqdm bar among ``lines`` (a log tail, oldest first)."""
+    for line in reversed(lines):
+        bar = parse_tqdm(line)
+        if bar is not None:
+            return bar if bar.n < bar.total else None
+    return None
+
+
+def eta_words(seconds: float) -> str:
+    """``~40 s``, ``~3 min``, ``~1.5 h``: an estimate, rounded like one."""
+    if seconds < 90:
+        return f"~{max(1, round(seconds))} s"
+    if seconds < 5400:
+        return f"~{round(seconds / 60)} min"
+    return f"~{seconds / 3600:.1f} h"
+
+
+def shard_of(path: str) -> Optional[Tuple[int, int]]:
+    """``model-00004-of-00012.safetensors`` -> (4, 12)."""
+    m = _SHARD_RE.search(path)
+    if m is None:
+        return None
+    i, n = int(m.group(1)), int(m.group(2))
+    return (i, n) if 1 <= i <= n else None
+
+
+def is_weights(path: str) -> bool:
+    bare = path[: -len(" (deleted)")] if path.endswith(" (deleted)") else path
+    return bare.lower().endswith(WEIGHT_SUFFIXES) or ".safetensors" in bare.lower()
+
+
+def _done(f: OpenFile) -> int:
+    value = f.resident_bytes if f.kind == "mmap" else f.pos_bytes
+    return max(0, min(f.size_bytes, value or 0))
