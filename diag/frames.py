@@ -8,6 +8,8 @@ answer, so it lives below both; it knows file names only, nothing about waits.
 
 from __future__ import annotations
 
+from typing import Sequence, Tuple
+
 from diag.model import Frame
 
 # Installed packages are the job's own code (vLLM's engine loop, a trainer installed with pip,
@@ -115,3 +117,24 @@ def is_installed_plumbing(frame: Frame) -> bool:
     package's own C/C++ code, whose own threads (gRPC's, ZeroMQ's) end it."""
     name = frame.filename
     return is_library(frame) and any(site in name for site in _SITE_DIRS)
+
+
+# A stack's identity, the same for the verdict's rank classes and the report's stack groups:
+# each frame's function and file, and its line only in the job's own code (a library upgrade
+# moves line numbers, not meaning). Innermost frame first, as stacks are stored.
+Signature = Tuple[Tuple[str, str, int], ...]
+
+
+def stack_signature(frames: Sequence[Frame]) -> Signature:
+    """The one stack signature: two stacks are "the same place" when these are equal."""
+    return tuple((f.name, f.filename, 0 if is_library(f) else f.line) for f in frames)
+
+
+def signature_text(sig: Signature) -> str:
+    """A signature as people read a call path: outermost first, ``name`` for library frames,
+    ``name (file.py:42)`` for the job's own."""
+    parts = []
+    for name, filename, line in reversed(sig):
+        base = filename.rsplit("/", 1)[-1]
+        parts.append(f"{name} ({base}:{line})" if line else name)
+    return " > ".join(parts)

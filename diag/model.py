@@ -700,3 +700,19 @@ class Bundle(Record, frozen=True, omit_defaults=False):
     hosts: Tuple[HostEntry, ...] = ()
     # False when a watch was cut short (SIGKILL, full disk) and rebuilt from its journal.
     complete: bool = True
+
+
+def main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
+    """The thread whose stack and state stand for the process, one definition for the verdict,
+    the wait-for graph and the report: the thread whose id is the pid; else Python's
+    ``MainThread``; else the first thread with a Python stack; else the first thread."""
+    named: Optional[ThreadSample] = None
+    first_py: Optional[ThreadSample] = None
+    for t in ps.threads:
+        if t.tid == ps.pid:
+            return t
+        if named is None and t.py_thread_name == "MainThread":
+            named = t
+        if first_py is None and t.stack_id is not None:
+            first_py = t
+    return named or first_py or (ps.threads[0] if ps.threads else None)

@@ -13,15 +13,16 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.model import Bundle, RankPhase, Verdict
+from diag.model import Bundle, RankPhase, Verdict, main_thread
 from diag.render import facts, fmt, scale
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
-from diag.render.index import BundleIndex, main_thread
+from diag.render.index import BundleIndex
 from diag.render.matrix import build_matrix
 from diag.render.ranks import build_futex_groups, build_ranks
 from diag.render.series import build_gpu
 from diag.render.series import build_timelines as _timelines
 from diag.render.stacks import StackRegistry, top
+from diag.render.stragglers import build_stragglers
 from diag.render.view import (
     Banner,
     EvidenceView,
@@ -44,6 +45,7 @@ SECTIONS: Dict[str, str] = {
     "ranks": "Ranks",
     "stacks": "Distinct stacks",
     "futex": "Futex wait groups",
+    "stragglers": "Stragglers: who the ranks wait for",
     "gpu": "GPU",
     "collectives": "Collectives (Flight Recorder, NCCL RAS)",
     "nccl-logs": "NCCL log lines",
@@ -137,6 +139,7 @@ def build_view(
         nccl_logs=build_nccl_logs(index),
         hosts=build_hosts(bundle),
         graph=build_graph(index, verdict),
+        stragglers=build_stragglers(index, verdict),
     )
     return scale.finish(view, index, part, verdict, reg) if big else view
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from diag.model import Bundle, ProcessInfo, ProcessSample, Stack, ThreadSample, Verdict
+from diag.model import Bundle, ProcessInfo, ProcessSample, Stack, Verdict
 from diag.render.fmt import proc_badge
 
 Key = Tuple[str, int]  # (host, pid)
@@ -107,18 +107,3 @@ def _order(proc: Proc) -> Tuple[int, int, int, int, str]:
     if info.rank is not None:
         return (0, 0, info.rank, pid, host)
     return (1, _ROLE_ORDER.get(info.role, 3), 0, pid, host)
-
-
-def main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
-    """The thread whose stack stands for the process: the main thread, else any Python one."""
-    first_py: Optional[ThreadSample] = None
-    for th in ps.threads:
-        if th.tid == ps.pid:
-            return th
-        if th.py_thread_name == "MainThread":
-            first_py = (
-                th if first_py is None or first_py.py_thread_name != "MainThread" else first_py
-            )
-        elif first_py is None and th.stack_id is not None:
-            first_py = th
-    return first_py

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from diag.model import ProcessSample
-from diag.render.index import BundleIndex, Proc, main_thread
-from diag.render.stacks import Signature, StackRegistry, chain, signature, top
+from diag.frames import Signature
+from diag.model import ProcessSample, main_thread
+from diag.render.index import BundleIndex, Proc
+from diag.render.stacks import StackRegistry, chain, signature, top
 from diag.render.view import ClassView, LegendEntry, Matrix, MatrixCell, MatrixRow
 from diag.text.units import rank_set
 

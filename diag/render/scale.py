@@ -23,9 +23,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
-from diag.model import Frame, RankClass, Verdict
+from diag.model import Frame, RankClass, Verdict, main_thread
 from diag.render import fmt
-from diag.render.index import BundleIndex, Key, Proc, main_thread
+from diag.render.index import BundleIndex, Key, Proc
 from diag.render.stacks import StackRegistry
 from diag.render.view import EvidenceView, ReportView
 from diag.render.view_scale import HostSummary, ScaledReportView, ScaleView, TreeNode

@@ -13,17 +13,17 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-from diag.frames import is_library
+from diag.frames import Signature, stack_signature
 from diag.model import Frame, Stack
 from diag.render import fmt
 from diag.render.view import FrameView, StackView
 
 T = TypeVar("T")
-Signature = Tuple[Tuple[str, str, int], ...]
 
 
 def signature(stack: Stack) -> Signature:
-    return tuple((f.name, f.filename, 0 if is_library(f) else f.line) for f in stack.frames)
+    """The stack's identity (``diag.frames.stack_signature``, shared with the verdict)."""
+    return stack_signature(stack.frames)
 
 
 def where(frame: Frame) -> str:

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from diag.frames import is_library
+from diag.frames import is_library, signature_text, stack_signature
 from diag.model import Bundle, Frame, RankClass
 from diag.verdict.features import ProcSignals, frames_of
 from diag.verdict.waits import WRAPPERS, short_name
 
 
 def signature(frames: Sequence[Frame]) -> str:
-    parts = []
-    for f in reversed(frames):  # outermost first, as people read a call path
-        parts.append(f.name if is_library(f) else f"{f.name}:{f.line}")
-    return " > ".join(parts)
+    """The class key: the shared stack signature (``diag.frames``) as a call path."""
+    return signature_text(stack_signature(frames))
 
 
 def label(frames: Sequence[Frame], depth: int = 2) -> str:

@@ -18,6 +18,7 @@ from diag.model import (
     ThreadSample,
     WaitEdge,
     WaitNode,
+    main_thread,
 )
 from diag.text.units import size
 from diag.verdict.evidence import SPIN_PCT
@@ -341,9 +342,7 @@ def _parent_of(b: _Builder, p: ProcSignals) -> Optional[ProcSignals]:
 
 def _main_thread(b: _Builder, p: ProcSignals) -> Optional[ThreadSample]:
     ps = b.last.get(p.key)
-    if ps is None:
-        return None
-    return next((t for t in ps.threads if t.tid == ps.pid), None)
+    return main_thread(ps) if ps is not None else None
 
 
 def _request_servers(b: _Builder, p: ProcSignals) -> List[Tuple[ProcSignals, int]]:
