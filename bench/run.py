@@ -12,7 +12,9 @@ takes seconds and only proves the code paths work. The sections live in their ow
 ``diag watch --interval 1``), ``render_cost`` (long synthetic bundles), ``watch_memory``
 (collector RSS over a simulated day, from the watch helper), ``cli_cost`` (start-up and
 ``diag capture --count 1`` end to end), ``slurm_fanout`` (``capture --slurm-job`` over N real
-local slurmd against one node's capture; skipped, saying why, where Slurm cannot start).
+local slurmd against one node's capture; skipped, saying why, where Slurm cannot start),
+``saturation`` (``diag capture --pid`` beside 1x and 4x CPU hogs per core against a quiet
+host, with diag's priority boost, its real-time variant and without it).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from functools import partial
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from bench import cli_cost, discovery_cost, overhead, scale, slurm_fanout, snapshot
+from bench import cli_cost, discovery_cost, overhead, saturation, scale, slurm_fanout, snapshot
 from bench.notes import NOTES
 from bench.report import Row, machine_facts, markdown, table
 
@@ -52,10 +54,12 @@ class Sizes(NamedTuple):
     snapshot_big: Tuple[int, int] = (8, 300)  # ranks x threads of the issue-19 first sample
     slurm_nodes: int = 8  # local slurmd of the fan-out bench (issue 19)
     slurm_repeats: int = 5
+    # capture beside CPU hogs (issue 27): repeats per situation, --count, --interval
+    saturation: Tuple[int, int, float] = (5, 3, 2.0)
 
 
 FULL = Sizes((4, 8), 64, 7, 40, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
-SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1, 10, 8, 200, (2, 16), 2, 1)
+SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1, 10, 8, 200, (2, 16), 2, 1, (1, 2, 0.5))
 
 
 def isolated(function: str, **kwargs: Any) -> Dict[str, float]:
@@ -142,7 +146,12 @@ def run_all(
             ),
         )
     step("discovery", lambda: discovery_cost.measure(sizes.discovery_others))
+    from bench import ps_cost  # issue 26: diag ps on a busy host
+
+    step("ps", lambda: ps_cost.measure(sizes.discovery_others))
     step("slurm_fanout", partial(_slurm_fanout, sizes, log))
+    repeats, count, interval_s = sizes.saturation
+    step("saturation", partial(saturation.measure, repeats, count, interval_s))
     return figures
 
 
@@ -239,6 +248,10 @@ def rows_of(figures: Figures) -> List[Row]:
                 bool(d["same_answer"]) and (d["steady_median_s"] <= 0.002 or d["ratio"] <= 0.1),
             )
         )
+    if "ps" in figures:
+        from bench import ps_cost
+
+        rows.extend(Row(*line) for line in ps_cost.rows(figures["ps"]))
     sf = figures.get("slurm_fanout")
     if sf and sf.get("skipped"):
         rows.append(
@@ -252,6 +265,8 @@ def rows_of(figures: Figures) -> List[Row]:
         )
     elif sf:
         rows.extend(Row(*line) for line in slurm_fanout.rows(sf))
+    if "saturation" in figures:
+        rows.extend(Row(*line) for line in saturation.rows(figures["saturation"]))
     return rows
 
 
