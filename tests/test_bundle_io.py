@@ -9,8 +9,9 @@ import msgspec
 import pytest
 
 from bench.synth import make_bundle
+from diag.bundle import outdir
 from diag.bundle.io import JournalWriter, load_bundle, write_bundle
-from diag.errors import EXIT_BAD_BUNDLE, DiagError
+from diag.errors import EXIT_BAD_BUNDLE, EXIT_DISK_FULL, DiagError
 from diag.model import SCHEMA_VERSION, Bundle, ProcessSample, Sample, ThreadSample
 
 
@@ -84,25 +85,50 @@ def test_torn_last_line_keeps_every_complete_sample(tmp_path: Path) -> None:
     assert loaded.samples == bundle.samples
 
 
-def test_a_line_lost_to_a_full_disk_is_not_the_next_lines_base(tmp_path: Path) -> None:
+def test_a_line_refused_by_a_full_disk_is_retried_whole_and_close_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #25: the failed line stays queued (the next lines' deltas build on it), the half
+    of it that reached the disk is cut away, and ``close`` does not raise over the error."""
     path = tmp_path / "d.jsonl"
     writer = JournalWriter(path)
     bundle = make_bundle(ranks=2, threads=8, samples=3)
     writer.header(bundle.host, bundle.target, 0.0)
     writer.sample(bundle.samples[0], bundle.processes, bundle.stacks)
-    real_write = writer._fh.write
+    real_write_all = outdir.write_all
 
-    def full_disk(data: bytes) -> int:
+    def full_disk(fd: int, data: bytes) -> None:
+        real_write_all(fd, data[: len(data) // 2])  # a torn line on disk
         raise OSError(28, "No space left on device")
 
-    writer._fh.write = full_disk  # type: ignore[method-assign]
-    with pytest.raises(DiagError):
+    monkeypatch.setattr(outdir, "write_all", full_disk)
+    with pytest.raises(DiagError) as info:
         writer.sample(bundle.samples[1])
-    writer._fh.write = real_write  # type: ignore[method-assign]
-    writer.sample(bundle.samples[2])
+    assert info.value.exit_code == EXIT_DISK_FULL
+    writer.sample(bundle.samples[2])  # backing off: queued, not tried, not raised
+    monkeypatch.setattr(outdir, "write_all", real_write_all)
     writer.close()
+    assert writer.complete and writer.failure is not None
     loaded = load_bundle(path)
-    assert loaded.samples == (bundle.samples[0], bundle.samples[2])
+    assert loaded.complete is False  # no end line was written: but no line is torn
+    assert loaded.samples == bundle.samples
+
+
+def test_journal_close_reports_a_disk_that_stays_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = JournalWriter(tmp_path / "d.jsonl")
+    bundle = make_bundle(ranks=1, threads=2, samples=1)
+
+    def full_disk(fd: int, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(outdir, "write_all", full_disk)
+    with pytest.raises(DiagError):
+        writer.header(bundle.host, bundle.target, 0.0)
+    writer.close()  # one last try, which fails too: recorded, not raised
+    assert not writer.complete and writer.failure is not None
+    assert writer.failure.exit_code == EXIT_DISK_FULL
 
 
 @pytest.mark.parametrize(

@@ -22,20 +22,20 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import msgspec
 
+from diag.bundle import outdir
 from diag.bundle.files import (
     NotRegularFile,
-    create_private,
     kind_of,
     open_regular,
     read_capped,
 )
 from diag.bundle.journal_delta import DeltaState, Unchanged
+from diag.bundle.outdir import Backoff, OutputDir
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_DISK_FULL, EXIT_OUTPUT, DiagError
 from diag.model import (
     SCHEMA_VERSION,
@@ -79,9 +79,21 @@ class _EndLine(msgspec.Struct, kw_only=True, omit_defaults=True, tag_field="kind
 _line_decoder = msgspec.json.Decoder(Union[_Header, _SampleLine, _EndLine])
 
 
+# What to do about a failed write, by errno (ENOSPC/EDQUOT have their own exit code).
+_WRITE_REMEDIES = {
+    errno.EROFS: "the file system is read-only: remount it read-write or choose another "
+    "location with -o PATH",
+    errno.EIO: "the device reported an I/O error: check the disk (dmesg) or choose another "
+    "location with -o PATH",
+    errno.ENOENT: "the output directory was removed: choose an existing one with -o PATH",
+    errno.EPERM: "the directory or file refuses the write (immutable? chattr -i) or choose "
+    "another location with -o PATH",
+}
+
+
 def write_error(path: Union[str, Path], exc: OSError, verb: str = "write") -> DiagError:
     """The DiagError of a failed write: ``EXIT_DISK_FULL`` for ENOSPC/EDQUOT, else
-    ``EXIT_OUTPUT``."""
+    ``EXIT_OUTPUT`` (read-only, I/O error, removed directory, permission) with its remedy."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return DiagError(
             f"cannot {verb} {path}: the disk is full ({exc.strerror or exc})",
@@ -90,7 +102,9 @@ def write_error(path: Union[str, Path], exc: OSError, verb: str = "write") -> Di
         )
     return DiagError(
         f"cannot {verb} {path}: {exc.strerror or exc}",
-        "free disk space or choose another location with -o PATH",
+        _WRITE_REMEDIES.get(
+            exc.errno or 0, "free disk space or choose another location with -o PATH"
+        ),
         EXIT_OUTPUT,
     )
 
@@ -99,23 +113,17 @@ def encode_bundle(bundle: Bundle) -> bytes:
     return _encoder.encode(bundle)
 
 
-def atomic_write_bytes(path: Union[str, Path], data: bytes) -> None:
-    """Write ``data`` so that ``path`` is always either the old file or the whole new one."""
+def atomic_write_bytes(
+    path: Union[str, Path], data: bytes, directory: Optional[OutputDir] = None
+) -> None:
+    """Write ``data`` so that ``path`` is always either the old file or the whole new one.
+
+    ``directory`` is the open handle of ``path``'s directory (a watch's, checked once); without
+    it the parent is opened for this one write. The file is created and renamed relative to
+    the handle, never through a link (``OutputDir.write_atomic``)."""
     target = Path(path)
     try:
-        existing = os.lstat(target).st_mode
-    except OSError:
-        existing = None
-    if existing is not None and not (stat.S_ISREG(existing) or stat.S_ISLNK(existing)):
-        # rename() would replace a FIFO or a device node (``-o /dev/full``) with the file.
-        raise DiagError(
-            f"cannot write {target}: it is {kind_of(existing)}",
-            "choose a regular file path with -o PATH",
-            EXIT_OUTPUT,
-        )
-    try:
-        # mkstemp: O_EXCL, mode 0600; rename() replaces a symlink at ``path``, never follows it.
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
+        handle = directory if directory is not None else OutputDir.open_plain(target.parent)
     except OSError as exc:
         raise DiagError(
             f"cannot write {target}: {exc.strerror or exc}",
@@ -123,36 +131,68 @@ def atomic_write_bytes(path: Union[str, Path], data: bytes) -> None:
             EXIT_OUTPUT,
         ) from exc
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        existing = handle.lstat(target.name)
+        if existing is not None and not (
+            stat.S_ISREG(existing.st_mode) or stat.S_ISLNK(existing.st_mode)
+        ):
+            # rename() would replace a FIFO or a device node (``-o /dev/full``) with the file.
+            raise DiagError(
+                f"cannot write {target}: it is {kind_of(existing.st_mode)}",
+                "choose a regular file path with -o PATH",
+                EXIT_OUTPUT,
+            )
+        handle.write_atomic(target.name, data)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise write_error(target, exc) from exc
+    finally:
+        if directory is None:
+            handle.close()
 
 
 def write_bundle(bundle: Bundle, path: Union[str, Path]) -> None:
     atomic_write_bytes(path, encode_bundle(bundle))
 
 
+# How much of the journal a failing disk may keep waiting in memory before diag gives up on
+# it (a day at 30 s of a large job is a few hundred MB; minutes of it fit here).
+MAX_PENDING_BYTES = 64 << 20
+
+
 class JournalWriter:
-    """Append-only journal of a watch: header once, one flushed+fsynced line per sample."""
+    """Append-only journal of a watch: header once, one fsynced line per sample.
+
+    A write that fails (disk full, read-only, I/O error) never ends the watch: the line stays
+    queued, the file is cut back to its last synced line (no torn line in the middle), and the
+    queue is written again after a backoff (1 s doubling to 5 min) or at ``close``. Each failed
+    attempt raises its ``DiagError`` (the caller tells the user once); ``failure`` keeps the
+    first, ``complete`` says whether every line reached the disk in the end. ``close`` never
+    raises: an error there must not hide the one that caused it."""
 
     def __init__(
-        self, path: Union[str, Path], scrub: Optional[Callable[[bytes], bytes]] = None
+        self,
+        path: Union[str, Path],
+        scrub: Optional[Callable[[bytes], bytes]] = None,
+        directory: Optional[OutputDir] = None,
     ) -> None:
         self.path = Path(path)
         # ``scrub`` (Redactor.scrub_bytes) runs on every line last, as on every file diag writes.
         self._scrub = scrub
         self._delta = DeltaState()
+        self._pending: List[bytes] = []
+        self._pending_bytes = 0
+        self._synced = 0  # bytes on disk for sure: a failed append is cut back to here
+        self._torn = False
+        self._retry = Backoff()
+        self.failure: Optional[DiagError] = None
+        self.complete = True
         try:
             # Created anew, O_EXCL|O_NOFOLLOW, 0600: never written through a planted link.
-            self._fh = create_private(self.path)
+            handle = directory if directory is not None else OutputDir.open_plain(self.path.parent)
+            try:
+                self._fd = handle.create(self.path.name)
+            finally:
+                if directory is None:
+                    handle.close()
         except OSError as exc:
             raise DiagError(
                 f"cannot write {self.path}: {exc.strerror or exc}",
@@ -161,15 +201,38 @@ class JournalWriter:
             ) from exc
 
     def _append(self, obj: Any) -> None:
+        if self._fd < 0:
+            return
         data = _encoder.encode(obj)
         if self._scrub is not None:
             data = self._scrub(data)
+        if self._pending_bytes + len(data) >= MAX_PENDING_BYTES:
+            self.complete = False  # a gap would misread every later delta: the journal ends
+            return
+        self._pending.append(data + b"\n")
+        self._pending_bytes += len(data) + 1
+        if self._retry.ready():
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        data = b"".join(self._pending)
         try:
-            self._fh.write(data + b"\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:  # a full disk: the lines already synced stay readable
-            raise write_error(self.path, exc, "append to") from exc
+            if self._torn:
+                os.ftruncate(self._fd, self._synced)
+                os.lseek(self._fd, self._synced, os.SEEK_SET)
+                self._torn = False
+            outdir.write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError as exc:  # the lines already synced stay readable
+            self._torn = True
+            self._retry.failed()
+            error = write_error(self.path, exc, "append to")
+            self.failure = self.failure or error
+            raise error from exc
+        self._synced += len(data)
+        self._pending.clear()
+        self._pending_bytes = 0
+        self._retry.succeeded()
 
     def header(
         self,
@@ -209,7 +272,22 @@ class JournalWriter:
         )
 
     def close(self) -> None:
-        self._fh.close()
+        """One last try for what is queued, then sync and close; never raises (see above)."""
+        if self._fd < 0:
+            return
+        if self._pending:
+            try:
+                self._write_pending()
+            except DiagError:
+                pass
+        fd, self._fd = self._fd, -1
+        try:
+            outdir.sync_and_close(fd)
+        except OSError as exc:
+            self.failure = self.failure or write_error(self.path, exc, "close")
+            self.complete = False
+        if self._pending:
+            self.complete = False
 
 
 def _bad(path: Path, why: str) -> DiagError:

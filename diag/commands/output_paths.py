@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Union
 
 from diag.bundle.files import kind_of
+from diag.bundle.outdir import OutputDir
 from diag.errors import EXIT_OUTPUT, DiagError
 
 _KNOWN_SUFFIXES = (".html", ".json", ".jsonl", ".md", ".log")
@@ -27,32 +28,11 @@ def _default_name(stem: str, now_s: Optional[float]) -> str:
     return f"diag-{stem}-{stamp}"
 
 
-_DEVICE_DIRS = ("/dev", "/proc", "/sys")
-
-
 def _require_writable_dir(path: Path, shown: str) -> None:
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise DiagError(
-            f"cannot write {shown}: directory {parent} does not exist or is not writable",
-            "choose a writable location with -o PATH",
-            EXIT_OUTPUT,
-        )
-    real = os.path.realpath(parent)
-    if any(real == d or real.startswith(d + "/") for d in _DEVICE_DIRS):
-        raise DiagError(
-            f"cannot write {shown}: {parent} holds devices or kernel files, not reports",
-            "choose a regular directory with -o PATH",
-            EXIT_OUTPUT,
-        )
-    mode = parent.stat().st_mode
-    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
-        # Anyone may rename or replace files there, between diag's check and its write.
-        raise DiagError(
-            f"cannot write {shown}: directory {parent} is world-writable without the sticky bit",
-            "choose a directory only you can write (or chmod +t it) with -o PATH",
-            EXIT_OUTPUT,
-        )
+    """The whole path to ``path``'s directory passes ``OutputDir.open``'s checks (every
+    component owned by root or you, none world-writable without the sticky bit, no symlink
+    owned by anyone else, not under /dev, /proc, /sys), walked by handle."""
+    OutputDir.open(path.parent if str(path.parent) else Path("."), shown).close()
 
 
 def _require_file_path(path: Path) -> None:
@@ -90,23 +70,34 @@ def json_output_path(
 
 
 class Outputs(NamedTuple):
-    """The base path of a watch's files; ``with_ext(".html")`` is one of them."""
+    """The base path of a watch's files (``with_ext(".html")`` is one of them) and the handle
+    of their directory, opened once and checked, that every one of them is written through."""
 
     base: Path
+    directory: Optional[OutputDir] = None
 
     def with_ext(self, ext: str) -> Path:
         return self.base.parent / f"{self.base.name}{ext}"
 
+    def name(self, ext: str) -> str:
+        """The file name of ``with_ext(ext)``, relative to ``directory``."""
+        return f"{self.base.name}{ext}"
+
 
 def output_base(out: Optional[str], name: str, now_s: Optional[float] = None) -> Outputs:
-    """``-o PATH[.html|.json|...]`` without its suffix, or ``diag-<name>-<time>`` in cwd."""
+    """``-o PATH[.html|.json|...]`` without its suffix, or ``diag-<name>-<time>`` in cwd, with
+    its directory open (the caller closes ``directory``)."""
     if out:
         path = Path(out)
         base = path.with_suffix("") if path.suffix in _KNOWN_SUFFIXES else path
     else:
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:40] or "job"
         base = Path.cwd() / _default_name(slug, now_s)
-    _require_writable_dir(base, f"{base}.*")
-    for ext in _KNOWN_SUFFIXES:
-        _require_file_path(base.parent / f"{base.name}{ext}")
-    return Outputs(base)
+    directory = OutputDir.open(base.parent if str(base.parent) else Path("."), f"{base}.*")
+    try:
+        for ext in _KNOWN_SUFFIXES:
+            _require_file_path(base.parent / f"{base.name}{ext}")
+    except BaseException:
+        directory.close()
+        raise
+    return Outputs(base, directory)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional, Tuple, Union
 
 from diag.bundle.io import atomic_write_bytes, encode_bundle
+from diag.bundle.outdir import OutputDir
 from diag.errors import DiagError
 from diag.model import Bundle
 from diag.redact import Redactor
@@ -42,8 +43,10 @@ def write_reports(
     redactor: Optional[Redactor] = None,
     html_path: Optional[Union[str, Path]] = None,
     verdict_source: str = "bundle",
+    directory: Optional[OutputDir] = None,
 ) -> Tuple[Path, Path]:
-    """Write PATH.html and PATH.md beside ``base`` (or the HTML at ``html_path``)."""
+    """Write PATH.html and PATH.md beside ``base`` (or the HTML at ``html_path``), relative to
+    ``directory`` when given (the watch's checked handle; then the HTML goes beside ``base``)."""
     scrub = redactor if redactor is not None else Redactor()
     for info in bundle.processes:
         scrub.add_environ(dict(info.env))
@@ -52,7 +55,8 @@ def write_reports(
     failure: Optional[DiagError] = None
     for path, render in ((html_out, render_html), (md_out, render_markdown)):
         try:  # a full disk that refuses the HTML may still take the (smaller) Markdown
-            atomic_write_bytes(path, scrub.scrub_bytes(render(view).encode("utf-8")))
+            data = scrub.scrub_bytes(render(view).encode("utf-8", "replace"))
+            atomic_write_bytes(path, data, directory)
         except DiagError as exc:
             failure = failure or exc
     if failure is not None:
@@ -60,20 +64,29 @@ def write_reports(
     return html_out, md_out
 
 
-def write_outputs(bundle: Bundle, json_path: Path, redactor: Redactor) -> Tuple[Path, ...]:
+def write_outputs(
+    bundle: Bundle, json_path: Path, redactor: Redactor, directory: Optional[OutputDir] = None
+) -> Tuple[Path, ...]:
     """Write every output file: PATH.json, then PATH.html and PATH.md (all scrubbed).
 
-    A JSON that does not fit (a full disk) does not stop the reports, which are smaller: each
-    is still attempted, and the first failure is raised once all were tried."""
-    failure: Optional[DiagError] = None
+    ``directory`` is the checked handle of their directory (a watch opens it once); without
+    it the directory is walked and checked again here (``OutputDir.open``), and written by
+    that handle. A JSON that does not fit (a full disk) does not stop the reports, which are
+    smaller: each is still attempted, and the first failure is raised once all were tried."""
+    handle = directory if directory is not None else OutputDir.open(json_path.parent)
     try:
-        atomic_write_bytes(json_path, redactor.scrub_bytes(encode_bundle(bundle)))
-    except DiagError as exc:
-        failure = exc
-    try:
-        reports = write_reports(bundle, json_path, redactor)
-    except DiagError as exc:
-        failure = failure or exc
+        failure: Optional[DiagError] = None
+        try:
+            atomic_write_bytes(json_path, redactor.scrub_bytes(encode_bundle(bundle)), handle)
+        except DiagError as exc:
+            failure = exc
+        try:
+            reports = write_reports(bundle, json_path, redactor, directory=handle)
+        except DiagError as exc:
+            failure = failure or exc
+    finally:
+        if directory is None:
+            handle.close()
     if failure is not None:
         raise failure
     return (json_path, *reports)

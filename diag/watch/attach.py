@@ -41,7 +41,13 @@ def launch_attached(
     command = redactor.scrub_argv(argv)
     scrubber = [redactor]  # the tee scrubs with the richest redactor known (see below)
     log_path = outputs.with_ext(".log")
-    launched = launch(argv, log_path, scrub=lambda text: scrubber[0].scrub(text), env=env)
+    launched = launch(
+        argv,
+        log_path,
+        scrub=lambda text: scrubber[0].scrub(text),
+        env=env,
+        directory=outputs.directory,
+    )
     forwarding.child = launched
     if forwarding.stop.requested and forwarding.stop.signum is not None:
         launched.forward(forwarding.stop.signum)  # Ctrl-C arrived while we were starting it

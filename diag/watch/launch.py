@@ -35,7 +35,8 @@ import time
 from pathlib import Path
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from diag.bundle.files import create_private, open_regular
+from diag.bundle import outdir
+from diag.bundle.outdir import Backoff, OutputDir
 from diag.errors import EXIT_NO_TARGET, EXIT_OUTPUT, EXIT_USAGE, DiagError
 from diag.probes.logs import spool_path
 
@@ -55,14 +56,12 @@ class _Tee:
         self,
         spool: IO[bytes],
         terminal: Optional[IO[bytes]],
-        log: IO[bytes],
-        log_lock: threading.Lock,
+        log: _Log,
         scrub: Callable[[str], str],
     ) -> None:
         self._spool = spool
         self._terminal = terminal
         self._log = log
-        self._log_lock = log_lock
         self._scrub = scrub
         self._partial = b""
         self.finish = threading.Event()  # set when no more output will come
@@ -80,13 +79,7 @@ class _Tee:
 
     def _to_log(self, lines: List[bytes]) -> None:
         text = b"".join(lines).decode("utf-8", "replace")
-        data = self._scrub(text).encode("utf-8", "replace")
-        with self._log_lock:
-            try:
-                self._log.write(data)
-                self._log.flush()
-            except (OSError, ValueError):
-                pass  # a full disk must not kill the child's output to the terminal
+        self._log.write(self._scrub(text).encode("utf-8", "replace"))
 
     def _run(self) -> None:
         fd = self._spool.fileno()
@@ -120,15 +113,65 @@ class _Tee:
             self._partial = b""
 
 
-def _spool(log_path: Path, stream: str) -> Tuple[int, IO[bytes], Path]:
-    """(write fd for the child, read handle for diag, path) of one stream's spool file."""
-    path = Path(spool_path(str(log_path), stream))
-    with create_private(path) as fh:
-        write_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
-        if os.fstat(write_fd).st_ino != os.fstat(fh.fileno()).st_ino:  # swapped under us
-            os.close(write_fd)
-            raise OSError(f"{path} changed while it was created")
-    return write_fd, open_regular(path), path
+class _Log:
+    """``PATH.log``, written by both tees under one lock; a write that fails (disk full,
+    read-only, I/O error, directory removed) never stops the tees (the terminal still gets
+    everything, the spool files keep it all): it is recorded (``error``, the first), the lines
+    are lost from this file only (``lost``: the spools are then kept), and writing is tried
+    again after a backoff."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.error: Optional[OSError] = None
+        self.lost = False
+        self._lock = threading.Lock()
+        self._retry = Backoff()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            if self.fd < 0:
+                return
+            if not self._retry.ready():
+                self.lost = True
+                return
+            try:
+                outdir.write_all(self.fd, data)
+            except OSError as exc:
+                self.error = self.error or exc
+                self.lost = True
+                self._retry.failed()
+                return
+            self._retry.succeeded()
+
+    def close(self) -> None:
+        with self._lock:
+            fd, self.fd = self.fd, -1
+        if fd < 0:
+            return
+        try:
+            outdir.sync_and_close(fd)
+        except OSError as exc:
+            self.error = self.error or exc
+            self.lost = True
+
+
+def _spool(directory: OutputDir, log_name: str, stream: str) -> Tuple[int, IO[bytes], str]:
+    """(write fd for the child, read handle for diag, name) of one stream's spool file, both
+    opened relative to the output directory's handle, never through a link."""
+    name = os.path.basename(spool_path(log_name, stream))
+    fds: List[int] = []
+    try:
+        fds.append(directory.create(name))
+        fds.append(directory.reopen(name, os.O_WRONLY | os.O_APPEND))
+        fds.append(directory.reopen(name, os.O_RDONLY))
+        if len({os.fstat(fd).st_ino for fd in fds}) != 1:  # swapped under us
+            raise OSError(f"{directory.path(name)} changed while it was created")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    os.close(fds[0])
+    return fds[1], os.fdopen(fds[2], "rb"), name
 
 
 class LaunchedCommand:
@@ -139,17 +182,26 @@ class LaunchedCommand:
         proc: subprocess.Popen[bytes],
         argv: Sequence[str],
         log_path: Path,
-        log_fh: IO[bytes],
+        log: _Log,
         tees: List[_Tee],
-        spools: Sequence[Path] = (),
+        spools: Sequence[str],
+        directory: OutputDir,
+        own_directory: bool,
     ) -> None:
         self._proc = proc
         self.argv = tuple(argv)
         self.log_path = log_path
-        self._log_fh = log_fh
+        self.log = log
         self._tees = tees
         self._spools = tuple(spools)
+        self._directory = directory
+        self._own_directory = own_directory
         self.started_s = time.time()
+
+    @property
+    def spool_paths(self) -> Tuple[Path, ...]:
+        """The raw spool files (kept when ``PATH.log`` lost lines or the child outlived diag)."""
+        return tuple(self._directory.path(name) for name in self._spools)
 
     @property
     def pid(self) -> int:
@@ -206,16 +258,15 @@ class LaunchedCommand:
     def close(self) -> None:
         self.drain(0.5)
         copied = all(not tee.thread.is_alive() for tee in self._tees)
-        try:
-            self._log_fh.close()
-        except OSError:
-            pass
-        if copied and self.poll() is not None:  # all in PATH.log: the raw spools go
-            for path in self._spools:
+        self.log.close()
+        if copied and self.poll() is not None and not self.log.lost:
+            for name in self._spools:  # all in PATH.log: the raw spools go
                 try:
-                    path.unlink()
+                    self._directory.unlink(name)
                 except OSError:
                     pass
+        if self._own_directory:
+            self._directory.close()
 
 
 def launch(
@@ -226,29 +277,38 @@ def launch(
     terminal_out: Optional[IO[bytes]] = None,
     terminal_err: Optional[IO[bytes]] = None,
     env: Optional[Dict[str, str]] = None,
+    directory: Optional[OutputDir] = None,
 ) -> LaunchedCommand:
     """Start ``argv`` in its own session, teeing stdout/stderr to the terminal and ``log_path``.
 
-    ``terminal_out``/``terminal_err`` default to diag's own stdout/stderr.
+    ``terminal_out``/``terminal_err`` default to diag's own stdout/stderr. ``directory`` is
+    the checked handle of ``log_path``'s directory (a watch's): the log and the spools are
+    created relative to it, and stay there whatever happens to the path afterwards.
     """
     if not argv:
         raise DiagError("no command given after --", "write: diag watch -- CMD ARGS...", EXIT_USAGE)
     path = Path(log_path)
+    own = directory is None
     fds: List[int] = []
-    spools: List[Path] = []
+    spools: List[str] = []
     try:
-        log_fh = create_private(path)
-        out_fd, out_read, out_path = _spool(path, "stdout")
+        if directory is None:
+            directory = OutputDir.open_plain(path.parent)
+        log = _Log(directory.create(path.name))
+        out_fd, out_read, out_name = _spool(directory, path.name, "stdout")
         fds.append(out_fd)
-        spools.append(out_path)
-        err_fd, err_read, err_path = _spool(path, "stderr")
+        spools.append(out_name)
+        err_fd, err_read, err_name = _spool(directory, path.name, "stderr")
         fds.append(err_fd)
-        spools.append(err_path)
+        spools.append(err_name)
     except OSError as exc:
         for fd in fds:
             os.close(fd)
-        for spool in spools:
-            spool.unlink(missing_ok=True)
+        if directory is not None:
+            for spool in spools:
+                directory.unlink(spool)
+            if own:
+                directory.close()
         raise DiagError(
             f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}",
             "choose a writable location with -o PATH",
@@ -264,14 +324,16 @@ def launch(
             env=env,
         )
     except OSError as exc:
-        log_fh.close()
+        log.close()
         out_read.close()
         err_read.close()
-        for leftover in (path, out_path, err_path):
+        for leftover in (path.name, *spools):
             try:
-                leftover.unlink()  # no command ran: leave no empty log behind
+                directory.unlink(leftover)  # no command ran: leave no empty log behind
             except OSError:
                 pass
+        if own:
+            directory.close()
         raise DiagError(
             f"cannot run {argv[0]}: {exc.strerror or exc}",
             "check the command after -- (is it installed, on PATH, executable?)",
@@ -282,14 +344,10 @@ def launch(
         os.close(err_fd)
     out = terminal_out if terminal_out is not None else sys.stdout.buffer
     err = terminal_err if terminal_err is not None else sys.stderr.buffer
-    lock = threading.Lock()
-    tees = [
-        _Tee(out_read, out, log_fh, lock, scrub),
-        _Tee(err_read, err, log_fh, lock, scrub),
-    ]
+    tees = [_Tee(out_read, out, log, scrub), _Tee(err_read, err, log, scrub)]
     for tee in tees:
         tee.thread.start()
-    return LaunchedCommand(proc, argv, path, log_fh, tees, spools)
+    return LaunchedCommand(proc, argv, path, log, tees, spools, directory, own)
 
 
 def describe_exit(code: Optional[int]) -> str:

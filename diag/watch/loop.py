@@ -38,8 +38,11 @@ from typing import (
 import msgspec
 
 from diag.bundle.io import JournalWriter
+from diag.bundle.outdir import OutputDir
+from diag.errors import DiagError
 from diag.model import Bundle, Target, Verdict
 from diag.text.terminal import safe_line
+from diag.watch.faults import WriteFaults
 from diag.watch.interrupts import StopRequest
 from diag.watch.launch import LaunchedCommand
 from diag.watch.window import SampleSource, SampleWindow, status_line
@@ -80,6 +83,9 @@ class WatchResult(msgspec.Struct, kw_only=True):
     stop_signal: Optional[int] = None
     child_exit_code: Optional[int] = None
     target: Target = Target()
+    # The first failure of diag itself (a write, a bug) recorded while the watch went on; the
+    # caller raises it after the summary (see ``diag.watch.faults``).
+    failure: Optional[BaseException] = None
 
 
 class _Loop:
@@ -112,6 +118,8 @@ class _Loop:
         self.result = WatchResult()
         self.journal: Optional[JournalWriter] = None
         self.ended_seen = False
+        self.faults = WriteFaults(echo, launched is not None)
+        self.broken = False  # sampling itself failed: only waiting for a launched child is left
         self.scrub_line: Callable[[str], str] = lambda line: line
         self.on_waiting: Callable[[], None] = lambda: None
         self._reported: Optional[Tuple[float, Optional[str]]] = None  # (when, verdict state)
@@ -145,7 +153,13 @@ class _Loop:
     def take(self, index: int) -> Verdict:
         delta = self.source.take_sample(index)
         if self.journal is not None:
-            self.journal.sample(delta.sample, tuple(delta.new_processes), dict(delta.new_stacks))
+            try:  # a failing line stays queued in the journal and is retried
+                self.journal.sample(
+                    delta.sample, tuple(delta.new_processes), dict(delta.new_stacks)
+                )
+            except DiagError as exc:
+                self.faults.record(exc)
+        self.check_log()
         self.window.add(delta)
         last = self.window.recent(self.options.verdict_min_samples, self.options.verdict_min_span_s)
         verdict = self.classify(
@@ -168,6 +182,15 @@ class _Loop:
         except OSError:
             pass  # the terminal went away (SIGHUP, a closed pipe): the report still gets written
         return verdict
+
+    def check_log(self) -> None:
+        """A launched command's log tee records its failures; they are told from here."""
+        if self.launched is not None:
+            self.faults.log_failed(str(self.launched.log_path), self.launched.log.error)
+
+    def write_report(self, force: bool = False) -> bool:
+        """Write the report of the current window; a failure is recorded and retried later."""
+        return self.faults.attempt("report", lambda: self.writer(self.current(), False), force)
 
     def run(self) -> None:
         """Sample until a stop condition; the last sample taken reflects how it stopped."""
@@ -204,8 +227,7 @@ class _Loop:
             last is None
             or last[1] != verdict.state
             or now - last[0] >= self.options.report_every_s - 0.5 * self.options.interval_s
-        ):
-            self.writer(self.current(), False)
+        ) and self.write_report():
             self._reported = (now, verdict.state)
 
     def settle_launched(self) -> None:
@@ -219,14 +241,19 @@ class _Loop:
         launched = self.launched
         if launched is None or self.ended_seen:
             return
+        if self.broken:  # diag failed, the command did not: stay attached until it ends
+            while launched.wait(1.0) is None:
+                pass
+            self.child_ended()
+            return
         if self.result.fail_on_hit:
             if launched.poll() is None:
-                self.writer(self.current(), False)
+                self.write_report(force=True)
                 launched.terminate(self.options.stop_grace_s)
             self.child_ended()
             return
         if launched.poll() is None:
-            self.writer(self.current(), False)
+            self.write_report(force=True)
             self.on_waiting()
             while launched.wait(1.0) is None:
                 pass  # signals arriving meanwhile are forwarded by SignalForwarding
@@ -247,11 +274,14 @@ def run_watch(
     journal_scrub: Optional[Callable[[bytes], bytes]] = None,
     on_waiting: Callable[[], None] = lambda: None,
     enrich: Callable[[Bundle], Bundle] = lambda bundle: bundle,
+    directory: Optional[OutputDir] = None,
 ) -> WatchResult:
     """Watch ``source`` until a stop condition; always end with the journal end and a report.
 
     ``command`` is the launched command line, already redacted by the caller;
-    ``journal_scrub`` (Redactor.scrub_bytes) runs over every journal line.
+    ``journal_scrub`` (Redactor.scrub_bytes) runs over every journal line; ``directory`` is
+    the checked handle the journal is created in. Failures of diag's own (a write, a bug) do
+    not raise: they are in ``result.failure`` (see ``diag.watch.faults``).
     """
     loop = _Loop(
         source, options, writer, classify, echo, launched, command, stop or StopRequest(), enrich
@@ -259,32 +289,56 @@ def run_watch(
     loop.on_waiting = on_waiting
     if options.journal_path is not None:
         journal_path = Path(options.journal_path)
-        try:
-            journal_path.unlink()  # a journal is one watch: never append to a previous run's
-        except FileNotFoundError:
-            pass
-        loop.journal = JournalWriter(journal_path, scrub=journal_scrub)
+        if directory is not None:
+            directory.unlink(journal_path.name)  # a journal is one watch: never append
+        else:
+            journal_path.unlink(missing_ok=True)
+        loop.journal = JournalWriter(journal_path, scrub=journal_scrub, directory=directory)
     if journal_scrub is not None:
         # The capture's redactor, which knows the target's secrets, scrubs the status lines too.
         scrub_bytes = journal_scrub
         loop.scrub_line = lambda line: scrub_bytes(line.encode("utf-8", "surrogateescape")).decode(
             "utf-8", "surrogateescape"
         )
-    try:
-        if loop.journal is not None:
-            loop.journal.header(loop.host, loop.target(), loop.created_s)
-        loop.run()
-        loop.settle_launched()
-        result = loop.result
-        result.stop_signal = loop.stop.signum
-        result.child_exit_code = launched.exit_code if launched is not None else None
-        result.target = loop.target()
-        # Only a watch that ended normally gets an end line: one that crashed loads as
-        # incomplete, which is what it is.
-        if loop.journal is not None:
-            loop.journal.end(result.target, result.verdict, collectives=loop.current().collectives)
-    finally:
-        if loop.journal is not None:
-            loop.journal.close()
-    writer(loop.current(), True)
+    _watch_to_end(loop)
+    result = loop.result
+    result.stop_signal = loop.stop.signum
+    result.child_exit_code = launched.exit_code if launched is not None else None
+    result.target = loop.target()
+    loop.faults.attempt("report", lambda: writer(loop.current(), True), force=True)
+    loop.check_log()
+    result.failure = loop.faults.first
     return result
+
+
+def _watch_to_end(loop: _Loop) -> None:
+    """Sample, settle a launched command, end and close the journal. Nothing that fails here
+    ends the watch early or reaches a launched command: it is recorded in ``loop.faults``."""
+    journal = loop.journal
+    try:
+        if journal is not None:
+            journal.header(loop.host, loop.target(), loop.created_s)
+    except DiagError as exc:
+        loop.faults.record(exc)
+    try:
+        loop.run()
+    except Exception as exc:
+        loop.faults.record(exc)
+        loop.broken = True
+    try:
+        loop.settle_launched()
+    except Exception as exc:
+        loop.faults.record(exc)
+    if journal is None:
+        return
+    # Only a watch that ended normally gets an end line: one that crashed loads as
+    # incomplete, which is what it is.
+    if not loop.broken:
+        try:
+            target = loop.target()
+            journal.end(target, loop.result.verdict, collectives=loop.current().collectives)
+        except Exception as exc:
+            loop.faults.record(exc)
+    journal.close()  # never raises: what it could not write is in its failure
+    if journal.failure is not None and not journal.complete:
+        loop.faults.record(journal.failure)

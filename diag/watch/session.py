@@ -12,7 +12,12 @@ A launched command is never killed behind the user's back: when sampling ends by
 ``--count``/``--duration`` diag stays attached (tee, signal forwarding) until the command
 exits, then records the exit code. The exception is ``--fail-on``: a watchdog that fired
 terminates the job it launched (SIGTERM to its group, SIGKILL after a grace period), because a
-CI step must not hang on the deadlock it just reported.
+CI step must not hang on the deadlock it just reported. diag failing (a full disk, a bug) is
+never a reason: the failure is recorded and told, the watch goes on (``diag.watch.faults``),
+and diag exits with it only after the command ended on its own.
+
+Every file is created relative to one handle of the output directory, opened and checked once
+(``Outputs.directory``, see ``diag.bundle.outdir``), for the life of the watch.
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from diag.errors import EXIT_FAIL_ON, EXIT_USAGE, DiagError
 from diag.model import STATES, Bundle
 from diag.probes.nccl.flight_recorder import FrTracker
 from diag.render.outputs import write_outputs
+from diag.text.terminal import safe_line
 from diag.verdict.classify import classify
 from diag.watch.attach import attach
 from diag.watch.interrupts import SignalForwarding, StopRequest
-from diag.watch.launch import describe_exit
+from diag.watch.launch import LaunchedCommand, describe_exit
 from diag.watch.loop import WatchOptions, WatchResult, run_watch
 
 
@@ -51,16 +57,43 @@ def run_session(
     the summary (verdict, command exit, files) through ``echo``, which may fail harmlessly."""
     echo = _tolerant(echo)
     outputs = output_base(out, Path(argv[0]).name if argv else str(pid))
+    try:
+        result, launched = _watch(pid, argv, outputs, options, log_paths, echo, journal, fr_dirs)
+    finally:
+        if outputs.directory is not None:
+            outputs.directory.close()
+    for line in _summary(result, outputs, journal, launched):
+        echo(line)
+    if result.failure is not None:
+        raise result.failure
+    return result, outputs
+
+
+def _watch(
+    pid: Optional[int],
+    argv: Sequence[str],
+    outputs: Outputs,
+    options: WatchOptions,
+    log_paths: Sequence[str],
+    echo: Callable[[str], None],
+    journal: bool,
+    fr_dirs: Sequence[str],
+) -> Tuple[WatchResult, Optional[LaunchedCommand]]:
+    """``run_session`` between opening the outputs and the summary: attach, watch, detach."""
     dumps = FrTracker(fr_dirs)  # Flight Recorder dumps appear when a watchdog fires
     stop = StopRequest()
     forwarding = SignalForwarding(stop)
     with forwarding:
-        attached = attach(pid, argv, outputs, log_paths, forwarding)
+        try:
+            attached = attach(pid, argv, outputs, log_paths, forwarding)
+        except BaseException:
+            _stay_attached(forwarding.child, echo)
+            raise
         redactor = attached.collector.redactor
         json_path = outputs.with_ext(".json")
 
         def writer(bundle: Bundle, final: bool) -> None:
-            write_outputs(bundle, json_path, redactor)
+            write_outputs(bundle, json_path, redactor, outputs.directory)
 
         opts = msgspec.structs.replace(
             options, journal_path=outputs.with_ext(".jsonl") if journal else None
@@ -81,19 +114,30 @@ def run_session(
                     f"diag: sampling done, report in {outputs.with_ext('.html')}; "
                     "waiting for the command to exit (Ctrl-C is forwarded to it)"
                 ),
+                directory=outputs.directory,
             )
         except BaseException:
-            # diag is failing: a command left behind would lose its stdout (our pipes) anyway
-            if attached.launched is not None:
-                attached.launched.terminate(options.stop_grace_s)
+            # Only a bug run_watch did not contain: the command is not diag's to end.
+            _stay_attached(attached.launched, echo)
             raise
         finally:
             attached.collector.close()  # the NVML worker must not outlive the watch
             if attached.launched is not None:
                 attached.launched.close()
-    for line in _summary(result, outputs, journal):
-        echo(line)
-    return result, outputs
+    return result, attached.launched
+
+
+def _stay_attached(launched: Optional[LaunchedCommand], echo: Callable[[str], None]) -> None:
+    """diag failed with a launched command still running: it is never killed for that. diag
+    stays attached (its output tee, Ctrl-C forwarded) until it exits, then reports the error."""
+    if launched is None or launched.poll() is not None:
+        return
+    echo(
+        f"diag: stopped watching after an error; the command (PID {launched.pid}) keeps "
+        "running - diag waits for it to exit (Ctrl-C is forwarded to it)"
+    )
+    while launched.wait(1.0) is None:
+        pass
 
 
 def fail_on_error(result: WatchResult, fail_on: FrozenSet[str], outputs: Outputs) -> DiagError:
@@ -141,7 +185,9 @@ def parse_states(text: Optional[str]) -> FrozenSet[str]:
     return states
 
 
-def _summary(result: WatchResult, outputs: Outputs, journal: bool) -> List[str]:
+def _summary(
+    result: WatchResult, outputs: Outputs, journal: bool, launched: Optional[LaunchedCommand]
+) -> List[str]:
     verdict = result.verdict
     lines = [
         f"verdict: {verdict.state}" + (f" - {verdict.summary}" if verdict.summary else "")
@@ -154,7 +200,12 @@ def _summary(result: WatchResult, outputs: Outputs, journal: bool) -> List[str]:
     if result.target.launched:
         exts.append(".log")
     lines += [f"wrote {outputs.with_ext(ext)}" for ext in exts if outputs.with_ext(ext).exists()]
-    return lines
+    if launched is not None and launched.log.lost:
+        kept = ", ".join(str(p) for p in launched.spool_paths)
+        lines.append(
+            f"{outputs.with_ext('.log')} lost lines; the command's whole output is in {kept}"
+        )
+    return [safe_line(line) for line in lines]
 
 
 def _tolerant(echo: Callable[[str], None]) -> Callable[[str], None]:
