@@ -146,6 +146,9 @@ def run_all(
             ),
         )
     step("discovery", lambda: discovery_cost.measure(sizes.discovery_others))
+    from bench import ps_cost  # issue 26: diag ps on a busy host
+
+    step("ps", lambda: ps_cost.measure(sizes.discovery_others))
     step("slurm_fanout", partial(_slurm_fanout, sizes, log))
     repeats, count, interval_s = sizes.saturation
     step("saturation", partial(saturation.measure, repeats, count, interval_s))
@@ -245,6 +248,10 @@ def rows_of(figures: Figures) -> List[Row]:
                 bool(d["same_answer"]) and (d["steady_median_s"] <= 0.002 or d["ratio"] <= 0.1),
             )
         )
+    if "ps" in figures:
+        from bench import ps_cost
+
+        rows.extend(Row(*line) for line in ps_cost.rows(figures["ps"]))
     sf = figures.get("slurm_fanout")
     if sf and sf.get("skipped"):
         rows.append(

@@ -126,6 +126,22 @@ def parse_proc_stat(pid: int, data: bytes) -> Optional[ProcStat]:
         return None
 
 
+def parse_proc_stat_head(pid: int, data: bytes) -> Optional[ProcStat]:
+    """The name, state, parent and session only (CPU and start ticks left 0): what the host
+    scan needs of each of its thousands of processes, at a third of ``parse_proc_stat``'s
+    cost; a job's own processes are parsed whole afterwards."""
+    close_at = data.rfind(b")")
+    rest = data[close_at + 2 :].split(b" ", 4)
+    if close_at < 0 or len(rest) < 5:
+        return None
+    try:
+        ppid, sid = int(rest[1]), int(rest[3])
+    except ValueError:
+        return None
+    comm = data[data.find(b"(") + 1 : close_at].decode("utf-8", "replace")
+    return ProcStat(pid, comm, rest[0].decode("ascii", "replace"), ppid, sid, 0, 0, 0)
+
+
 def is_kernel_thread(stat: ProcStat) -> bool:
     return stat.pid == 2 or stat.ppid == 2
 
