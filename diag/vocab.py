@@ -20,6 +20,41 @@ STATES: Tuple[VerdictState, ...] = get_args(VerdictState)
 # work the CPU view cannot see ("work"), a counter that advanced ("progress").
 Lean = Literal["stuck", "work", "progress"]
 
+# What an evidence line is about (``Evidence.signal``; stored as a plain string so a bundle
+# from a diag that knew other signals still loads).
+EvidenceSignal = Literal[
+    "cpu",
+    "spin",
+    "io",
+    "memory",
+    "futex",
+    "log",
+    "ports",
+    "stacks",
+    "exited",
+    "single-sample",
+    "gpu",
+    "gpu-error",
+    "evidence-error",
+    "straggler",
+    "no-straggler",
+    "fr-all-waiting",
+    "fr-lag",
+    "fr-mismatch",
+    "fr-missing",
+    "fr-not-started",
+    "nccl-log-warn",
+    "nccl-log-cuda-error",
+    "nccl-log-xid",
+    "nccl-log-nccl-error",
+    "nccl-ras",
+    "nccl-ras-frozen",
+    "nccl-ras-progress",
+    "nccl-watchdog-lag",
+    "nccl-watchdog-timeout",
+]
+EVIDENCE_SIGNALS: Tuple[EvidenceSignal, ...] = get_args(EvidenceSignal)
+
 # Where a process sits in the job's tree (``ProcessInfo.role``).
 Role = Literal["rank", "launcher", "worker", "helper", "process"]
 

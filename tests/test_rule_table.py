@@ -132,3 +132,13 @@ def test_the_report_shows_the_deciding_rule_and_the_runners_up() -> None:
     assert "(overruled: a stopped or dead process owes its peers" in md
     html = render_html(view)
     assert "decided by <code>rank_stopped</code>; also matched: output_moves" in html
+
+
+def test_every_evidence_signal_is_in_the_vocabulary() -> None:
+    """``Evidence.signal`` is stored as a string (old bundles stay readable), so the closed set
+    is checked here: every signal the verdict gives on the recorded captures is a known one."""
+    from diag.vocab import EVIDENCE_SIGNALS
+
+    for path in _bundles():
+        for ev in classify(load_bundle(path)).evidence:
+            assert ev.signal in EVIDENCE_SIGNALS, (path.name, ev.signal)

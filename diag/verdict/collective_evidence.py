@@ -13,6 +13,7 @@ from typing import Iterable, List, Optional, Sequence
 from diag.model import Evidence, ProcessInfo, Suspect
 from diag.text.units import rank_set
 from diag.verdict.sources import Finding
+from diag.vocab import EvidenceSignal, Lean
 
 
 def op_name(profiling_name: str) -> str:
@@ -29,12 +30,12 @@ def suspect_list(rank: Optional[int], pid: Optional[int], host: str, reason: str
 
 
 def finding(
-    signal: str,
+    signal: EvidenceSignal,
     detail: str,
     section: str,
     ranks: Iterable[Optional[int]] = (),
     suspects: Sequence[Suspect] = (),
-    lean: Optional[str] = None,
+    lean: Optional[Lean] = None,
 ) -> Finding:
     rank_tuple = tuple(r for r in ranks if r is not None)
     pids = tuple(s.pid for s in suspects)

@@ -29,11 +29,17 @@ from diag.verdict.collective_evidence import finding, pid_of, ranks_text, suspec
 from diag.verdict.fr_findings import fr_findings
 from diag.verdict.gpu import map_devices
 from diag.verdict.sources import PROGRESS, STUCK, Context, Finding
+from diag.vocab import EvidenceSignal, Lean
 
 # fr_findings is re-exported: this module is where every collective source is registered.
 __all__ = ["fr_findings", "gpu_error_findings", "log_findings", "ras_findings"]
 
 _FAILURE_KINDS = ("cuda_error", "xid", "nccl_error")
+_FAILURE_SIGNALS: Dict[str, EvidenceSignal] = {
+    "cuda_error": "nccl-log-cuda-error",
+    "xid": "nccl-log-xid",
+    "nccl_error": "nccl-log-nccl-error",
+}
 
 
 def _exited(samples: Sequence[Sample]) -> Dict[Tuple[str, int], Optional[int]]:
@@ -71,7 +77,7 @@ def log_findings(
             detail = f"{who} logged {kind}{then}: {failure.last_line}"
             reason = f"{kind} in its log{then}"
             suspects = suspect_list(log.rank, log.pid, log.host, reason) if then else []
-            signal = "nccl-log-" + failure.kind.replace("_", "-")
+            signal = _FAILURE_SIGNALS[failure.kind]
             out.append(finding(signal, detail, "nccl-logs", [log.rank], suspects))
         elif "nccl_warn" in by_kind:
             warn = by_kind["nccl_warn"]
@@ -103,7 +109,7 @@ def _watchdog_findings(
             f"collective #{first.timeout_seq}: these ranks waited; the rank that never "
             "joined is the culprit"
         )
-        lean = STUCK if recent else None
+        lean: Optional[Lean] = STUCK if recent else None
         out.append(finding("nccl-watchdog-timeout", detail, "nccl-logs", ranks, lean=lean))
     if len(enq_known) >= 2 and len(set(enq_known.values())) > 1:
         top = max(enq_known.values())

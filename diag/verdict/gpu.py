@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from diag.model import Evidence, GpuDevice, GpuSample, ProcessInfo
 from diag.verdict.sources import PROGRESS, STUCK, WORK, Context, Finding
+from diag.vocab import Lean
 
 __all__ = ["PROGRESS", "gpu_findings", "map_devices", "map_devices_to_ranks"]
 
@@ -69,6 +70,7 @@ def gpu_findings(ctx: Context) -> Iterable[Finding]:
         if not ranks and owner_rank is not None:
             ranks = (owner_rank,)
         of_cap = f" of {cap:.0f} W" if cap else ""
+        lean: Lean
         if mean_power <= idle_w:
             detail = (
                 f"{name} reads {mean_util:.0f}% utilization at {mean_power:.0f} W{of_cap}: "

@@ -12,15 +12,16 @@ power) or ``"progress"`` (a counter advanced).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Final, Iterable, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, Evidence, Suspect
 from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
+from diag.vocab import Lean
 
-STUCK = "stuck"
-WORK = "work"
-PROGRESS = "progress"
+STUCK: Final = "stuck"
+WORK: Final = "work"
+PROGRESS: Final = "progress"
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Context:
 class Finding:
     evidence: Evidence
     suspects: Tuple[Suspect, ...] = ()
-    lean: Optional[str] = None  # STUCK | WORK | PROGRESS | None
+    lean: Optional[Lean] = None
 
 
 EvidenceSource = Callable[[Context], Iterable[Finding]]
