@@ -1,0 +1,124 @@
+"""``diag mcp`` driven by the MCP SDK's own client over stdio, as a coding agent drives it.
+
+A real session: the client launches ``python -m diag mcp``, lists its tools, finds a real job
+with ``list_jobs`` (no PID given), captures it, and reads the verdict; then ``summary`` of the
+bundle it wrote and ``watch_status`` of a real ``diag watch``. A job with planted secrets shows
+that nothing of them reaches the agent, and bad inputs come back as tool errors.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+from conftest import PROGRAMS, run_diag
+
+mcp = pytest.importorskip("mcp")
+anyio = pytest.importorskip("anyio")
+jsonschema = pytest.importorskip("jsonschema")
+
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from diag.commands.machine_json import json_schema  # noqa: E402
+
+SECRET = "hf_PlantedMcpSecret0123456789abcdef"
+STATES = {"progressing", "slow", "idle", "deadlocked", "exited", "unknown"}
+
+
+def _params(out_dir: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "diag", "mcp", "--out-dir", str(out_dir)]
+    )
+
+
+def _doc(result: Any) -> Dict[str, Any]:
+    assert not result.is_error, result.content
+    text = "".join(getattr(block, "text", "") for block in result.content)
+    assert SECRET not in text
+    structured = result.structured_content
+    doc: Dict[str, Any] = structured if structured and "kind" in structured else json.loads(text)
+    assert SECRET not in json.dumps(doc)
+    return doc
+
+
+def _session(out_dir: Path, calls: List[Tuple[str, Dict[str, Any]]]) -> Tuple[Any, List[Any]]:
+    """Open one client session, list the tools, make ``calls`` in order."""
+
+    async def main() -> Tuple[Any, List[Any]]:
+        async with Client(_params(out_dir)) as client:
+            tools = await client.list_tools()
+            results = [await client.call_tool(name, args) for name, args in calls]
+            return tools, results
+
+    result: Tuple[Any, List[Any]] = anyio.run(main)
+    return result
+
+
+@pytest.mark.slow
+def test_an_agent_finds_a_job_captures_it_and_reads_the_verdict(spawn: Any, tmp_path: Path) -> None:
+    job = spawn(
+        [sys.executable, str(PROGRAMS / "rank_job.py"), "2"],
+        env={"HF_TOKEN": SECRET, "NCCL_DEBUG": "INFO"},
+    )
+    capture_args = {"pid": job.pid, "interval_s": 0.3, "count": 2}
+    tools, (listed, captured, bad_pid, bad_count) = _session(
+        tmp_path,
+        [
+            ("list_jobs", {}),
+            ("capture", capture_args),
+            ("capture", {"pid": 0}),
+            ("capture", {"pid": job.pid, "count": 1000}),
+        ],
+    )
+    by_name = {tool.name: tool for tool in tools.tools}
+    assert set(by_name) == {"list_jobs", "capture", "summary", "watch_status"}
+    assert "silent log" in by_name["capture"].description or "quiet log" in (
+        by_name["capture"].description
+    )
+    assert "never kills or signals" in by_name["capture"].description
+    assert by_name["capture"].input_schema["properties"]["count"]["maximum"] == 20
+    jobs = _doc(listed)
+    jsonschema.validate(jobs, json_schema())
+    mine = [j for j in jobs["jobs"] if j["root_pid"] == job.pid]
+    assert len(mine) == 1 and mine[0]["ranks"] == [0, 1]
+    verdict = _doc(captured)
+    jsonschema.validate(verdict, json_schema())
+    assert verdict["kind"] == "capture" and verdict["target_pid"] == job.pid
+    assert verdict["state"] in STATES and verdict["verdict"] and verdict["samples"] == 2
+    assert verdict["ranks"] == [0, 1]
+    bundle = Path(verdict["reports"]["json"])
+    assert bundle.is_file() and bundle.parent == tmp_path
+    assert SECRET not in bundle.read_text(encoding="utf-8")
+    assert bad_pid.is_error and bad_count.is_error
+    assert job.proc.poll() is None  # the job still runs: nothing killed it
+
+    (summary,) = _session(tmp_path, [("summary", {"path": str(bundle)})])[1]
+    doc = _doc(summary)
+    assert doc["kind"] == "summary" and doc["state"] == verdict["state"]
+    assert doc["rule"] == verdict["rule"]
+
+
+@pytest.mark.slow
+def test_watch_status_of_a_real_watch(spawn: Any, tmp_path: Path) -> None:
+    job = spawn([sys.executable, str(PROGRAMS / "rank_job.py"), "2"])
+    out = tmp_path / "w"
+    done = run_diag(
+        ["watch", "--pid", str(job.pid), "--interval", "0.3", "--count", "3", "-o", str(out)]
+    )
+    assert done.returncode == 0, done.stderr
+    _, (status, missing) = _session(
+        tmp_path,
+        [
+            ("watch_status", {"path": str(out.with_suffix(".jsonl"))}),
+            ("watch_status", {"path": str(tmp_path / "nothing.jsonl")}),
+        ],
+    )
+    doc = _doc(status)
+    jsonschema.validate(doc, json_schema())
+    assert doc["kind"] == "watch_status" and doc["state"] in STATES
+    assert doc["complete"] is True  # the watch ended: its journal has its end line
+    assert any("watch ended" in note for note in doc["notes"])
+    assert missing.is_error
