@@ -45,22 +45,19 @@ import threading
 import urllib.parse
 from typing import Any, Dict, List, Optional, Pattern, Sequence, Set, Tuple
 
+from diag.redaction.argv import argv_secrets
+from diag.redaction.structure import scrub_item_lines, scrub_structures
 from diag.secret_patterns import (
     BLOCK_BEGIN_RE,
     BLOCK_BODY_RE,
     LOCATION_SUFFIXES,
     NEEDLES,
     NOT_SECRET_VALUE_NAMES,
-    PASSWORD_SHORT_OPTIONS,
     PLACEHOLDER,
-    POSITIONAL_SECRET_COMMANDS,
     TEXT_PATTERNS,
-    USER_PASSWORD_OPTIONS,
-    USER_PASSWORD_TOOLS,
     fold,
     is_secret_flag,
     is_secret_name,
-    secret_strength,
     worth_learning,
 )
 from diag.text.terminal import safe_line, safe_text
@@ -79,6 +76,9 @@ __all__ = [
 # name is stored cut there, so its 15-character prefix is learned as well.
 COMM_CHARS = 15
 _ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
+# What a terminal hides or rewrites between a key and its value: colour and cursor codes
+# (CSI ... letter) and carriage returns (``api_key=\rV`` shows only ``V``).
+_HIDDEN_RE = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\r")
 
 
 def _spellings(value: str) -> Set[str]:
@@ -117,6 +117,7 @@ class Redactor:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._secrets: Set[str] = set()
+        self._order: List[str] = []  # the spellings in the order learned, for ``mark``
         self._known_re: Optional[Pattern[str]] = None
         self._dirty = False
 
@@ -133,8 +134,10 @@ class Redactor:
 
     def _learn(self, spellings: Set[str]) -> None:
         with self._lock:
-            if not spellings <= self._secrets:
-                self._secrets |= spellings
+            new = spellings - self._secrets
+            if new:
+                self._secrets |= new
+                self._order.extend(sorted(new))
                 self._dirty = True
 
     def add_environ(self, env: Dict[str, str]) -> None:
@@ -151,6 +154,29 @@ class Redactor:
         with self._lock:
             return len(self._secrets)
 
+    def mark(self) -> int:
+        """A point in what this redactor has learned, for ``rescrub_bytes``."""
+        with self._lock:
+            return len(self._order)
+
+    def rescrub_bytes(self, data: bytes, since: int) -> bytes:
+        """``data`` (written earlier, scrubbed with what was known then) scrubbed again if a
+        value learned after ``since`` occurs in it; else ``data`` itself, unchanged.
+
+        A secret printed before the process carrying it appeared reached the journal and the
+        launch log before diag knew it. Only the values learned since are searched (the text
+        was scrubbed of the rest and of every pattern when written), so a day's journal is
+        re-read cheaply and rewritten only when one of them is really there.
+        """
+        with self._lock:
+            fresh = self._order[since:]
+        if not fresh:
+            return data
+        text = data.decode("utf-8", "surrogateescape")
+        if not any(value in text for value in fresh):
+            return data
+        return self.scrub_bytes(data)
+
     # -- scrubbing --------------------------------------------------------------------------
 
     def _known_pattern(self) -> Optional[Pattern[str]]:
@@ -165,9 +191,20 @@ class Redactor:
         """Return ``text`` with every known secret and secret-shaped substring replaced."""
         if not text:
             return text
+        scrubbed = self._scrub_plain(text)
+        if ("\x1b" in text or "\r" in text) and _HIDDEN_RE.search(text):
+            # As a terminal shows it: a key and its value split by colour codes or a \r.
+            shown = _HIDDEN_RE.sub("", text)
+            if self._scrub_plain(shown) != shown:
+                return self._scrub_plain(_HIDDEN_RE.sub("", scrubbed))
+        return scrubbed
+
+    def _scrub_plain(self, text: str) -> str:
+        """Known values, then structures (argv lists, netrc), then the patterns."""
         known = self._known_pattern()
         if known is not None:
             text = known.sub(PLACEHOLDER, text)
+        text = scrub_structures(text, self.add_secret)
         folded = fold(text)
         for (pattern, replacement), needle in zip(TEXT_PATTERNS, NEEDLES):
             if needle.search(folded):
@@ -203,56 +240,28 @@ class Redactor:
                     out[j] = PLACEHOLDER
                     j -= 1
                 out[i] = PLACEHOLDER + line[end.end() :]
+        if len(out) > 1:
+            out = scrub_item_lines(out, self.add_secret)  # a YAML/JSON argv list, one a line
         return tuple(self.scrub(line) for line in out)
 
     def scrub_argv(self, argv: Sequence[str]) -> Tuple[str, ...]:
-        """Redact the values of secret flags (and learn them), then scrub each argument.
+        """Redact the secrets of ``argv`` (and learn them), then scrub each argument.
 
-        Beyond ``--flag VALUE``/``--flag=VALUE``: ``NAME=VALUE`` arguments with a secret name
-        (``docker run -e DB_PASS=x``), the password option of known tools (``mysql -pPW``,
-        ``redis-cli -a PW``), ``wandb login KEY`` and ``curl -u user:PW``.
+        Which arguments hold one is ``diag.redaction.argv``'s: ``--flag VALUE``/``--flag=VALUE``,
+        ``NAME=VALUE`` with a secret name (``docker run -e DB_PASS=x``), the password option
+        of known tools (``mysql -pPW``, ``redis-cli -a PW``) and an unknown program's ``-p``
+        when its value reads like a password, ``wandb login KEY``, ``curl -u user:PW``,
+        ``openssl -passin pass:PW`` and secret headers.
         """
+        spans = argv_secrets(argv)
         out: List[str] = []
-        redact_next = False
-        short, positional, user_pass = _tool_rules(argv)
         for index, arg in enumerate(argv):
-            if redact_next and not arg.startswith("-"):
-                out.append(self._learned(arg))
-                redact_next = False
-                continue
-            redact_next = False
-            if arg.startswith("-") and is_secret_flag(arg):
-                if "=" in arg:
-                    flag, value = arg.split("=", 1)
-                    if value:
-                        out.append(f"{flag}={self._learned(value)}")
-                        continue
-                else:
-                    redact_next = True
-            elif short is not None and arg.startswith(short):
-                if arg == short:
-                    redact_next = True
-                else:
-                    out.append(short + self._learned(arg[len(short) :]))
-                    continue
-            elif user_pass and arg in USER_PASSWORD_OPTIONS and _user_pass_next(argv, index):
-                self.add_secret(argv[index + 1].split(":", 1)[1])
-                redact_next = True
-            elif positional is not None and index >= positional and not arg.startswith("-"):
-                out.append(self._learned(arg))
-                continue
-            elif "=" in arg and not arg.startswith("-"):
-                name, value = arg.split("=", 1)
-                if secret_strength(name) == 2 and value:
-                    out.append(f"{name}={self._learned(value)}")
-                    continue
+            offset = spans.get(index)
+            if offset is not None:
+                self.add_secret(arg[offset:])
+                arg = arg[:offset] + PLACEHOLDER
             out.append(arg)
         return tuple(self.scrub(a) for a in out)
-
-    def _learned(self, value: str) -> str:
-        """Learn ``value`` and return the placeholder that stands for it in argv."""
-        self.add_secret(value)
-        return PLACEHOLDER
 
     def scrub_obj(self, obj: Any) -> Any:
         """Scrub every string (keys too) of a decoded JSON value, keeping its structure."""
@@ -306,28 +315,6 @@ def _parses(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _tool_rules(argv: Sequence[str]) -> Tuple[Optional[str], Optional[int], bool]:
-    """What ``argv``'s program makes secret: (its password short option, the index from which
-    positional arguments are credentials, whether -u/--user carry ``user:password``)."""
-    if not argv:
-        return None, None, False
-    tool = argv[0].rsplit("/", 1)[-1]
-    with_sub = f"{tool} {argv[1]}" if len(argv) > 1 else tool
-    short = PASSWORD_SHORT_OPTIONS.get(with_sub) or PASSWORD_SHORT_OPTIONS.get(tool)
-    positional = 2 if with_sub in POSITIONAL_SECRET_COMMANDS else None
-    return short, positional, tool in USER_PASSWORD_TOOLS
-
-
-def _user_pass_next(argv: Sequence[str], index: int) -> bool:
-    """``-u user:PW``: the next argument holds a password (``1000:1000`` ids do not count)."""
-    if index + 1 >= len(argv):
-        return False
-    value = argv[index + 1]
-    if ":" not in value or value.startswith("-"):
-        return False
-    return re.fullmatch(r"[\d:]+", value) is None
 
 
 # Learns every value any Redactor of this process learns, for ``printable``.

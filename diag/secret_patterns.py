@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Callable, FrozenSet, List, Match, Pattern, Tuple, Union
+from typing import FrozenSet, List, Match, Pattern, Tuple
 
-PLACEHOLDER = "<redacted>"
+from diag.redaction.shapes import PLACEHOLDER as PLACEHOLDER
+from diag.redaction.shapes import SHAPE_PATTERNS, Needle, Replacement
+
 MIN_SECRET_CHARS = 5
 
 # Environment variable names that look secret (the documented rule, case-insensitive substring),
@@ -55,6 +57,8 @@ STRONG_WORDS = frozenset(
         "passwd",
         "pass",
         "passphrase",
+        "passcode",
+        "passkey",
         "pwd",
         "pw",
         "apikey",
@@ -105,6 +109,10 @@ _STRONG_KEYS = (
     r"|private[_-]?key|secret[_-]?key|cookie|client[_-]?secret|auth[_-]?token|access[_-]?token"
     r"|refresh[_-]?token|hf[_-]?token|bearer|x-amz-signature"
 )
+# Short keys, only as a whole word: ``"pass": V``, ``pw: V``, ``passcode=V`` - not bypass=,
+# compass: (a pattern of their own: in the alternation above, the look-behind made the scan
+# of a report 5x slower).
+_SHORT_KEYS = r"(?<![A-Za-z0-9])(?:pass(?:code|key)?|pw)"
 # Not "signature": diag's own bundle has a "signature" field (rank classes).
 _WEAK_KEYS = r"token|key|auth|session(?:[_-]?id)?"
 
@@ -150,6 +158,10 @@ PASSWORD_SHORT_OPTIONS = {
     "mongoimport": "-p",
     "sshpass": "-p",
     "redis-cli": "-a",
+    "zip": "-P",
+    "unzip": "-P",
+    "7z": "-p",
+    "7za": "-p",
     "docker login": "-p",
     "podman login": "-p",
     "nerdctl login": "-p",
@@ -159,8 +171,6 @@ POSITIONAL_SECRET_COMMANDS = ("wandb login",)
 # Options whose value is ``user:password`` (curl, wget, git's http helpers).
 USER_PASSWORD_OPTIONS = frozenset({"-u", "--user", "--proxy-user", "-U", "--http-user"})
 USER_PASSWORD_TOOLS = frozenset({"curl", "wget"})
-
-Replacement = Union[str, Callable[["Match[str]"], str]]
 
 
 def redact_value(value: str) -> str:
@@ -280,6 +290,15 @@ _USERPASS_RE = re.compile(
     r"|--http-user))(?:=|" + _SP + r")?[\"']?[^\s:\"'\\<>]+:)(?!\d+(?![^\s\"'\\<>]))(" + _V + r"+)"
 )  # fmt: skip
 
+
+def _strong_pair_re(keys: str) -> Pattern[str]:
+    """``KEY = VALUE`` / ``"KEY": "VALUE"`` / ``KEY: VALUE`` (also split by a ``\\r``)."""
+    return re.compile(
+        r"((?:" + keys + r")[\"']?\s*[=:]\s*)(?!-)(" + _QUOTED + r"|[\"']?" + _PAIR_VALUE + r")",
+        re.IGNORECASE,
+    )
+
+
 TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
     # Private keys and PGP blocks, whole: BEGIN to END, or to the end of the text when the
     # END was cut off (a truncated log tail).
@@ -300,14 +319,15 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
     # URL). Not host:8080/path@x - a port is not a password.
     (
         re.compile(
-            r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^\s/?#@:\"'\\<>]*:(?!\d{1,5}(?:[/?#\s\"'<>]|$))"
+            r"\b([A-Za-z][A-Za-z0-9+.-]*:(?://|\\/\\/))[^\s/?#@:\"'\\<>]*:"
+            r"(?!\d{1,5}(?:[/?#\s\"'<>\\]|$))"
             r"[^\s\"'\\<>]*@"
         ),
         r"\1" + PLACEHOLDER + "@",
     ),
     # scheme://user:pass@host and scheme://token@host: the whole userinfo goes.
     (
-        re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)(?:[^\s/?#@\"'\\<>]|<redacted>)+@"),
+        re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*:(?://|\\/\\/))(?:[^\s/?#@\"'\\<>]|<redacted>)+@"),
         r"\1" + PLACEHOLDER + "@",
     ),
     # Authorization / Proxy-Authorization headers: everything after the scheme word.
@@ -332,19 +352,8 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
     # the key word: a leading ``(?<![A-Za-z0-9])[A-Za-z0-9_.-]*`` (the rest of the name) can
     # always be satisfied, so it changed no replacement, only made the scan backtrack over
     # every identifier - 80 % of the time of scrubbing a report (bench/cli_cost.py).
-    (
-        re.compile(
-            r"((?:"
-            + _STRONG_KEYS
-            + r")[\"']?\s*[=:]\s*)(?!-)("
-            + _QUOTED
-            + r"|[\"']?"
-            + _PAIR_VALUE
-            + r")",
-            re.IGNORECASE,
-        ),
-        lambda m: m.group(1) + redact_value(m.group(2)),
-    ),
+    (_strong_pair_re(_STRONG_KEYS), lambda m: m.group(1) + redact_value(m.group(2))),
+    (_strong_pair_re(_SHORT_KEYS), lambda m: m.group(1) + redact_value(m.group(2))),
     # token=X, key: X, session=X - only when X looks like a secret (8+ chars, not a number).
     (
         re.compile(
@@ -360,29 +369,8 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
         ),
         r"\1" + PLACEHOLDER,
     ),
-    # Well-known token shapes, wherever they appear.
-    (
-        re.compile(
-            r"(?<![A-Za-z0-9])(?:"
-            r"hf_[A-Za-z0-9]{20,}"
-            r"|sk-[A-Za-z0-9_-]{20,}"
-            r"|(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}"
-            r"|whsec_[A-Za-z0-9]{20,}"
-            r"|gh[pousr]_[A-Za-z0-9]{30,}"
-            r"|github_pat_[A-Za-z0-9_]{20,}"
-            r"|glpat-[A-Za-z0-9_-]{20,}"
-            r"|xox[abposr]-[A-Za-z0-9-]{10,}"
-            r"|xapp-[A-Za-z0-9-]{10,}"
-            r"|npm_[A-Za-z0-9]{30,}"
-            r"|pypi-[A-Za-z0-9_-]{40,}"
-            r"|ya29\.[A-Za-z0-9_-]{20,}"
-            r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
-            r"|AIza[0-9A-Za-z_-]{35}"
-            r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"
-            r")"
-        ),
-        PLACEHOLDER,
-    ),
+    # Token shapes, credentials in URLs without a scheme or URL-encoded, webhook URLs.
+    *((pattern, replacement) for pattern, replacement, _ in SHAPE_PATTERNS),
 )
 
 
@@ -394,12 +382,12 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
 _SEP = r"[\"']?\s*[=:]"
 # Every word of STRONG_WORDS/WEAK_WORDS contains one of these.
 _WORD_NEEDLE = r"(?:pass|pw|secret|cred|cookie|private|bearer|sig|token|key|auth|session)"
-NEEDLES: Tuple[Pattern[str], ...] = (
+NEEDLES: Tuple[Needle, ...] = (
     re.compile(r"-----begin "),
     re.compile(r"-----end "),
     re.compile(r"[a-z0-9+/]{64}"),
-    re.compile(r"://[^\s/?#@:]*:"),
-    re.compile(r"://"),
+    re.compile(r":(?://|\\/\\/)[^\s/?#@:]*:"),
+    re.compile(r":(?://|\\/\\/)"),
     re.compile(r"authorization" + _SEP),
     re.compile(r"bearer\s"),
     re.compile(r"-[a-z0-9_.-]*?" + _WORD_NEEDLE),
@@ -408,11 +396,9 @@ NEEDLES: Tuple[Pattern[str], ...] = (
     re.compile(r"(?:curl|wget|--user|--proxy-user|--http-user)"),
     re.compile(_WORD_NEEDLE + r"[a-z0-9_.-]*="),
     re.compile(r"(?:" + _STRONG_KEYS + r")" + _SEP),
+    re.compile(r"p(?:ass(?:code|key)?|w)" + _SEP),
     re.compile(r"(?:" + _WEAK_KEYS + r")" + _SEP),
-    re.compile(
-        r"hf_|sk-|[sr]k_(?:live|test)_|whsec_|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|xapp-"
-        r"|npm_|pypi-|ya29\.|akia|asia|aiza|eyj"
-    ),
+    *(needle for _, _, needle in SHAPE_PATTERNS),
 )
 assert len(NEEDLES) == len(TEXT_PATTERNS)
 

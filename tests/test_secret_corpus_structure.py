@@ -148,7 +148,7 @@ def test_whole_corpus_figure() -> None:
     corpus = CORPUS + STRUCTURE_CORPUS
     tried = sum(len(p.secrets) for p in corpus)
     leaked = [leak for p in corpus for leak in check_plant(p)]
-    assert tried >= 180, tried
+    assert tried >= 160, tried
     assert leaked == [], f"{len(leaked)} of {tried} leaked: {leaked}"
 
 
