@@ -17,8 +17,8 @@ so line *deltas* stay true without minutes of I/O. The bytes written between two
 last ``MAX_DEATH_SCAN_BYTES`` of them) are also searched for lines saying a process died
 (``deaths``): a server shutting down on a worker's death writes pages of traceback after the
 line that names it, which would otherwise scroll out of the tail unseen. Lines are redacted
-and cut to ``MAX_LINE_CHARS``; a ``\\r``-updated progress bar shows as its last state, like a
-terminal.
+whole, then cut to ``MAX_LINE_CHARS``; a ``\\r``-updated progress bar shows as its last state,
+like a terminal.
 """
 
 from __future__ import annotations
@@ -92,11 +92,23 @@ def is_write_mode(fdinfo: str) -> bool:
 
 def clean_line(raw: bytes) -> str:
     """Decode one log line for display: last ``\\r`` segment, no ANSI codes, cut to size."""
+    return shown_line(decode_line(raw))
+
+
+def decode_line(raw: bytes) -> str:
+    """One log line decoded, without colour codes or control characters - ``\\r`` kept: the
+    whole line is what is scrubbed (``LogTracker._clean``), before ``shown_line`` keeps its
+    last ``\\r`` segment and cuts it, so a ``key=\\rVALUE`` or a secret straddling the cut
+    is seen whole."""
     text = raw.decode("utf-8", "replace").rstrip("\r\n")
+    return _CONTROL_RE.sub("", _ANSI_RE.sub("", text))
+
+
+def shown_line(text: str) -> str:
+    """What a terminal shows of a (scrubbed) line: its last ``\\r`` segment, cut to size."""
     if "\r" in text:
         segments = [s for s in text.split("\r") if s.strip()]
         text = segments[-1] if segments else ""
-    text = _CONTROL_RE.sub("", _ANSI_RE.sub("", text))
     if len(text) > MAX_LINE_CHARS:
         text = text[:MAX_LINE_CHARS] + f"...[+{len(text) - MAX_LINE_CHARS} chars]"
     return text
@@ -373,4 +385,7 @@ class LogTracker:
             state.tail_key = key
 
     def _clean(self, lines: List[bytes]) -> Tuple[str, ...]:
-        return self.redactor.scrub_lines([clean_line(raw) for raw in lines])
+        """Scrubbed whole, then cut: a line cut first would cut a secret with it, and the
+        half left is no longer recognisable."""
+        scrubbed = self.redactor.scrub_lines([decode_line(raw) for raw in lines])
+        return tuple(shown_line(line) for line in scrubbed)
