@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from bench.cli_cost import user_env
 from bench.job import Job, start_job
@@ -229,9 +229,12 @@ def _figures(
     return out
 
 
-def rows(f: Dict[str, float]) -> List[Tuple[str, str, str, str, object]]:
+Line = Tuple[str, str, str, str, Optional[bool]]
+
+
+def rows(f: Dict[str, float]) -> List[Line]:
     """The table's rows: measure, target, measured, ratio, met (None: explains)."""
-    out: List[Tuple[str, str, str, str, object]] = []
+    out: List[Line] = []
     quiet = f["quiet_wall_median_s"]
     hogs4 = int(4 * f["cores"])
     head = (
@@ -256,7 +259,7 @@ def rows(f: Dict[str, float]) -> List[Tuple[str, str, str, str, object]]:
         if f"{name}_wall_median_s" not in f:
             continue
         wall = f[f"{name}_wall_median_s"]
-        met = None
+        met: Optional[bool] = None
         if name == "4x":
             met = f["4x_ratio"] <= 1.5 and wall <= 10.0
         out.append(

@@ -126,6 +126,25 @@ def test_workers_run_real_time_bounded_during_the_burst_only() -> None:
 
 
 @needs_sys_nice
+def test_a_helper_started_in_a_burst_is_put_back_after_it() -> None:
+    """The NVML worker outlives the burst that started it: it must not keep the raise."""
+    boost = Boost("rr")
+    with boost.burst() as burst:
+        helper = _sleeper()  # forked from a raised thread: inherits nice -10
+        try:
+            assert _nice(helper) == BOOST_NICE
+            burst.add_helpers([helper, None])
+            assert os.sched_getscheduler(helper) == os.SCHED_OTHER  # never real-time
+        except BaseException:
+            _reap(helper)
+            raise
+    try:
+        assert _nice(helper) == 0
+    finally:
+        _reap(helper)
+
+
+@needs_sys_nice
 def test_a_spinning_real_time_worker_is_demoted_by_the_kernel_bound() -> None:
     """RLIMIT_RTTIME's SIGXCPU reaches ``demote_self``: the spinner ends up SCHED_OTHER,
     alive, after ~50 ms of real-time CPU (not the whole 0.3 s it spins)."""

@@ -265,6 +265,7 @@ class Collector:
         # workers it is all done in one thread of this process (``diag.collect.shards``).
         self._shards.start(tree)
         burst.add_workers(self._shards.worker_pids)
+        burst.add_helpers([self.gpu_probe.worker_pid])
         weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
         pending = self._shards.submit(self._jobs(tree, lean), weights)
         timeout_s = self.probe_timeout_s
@@ -286,6 +287,7 @@ class Collector:
         calls.append(ProbeCall("sockets", partial(socket_views, self.procfs, live), timeout_s))
         calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
         results = run_all(calls)
+        burst.add_helpers([self.gpu_probe.worker_pid])  # one started by this sample's read
         rec = RoundRecords(self.host, index)
         rec.failures.extend(
             msgspec.structs.replace(f, host=self.host, sample=index)

@@ -92,6 +92,7 @@ class Burst:
         self.raised = False
         self._saved: Dict[int, int] = {}  # own tid -> its nice before the burst
         self._workers: Set[int] = set()
+        self._helpers: Set[int] = set()
         self.rt_workers = 0  # workers put in real time this burst
 
     @property
@@ -139,6 +140,20 @@ class Burst:
             except OSError:
                 pass  # gone, or refused: that worker runs at the normal priority
 
+    def add_helpers(self, pids: Sequence[Optional[int]]) -> None:
+        """Long-lived helper processes (the NVML worker): nice for the burst, like diag's own
+        threads, and put back after it (one started during the burst inherited the raise)."""
+        if not self.raised:
+            return
+        for pid in pids:
+            if pid is None or pid in self._helpers:
+                continue
+            try:
+                _set_nice(pid, min(self.base_nice, BOOST_NICE))
+                self._helpers.add(pid)
+            except OSError:
+                pass
+
     def restore(self) -> None:
         """Every thread of this process - also those started during the burst, which
         inherited its priority - and every worker back to the priority before it."""
@@ -147,6 +162,11 @@ class Burst:
         for tid in _own_tids():
             try:
                 _set_nice(tid, self._saved.get(tid, self.base_nice))
+            except OSError:
+                pass
+        for pid in self._helpers:
+            try:
+                _set_nice(pid, self.base_nice)
             except OSError:
                 pass
         for pid in self._workers:
