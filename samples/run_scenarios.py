@@ -441,6 +441,25 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "local Ray; an actor method waits on an Event never set, the driver in ray.get",
         ("ray",),
     ),
+    # Useful work, not motion (#28): a poll loop's CPU and its ranks' exchange are no work.
+    Scenario(
+        "poll_loop_idle",
+        "idle",
+        (),
+        True,
+        "2 ranks busy-poll a ZeroMQ socket (NOBLOCK, `zmq.Again`), run `on_idle`, broadcast the "
+        "empty batch via gloo every iteration; HTTP front end, no traffic",
+        ("zmq",),
+    ),
+    Scenario(
+        "poll_loop_busy",
+        "progressing",
+        (),
+        True,
+        "the same poll-loop server under load: 3 outside clients, each request a batch both "
+        "ranks compute (20 ms)",
+        ("zmq",),
+    ),
 )
 
 

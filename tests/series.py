@@ -76,6 +76,7 @@ class Proc:
     rss_mb_per_s: float = 0.0
     rchar_per_s: float = 0.0
     wchar_per_s: float = 0.0
+    wcalls_per_s: float = 0.0  # write() calls (syscw): bytes per call tell data from chatter
     ports: Tuple[int, ...] = ()
     status: Optional[List[str]] = None  # per sample; default alive throughout
     exit_code: Optional[int] = None
@@ -185,6 +186,7 @@ def build(
                     io=IoCounters(
                         rchar=int(p.rchar_per_s * i * interval_s),
                         wchar=int(p.wchar_per_s * i * interval_s),
+                        syscw=int(p.wcalls_per_s * i * interval_s),
                     ),
                     threads=tuple(threads),
                     listen_ports=p.ports,

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
-from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample
+from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
+from diag.verdict.polling import PollLoop, poll_loops
 from diag.verdict.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
 from diag.verdict.waits import PEER, family
 
@@ -47,6 +48,8 @@ class ProcSignals:
     spin_label: str = ""
     main_wait: Optional[ThreadWait] = None  # main thread at the last alive sample
     main_stack_ids: List[Optional[str]] = field(default_factory=list)
+    # The frame the main thread waited in at each alive sample ("" where it worked).
+    main_wait_labels: List[str] = field(default_factory=list)
     main_moved: int = 0  # intervals where the main thread's stack changed
     stacks_moved: int = 0  # thread-intervals where any Python stack changed
     rss_delta_bytes: int = 0
@@ -77,6 +80,9 @@ class ProcSignals:
     stale_requests: int = 0
     stale_age_s: float = 0.0  # the oldest of them: seconds since its data arrived
     stale_ports: Tuple[int, ...] = ()
+    # The main thread polled in every sample (``diag.verdict.polling``): its CPU is the wait
+    # it polls on, not work, and ``main_wait`` is that wait.
+    poll: Optional[PollLoop] = None
 
     @property
     def pid(self) -> int:
@@ -103,16 +109,6 @@ def _ticks(t: ThreadSample) -> int:
     return t.utime_ticks + t.stime_ticks
 
 
-def _main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
-    for t in ps.threads:
-        if t.tid == ps.pid:
-            return t
-    for t in ps.threads:
-        if t.py_thread_name == "MainThread":
-            return t
-    return ps.threads[0] if ps.threads else None
-
-
 def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[Tuple[int, float, ProcessSample]]]:
     out: Dict[Tuple[str, int], List[Tuple[int, float, ProcessSample]]] = {}
     for sample in bundle.samples:
@@ -130,15 +126,26 @@ def _interval(
     clk: int,
     compute_labels: Tuple[Dict[str, float], Dict[str, float]],
     spin_labels: Dict[str, float],
+    loops: Dict[int, PollLoop],
 ) -> None:
-    """Add one interval's CPU, stack and wakeup deltas to ``sig``."""
+    """Add one interval's CPU, stack and wakeup deltas to ``sig``. A thread in a poll loop
+    (``loops``) spins whatever its stack does: asking for work that is not there is no work."""
     labels, native_labels = compute_labels
     before = {t.tid: t for t in a.threads}
-    main_b = _main_thread(b)
-    main_wait = thread_wait(bundle, main_b) if main_b else None
+    main_b = main_thread(b)
+    main_loop = loops.get(main_b.tid) if main_b else None
+    main_wait = main_loop.wait if main_loop else (thread_wait(bundle, main_b) if main_b else None)
     main_a = before.get(main_b.tid) if main_b else None
     main_still = main_a is not None and main_b is not None and main_a.stack_id == main_b.stack_id
     main_peer_still = main_still and main_wait is not None and family(main_wait.kind) == PEER
+    if not main_peer_still and main_a is not None and main_wait is not None:
+        # The same peer wait at both ends, on another line of it (gloo's broadcast waits on
+        # the size, then on the data): its native threads move that collective's bytes.
+        before_wait = thread_wait(bundle, main_a)
+        main_peer_still = family(main_wait.kind) == PEER and before_wait.label == main_wait.label
+    # Native threads of a poll loop (ZeroMQ's I/O threads, gloo's loop moving the empty
+    # batch) burn for the loop: spin too.
+    main_peer_still = main_peer_still or main_loop is not None
     compute = spin = 0.0
     for t in b.threads:
         prev = before.get(t.tid)
@@ -151,9 +158,13 @@ def _interval(
         moved = t.stack_id is not None and prev.stack_id != t.stack_id
         if moved:
             sig.stacks_moved += 1
-        tw = thread_wait(bundle, t)
+        loop = loops.get(t.tid)
+        tw = loop.wait if loop else thread_wait(bundle, t)
         # A native thread follows its main thread: spinning while that one waits on a peer.
-        is_spin = main_peer_still if t.stack_id is None else (tw.kind is not None and not moved)
+        if t.stack_id is None:
+            is_spin = main_peer_still
+        else:
+            is_spin = loop is not None or (tw.kind is not None and not moved)
         if is_spin:
             spin += pct
             label = main_wait.label if main_wait and t.stack_id is None else tw.label
@@ -220,30 +231,37 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                     sig.exit_code = ps.exit_code
                 continue
             if ps.status == "alive":
-                main = _main_thread(ps)
+                main = main_thread(ps)
                 sig.main_stack_ids.append(main.stack_id if main else None)
+                tw = thread_wait(bundle, main) if main else None
+                sig.main_wait_labels.append(tw.label if tw and tw.kind else "")
                 alive.append((t_s, ps))
+        loops = poll_loops(bundle, [ps for _, ps in alive]) if len(alive) > 1 else {}
         for (t_a, a), (t_b, b) in zip(alive, alive[1:]):
             dt_s = t_b - t_a
             if dt_s <= 0:
                 continue
             sig.intervals += 1
-            _interval(bundle, sig, a, b, dt_s, clk, (labels, native_labels), spin_labels)
+            ticks = (labels, native_labels)
+            _interval(bundle, sig, a, b, dt_s, clk, ticks, spin_labels, loops)
         if sig.intervals:
             sig.cpu_pct /= sig.intervals
             sig.compute_pct /= sig.intervals
             sig.spin_pct /= sig.intervals
         sig.hot_label = _hot(labels, native_labels)
         if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
-            last_main = _main_thread(alive[-1][1])
+            last_main = main_thread(alive[-1][1])
             sig.hot_label = thread_wait(bundle, last_main).label if last_main else ""
         sig.spin_label = max(spin_labels, key=lambda k: spin_labels[k]) if spin_labels else ""
         sig.listen_ports = tuple(sorted(set(ports)))
         if alive:
             first, last = alive[0][1], alive[-1][1]
             sig.window_s = max(0.0, alive[-1][0] - alive[0][0])
-            main = _main_thread(last)
+            main = main_thread(last)
             sig.main_wait = rank_wait(bundle, info, main) if main else None
+            sig.poll = loops.get(main.tid) if main else None
+            if sig.poll is not None:
+                sig.main_wait = sig.poll.wait
             # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
             sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
             sig.rss_last_bytes = last.rss_bytes
@@ -360,7 +378,7 @@ def _timer_threads(bundle: Bundle, first: ProcessSample, last: ProcessSample) ->
     """Python threads besides the main one that will act again by themselves: asleep, in a
     wait with a timeout, or woken during the capture (a heartbeat, a periodic flusher). A
     process with one is a daemon between ticks, not a process nobody can wake."""
-    main = _main_thread(last)
+    main = main_thread(last)
     before = {t.tid: t.voluntary_ctxt_switches for t in first.threads}
     count = 0
     for t in last.threads:

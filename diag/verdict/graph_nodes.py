@@ -27,6 +27,7 @@ from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import PEER, SERVE, SLEEP
 from diag.verdict.wording import where
+from diag.verdict.work import computes, reads_input
 
 MAX_FANOUT = 8  # edges per node: the likeliest enders first
 
@@ -122,24 +123,16 @@ def label_of(p: ProcSignals) -> str:
     return text + (f" on {p.key[0]}" if p.key[0] else "")
 
 
-READ_WORK_BYTES = 1 << 20  # reads over the capture that make a waiting process a worker
-
-
 def _reading(p: ProcSignals) -> bool:
     """A loader reading its files (rchar or the file offsets rise): its waits are its I/O -
     work the others' waits lead to, not a dead end."""
-    return max(p.read_delta_bytes, p.file_progress_bytes) >= READ_WORK_BYTES
+    return reads_input(p)
 
 
 def _computing(p: ProcSignals) -> bool:
-    if _reading(p):
-        return True
-    if p.intervals == 0:
-        return p.main_wait is not None and p.main_wait.kind is None
-    half = max(1, (p.intervals + 1) // 2)
-    if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half:
-        return True
-    return p.main_wait is not None and p.main_wait.kind is None and p.compute_pct >= COMPUTE_PCT
+    """Useful work, as the verdict's measures define it (``diag.verdict.work``): a poll loop's
+    CPU is not computing here either."""
+    return reads_input(p) or computes(p)
 
 
 def node_state(p: ProcSignals, working: bool = False) -> NodeState:

@@ -116,7 +116,7 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
 
 # Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
 # not doors: only another part of the job can end them.
-DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep"})
+DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep", "poll"})
 
 
 def serves(p: ProcSignals, ports: Sequence[int]) -> bool:
@@ -159,5 +159,9 @@ _RECEIVE_COLLECTIVES = frozenset(
 
 def receives_work(p: ProcSignals) -> bool:
     """Waits to be handed work by another rank (broadcast/scatter/recv from a source)."""
-    label = p.main_wait.label if p.main_wait else ""
+    return is_receive_collective(p.main_wait.label if p.main_wait else "")
+
+
+def is_receive_collective(label: str) -> bool:
+    """A frame through which ranks are handed work by one of them (``broadcast``, ...)."""
     return short_name(label) in _RECEIVE_COLLECTIVES

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.model import RankClass, WaitGraph
-from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.participants import (
     is_helper,
@@ -25,16 +25,14 @@ from diag.verdict.sources import (
     Finding,
 )
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
-
-READ_MIN_BYTES = 1 << 20  # rchar rise that counts as loading (per window)
+from diag.verdict.work import (
+    answers,
+    computes,
+    output_bytes,
+    reads_input,
+)
 
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
-
-WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack/CPU moves too
-
-TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
-
-SERVED_MIN_BYTES = 16 << 10  # client traffic (both ways) that counts as requests served
 
 HELPER_WORK_PCT = 25.0  # children's CPU (% of a core) that makes their parent's wait work
 
@@ -68,13 +66,6 @@ class Situation:
     graph: Optional[WaitGraph] = None  # who waits on whom (diag.verdict.graph)
 
 
-def _wakeup_writes(p: ProcSignals) -> bool:
-    """Writes of at most 8 bytes each are an event loop waking a thread (eventfd: 8 bytes, the
-    asyncio self-pipe: 1), not output: Ray's idle daemons, a loop's call_soon_threadsafe."""
-    calls = p.write_calls_delta
-    return calls > 0 and p.write_delta_bytes <= 8 * calls
-
-
 def measure(
     ctx: Context, findings: Sequence[Finding], classes: Sequence[RankClass], intervals: int
 ) -> Situation:
@@ -88,35 +79,19 @@ def measure(
     progress_logs = [
         lg for lg in ctx.logs if lg.progress and not (lg.pids and set(lg.pids) <= helpers)
     ]
-    # Output bytes count unless the writer's main thread sits unchanged in a peer or lock
-    # wait: then it is a heartbeat thread talking about a stuck job - unless megabytes flow:
-    # a collective that moves data completes, and a loop that calls it from one line is
-    # sampled in the same place every time (a stuck collective moves nothing).
     # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line) is
-    # that heartbeat, not output: its wchar rose by the same bytes.
+    # that heartbeat, not output: its wchar rose by the same bytes (``work.output_bytes``).
     heartbeat_bytes: Dict[int, int] = {}
     for lg in ctx.logs:
         if lg.grew and not lg.progress:
             for pid in lg.pids:
                 heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
-    writers = [
-        p
-        for p in alive
-        if p.write_delta_bytes - heartbeat_bytes.get(p.pid, 0) >= WRITE_MIN_BYTES
-        and not _wakeup_writes(p)
-        and (
-            p.compute_intervals
-            or p.main_moved
-            or p.main_family not in (PEER, LOCK)
-            or p.write_delta_bytes >= TRAFFIC_MIN_BYTES
-        )
-    ]
-    half = max(1, (intervals + 1) // 2)
-    workers = [p for p in alive if p.compute_pct >= COMPUTE_PCT and p.compute_intervals >= half]
-    readers = [p for p in alive if max(p.read_delta_bytes, p.file_progress_bytes) >= READ_MIN_BYTES]
+    # Useful work, one definition (``diag.verdict.work``): CPU outside waits and poll loops,
+    # input read, output that is no heartbeat nor the job's own exchange, requests answered.
+    writers = [p for p in alive if output_bytes(p, heartbeat_bytes)]
+    workers = [p for p in alive if computes(p)]
+    readers = [p for p in alive if reads_input(p)]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
-    if intervals == 0:  # no deltas: a thread running outside any wait is all we can see
-        workers = [p for p in alive if p.main_wait is not None and p.main_wait.kind is None]
     ports = serving_ports(ctx.procs)
     # Waits only the job itself can end: peers, locks, results, its own queues.
     waiting_on_others = [
@@ -133,11 +108,7 @@ def measure(
     ranked_dead = [p for p in dead if strong_rank(p)] or (
         dead if any(strong_rank(p) for p in parts) else []
     )
-    answering = [
-        p
-        for p in ctx.procs
-        if not p.dead and not is_rank_helper(p) and p.served_delta_bytes >= SERVED_MIN_BYTES
-    ]
+    answering = [p for p in ctx.procs if not p.dead and not is_rank_helper(p) and answers(p)]
     return Situation(
         helped=child_work(ctx.procs, parts),
         answering=answering,

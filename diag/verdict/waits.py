@@ -61,6 +61,9 @@ FAMILY: Dict[str, str] = {
     "native-peer": PEER,
     "stopped": STOPPED,
     "file-lock": FILE_LOCK,
+    # A poll loop that polls for work (``diag.verdict.polling``): it wakes by itself, a
+    # request ends it - a server's wait, however busy the loop.
+    "poll": SERVE,
 }
 
 # Most specific wins when a stack matches several rules (a queue get runs Condition.wait).
@@ -310,14 +313,14 @@ def stack_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int]]:
         # Equal priority: keep the outer frame (`Connection.recv`, not its `_recv` helper).
         if kind is not None and (best is None or _PRIORITY[kind] >= _PRIORITY[best[0]]):
             best = (kind, index)
-        if not is_library(frame) and short_name(frame.name) not in _YIELDS:
+        if not is_library(frame) and short_name(frame.name) not in YIELDS:
             break
     return best
 
 
 # Helpers a spin-wait loop calls between polls (vLLM's ``sched_yield()`` around its
 # shared-memory queue, a sleep-0): transparent, the wait is the frame that loops on them.
-_YIELDS = frozenset({"sched_yield", "yield_cpu", "_spin_wait", "spin_wait", "busy_wait"})
+YIELDS = frozenset({"sched_yield", "yield_cpu", "_spin_wait", "spin_wait", "busy_wait"})
 
 
 def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:

@@ -18,6 +18,7 @@ from diag.verdict.situation import (
 )
 from diag.verdict.waits import PEER, SERVE, STDIN
 from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
+from diag.verdict.work import poll_note, polls_for_work
 
 
 def server_feeds_ranks(s: Situation) -> Optional[Decision]:
@@ -48,9 +49,18 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
             f"requests in {where(feeders[0])} ({ports} listening) - healthy, waiting for requests"
         )
         return decided("idle", 0.6, summary, [])
-    if not all(serves(p, s.ports) for p in servers):
+    # A rank that polls for work (an idle scheduler spinning on nothing to receive) is the
+    # server's side too: the front end's port brings its requests.
+    pollers = [p for p in servers if polls_for_work(p)]
+    if not all(serves(p, s.ports) or (p in pollers and s.ports) for p in servers):
         return None
     groups = group_by_wait(s.alive)
+    if pollers:
+        summary = (
+            f"idle: {', '.join(':' + str(p) for p in s.ports[:4])} listening; "
+            f"{waits_phrase(groups[:3])}{poll_note(pollers)} - healthy, waiting for requests"
+        )
+        return decided("idle", 0.6, summary, [])
     summary = (
         f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} "
         f"{', '.join(':' + str(p) for p in s.ports[:4])} and {waits_phrase(groups[:3])} - "
@@ -114,6 +124,6 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
         )
     summary = (
         f"idle: nothing moves, no rank waits on a peer{port_text}; "
-        f"{waits_phrase(groups[:3])} - {tail}"
+        f"{waits_phrase(groups[:3])}{poll_note(s.alive)} - {tail}"
     )
     return decided("idle", 0.8 if s.ports else 0.6, summary, [])

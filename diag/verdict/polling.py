@@ -1,0 +1,212 @@
+"""Poll loops: a thread that burns a core asking "anything for me?" and getting "no".
+
+The misread this guards against: a server's scheduler that spins on nothing to receive (a
+non-blocking receive raising ``EAGAIN``/``zmq.Again``, an ``on_idle`` hook, ``sched_yield``,
+a ``select`` with a zero timeout, an empty batch broadcast to its tensor-parallel peers every
+iteration) shows 100% of a core and a stack that changes from sample to sample - exactly what
+"CPU-bound, wait, don't kill" looks like to a classifier that counts motion as work. So does a
+rank that busy-polls a collective's completion (``fut.done()`` in a loop): its CPU is that
+collective's wait, and when a peer never joins it is a deadlock, not slow work.
+
+A thread is a *poll loop* when every sample of it (two at least) sits in the idle path of one
+loop, and at least one sample shows an explicit poll marker:
+
+- a *marker* frame anywhere on the stack: an idle hook (``on_idle``, ``..._idle_...``), a
+  failed non-blocking receive (``zmq/error.py``: the ``Again`` being raised), a non-blocking
+  queue or socket call (``get_nowait``, ``recv_nowait``, ``try_recv``), a yield
+  (``sched_yield``), or a completion poll (torch ``Future.done``/``wait``, ``Event.query``,
+  ``is_completed``);
+- a receive or poll call (ZeroMQ's ``recv``, ``select``, a queue read) caught *running* as the
+  innermost frame: it returned at once, with nothing - a blocking one sleeps when idle;
+- a *known wait* (``diag.verdict.waits``): the zero-timeout ``select``, the broadcast of an
+  empty batch, a queue read - what the loop calls between its polls;
+- or a frame a marker of another sample runs under, sampled as the innermost one: the loop
+  between two calls (same functions, same outer stack, whatever the line).
+
+A loop whose samples ever leave that path (a ``forward``, a ``run_batch``, a decode) does real
+work between polls and is no poll loop: a busy server stays busy. Pure functions of stacks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
+
+from diag.model import Bundle, Frame, ProcessSample
+from diag.verdict.thread_wait import ThreadWait, frames_of
+from diag.verdict.waits import FAMILY, PEER, YIELDS, frame_kind, short_name, stack_wait
+
+# What a marker says the loop polls for.
+PollMarker = Literal["idle-hook", "nonblocking", "yield", "completion"]
+
+# How a sentence names each marker.
+MARKER_WORDS: Dict[PollMarker, str] = {
+    "idle-hook": "an idle hook",
+    "nonblocking": "receives that return at once",
+    "yield": "yields",
+    "completion": "completion polls",
+}
+
+POLL_KIND = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
+
+_IDLE_HOOK = re.compile(r"(?:^|_)idle(?:_|$)", re.IGNORECASE)
+_NONBLOCKING_NAMES = frozenset(
+    {"get_nowait", "put_nowait", "recv_nowait", "try_recv", "try_get", "poll_once", "recv_noblock"}
+)
+# Files whose frames are a receive that found nothing: pyzmq builds the ``Again`` it raises in
+# Python (``ZMQError.__init__``), so a NOBLOCK receive on an empty socket shows there.
+_NONBLOCKING_FILES = ("zmq/error.py",)
+# Completion polls on asynchronous device or collective work: the loop asks "done yet?".
+_COMPLETION: Tuple[Tuple[frozenset, Tuple[str, ...]], ...] = (  # type: ignore[type-arg]
+    (frozenset({"done", "wait", "value"}), ("torch/futures/__init__.py",)),
+    (frozenset({"query"}), ("torch/cuda/streams.py", "torch/xpu/streams.py")),
+    (frozenset({"is_completed", "isCompleted", "is_success"}), ()),
+)
+
+
+def frame_marker(frame: Frame) -> Optional[PollMarker]:
+    """The poll marker one frame is, or None."""
+    name = short_name(frame.name)
+    if frame.filename.endswith(_NONBLOCKING_FILES) or name in _NONBLOCKING_NAMES:
+        return "nonblocking"
+    if name in YIELDS or name == "sched_yield":
+        return "yield"
+    for names, files in _COMPLETION:
+        if name in names and (not files or frame.filename.endswith(files)):
+            return "completion"
+    if _IDLE_HOOK.search(name):
+        return "idle-hook"
+    return None
+
+
+def stack_markers(frames: Sequence[Frame]) -> Tuple[Tuple[PollMarker, int], ...]:
+    """Every marker on a stack with its frame index (innermost first)."""
+    out = []
+    for index, frame in enumerate(frames):
+        marker = frame_marker(frame)
+        if marker is not None:
+            out.append((marker, index))
+    return tuple(out)
+
+
+Sig = Tuple[Tuple[str, str], ...]  # a stack by (name, file): line numbers move within a loop
+
+
+def _sig(frames: Sequence[Frame]) -> Sig:
+    return tuple((f.name, f.filename) for f in frames)
+
+
+@dataclass(frozen=True)
+class PollLoop:
+    """A thread's poll loop over the capture: the frame that loops, what it polls with, and
+    the wait it stands for (``poll`` for work, or a peer wait when it polls a collective)."""
+
+    wait: ThreadWait
+    markers: Tuple[PollMarker, ...]
+    samples: int
+
+
+def _common_outer(sigs: Sequence[Sig]) -> Sig:
+    """The outer frames every stack shares (stacks are innermost first: compare from the end)."""
+    if not sigs:
+        return ()
+    shortest = min(len(s) for s in sigs)
+    n = 0
+    while n < shortest and all(s[-1 - n] == sigs[0][-1 - n] for s in sigs):
+        n += 1
+    return sigs[0][len(sigs[0]) - n :] if n else ()
+
+
+# A receive or poll call (the innermost frame) caught *running*, not asleep in the kernel: it
+# returned at once, nothing to receive. A blocking receive sleeps (state S) when idle.
+_RECEIVE_KINDS = frozenset({"event-loop", "queue", "socket-read", "accept"})
+_RECEIVE_FILES = ("zmq/sugar/socket.py", "zmq/sugar/poll.py")
+
+
+def _receives(frame: Frame) -> bool:
+    name = short_name(frame.name)
+    if frame.filename.endswith(_RECEIVE_FILES):
+        return name.startswith("recv") or name == "poll"
+    return frame_kind(frame) in _RECEIVE_KINDS
+
+
+def sample_markers(frames: Sequence[Frame], running: bool) -> Tuple[Tuple[PollMarker, int], ...]:
+    """The markers of one sample: its stack's, and a receive caught running."""
+    found = stack_markers(frames)
+    if running and frames and _receives(frames[0]):
+        found = (("nonblocking", 0), *found)
+    return found
+
+
+def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> Optional[PollLoop]:
+    """The poll loop one thread shows in its samples - (stack id, kernel state) each, oldest
+    first - or None."""
+    if len(samples) < 2 or any(s is None for s, _ in samples):
+        return None
+    frames = [frames_of(bundle, s) for s, _ in samples]
+    if any(not f for f in frames):
+        return None
+    found = [sample_markers(fr, state == "R") for fr, (_, state) in zip(frames, samples)]
+    markers = [m for marks in found for m, _ in marks]
+    if not markers:
+        return None
+    outer: Set[Sig] = set()  # the frames a marker runs under, each as the innermost one
+    for fr, marks in zip(frames, found):
+        if marks:
+            sig = _sig(fr)
+            outer.update(sig[i:] for i in range(min(i for _, i in marks) + 1, len(sig)))
+    peer_label = ""
+    for fr, marks in zip(frames, found):
+        if marks:
+            continue
+        known = stack_wait(fr)
+        if known is not None:
+            if FAMILY.get(known[0]) == PEER and not peer_label:
+                peer_label = fr[known[1]].name
+            continue
+        if _sig(fr) not in outer:
+            return None  # it left the idle path: real work between polls
+    return _as_wait(frames, tuple(dict.fromkeys(markers)), peer_label, len(samples))
+
+
+def _as_wait(
+    frames: Sequence[Sequence[Frame]],
+    markers: Tuple[PollMarker, ...],
+    peer_label: str,
+    samples: int,
+) -> PollLoop:
+    outer = _common_outer([_sig(f) for f in frames])
+    loop = outer[0][0] if outer else frames[-1][0].name
+    caller = outer[1][0] if len(outer) > 1 else ""
+    if set(markers) <= {"completion", "yield"} and (peer_label or "completion" in markers):
+        # Asking "done yet?" of a collective or a device: that collective's wait.
+        inner = next((fr[i] for fr in frames for m, i in stack_markers(fr) if m == "completion"),
+                     None)  # fmt: skip
+        label = peer_label or (inner.name if inner is not None else loop)
+        wait = ThreadWait("collective", label, loop, timed=True)
+    else:
+        wait = ThreadWait(POLL_KIND, loop, caller, timed=True)
+    return PollLoop(wait=wait, markers=markers, samples=samples)
+
+
+def thread_samples(alive: Sequence[ProcessSample]) -> Dict[int, List[Tuple[Optional[str], str]]]:
+    """{tid: (stack id, state) in each sample} for the threads seen in every alive sample."""
+    out: Dict[int, List[Tuple[Optional[str], str]]] = {}
+    for n, ps in enumerate(alive):
+        for t in ps.threads:
+            if n == 0:
+                out[t.tid] = [(t.stack_id, t.state)]
+            elif t.tid in out and len(out[t.tid]) == n:
+                out[t.tid].append((t.stack_id, t.state))
+    return {tid: seen for tid, seen in out.items() if len(seen) == len(alive)}
+
+
+def poll_loops(bundle: Bundle, alive: Sequence[ProcessSample]) -> Dict[int, PollLoop]:
+    """{tid: poll loop} for the threads of one process that poll in every alive sample."""
+    out: Dict[int, PollLoop] = {}
+    for tid, seen in thread_samples(alive).items():
+        found = poll_loop(bundle, seen)
+        if found is not None:
+            out[tid] = found
+    return out

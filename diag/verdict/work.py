@@ -1,0 +1,115 @@
+"""Useful work, defined once: what makes a process's motion count as the job getting somewhere.
+
+The misread this guards against is counting *motion* as *work*: a scheduler that spins on
+"nothing to receive" burns a core and moves bytes between its own ranks while it serves
+nobody; a rank busy-polling a collective that will never complete burns a core too. A process
+does useful work when
+
+- its CPU goes to frames that are neither a known wait nor a poll loop (``computes``);
+- it reads its input (``reads_input``: rchar, file offsets, mapped pages);
+- it writes output that is not a heartbeat, a wake-up, or its poll loop's exchange with the
+  job's own ranks (``output_bytes``);
+- it answers requests, whoever sent them (``answers``: a client inside the job - a benchmark
+  harness, an RL loop querying its own server - counts as much as one outside).
+
+The verdict's measures (``diag.verdict.situation``) and the wait-for graph's computing nodes
+read these predicates, never their own copy. Pure functions of ``ProcSignals``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.participants import is_receive_collective
+from diag.verdict.polling import MARKER_WORDS, POLL_KIND
+from diag.verdict.waits import LOCK, PEER
+from diag.verdict.wording import verb, who
+
+READ_MIN_BYTES = 1 << 20  # rchar or file progress over the capture that counts as loading
+WRITE_MIN_BYTES = 1  # any output bytes, when the writer's own stack or CPU moves too
+TRAFFIC_MIN_BYTES = 256 << 10  # sent by a rank waiting in a collective: the data moves
+CHATTER_BYTES_PER_WRITE = 256  # a collective's control messages, not data: an empty batch
+SERVED_MIN_BYTES = 16 << 10  # request traffic (both ways) that counts as requests answered
+
+
+def computes(p: ProcSignals) -> bool:
+    """CPU outside known waits and poll loops, in at least half of the intervals - or, with one
+    sample (no deltas), a main thread running outside any wait. The verdict's workers and the
+    wait-for graph's computing nodes, both."""
+    running = p.main_wait is not None and p.main_wait.kind is None
+    if p.intervals == 0:
+        return running
+    half = max(1, (p.intervals + 1) // 2)
+    if p.compute_pct < COMPUTE_PCT:
+        return False
+    # Or a main thread last seen running outside any wait while compute burns: work that
+    # started late in the capture.
+    return p.compute_intervals >= half or running
+
+
+def reads_input(p: ProcSignals) -> bool:
+    """A loader getting through its files: rchar, read() offsets, resident mapped pages."""
+    return max(p.read_delta_bytes, p.file_progress_bytes) >= READ_MIN_BYTES
+
+
+def wakeup_writes(p: ProcSignals) -> bool:
+    """Writes of at most 8 bytes each are an event loop waking a thread (eventfd: 8 bytes, the
+    asyncio self-pipe: 1), not output: Ray's idle daemons, a loop's call_soon_threadsafe."""
+    calls = p.write_calls_delta
+    return calls > 0 and p.write_delta_bytes <= 8 * calls
+
+
+def exchange_only(p: ProcSignals) -> bool:
+    """Its bytes are the job's own exchange, not output: a poll loop (an idle scheduler's
+    empty batch to its tensor-parallel peers every iteration), or a rank whose main thread sat
+    in the collective that hands work out (a broadcast from the source rank) in every sample
+    without computing, in messages of a few dozen bytes - the handout of nothing."""
+    if p.poll is not None:
+        return True
+    labels = p.main_wait_labels
+    if not labels or not all(map(is_receive_collective, labels)):
+        return False
+    # Nothing handed out: messages of a few dozen bytes each (a size header saying 0). A
+    # handout of real batches, or pipeline stages' activations, writes kilobytes a call.
+    if p.write_calls_delta > 0:
+        return p.write_delta_bytes <= CHATTER_BYTES_PER_WRITE * p.write_calls_delta
+    return p.write_delta_bytes < TRAFFIC_MIN_BYTES * max(1, p.intervals)
+
+
+def output_bytes(p: ProcSignals, heartbeat_bytes: Mapping[int, int]) -> int:
+    """The bytes it wrote that are output: not what it wrote into a log judged a heartbeat
+    (vLLM's zero-counter stats line: its wchar rose by the same bytes), not wake-ups, not its
+    exchange with the job's own ranks, and not a heartbeat thread's talk while its main thread
+    sits unchanged in a peer or lock wait - unless megabytes flow: a collective that moves
+    data completes, and a loop calling it from one line is sampled there every time."""
+    written = p.write_delta_bytes - heartbeat_bytes.get(p.pid, 0)
+    if written < WRITE_MIN_BYTES or wakeup_writes(p) or exchange_only(p):
+        return 0
+    moving = p.compute_intervals or p.main_moved or p.main_family not in (PEER, LOCK)
+    return written if moving or p.write_delta_bytes >= TRAFFIC_MIN_BYTES else 0
+
+
+def answers(p: ProcSignals) -> bool:
+    """It answered requests during the capture (its served connections moved data)."""
+    return p.served_delta_bytes >= SERVED_MIN_BYTES
+
+
+def polls_for_work(p: ProcSignals) -> bool:
+    """Its main thread is a poll loop asking for work (not a collective's completion)."""
+    return p.poll is not None and p.main_wait is not None and p.main_wait.kind == POLL_KIND
+
+
+def poll_note(procs: Sequence[ProcSignals]) -> str:
+    """ ", ranks 0-1 busy-poll with nothing to receive (98% of a core: no work)" - why a core
+    burns in an idle job, said where the sentence names the waits; "" when none polls."""
+    pollers = [p for p in procs if p.poll is not None and p.cpu_pct >= COMPUTE_PCT]
+    if not pollers:
+        return ""
+    seen = dict.fromkeys(m for p in pollers if p.poll is not None for m in p.poll.markers)
+    how = ", ".join(MARKER_WORDS[m] for m in seen)
+    busiest = max(p.cpu_pct for p in pollers)
+    return (
+        f" ({who(pollers)} {verb(pollers, 'busy-polls', 'busy-poll')} with nothing to receive "
+        f"- {how} - at up to {busiest:.0f}% of a core: motion, not work)"
+    )

@@ -1,0 +1,205 @@
+"""Useful work, not motion (#28): a poll loop's CPU and its ranks' exchange are no work; a spin
+on a collective's completion is that collective's wait; a busy server and a CPU-bound rank
+keep their verdicts. Table-driven on built series (``series.build``), no processes."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+from series import SELECTORS, SOCKETSERVER, TORCH, Proc, build
+
+from diag.model import ServedConn
+from diag.verdict.classify import classify
+from diag.verdict.features import extract
+from diag.verdict.polling import POLL_KIND, frame_marker
+from diag.verdict.work import computes, exchange_only
+
+SITE = "/venv/lib/python3.11/site-packages"
+ZMQ_ERROR = f"{SITE}/zmq/error.py"
+ZMQ_SOCKET = f"{SITE}/zmq/sugar/socket.py"
+SCHED = f"{SITE}/engine/scheduler.py"
+FUTURES = f"{SITE}/torch/futures/__init__.py"
+
+LOOP = (("event_loop_normal", SCHED), ("run_scheduler", SCHED))
+AGAIN = (
+    ("ZMQError.__init__", ZMQ_ERROR),
+    ("Socket.recv_pyobj", ZMQ_SOCKET),
+    ("recv_requests", SCHED),
+    *LOOP,
+)
+RECV_RUNNING = (("Socket.recv_pyobj", ZMQ_SOCKET), ("recv_requests", SCHED), *LOOP)
+ON_IDLE = (("get_loads", SCHED), ("Scheduler.on_idle", SCHED), *LOOP)
+BETWEEN = LOOP  # the loop itself, sampled between two calls
+EMPTY_BROADCAST = (
+    ("broadcast", TORCH),
+    ("broadcast_pyobj", f"{SITE}/engine/utils.py"),
+    ("recv_requests", SCHED),
+    *LOOP,
+)
+FORWARD = (("LlamaModel.forward", f"{SITE}/engine/llama.py"), ("run_batch", SCHED), *LOOP)
+FRONT = (("PollSelector.select", SELECTORS), ("BaseServer.serve_forever", SOCKETSERVER))
+
+Stacks = List[Sequence[Tuple[str, str]]]
+
+
+def _front(served: bool = False) -> Proc:
+    conns: Optional[List[Tuple[ServedConn, ...]]] = None
+    if served:  # a client's requests answered between samples (both ways, bytes rising)
+        conns = [
+            (ServedConn(port=8000, inode=9, bytes_in=k * 40_000, bytes_out=k * 90_000),)
+            for k in range(3)
+        ]
+    return Proc(pid=100, role="launcher", stack=FRONT, ports=(8000,), served=conns)
+
+
+def _scheduler(pid: int, rank: int, stacks: Stacks, cpu: float = 98.0, **kw: object) -> Proc:
+    return Proc(
+        pid=pid,
+        ppid=100,
+        rank=rank,
+        world_size=2,
+        rank_source="title",
+        stack=list(stacks),
+        cpu_pct=cpu,
+        state="R",
+        wchan=None,
+        syscall="running",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_markers_name_what_a_loop_polls_with() -> None:
+    from diag.model import Frame
+
+    assert frame_marker(Frame(name="ZMQError.__init__", filename=ZMQ_ERROR)) == "nonblocking"
+    assert frame_marker(Frame(name="Scheduler.on_idle", filename=SCHED)) == "idle-hook"
+    assert frame_marker(Frame(name="self_check_during_idle", filename=SCHED)) == "idle-hook"
+    assert frame_marker(Frame(name="Queue.get_nowait", filename="queue.py")) == "nonblocking"
+    assert frame_marker(Frame(name="Future.done", filename=FUTURES)) == "completion"
+    # a user function named `done` or one about "idleness" in a word is no marker
+    assert frame_marker(Frame(name="done", filename="/job/train.py")) is None
+    assert frame_marker(Frame(name="validate_token", filename="/job/auth.py")) is None
+
+
+def test_idle_scheduler_busy_polling_reads_idle_not_cpu_bound() -> None:
+    """SGLang's default idle: ~100% of a core in on_idle / a NOBLOCK receive raising Again."""
+    sched = _scheduler(200, 0, [AGAIN, ON_IDLE, RECV_RUNNING])
+    bundle = build([_front(), sched])
+    by_pid = {p.pid: p for p in extract(bundle)}
+    p = by_pid[200]
+    assert p.poll is not None and p.main_wait is not None and p.main_wait.kind == POLL_KIND
+    assert p.compute_pct < 10 and p.spin_pct > 90 and not computes(p)
+    v = classify(bundle)
+    assert v.state == "idle", v.summary
+    assert "busy-poll" in v.summary and "nothing to receive" in v.summary
+
+
+def test_tp2_idle_schedulers_exchanging_empty_batches_read_idle() -> None:
+    """At TP 2 the idle schedulers also broadcast the empty batch every loop: bytes between
+    the job's own ranks, tens of bytes a write, are not output."""
+    r0 = _scheduler(200, 0, [AGAIN, EMPTY_BROADCAST, ON_IDLE], wchar_per_s=60e3, wcalls_per_s=1e3)
+    r1 = _scheduler(201, 1, [EMPTY_BROADCAST, ON_IDLE, BETWEEN], wchar_per_s=50e3, wcalls_per_s=1e3)
+    v = classify(build([_front(), r0, r1]))
+    assert v.state == "idle", v.summary
+
+
+def test_tp2_rank_seen_only_in_the_empty_broadcast_reads_waiting_for_work() -> None:
+    """A rank sampled in the handout broadcast every time, writing a size header a call: it
+    waits to be handed work - beside a poll loop or a front end, an idle server."""
+    r0 = _scheduler(200, 0, [AGAIN, ON_IDLE, BETWEEN], wchar_per_s=60e3, wcalls_per_s=1e3)
+    r1 = _scheduler(201, 1, [EMPTY_BROADCAST], cpu=30.0, wchar_per_s=50e3, wcalls_per_s=1e3)
+    bundle = build([_front(), r0, r1])
+    assert exchange_only({p.pid: p for p in extract(bundle)}[201])
+    v = classify(bundle)
+    assert v.state == "idle", v.summary
+
+
+def test_pipeline_ranks_moving_data_through_recv_still_progress() -> None:
+    """Contrast: ranks in a receive collective every sample that move kilobytes a write
+    (pipeline activations) are no handout of nothing: the collectives complete."""
+    recv = (("recv", TORCH), ("stage_forward", "/job/pp.py"), ("main", "/job/pp.py"))
+    ranks = [
+        Proc(
+            pid=300 + r,
+            rank=r,
+            world_size=2,
+            stack=recv,
+            cpu_pct=5.0,
+            wchar_per_s=50e6,
+            wcalls_per_s=500,
+        )
+        for r in range(2)
+    ]
+    bundle = build(ranks)
+    assert not any(exchange_only(p) for p in extract(bundle))
+    assert classify(bundle).state == "progressing"
+
+
+def test_busy_scheduler_computing_a_batch_is_not_a_poll_loop() -> None:
+    """Contrast: the same loop with a batch computing in one sample does real work."""
+    sched = _scheduler(200, 0, [FORWARD, AGAIN, FORWARD])
+    bundle = build([_front(served=True), sched])
+    p = {p.pid: p for p in extract(bundle)}[200]
+    assert p.poll is None and computes(p)
+    assert classify(bundle).state == "progressing"
+    assert classify(build([_front(), sched])).state == "slow"  # no answers seen: still working
+
+
+def test_cpu_bound_single_rank_stays_slow() -> None:
+    """Contrast: one long call burning a core with the same stack is slow, never idle."""
+    one = Proc(
+        pid=400,
+        role="root",
+        stack=(("validate_token", "/job/auth.py"), ("main", "/job/auth.py")),
+        cpu_pct=99.0,
+        state="R",
+        wchan=None,
+    )
+    assert classify(build([one])).state == "slow"
+
+
+def test_spin_on_a_collectives_completion_is_that_collectives_wait() -> None:
+    """Ranks busy-polling ``fut.done()`` of an all_reduce a peer never joins burn 100% of a
+    core each: not slow work - a deadlock, the rank elsewhere named."""
+    spin: Stacks = [
+        (("Future.done", FUTURES), ("wait_for_grads", "/job/train.py"), ("main", "/job/train.py")),
+        (("wait_for_grads", "/job/train.py"), ("main", "/job/train.py")),
+        (("Future.done", FUTURES), ("wait_for_grads", "/job/train.py"), ("main", "/job/train.py")),
+    ]
+    elsewhere = (
+        ("sleep", "/job/data.py"),
+        ("fetch_shard", "/job/data.py"),
+        ("main", "/job/train.py"),
+    )
+    ranks = [
+        Proc(pid=500 + r, rank=r, world_size=3, stack=spin, cpu_pct=99.0, state="R", wchan=None)
+        for r in range(2)
+    ]
+    ranks.append(
+        Proc(
+            pid=502,
+            rank=2,
+            world_size=3,
+            stack=elsewhere,
+            wait_timed=True,
+            wchan="hrtimer_nanosleep",
+            syscall="clock_nanosleep",
+        )
+    )
+    bundle = build(ranks)
+    by_pid = {p.pid: p for p in extract(bundle)}
+    assert by_pid[500].main_family == "peer" and not computes(by_pid[500])
+    v = classify(bundle)
+    assert v.state == "deadlocked", v.summary
+    assert 2 in [s.rank for s in v.suspects]
+
+
+def test_pure_python_spin_without_a_completion_poll_stays_slow() -> None:
+    """Contrast (torchrun_livelock): a loop with no poll marker is CPU-bound work."""
+    spin = (("wait_for_prefetch", "/job/train.py"), ("main", "/job/train.py"))
+    barrier = (("barrier", TORCH), ("main", "/job/train.py"))
+    ranks = [
+        Proc(pid=600, rank=1, world_size=2, stack=spin, cpu_pct=99.0, state="R", wchan=None),
+        Proc(pid=601, rank=0, world_size=2, stack=barrier),
+    ]
+    assert classify(build(ranks)).state == "slow"
