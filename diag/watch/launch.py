@@ -39,8 +39,10 @@ from diag.bundle import outdir
 from diag.bundle.outdir import Backoff, OutputDir
 from diag.errors import EXIT_NO_TARGET, EXIT_OUTPUT, EXIT_USAGE, DiagError
 from diag.probes.logs import spool_path
+from diag.redaction.stream import split_scrubbed
 
 _CHUNK_BYTES = 65536
+_MAX_HELD_BYTES = 1 << 20  # a line held back for a safe cut past this is written anyway
 _POLL_S = 0.05  # how often a tee looks for new output in its spool file
 
 
@@ -81,6 +83,17 @@ class _Tee:
         text = b"".join(lines).decode("utf-8", "replace")
         self._log.write(self._scrub(text).encode("utf-8", "replace"))
 
+    def _to_log_held(self, partial: bytes) -> bytes:
+        """Write the part of a line that never ends that no secret straddles, and return the
+        rest to keep for the next read (``diag.redaction.stream``): two pieces scrubbed
+        apart would each hold half a secret, and the file both halves."""
+        text = partial.decode("utf-8", "surrogateescape")
+        give_up = len(partial) > _MAX_HELD_BYTES
+        done, rest = split_scrubbed(self._scrub, text, give_up=give_up)
+        if done:
+            self._log.write(done.encode("utf-8", "replace"))
+        return rest.encode("utf-8", "surrogateescape")
+
     def _run(self) -> None:
         fd = self._spool.fileno()
         while True:
@@ -101,8 +114,7 @@ class _Tee:
             if cut:
                 self._to_log([data[:cut]])
             if len(self._partial) > _CHUNK_BYTES:  # a line that never ends (a progress bar)
-                self._to_log([self._partial])
-                self._partial = b""
+                self._partial = self._to_log_held(self._partial)
         self._spool.close()
 
     def flush_partial(self) -> None:
