@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from diag.render.view_base import Spark, View
 from diag.render.view_graph import GraphArrow, GraphBox, GraphView
+from diag.render.view_stragglers import StragglerRow, StragglersView
 from diag.render.view_tables import (
     CollectiveRow,
     EnvDiff,
@@ -277,6 +278,8 @@ class ReportView(View, frozen=True):
     nccl_logs: Tuple[NcclLogRow, ...] = ()
     hosts: Tuple[HostRow, ...] = ()
     graph: Optional[GraphView] = None  # who waits on whom (the verdict's wait-for graph)
+    # Who the ranks wait for: per-rank "waits for others" bars (diag.render.stragglers).
+    stragglers: Optional[StragglersView] = None
 
 
 __all__ = [
@@ -313,6 +316,8 @@ __all__ = [
     "Spark",
     "StackRun",
     "StackView",
+    "StragglerRow",
+    "StragglersView",
     "SuspectView",
     "ThreadRow",
     "TimelineGroup",

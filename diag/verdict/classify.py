@@ -45,6 +45,7 @@ from diag.verdict.rules import TABLE, Outcome, apply
 from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup import startup_parts
+from diag.verdict.stragglers import straggler_parts
 from diag.vocab import PreRuleId, VerdictState
 
 # The evidence sources beyond CPU, stacks, I/O and logs, run in this order (a new source is
@@ -159,6 +160,10 @@ def _qualified(
         confidence *= 0.85
     if parts and not any(p.py_ok for p in parts):
         confidence *= 0.8
+    straggling = straggler_parts(state, ctx.bundle, parts, suspects)  # who the ranks wait for
+    text += straggling.tail
+    evidence += straggling.evidence
+    suspects += straggling.suspects
     startup = startup_parts(state, ctx.bundle, ctx.procs)  # phases, ETA, timeout warnings
     text += startup.tail
     if problems:
@@ -176,6 +181,7 @@ def _qualified(
         rule=outcome.rule.id,
         also_matched=outcome.also,
         problems=problems,
+        stragglers=straggling.record,
     )
 
 

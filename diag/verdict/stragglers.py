@@ -25,12 +25,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.model import (
     Bundle,
-    ProcessSample,
+    Evidence,
     RankCollectives,
     RankLoad,
     StragglerBasis,
     Stragglers,
-    ThreadSample,
+    Suspect,
+    main_thread,
 )
 from diag.text.units import rank_set
 from diag.verdict.features import ProcSignals
@@ -63,13 +64,6 @@ class _Tally:
     last: Optional[Tuple[float, int]] = None
 
 
-def _main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
-    for t in ps.threads:
-        if t.tid == ps.pid:
-            return t
-    return ps.threads[0] if ps.threads else None
-
-
 def _tally(bundle: Bundle, ranks: Sequence[ProcSignals]) -> List[_Tally]:
     tallies = {p.key: _Tally(p) for p in ranks}
     for sample in bundle.samples:
@@ -77,7 +71,7 @@ def _tally(bundle: Bundle, ranks: Sequence[ProcSignals]) -> List[_Tally]:
             tally = tallies.get((ps.host, ps.pid))
             if tally is None or ps.status != "alive":
                 continue
-            main = _main_thread(ps)
+            main = main_thread(ps)
             if main is None:
                 continue
             tally.samples += 1
@@ -304,4 +298,44 @@ def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional
         suspect_hosts=tuple(sorted({r.host for r in slow})) if multi_host else (),
         summary=summary,
         basis=kind,
+    )
+
+
+@dataclass(frozen=True)
+class StragglerParts:
+    """What the analysis adds to a verdict: the record, an evidence line (also when nobody is
+    named - "no straggler" is a finding), and for a rank the verdict did not name already, a
+    suspect and the sentence the classifier joins to the summary."""
+
+    record: Optional[Stragglers] = None
+    tail: str = ""
+    evidence: Tuple[Evidence, ...] = ()
+    suspects: Tuple[Suspect, ...] = ()
+
+
+def straggler_parts(
+    state: str, bundle: Bundle, procs: Sequence[ProcSignals], named: Sequence[Suspect]
+) -> StragglerParts:
+    """The parts for a progressing or slow job of two ranks or more; empty otherwise."""
+    if state not in ("progressing", "slow"):
+        return StragglerParts()
+    analysis = straggler_analysis(bundle, procs)
+    if analysis is None:
+        return StragglerParts()
+    evidence = Evidence(
+        signal="straggler" if analysis.suspects else "no-straggler",
+        detail=analysis.summary,
+        ranks=analysis.suspects,
+        section="stragglers",
+    )
+    already = {(s.host, s.rank) for s in named if s.rank is not None}
+    new = [
+        r for r in analysis.ranks if r.rank in analysis.suspects and (r.host, r.rank) not in already
+    ]
+    reason = "the rank the others wait for: " + analysis.summary.removeprefix("straggler: ")
+    return StragglerParts(
+        record=analysis,
+        tail=f"; {analysis.summary}" if new else "",
+        evidence=(evidence,),
+        suspects=tuple(Suspect(pid=r.pid, rank=r.rank, host=r.host, reason=reason) for r in new),
     )
