@@ -11,11 +11,17 @@ from typing import List, Optional, Sequence, Tuple
 from diag.model import Bundle, Evidence, RankClass
 from diag.text.units import rank_set
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.progress import LogGrowth
 from diag.verdict.sources import Context
 from diag.verdict.wording import short_label, size, who
+from diag.vocab import EvidenceSignal
 
 _LIST_RANKS = 16  # more ranks than this in a class are named as ranges
 SPIN_PCT = 30.0  # % of a core spent in an unchanged known wait worth reporting
+# Worth showing as evidence, below what counts as work (``situation``): a reader checks the
+# verdict's claim against smaller moves too (a read of 1 MiB, memory +16 MiB either way).
+READ_EVIDENCE_BYTES = 1 << 20
+RSS_EVIDENCE_BYTES = 16 << 20
 
 
 def section_of(p: ProcSignals) -> str:
@@ -26,99 +32,8 @@ def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
     """The observations every verdict shows, whatever the state."""
     ev: List[Evidence] = []
     for p in ctx.participants:
-        samples = tuple(p.samples)
-        if p.dead:
-            code = f" with exit code {p.exit_code}" if p.exit_code is not None else ""
-            ev.append(
-                Evidence(
-                    signal="exited",
-                    detail=f"{p.name}{f' (pid {p.pid})' if p.rank is not None else ''} is "
-                    f"{p.statuses[-1]}{code} since sample {p.dead_since}",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="timeline",
-                )
-            )
-            continue
-        if p.compute_pct >= COMPUTE_PCT:
-            ev.append(
-                Evidence(
-                    signal="cpu",
-                    detail=f"{p.name} burns {p.compute_pct:.0f}% of a "
-                    f"core in `{short_label(p.hot_label)}` ({p.compute_intervals} of "
-                    f"{p.intervals} intervals)",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section=section_of(p),
-                )
-            )
-        if p.spin_pct >= SPIN_PCT:
-            ev.append(
-                Evidence(
-                    signal="spin",
-                    detail=f"{p.name} spins {p.spin_pct:.0f}% of a "
-                    f"core in `{short_label(p.spin_label)}` with an unchanged stack: a wait, "
-                    "not progress",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section=section_of(p),
-                )
-            )
-        if p.read_delta_bytes >= 1 << 20:
-            ev.append(
-                Evidence(
-                    signal="io",
-                    detail=f"{p.name} read {size(p.read_delta_bytes)} in {p.window_s:.1f} s",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="timeline",
-                )
-            )
-        if abs(p.rss_delta_bytes) >= 16 << 20:
-            ev.append(
-                Evidence(
-                    signal="memory",
-                    detail=f"{p.name} RSS "
-                    f"{'+' if p.rss_delta_bytes > 0 else ''}"
-                    f"{size(p.rss_delta_bytes)} (now {size(p.rss_last_bytes)})",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="timeline",
-                )
-            )
-        for tid, addr, frame in p.lock_waiters:
-            ev.append(
-                Evidence(
-                    signal="futex",
-                    detail=f"{p.name} thread {tid} blocked on lock "
-                    f"{addr or '?'} in `{short_label(frame)}` in every sample",
-                    ranks=_r(p),
-                    pids=(p.pid,),
-                    samples=samples,
-                    section="futex",
-                )
-            )
-    for lg in ctx.logs:
-        name = lg.path.rsplit("/", 1)[-1]
-        if lg.heartbeat:
-            detail = f"log {name} only repeats a waiting line: not progress"
-        elif lg.grew:
-            detail = (
-                f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)}) in "
-                f"{len(lg.samples)} of {lg.intervals} intervals"
-            )
-        else:
-            detail = (
-                f"log {name} silent during the capture (bursty logs: silence alone proves little)"
-            )
-        ev.append(
-            Evidence(signal="log", detail=detail, pids=lg.pids, samples=lg.samples, section="logs")
-        )
+        ev.extend(_process_evidence(p))
+    ev.extend(_log_evidence(lg) for lg in ctx.logs)
     ports = sorted({port for p in ctx.procs if not p.dead for port in p.listen_ports})
     if ports:
         owners = [p for p in ctx.procs if p.listen_ports and not p.dead]
@@ -141,6 +56,64 @@ def evidence_for(ctx: Context, classes: Sequence[RankClass]) -> List[Evidence]:
             )
         )
     return ev
+
+
+def _process_evidence(p: ProcSignals) -> List[Evidence]:
+    """What one participant shows: its exit, CPU, a spin in a wait, reads, memory, locks."""
+    samples = tuple(p.samples)
+
+    def item(signal: EvidenceSignal, detail: str, section: str) -> Evidence:
+        return Evidence(
+            signal=signal, detail=detail, ranks=_r(p), pids=(p.pid,), samples=samples,
+            section=section,
+        )  # fmt: skip
+
+    if p.dead:
+        code = f" with exit code {p.exit_code}" if p.exit_code is not None else ""
+        pid = f" (pid {p.pid})" if p.rank is not None else ""
+        text = f"{p.name}{pid} is {p.statuses[-1]}{code} since sample {p.dead_since}"
+        return [item("exited", text, "timeline")]
+    out: List[Evidence] = []
+    if p.compute_pct >= COMPUTE_PCT:
+        text = (
+            f"{p.name} burns {p.compute_pct:.0f}% of a core in `{short_label(p.hot_label)}` "
+            f"({p.compute_intervals} of {p.intervals} intervals)"
+        )
+        out.append(item("cpu", text, section_of(p)))
+    if p.spin_pct >= SPIN_PCT:
+        text = (
+            f"{p.name} spins {p.spin_pct:.0f}% of a core in `{short_label(p.spin_label)}` "
+            "with an unchanged stack: a wait, not progress"
+        )
+        out.append(item("spin", text, section_of(p)))
+    if p.read_delta_bytes >= READ_EVIDENCE_BYTES:
+        text = f"{p.name} read {size(p.read_delta_bytes)} in {p.window_s:.1f} s"
+        out.append(item("io", text, "timeline"))
+    if abs(p.rss_delta_bytes) >= RSS_EVIDENCE_BYTES:
+        sign = "+" if p.rss_delta_bytes > 0 else ""
+        text = f"{p.name} RSS {sign}{size(p.rss_delta_bytes)} (now {size(p.rss_last_bytes)})"
+        out.append(item("memory", text, "timeline"))
+    for tid, addr, frame in p.lock_waiters:
+        text = (
+            f"{p.name} thread {tid} blocked on lock {addr or '?'} in `{short_label(frame)}` in "
+            "every sample"
+        )
+        out.append(item("futex", text, "futex"))
+    return out
+
+
+def _log_evidence(lg: LogGrowth) -> Evidence:
+    name = lg.path.rsplit("/", 1)[-1]
+    if lg.heartbeat:
+        detail = f"log {name} only repeats a waiting line: not progress"
+    elif lg.grew:
+        detail = (
+            f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)}) in "
+            f"{len(lg.samples)} of {lg.intervals} intervals"
+        )
+    else:
+        detail = f"log {name} silent during the capture (bursty logs: silence alone proves little)"
+    return Evidence(signal="log", detail=detail, pids=lg.pids, samples=lg.samples, section="logs")
 
 
 def _r(p: ProcSignals) -> Tuple[int, ...]:

@@ -148,18 +148,13 @@ def _leaked_pipe_edges(b: _Builder, p: ProcSignals, here: str) -> None:
 def _own_edges(b: _Builder, p: ProcSignals) -> None:
     """The edges of one process's main-thread wait (and its other threads' lock waits)."""
     w = p.main_wait
-    if p.dead or p.stopped or w is None or w.kind is None:
-        return
+    if p.dead or p.stopped or w is None or w.kind is None or p.main_family == PEER:
+        return  # peers: _peer_edges
     first_edge = len(b.edges)
     kind, fam, here = w.kind, p.main_family, where(p)
     main = _main_thread(b, p)
     if kind == "blocked" and main is not None and (main.wchan or "").startswith(_PIPE_READS):
         kind = "queue"  # a native read of a pipe: whoever holds the write end ends it
-    me = node_key(p)
-    parent = _parent_of(b, p)
-    own_ports = serving_ports([p])
-    if fam == PEER:
-        return  # _peer_edges
     if kind == FILE_LOCK:
         _file_lock_edges(b, p)
     elif kind == "stdin" and not _stdin_from_job(b, p):
@@ -173,79 +168,112 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
         if all(k.dead for k in kids):
             _leaked_pipe_edges(b, p, here)
     elif fam == RESULT or kind in ("queue", "write-full"):
-        edge_kind: EdgeKind = "result" if fam == RESULT else "queue"
-        if kind == "write-full" or (w.native and kind == "queue"):
-            edge_kind = "pipe"
-        kids = b.rank_order(_family_of(b, p))
-        if _thread_queue(b, p):
-            kids = []  # queue.Queue / a thread pool's future: only its own threads answer it
-        elif kind == "write-full" and parent is not None:
-            kids = [parent]  # whoever started it with stdout=PIPE likely holds the read end
-        elif not kids and parent is not None and fam != RESULT:
-            kids = [parent]
-        what = {
-            "result": "waits for a result in",
-            "queue": "waits on a queue in",
-            "pipe": "blocks on a pipe in",
-        }[edge_kind]
-        for k in kids:
-            b.edge(p, node_key(k), edge_kind, f"{what} {here}; {label_of(k)} can answer it")
-        if not kids:
-            b.edge(p, me, edge_kind, f"{what} {here}; only its own threads can answer it")
-            feeder = None if _thread_fd_edges(b, p) else _feeder_door(b, p)
-            if feeder is not None:
-                b.edge(p, feeder[0], "outside", feeder[1])
+        _queue_edges(b, p, kind, here)
     elif fam == LOCK or kind == "blocked":
-        op = _main_futex_op(b, p)
-        if op is not None and not op & FUTEX_PRIVATE and kind == "lock":
-            shared = [*([parent] if parent else []), *_family_of(b, p)]
-            for k in b.rank_order(shared):
-                b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
-        elif kind != "blocked" or p.lock_waiters:
-            cycle = _lock_cycle(p)
-            feeder = None if cycle else _feeder_door(b, p)
-            if not cycle and _thread_fd_edges(b, p):
-                pass  # another thread of its own waits on a process that can end its wait
-            elif feeder is not None:  # another thread of its own runs again and can end it
-                why = feeder[1].replace("fill it", "release or set it")
-                b.edge(p, feeder[0], "outside", f"waits on a lock or event in {here}; {why}")
-            else:
-                b.edge(p, me, "lock", f"waits on a lock in {here}: only its own threads hold it")
+        _lock_edges(b, p, kind, here)
     elif kind == "fifo-open":
         b.edge(p, OUT_PEER, "outside", "opens a named pipe: waits for a process to open its end")
     elif fam == SLEEP:
         b.edge(p, OUT_TIMER, "outside", f"sleeps in {here}: a timer ends it")
     elif kind in ("event-loop", "accept", "socket-read"):
-        servers = _request_servers(b, p) if kind == "socket-read" else []
-        for q, port in servers:
-            b.edge(
-                p,
-                node_key(q),
-                "request",
-                f"reads a socket in {here}; {label_of(q)} holds an unanswered request "
-                f"from the job on :{port}",
-            )
-        if servers:
-            pass  # a server of the job holds its request: the chain goes on there
-        elif own_ports:
-            ports = ", ".join(f":{port}" for port in own_ports[:3])
-            b.edge(p, OUT_NETWORK, "outside", f"waits in {here} and listens on {ports}")
-        elif w.timed is not False or p.main_wakeups > 0:
-            b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout (or woke)")
-        else:
-            b.edge(p, OUT_PEER, "outside", f"waits in {here}: no timeout, no port - a peer")
+        _socket_edges(b, p, kind, here)
     if kind == "stdin" and len(b.edges) == first_edge:
         b.edge(p, OUT_STDIN, "outside", f"reads stdin (fd 0) in {here}")
+    _thread_and_client_edges(b, p, first_edge, here)
+
+
+def _queue_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
+    """A wait for a result, on a queue or on a full pipe: the family member (or parent) that
+    can answer it, else its own threads - and the door a feeder thread of its own opens."""
+    w, fam, parent = p.main_wait, p.main_family, _parent_of(b, p)
+    edge_kind: EdgeKind = "result" if fam == RESULT else "queue"
+    if kind == "write-full" or (w is not None and w.native and kind == "queue"):
+        edge_kind = "pipe"
+    kids = b.rank_order(_family_of(b, p))
+    if _thread_queue(b, p):
+        kids = []  # queue.Queue / a thread pool's future: only its own threads answer it
+    elif kind == "write-full" and parent is not None:
+        kids = [parent]  # whoever started it with stdout=PIPE likely holds the read end
+    elif not kids and parent is not None and fam != RESULT:
+        kids = [parent]
+    what = {
+        "result": "waits for a result in",
+        "queue": "waits on a queue in",
+        "pipe": "blocks on a pipe in",
+    }[edge_kind]
+    for k in kids:
+        b.edge(p, node_key(k), edge_kind, f"{what} {here}; {label_of(k)} can answer it")
+    if not kids:
+        b.edge(p, node_key(p), edge_kind, f"{what} {here}; only its own threads can answer it")
+        feeder = None if _thread_fd_edges(b, p) else _feeder_door(b, p)
+        if feeder is not None:
+            b.edge(p, feeder[0], "outside", feeder[1])
+
+
+def _lock_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
+    """A lock or an opaque native block: a shared futex points at the family; a private lock
+    at a thread of its own that can release it, else at itself."""
+    op = _main_futex_op(b, p)
+    parent = _parent_of(b, p)
+    if op is not None and not op & FUTEX_PRIVATE and kind == "lock":
+        shared = [*([parent] if parent else []), *_family_of(b, p)]
+        for k in b.rank_order(shared):
+            b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
+        return
+    if kind == "blocked" and not p.lock_waiters:
+        return
+    cycle = _lock_cycle(p)
+    feeder = None if cycle else _feeder_door(b, p)
+    if not cycle and _thread_fd_edges(b, p):
+        pass  # another thread of its own waits on a process that can end its wait
+    elif feeder is not None:  # another thread of its own runs again and can end it
+        why = feeder[1].replace("fill it", "release or set it")
+        b.edge(p, feeder[0], "outside", f"waits on a lock or event in {here}; {why}")
+    else:
+        b.edge(p, node_key(p), "lock", f"waits on a lock in {here}: only its own threads hold it")
+
+
+def _socket_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
+    """An event loop, an accept or a socket read: a server of the job holding its request,
+    else its own port (the network), else a timer, else a peer that never answers."""
+    w = p.main_wait
+    servers = _request_servers(b, p) if kind == "socket-read" else []
+    for q, port in servers:
+        b.edge(
+            p,
+            node_key(q),
+            "request",
+            f"reads a socket in {here}; {label_of(q)} holds an unanswered request "
+            f"from the job on :{port}",
+        )
+    own_ports = serving_ports([p])
+    if servers:
+        pass  # a server of the job holds its request: the chain goes on there
+    elif own_ports:
+        ports = ", ".join(f":{port}" for port in own_ports[:3])
+        b.edge(p, OUT_NETWORK, "outside", f"waits in {here} and listens on {ports}")
+    elif (w is not None and w.timed is not False) or p.main_wakeups > 0:
+        b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout (or woke)")
+    else:
+        b.edge(p, OUT_PEER, "outside", f"waits in {here}: no timeout, no port - a peer")
+
+
+def _thread_and_client_edges(b: _Builder, p: ProcSignals, first_edge: int, here: str) -> None:
+    """What the main thread's wait leaves out: other threads stuck on locks, a timed wait that
+    wakes by itself, and clients whose requests wait unanswered on this process."""
+    w = p.main_wait
+    me = node_key(p)
     mine = b.edges[first_edge:]
     # Threads blocked on one lock (no cycle) while the main thread waits on a door - a timer,
     # a port, a timeout - or on another of its threads: the main thread runs again and may
     # release it. Two or more locks held against each other: only a lock-order cycle.
-    door = any(is_outside(e.dst) for e in mine) or w.timed is True
+    timed = w is not None and w.timed is True
+    door = any(is_outside(e.dst) for e in mine) or timed
     if p.lock_waiters and not any(e.dst == me for e in mine) and (_lock_cycle(p) or not door):
         n = len(p.lock_waiters)
         addrs = len({a for _, a, _ in p.lock_waiters})
         b.edge(p, me, "lock", f"{n} thread(s) blocked on {addrs} lock(s) in every sample")
-    if len(b.edges) == first_edge and w.timed is True:
+    if len(b.edges) == first_edge and timed:
         b.edge(p, OUT_TIMER, "outside", f"waits in {here} with a timeout: it wakes by itself")
     if p.stale_requests:
         b.add_outside(OUT_CLIENTS)
