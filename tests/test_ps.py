@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
 import pytest
-from conftest import DIAG, PROGRAMS, REPO, run_diag
+from conftest import DIAG, PROGRAMS, REPO, SCENARIOS, run_diag
 
 from diag.commands.machine_json import json_schema
 from diag.probes.job_signals import (
@@ -295,3 +295,74 @@ def test_json_refuses_a_launched_capture() -> None:
     done = run_diag(["capture", "--json", "--", "true"], timeout_s=60)
     assert done.returncode == 2 and done.stdout == ""
     assert "summary --json" in done.stderr
+
+
+HAVE_TORCH = (Path(sys.executable).parent / "torchrun").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (make install adds it)")
+def test_a_real_torchrun_gloo_job_is_one_job_rooted_at_torchrun(spawn: Any) -> None:
+    """torchrun's elastic agent starts each rank in a session of its own: the job is still
+    one line, rooted at torchrun, with its ranks and the gloo/TCPStore ports they listen on."""
+    job = spawn(
+        [sys.executable, str(SCENARIOS / "torchrun_allgather.py")], cwd=SCENARIOS, timeout_s=180
+    )
+    doc = _ps_json()
+    mine = [j for j in doc["jobs"] if job.pid in j["pids"]]
+    assert len(mine) == 1, doc["jobs"]
+    assert mine[0]["root_pid"] == job.pid and mine[0]["kind"] == "torchrun"
+    assert mine[0]["ranks"] == [0, 1, 2] and mine[0]["world_size"] == 3
+    assert mine[0]["ports"], mine[0]  # the TCPStore and gloo's listeners
+
+
+@pytest.mark.slow
+def test_a_process_holding_a_gpu_is_a_job(fake_nvml: pytest.MonkeyPatch, spawn: Any) -> None:
+    """A Python server with no rank, no launcher and no known title, that NVML lists on a GPU
+    (the fake binding: PID i on device i)."""
+    server = spawn(
+        [sys.executable, "-c", "import time; print('READY', flush=True); time.sleep(600)"]
+    )
+    fake_nvml.setenv("FAKE_NVML_SCENARIO", "gpus")
+    fake_nvml.setenv("FAKE_NVML_COUNT", "2")
+    fake_nvml.setenv("FAKE_NVML_PIDS", f"999999999,{server.pid}")  # device 0: nobody here
+    done = run_diag(["ps", "--json"], timeout_s=60)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    validate(doc)
+    assert doc["gpu"] == "nvml"
+    mine = [j for j in doc["jobs"] if j["root_pid"] == server.pid]
+    assert len(mine) == 1, doc["jobs"]
+    assert mine[0]["kind"] == "gpu" and mine[0]["gpus"] == [1] and mine[0]["signals"] == ["gpu"]
+
+
+@pytest.mark.slow
+def test_no_secret_of_a_job_reaches_ps_output(spawn: Any, tmp_path: Path) -> None:
+    secrets = {
+        "argv": "sk-PsArgvSecret0123456789abcdefXYZ",
+        "url": "PsUrlPass0123456789",
+        "env": "hf_PsEnvSecret0123456789abcdefghij",
+    }
+    job = spawn(
+        [
+            sys.executable,
+            str(PROGRAMS / "secret_server.py"),
+            "--api-key",
+            secrets["argv"],
+            "--db",
+            f"postgres://admin:{secrets['url']}@db.internal:5432/x",
+            "--log-file",
+            str(tmp_path / "log"),
+            "--log-token",
+            "tok_PsLogSecret0123456789abcdef",
+        ],
+        env={"HF_TOKEN": secrets["env"], "RANK": "0"},
+    )
+    human = run_diag(["ps", "--no-gpu"], timeout_s=60)
+    machine = run_diag(["ps", "--json", "--no-gpu"], timeout_s=60)
+    assert f"{job.pid} " in human.stdout
+    assert job.pid in {j["root_pid"] for j in json.loads(machine.stdout)["jobs"]}
+    for text in (human.stdout, human.stderr, machine.stdout, machine.stderr):
+        for secret in secrets.values():
+            assert secret not in text

@@ -294,7 +294,7 @@ def _job(
             [members[p].kind for p in member_pids if p in members],
             launcher_kind(argv) or (root_member.kind if root_member else None),
         ),
-        launcher=program_of(argv) or stats[root].comm,
+        launcher=redactor.scrub(program_of(argv) or stats[root].comm),
         command=redactor.scrub_argv(argv),
         pids=tuple(pids),
         ranks=tuple(sorted(ranks)),
