@@ -9,12 +9,15 @@ that nothing of them reaches the agent, and bad inputs come back as tool errors.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import PROGRAMS, run_diag
+from conftest import DIAG, PROGRAMS
 
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -102,23 +105,38 @@ def test_an_agent_finds_a_job_captures_it_and_reads_the_verdict(spawn: Any, tmp_
 
 
 @pytest.mark.slow
-def test_watch_status_of_a_real_watch(spawn: Any, tmp_path: Path) -> None:
+def test_watch_status_of_a_real_watch_running_then_ended(spawn: Any, tmp_path: Path) -> None:
     job = spawn([sys.executable, str(PROGRAMS / "rank_job.py"), "2"])
     out = tmp_path / "w"
-    done = run_diag(
-        ["watch", "--pid", str(job.pid), "--interval", "0.3", "--count", "3", "-o", str(out)]
+    watch = subprocess.Popen(
+        [*DIAG, "watch", "--pid", str(job.pid), "--interval", "0.5", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert done.returncode == 0, done.stderr
-    _, (status, missing) = _session(
+    try:
+        deadline = time.monotonic() + 60
+        while not out.with_suffix(".json").exists():  # the live report: after a sample or two
+            assert watch.poll() is None and time.monotonic() < deadline, watch.stderr
+            time.sleep(0.1)
+        _, (running,) = _session(tmp_path, [("watch_status", {"path": str(out) + ".html"})])
+    finally:
+        watch.send_signal(signal.SIGINT)  # diag watch's own stop: a final sample and report
+        _, err = watch.communicate(timeout=60)
+    assert watch.returncode == 0, err
+    doc = _doc(running)
+    jsonschema.validate(doc, json_schema())
+    assert doc["kind"] == "watch_status" and doc["state"] in STATES
+    assert doc["complete"] is False and any("still running" in n for n in doc["notes"])
+    assert doc["target_pid"] == job.pid
+    _, (ended, missing) = _session(
         tmp_path,
         [
             ("watch_status", {"path": str(out.with_suffix(".jsonl"))}),
             ("watch_status", {"path": str(tmp_path / "nothing.jsonl")}),
         ],
     )
-    doc = _doc(status)
-    jsonschema.validate(doc, json_schema())
-    assert doc["kind"] == "watch_status" and doc["state"] in STATES
+    doc = _doc(ended)
     assert doc["complete"] is True  # the watch ended: its journal has its end line
     assert any("watch ended" in note for note in doc["notes"])
     assert missing.is_error

@@ -5,8 +5,8 @@ summary may load a day-long journal. Each tool runs ``python -m diag ...`` (or
 ``diag.mcp.worker``) in a session of its own with a deadline and kills only that child (and
 what it started) when the deadline passes - never the job being diagnosed: no tool signals a
 target, and the capture only reads it, as ``diag capture`` does. ``list_jobs`` runs in the
-server itself: it reads /proc only and answers in milliseconds (NVML, when a driver exists, is
-asked in its own killable worker).
+same way (``diag ps --json``): it reads /proc only, but a read of a process's argv waits for
+that process's memory lock, which a process stuck in the kernel can hold for ever.
 
 Every answer is the ``--json`` document (``diag.commands.machine_json``), scrubbed by the
 command that made it and once more here (``Redactor.scrub_obj``), so no secret of a target's
@@ -31,6 +31,10 @@ from diag.redact import Redactor
 
 CAPTURE_SLACK_S = 90.0  # py-spy, NVML, writing the reports, on top of interval x count
 SUMMARY_TIMEOUT_S = 120.0
+# A read of /proc/PID/cmdline or environ waits for the process's mmap lock, which a process
+# stuck in the kernel (D state, a dead NFS mount) may hold for ever - as `ps` hangs on such a
+# host. So the scan, too, runs in a child under a deadline.
+LIST_TIMEOUT_S = 30.0
 OUTPUT_MAX_BYTES = 4 << 20  # of a child's stdout kept: one JSON document
 MAX_INTERVAL_S = 60.0
 MAX_COUNT = 20
@@ -139,11 +143,7 @@ class Tools:
         self.out_dir = out_dir
 
     def list_jobs(self) -> Dict[str, Any]:
-        from diag.commands.machine_json import encode
-        from diag.commands.ps import ps_doc, scan
-
-        doc: Dict[str, Any] = json.loads(encode(ps_doc(scan())))
-        return doc
+        return run_child(_diag("ps", "--json"), LIST_TIMEOUT_S)
 
     def capture(self, pid: int, interval_s: float, count: int) -> Dict[str, Any]:
         if not 1 <= pid <= MAX_PID or pid == os.getpid():
