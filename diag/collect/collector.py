@@ -260,6 +260,7 @@ class Collector:
         walked = self._tree()
         tree = walked.pids
         reused = self.table.learn_newcomers(walked.reused)  # before anything is read or written
+        self.table.relearn(tree)  # an exec or a rewritten environ: its secrets, learned again
         # Every process's share of the work (what identifies a new one, its /proc, its stacks)
         # is handed to the workers now, and discovery waits for what identifies them; without
         # workers it is all done in one thread of this process (``diag.collect.shards``).

@@ -32,6 +32,7 @@ from diag.probes.proctree import (
     assign_roles,
     detect_rank,
     infer_dead_rank,
+    parse_cmdline,
     read_identity,
     start_order_groups,
     title_of,
@@ -64,6 +65,8 @@ class ProcessTable:
         self._cmdlines: Dict[int, Tuple[str, ...]] = {}
         self._start_ticks: Dict[int, int] = {}
         self._learned: Set[Tuple[int, int]] = set()  # (pid, start ticks) of newcomers read
+        # pid -> (exe, hash of its environ block) when its secrets were last learned
+        self._env_seen: Dict[int, Tuple[Optional[str], int]] = {}
 
     @property
     def starts(self) -> Mapping[int, int]:
@@ -91,6 +94,38 @@ class ProcessTable:
             self.redactor.add_environ(parse_environ(ident.environ) if ident.environ else {})
             self.redactor.scrub_argv(ident.cmdline)  # learns the values of secret flags
         return fresh
+
+    def relearn(self, pids: Sequence[int]) -> None:
+        """Learn again the secrets of recorded processes whose exe or environ block changed.
+
+        The environment was read once, when a PID was first seen; a wrapper that ``export``s
+        a token and ``exec``s the job (same PID, same start time, new exe and environ) or a
+        target that rewrites its environ block would keep a secret diag never learned - and
+        which the job then prints. Costs a readlink and one read of environ per process and
+        sample, each under the probe timeout (a process in D state can block the read).
+        """
+        seen = [pid for pid in pids if pid in self._env_seen]
+        read = run_all(
+            [
+                ProbeCall(
+                    "environ",
+                    partial(_exe_and_environ, self.procfs, pid),
+                    self.probe_timeout_s,
+                    pid,
+                )
+                for pid in seen
+            ]
+        )
+        for pid, result in zip(seen, read):
+            if result.value is None:
+                continue
+            exe, environ, cmdline = result.value
+            key = (exe, hash(environ))
+            if key == self._env_seen[pid]:
+                continue
+            self._env_seen[pid] = key
+            self.redactor.add_environ(parse_environ(environ))
+            self.redactor.scrub_argv(cmdline)  # learns the values of secret flags
 
     def discover(
         self, pids: Sequence[int], index: int, known: Optional[Mapping[int, Identity]] = None
@@ -123,6 +158,7 @@ class ProcessTable:
             ident = result.value
             env = parse_environ(ident.environ) if ident.environ else {}
             self.redactor.add_environ(env)  # learn every secret before anything is written
+            self._env_seen[pid] = (ident.exe, hash(ident.environ or b""))
             identities[pid] = ident
             envs[pid] = env
             self._parents[pid] = ident.stat.ppid
@@ -211,6 +247,17 @@ class ProcessTable:
         if not inferred:
             return []
         return self._refresh(assign_roles(self.root_pid, self._parents, self._ranks), set())
+
+
+def _exe_and_environ(procfs: ProcFS, pid: int) -> Tuple[Optional[str], bytes, Tuple[str, ...]]:
+    """What ``relearn`` compares and learns from: exe link, environ block, argv."""
+    exe = procfs.readlink(pid, "exe")
+    environ = procfs.read_bytes(pid, "environ")
+    try:
+        cmdline = parse_cmdline(procfs.read_bytes(pid, "cmdline"))
+    except OSError:
+        cmdline = ()
+    return exe, environ, cmdline
 
 
 def _in_pool(sample: ProcessSample, stacks: Mapping[str, Stack]) -> bool:
