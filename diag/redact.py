@@ -149,11 +149,6 @@ class Redactor:
                 continue
             self.add_secret(value)
 
-    @property
-    def known_count(self) -> int:
-        with self._lock:
-            return len(self._secrets)
-
     def mark(self) -> int:
         """A point in what this redactor has learned, for ``rescrub_bytes``."""
         with self._lock:

@@ -3,7 +3,7 @@
 This is the one place a capture is taken and its verdict attached. ``diag capture --pid`` is
 ``run_capture``; the Slurm per-node collector samples with ``sample_series`` and
 ``captured_bundle``; ``diag watch`` (and ``capture -- CMD``, which is a short watch) and
-``diag merge`` attach their verdict with ``judged`` and write with ``write_judged``. Every
+``diag merge`` attach their verdict with ``judged``. Every
 file diag writes goes through ``Redactor.scrub_bytes`` last (``render.outputs``).
 
 A target that exits mid-capture is not an error: the samples already taken are written and a
@@ -30,7 +30,6 @@ from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION
-from diag.redact import Redactor
 
 __all__ = [
     "PTRACE_REMEDY",
@@ -41,7 +40,6 @@ __all__ = [
     "require_pyspy",
     "run_capture",
     "sample_series",
-    "write_judged",
 ]
 
 
@@ -126,13 +124,6 @@ def judged(bundle: Bundle) -> Bundle:
     from diag.verdict.classify import classify  # lazy: a Slurm node never judges
 
     return msgspec.structs.replace(bundle, verdict=classify(bundle))
-
-
-def write_judged(bundle: Bundle, json_path: Path, redactor: Redactor) -> Tuple[Path, ...]:
-    """Judge, then write PATH.json, PATH.html and PATH.md (all scrubbed)."""
-    from diag.render.outputs import write_outputs  # lazy: a Slurm node never renders
-
-    return write_outputs(judged(bundle), json_path, redactor)
 
 
 def denied_notes(collector: Collector) -> List[str]:

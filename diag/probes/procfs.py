@@ -57,9 +57,6 @@ class ProcFS:
     def path(self, pid: int, *parts: str) -> Path:
         return self.root.joinpath(str(pid), *parts)
 
-    def task_path(self, pid: int, tid: int, *parts: str) -> Path:
-        return self.root.joinpath(str(pid), "task", str(tid), *parts)
-
     def read_text(self, pid: int, *parts: str) -> str:
         """Read a /proc file; raises OSError (ENOENT when the process is gone)."""
         return _read_fd(f"{self.root}/{pid}/{'/'.join(parts)}").decode("utf-8", "replace")

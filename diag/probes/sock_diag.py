@@ -210,7 +210,6 @@ _UNIX_REQ = struct.Struct("=BBHIII8s")  # family, protocol, pad, states, ino, sh
 _UNIX_MSG = struct.Struct("=BBBBI8s")  # family, type, state, pad, ino, cookie
 MAX_UNIX_SOCKETS = 65536  # a dump past this many sockets stops recording (a Ray host: ~10k)
 MAX_UNIX_PATH = 256  # characters of a bound path kept
-MAX_UNIX_DUMP_BYTES = 64 << 20  # a dump that sends more than this is cut short
 
 
 class UnixSock(NamedTuple):
@@ -219,13 +218,6 @@ class UnixSock(NamedTuple):
 
     peer_inode: Optional[int]
     path: str = ""
-
-
-def unix_dump_request(seq: int = 1, show: int = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME) -> bytes:
-    """One SOCK_DIAG_BY_FAMILY dump request for every AF_UNIX socket of this namespace."""
-    body = _UNIX_REQ.pack(socket.AF_UNIX, 0, 0, 0xFFFFFFFF, 0, show, b"\xff" * 8)
-    flags = _NLM_F_REQUEST | _NLM_F_DUMP
-    return _HEADER.pack(_HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, flags, seq, 0) + body
 
 
 def _unix_path(raw: bytes) -> str:
@@ -255,29 +247,6 @@ def parse_unix_dump(data: bytes, into: Dict[int, UnixSock]) -> bool:
                 path = _unix_path(payload)
         into[inode] = UnixSock(peer, path)
     return done
-
-
-def unix_table(timeout_s: float = 2.0) -> Dict[int, UnixSock]:
-    """{inode: UnixSock} of every AF_UNIX socket of this namespace, with its peer's inode.
-
-    Raises OSError when netlink sock_diag (or its unix module) is unavailable."""
-    out: Dict[int, UnixSock] = {}
-    with socket.socket(
-        socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG
-    ) as sock:
-        sock.settimeout(timeout_s)
-        sock.sendto(unix_dump_request(), (0, 0))
-        got = 0
-        while True:
-            data = sock.recv(65536)
-            got += len(data)
-            try:
-                if parse_unix_dump(data, out):
-                    return out
-            except ValueError as exc:
-                raise OSError(f"sock_diag: {exc}") from exc
-            if got > MAX_UNIX_DUMP_BYTES:
-                return out  # cut short: what was read is kept
 
 
 MAX_UNIX_QUERIES = 64  # sockets asked about one by one in a call (the blocked ones)

@@ -47,10 +47,6 @@ def inodes_of_links(links: FdLinks) -> Set[int]:
     return inodes
 
 
-def socket_inodes(procfs: ProcFS, pid: int) -> Set[int]:
-    return inodes_of_links(read_fd_links(procfs, pid))
-
-
 def _listen_table(procfs: ProcFS, pid: int) -> Dict[int, int]:
     table: Dict[int, int] = {}
     for name in ("tcp", "tcp6"):

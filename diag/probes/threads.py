@@ -222,14 +222,6 @@ def parse_status(text: str) -> Dict[str, str]:
     return out
 
 
-def ctxt_switches(status: Dict[str, str]) -> Tuple[Optional[int], Optional[int]]:
-    def num(key: str) -> Optional[int]:
-        value = status.get(key)
-        return int(value) if value is not None and value.isdigit() else None
-
-    return num("voluntary_ctxt_switches"), num("nonvoluntary_ctxt_switches")
-
-
 def _status_count(text: str, key: str) -> Optional[int]:
     at = text.find(key)
     if at < 0:

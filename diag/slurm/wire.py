@@ -206,10 +206,6 @@ class Gathered:
             return
         node.chunks = {}
 
-    def decoded(self) -> int:
-        """How many nodes' bundles are in and decoded."""
-        return sum(1 for n in self.nodes.values() if n.bundle is not None)
-
     def _bundle(self, node: _Node) -> Tuple[Optional[Bundle], str]:
         if node.total is None or node.bundle is not None or node.broken:
             return node.bundle, node.broken

@@ -142,15 +142,6 @@ class NvmlSession:
             pass
 
 
-def read_nvml(nvml: Any) -> Dict[str, Any]:
-    """One answer from a fresh session, shut down after (the ``--once`` path)."""
-    session = NvmlSession(nvml)
-    try:
-        return session.read()
-    finally:
-        session.shutdown()
-
-
 def _no_binding() -> Dict[str, Any]:
     return {
         "available": False,
