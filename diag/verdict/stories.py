@@ -103,26 +103,7 @@ def peer_story(
     missing = _missing_ranks(ctx)
     text = waits_phrase(group_by_wait([p for p in waiters if p.key not in odd_keys])[:3])
     if suspects:
-        named = {(s.host, s.pid) for s in suspects}
-        culprits = [p for p in alive if p.key in named]
-        odd_text = waits_phrase(group_by_wait(culprits)[:2])
-        prompts = [p for p in culprits if p.main_wait is not None and p.main_wait.kind == STDIN]
-        if prompts:
-            q = prompts[0]
-            what = "a debugger prompt (pdb, `breakpoint()`)" if at_debugger(q) else "a prompt"
-            summary = (
-                f"deadlocked: {text}, but {who(prompts)} {verb(prompts, 'reads', 'read')} "
-                f"stdin in {where(q)} - {what} waits for someone to type at its terminal, "
-                "and its peers wait for it: answer it (pdb: `c` continues), or kill the job "
-                "and remove the prompt"
-            )
-        else:
-            summary = (
-                f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
-                f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
-                f"kill the job and look at {who(culprits)}"
-            )
-        confidence = 0.85
+        summary, confidence = _diverged_sentence(text, alive, suspects), 0.85
     elif missing:
         summary = (
             f"deadlocked: {text}; rank(s) {','.join(map(str, missing[:8]))} of the world "
@@ -148,6 +129,28 @@ def peer_story(
         spins = verb(spinners, "spins", "spin")
         summary += f" ({who(spinners)} {spins} a core in the wait: not progress)"
     return summary, suspects, confidence
+
+
+def _diverged_sentence(text: str, alive: Sequence[ProcSignals], suspects: Sequence[Suspect]) -> str:
+    """Peers wait and the named ranks are elsewhere: at a prompt (answer it), or diverged."""
+    named = {(s.host, s.pid) for s in suspects}
+    culprits = [p for p in alive if p.key in named]
+    prompts = [p for p in culprits if p.main_wait is not None and p.main_wait.kind == STDIN]
+    if prompts:
+        q = prompts[0]
+        what = "a debugger prompt (pdb, `breakpoint()`)" if at_debugger(q) else "a prompt"
+        return (
+            f"deadlocked: {text}, but {who(prompts)} {verb(prompts, 'reads', 'read')} "
+            f"stdin in {where(q)} - {what} waits for someone to type at its terminal, "
+            "and its peers wait for it: answer it (pdb: `c` continues), or kill the job "
+            "and remove the prompt"
+        )
+    odd_text = waits_phrase(group_by_wait(culprits)[:2])
+    return (
+        f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
+        f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
+        f"kill the job and look at {who(culprits)}"
+    )
 
 
 def _thread_groups(p: ProcSignals) -> str:
