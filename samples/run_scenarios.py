@@ -460,6 +460,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "ranks compute (20 ms)",
         ("zmq",),
     ),
+    Scenario(
+        "gloo_spin_on_collective",
+        "deadlocked",
+        ("rank:2",),
+        True,
+        "3 gloo ranks poll `fut.done()` of an async all_reduce at 100% CPU; rank 2 sleeps "
+        "in `write_checkpoint` and never joins",
+    ),
 )
 
 

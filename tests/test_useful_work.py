@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from series import SELECTORS, SOCKETSERVER, TORCH, Proc, build
+from series import SELECTORS, SOCKETSERVER, TORCH, Proc, Thr, build
 
 from diag.model import ServedConn
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
-from diag.verdict.polling import POLL_KIND, frame_marker
+from diag.verdict.polling import POLL_KIND, POLLED_COLLECTIVE, frame_marker
 from diag.verdict.work import computes, exchange_only
 
 SITE = "/venv/lib/python3.11/site-packages"
@@ -203,3 +203,53 @@ def test_pure_python_spin_without_a_completion_poll_stays_slow() -> None:
         Proc(pid=601, rank=0, world_size=2, stack=barrier),
     ]
     assert classify(build(ranks)).state == "slow"
+
+
+def _spinning_ranks(in_flight: bool) -> List[Proc]:
+    """Ranks 0,1 at 100% in their own loop line (``while not work.is_completed(): pass``: the
+    C call is invisible to py-spy), gloo's worker thread waiting on a peer (timed) or idle."""
+    loop = (("wait_for_grads", "/job/train.py"), ("main", "/job/train.py"))
+    worker = Thr(1, None, name="pt_gloo_runloop", wait_timed=in_flight, futex_op=0x189)
+    ranks = [
+        Proc(
+            pid=700 + r,
+            rank=r,
+            world_size=3,
+            stack=loop,
+            cpu_pct=99.0,
+            state="R",
+            wchan=None,
+            threads=[worker],
+        )
+        for r in range(2)
+    ]
+    elsewhere = (("write_checkpoint", "/job/train.py"), ("main", "/job/train.py"))
+    ranks.append(
+        Proc(
+            pid=702,
+            rank=2,
+            world_size=3,
+            stack=elsewhere,
+            wait_timed=True,
+            wchan="hrtimer_nanosleep",
+            syscall="clock_nanosleep",
+        )
+    )
+    return ranks
+
+
+def test_spin_on_an_invisible_completion_poll_with_a_collective_in_flight_is_its_wait() -> None:
+    """The same stack in every sample, a core burning, and the rank's gloo worker waiting on a
+    peer the whole time: the loop polls that collective - deadlocked, rank 2 named."""
+    bundle = build(_spinning_ranks(in_flight=True))
+    p = {p.pid: p for p in extract(bundle)}[700]
+    assert p.main_wait is not None and p.main_wait.label == POLLED_COLLECTIVE
+    v = classify(bundle)
+    assert v.state == "deadlocked", v.summary
+    assert "busy-polled from `wait_for_grads`" in v.summary
+    assert 2 in [s.rank for s in v.suspects]
+
+
+def test_same_spin_with_no_collective_in_flight_stays_cpu_bound() -> None:
+    """Contrast: no collective in flight (gloo's worker idle, untimed): a CPU-bound loop."""
+    assert classify(build(_spinning_ranks(in_flight=False))).state == "slow"

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
-from diag.verdict.polling import PollLoop, poll_loops
+from diag.verdict.polling import PollLoop, collective_spin, poll_loops
 from diag.verdict.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
 from diag.verdict.waits import PEER, family
 
@@ -237,6 +237,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                 sig.main_wait_labels.append(tw.label if tw and tw.kind else "")
                 alive.append((t_s, ps))
         loops = poll_loops(bundle, [ps for _, ps in alive]) if len(alive) > 1 else {}
+        _collective_spin(bundle, info, [ps for _, ps in alive], loops)
         for (t_a, a), (t_b, b) in zip(alive, alive[1:]):
             dt_s = t_b - t_a
             if dt_s <= 0:
@@ -280,6 +281,19 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             sig.timer_threads = _timer_threads(bundle, first, last)
         out.append(sig)
     return out
+
+
+def _collective_spin(
+    bundle: Bundle, info: ProcessInfo, alive: List[ProcessSample], loops: Dict[int, PollLoop]
+) -> None:
+    """A declared rank's main thread busy-polling a collective in flight: its poll loop."""
+    main = main_thread(alive[-1]) if alive else None
+    multi_rank = info.rank is not None and (info.world_size or 0) > 1
+    if main is None or main.tid in loops or not multi_rank:
+        return
+    found = collective_spin(bundle, alive, main.tid)
+    if found is not None:
+        loops[main.tid] = found
 
 
 FUTEX_PRIVATE = 0x80

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
 
+from diag.frames import is_library
 from diag.model import Bundle, Frame, ProcessSample
 from diag.verdict.thread_wait import ThreadWait, frames_of
 from diag.verdict.waits import FAMILY, PEER, YIELDS, frame_kind, short_name, stack_wait
@@ -188,6 +189,46 @@ def _as_wait(
     else:
         wait = ThreadWait(POLL_KIND, loop, caller, timed=True)
     return PollLoop(wait=wait, markers=markers, samples=samples)
+
+
+# Threads of a collective library that run the collectives a rank started asynchronously:
+# gloo's worker (``pt_gloo_runloop``) waits for work untimed, and for a peer's data with the
+# process group's timeout - a timed futex wait is a collective in flight.
+_COLLECTIVE_WORKERS = ("pt_gloo_runloop",)
+POLLED_COLLECTIVE = "collective in flight, polled"  # the label of that wait
+
+
+def collective_in_flight(alive: Sequence[ProcessSample]) -> bool:
+    """A worker thread of the collective library waits on a peer in every sample."""
+
+    def waiting(ps: ProcessSample) -> bool:
+        return any(
+            t.name in _COLLECTIVE_WORKERS and t.state == "S" and t.wait_timed is True
+            for t in ps.threads
+        )
+
+    return len(alive) >= 2 and all(waiting(ps) for ps in alive)
+
+
+def collective_spin(
+    bundle: Bundle, alive: Sequence[ProcessSample], main_tid: int
+) -> Optional[PollLoop]:
+    """A rank's main thread running the same frame of its own code in every sample while a
+    collective it started is in flight: it busy-polls that collective (``work.is_completed()``,
+    ``fut.done()`` in a loop - C calls py-spy shows as their caller's line). That is the
+    collective's wait. A torch frame on top (a long matmul) is compute, not a poll."""
+    if not collective_in_flight(alive):
+        return None
+    stacks = {t.stack_id for ps in alive for t in ps.threads if t.tid == main_tid}
+    if len(stacks) != 1 or None in stacks:
+        return None
+    frames = frames_of(bundle, next(iter(stacks)))
+    if not frames or stack_wait(frames) is not None or is_library(frames[0]):
+        return None
+    if not all(any(t.tid == main_tid and t.state == "R" for t in ps.threads) for ps in alive):
+        return None  # asleep in its own frame (a sleep in C, a blocking C call): not a spin
+    wait = ThreadWait("collective", POLLED_COLLECTIVE, frames[0].name, timed=True)
+    return PollLoop(wait=wait, markers=("completion",), samples=len(alive))
 
 
 def thread_samples(alive: Sequence[ProcessSample]) -> Dict[int, List[Tuple[Optional[str], str]]]:

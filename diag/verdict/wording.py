@@ -10,6 +10,7 @@ from typing import Callable, List, Optional, Sequence
 
 from diag.text.units import ranges, rank_set, size
 from diag.verdict.features import ProcSignals
+from diag.verdict.polling import POLLED_COLLECTIVE
 
 __all__ = [
     "group_by_wait",
@@ -63,6 +64,8 @@ def _where(p: ProcSignals, shown: Callable[[str], str]) -> str:
     label, caller = shown(w.label), shown(w.caller)
     if w.kind == "native-peer":
         return f"a C call from `{caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
+    if w.label == POLLED_COLLECTIVE:
+        return f"a collective busy-polled from `{caller}` (a gloo worker waits on a peer)"
     return f"`{label}` ← `{caller}`" if w.caller and w.caller != w.label else f"`{label}`"
 
 
