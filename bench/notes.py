@@ -142,6 +142,12 @@ NOTES = """\
   `walk_tree` (the full scan: one stat per PID) against `TreeDiscovery`'s steady call (the
   stat of the tree's own processes, of PIDs handed out since the last call - bounded by
   `/proc/loadavg`'s last PID -, and the main threads' `children`), same answer checked.
+- **`diag ps`.** `bench/ps_cost.py`: the same ~5,000 `sleep` processes beside two rank jobs
+  (started by a middle process, so they are not the measuring process's children, which
+  `diag ps` leaves out as its own); `find_jobs` without its CPU window (a sleep), each call
+  followed by `walk_tree`'s full scan. The ratio is what finding jobs adds to one stat per PID:
+  argv and environment of the Python-looking processes, the jobs' ports. Measured alone
+  (`bench.run --only ps`, load ~15): 61 ms median (min 50) against the full scan's 52 ms.
 
 ## What is still short of a target, and why
 
