@@ -260,9 +260,10 @@ def merge(bundles: List[str], out: Optional[str]) -> None:
 def report(bundle: str, out: Optional[str]) -> None:
     """Re-render a bundle (.json, or a .jsonl journal, even cut short) as HTML + Markdown."""
     from diag.commands.report import run_report
+    from diag.text.terminal import safe_line
 
     for path in run_report(bundle, out):
-        _echo(f"wrote {path}")
+        _echo(safe_line(f"wrote {path}"))  # a newline in the path must not forge a line
 
 
 @cli.command()

@@ -53,7 +53,7 @@ def merged_headline(bundle: Bundle) -> str:
 def summary_lines(outcome: Outcome, headline: str) -> List[str]:
     """The stdout lines: the headline, one ``wrote PATH`` per file, the verdict line."""
     lines = [headline]
-    lines += [f"wrote {path}" for path in outcome.written]
+    lines += [safe_line(f"wrote {path}") for path in outcome.written]  # a newline in -o
     from diag.verdict.classify import verdict_line  # lazy: a Slurm node prints no verdict
 
     lines.append(verdict_line(outcome.bundle.verdict))

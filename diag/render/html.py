@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from diag.render.view import ReportView
+from diag.text.terminal import safe_text
 
 _PACKAGE = "diag.report_templates"
 _CODE_SPAN = re.compile(r"`([^`]+)`")
@@ -90,5 +91,10 @@ def environment() -> jinja2.Environment:
 
 
 def render_html(view: ReportView) -> str:
+    """The report page. Autoescaping stops markup, not control characters: an escape sequence
+    in an environment value or a thread name would reach the file raw (and the terminal of
+    whoever ``cat``s or ``grep``s it, or a bidi override reorder what a reader sees). So the
+    whole page, template text included, passes ``safe_text``: every control character (but
+    newline and tab), C1, bidi control and lone surrogate is written as a visible ``\\xNN``."""
     template = environment().get_template("report.html.j2")
-    return template.render(v=view)
+    return safe_text(template.render(v=view))

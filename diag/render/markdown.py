@@ -31,6 +31,12 @@ def text(value: str) -> str:
     return "".join(p if i % 2 else md_escape(p, i == 0) for i, p in enumerate(parts))
 
 
+def inline(value: str) -> str:
+    """A value in the middle of a line (or a table cell): Markdown syntax escaped, one line,
+    but a leading ``1.`` or ``-`` left as it is (no list can start there)."""
+    return md_escape(value, at_line_start=False)
+
+
 def code(value: str) -> str:
     """``value`` as an inline code span it cannot close early (empty stays empty)."""
     return md_code(value)
@@ -70,7 +76,7 @@ def _suspect_stack(view: ReportView) -> Optional[str]:
 
 def _header(view: ReportView) -> List[str]:
     b, m = view.banner, view.meta
-    head = f"## diag: {b.state.upper()}"
+    head = f"## diag: {inline(b.state.upper())}"
     if b.confidence_pct is not None:
         head += f" (confidence {b.confidence_pct}%)"
     parts: List[str] = [head]
@@ -83,7 +89,7 @@ def _header(view: ReportView) -> List[str]:
         parts.append(why)
     if b.problems:
         parts.append("\n".join(f"> **Judged without:** {text(p)}" for p in b.problems))
-    capture = f"**Capture:** {m.span}, {m.counts}"
+    capture = f"**Capture:** {inline(m.span)}, {inline(m.counts)}"
     if m.command:
         capture += "; " + code(m.command)
     if not m.complete:
@@ -137,20 +143,22 @@ def render_markdown(view: ReportView) -> str:
     if view.evidence:
         items = []
         for n, e in enumerate(view.evidence, 1):
-            extra = ", ".join(x for x in (e.ranks_text, e.samples_text) if x)
+            extra = ", ".join(inline(x) for x in (e.ranks_text, e.samples_text) if x)
             items.append(
                 f"{n}. {code(e.signal)} {text(e.detail)}" + (f" ({extra})" if extra else "")
             )
         parts.append("### Evidence\n\n" + "\n".join(items))
     if view.matrix.classes:
-        rows = [[text(c.label), c.ranks_text, code(c.signature)] for c in view.matrix.classes]
+        rows = [
+            [text(c.label), inline(c.ranks_text), code(c.signature)] for c in view.matrix.classes
+        ]
         parts.append(
             "### Equivalence classes\n\n" + _table(["class", "processes", "signature"], rows)
         )
     if view.matrix.legend:
         rows = [
             [code(e.letter), code(e.top) if e.stack_anchor else text(e.top), code(e.where),
-             e.ranks_text]
+             inline(e.ranks_text)]
             for e in view.matrix.legend
         ]  # fmt: skip
         header = ["sig", "innermost frame", "call chain", "seen on"]
@@ -163,8 +171,8 @@ def render_markdown(view: ReportView) -> str:
         header = list(RANK_COLUMNS)
         rows = [
             [text(r.label) + (" **(suspect)**" if r.suspect else ""), str(r.pid),
-             f"**{r.badge}**" if r.badge else r.status, r.state,
-             r.cpu_pct, r.rss, str(r.threads), code(r.signature), code(r.top)]
+             f"**{inline(r.badge)}**" if r.badge else inline(r.status), inline(r.state),
+             inline(r.cpu_pct), inline(r.rss), str(r.threads), code(r.signature), code(r.top)]
             for r in view.rank_table
         ]  # fmt: skip
         parts.append("### Processes (last sample)\n\n" + _table(header, rows))
@@ -172,7 +180,9 @@ def render_markdown(view: ReportView) -> str:
         parts.append(
             f"_{len(view.failures) + view.failures_more} probe failure(s); see the HTML report._"
         )
-    parts.append(f"<sub>diag {view.meta.diag_version} · captured {view.meta.created}</sub>")
+    # The version and time come from the bundle, which a remote node (or anyone) may craft.
+    meta = view.meta
+    parts.append(f"<sub>diag {inline(meta.diag_version)} · captured {inline(meta.created)}</sub>")
     return _cap(parts)
 
 

@@ -28,9 +28,10 @@ def _tree_lines(nodes: Sequence[TreeNode], depth: int, out: List[str]) -> None:
         if len(out) >= MAX_TREE_LINES:
             return
         frames = " › ".join(n.frames)
-        where = f" {n.where}" if n.where else ""
+        where = f" {md_escape(n.where, False)}" if n.where else ""
         odd = " **(odd)**" if n.odd else ""
-        out.append(f"{'  ' * depth}- {md_code(frames)} — {n.ranks_text} ({n.count:,}{where}){odd}")
+        ranks = md_escape(n.ranks_text, False)
+        out.append(f"{'  ' * depth}- {md_code(frames)} — {ranks} ({n.count:,}{where}){odd}")
         _tree_lines(n.children, depth + 1, out)
 
 

@@ -111,8 +111,10 @@ def _watch(
                 command=attached.command,
                 journal_scrub=redactor.scrub_bytes,
                 on_waiting=lambda: echo(
-                    f"diag: sampling done, report in {outputs.with_ext('.html')}; "
-                    "waiting for the command to exit (Ctrl-C is forwarded to it)"
+                    safe_line(
+                        f"diag: sampling done, report in {outputs.with_ext('.html')}; "
+                        "waiting for the command to exit (Ctrl-C is forwarded to it)"
+                    )
                 ),
                 directory=outputs.directory,
             )
