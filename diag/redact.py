@@ -167,8 +167,7 @@ class Redactor:
             fresh = self._order[since:]
         if not fresh:
             return data
-        text = data.decode("utf-8", "surrogateescape")
-        if not any(value in text for value in fresh):
+        if not any(value.encode("utf-8", "surrogateescape") in data for value in fresh):
             return data
         return self.scrub_bytes(data)
 

@@ -36,6 +36,7 @@ from diag.bundle.files import (
 )
 from diag.bundle.journal_delta import DeltaState, Unchanged
 from diag.bundle.outdir import Backoff, OutputDir
+from diag.bundle.rescrub import redactor_of, rescrub_journal
 from diag.errors import EXIT_BAD_BUNDLE, EXIT_DISK_FULL, EXIT_OUTPUT, DiagError
 from diag.model import (
     SCHEMA_VERSION,
@@ -177,6 +178,11 @@ class JournalWriter:
         self.path = Path(path)
         # ``scrub`` (Redactor.scrub_bytes) runs on every line last, as on every file diag writes.
         self._scrub = scrub
+        # A Redactor's scrub_bytes also rescrubs the lines written before it learned a value
+        # (``diag.bundle.rescrub``); ``_mark``: what it knew when they were last checked.
+        self._redactor = redactor_of(scrub)
+        self._mark = self._redactor.mark() if self._redactor is not None else 0
+        self._directory = directory
         self._delta = DeltaState()
         self._pending: List[bytes] = []
         self._pending_bytes = 0
@@ -214,7 +220,28 @@ class JournalWriter:
         if self._retry.ready():
             self._write_pending()
 
+    def _rescrub(self) -> None:
+        """The synced lines scrubbed of what the redactor learned since (see ``__init__``);
+        a failed rewrite leaves them as they were, to be tried with the next write."""
+        if self._redactor is None or self._fd < 0:
+            return
+        since, self._mark = self._mark, self._redactor.mark()
+        if since == self._mark or self._synced == 0:
+            return
+        try:
+            rewritten = rescrub_journal(
+                self._fd, self._synced, self.path, self._directory, self._redactor, since
+            )
+        except OSError:
+            self._mark = since
+            return
+        if rewritten is not None:
+            old, (self._fd, self._synced) = self._fd, rewritten
+            self._torn = False
+            os.close(old)
+
     def _write_pending(self) -> None:
+        self._rescrub()
         data = b"".join(self._pending)
         try:
             if self._torn:
@@ -280,6 +307,7 @@ class JournalWriter:
                 self._write_pending()
             except DiagError:
                 pass
+        self._rescrub()
         fd, self._fd = self._fd, -1
         try:
             outdir.sync_and_close(fd)

@@ -1,0 +1,89 @@
+"""Scrub again what was written before a secret was learned: the journal of a watch.
+
+A job can print a secret before the process that carries it appears (a launcher logs the
+token it is about to hand to a worker): diag writes that sample's journal line scrubbed with
+what it knew then, and learns the value one sample later from the worker's environment. The
+final files are scrubbed with everything learned; the journal, written as it goes, would keep
+the value. So when the redactor has learned something since the journal's lines were
+written, those lines are searched for just the new values (cheap: a substring search of the
+synced bytes), and only if one is there the journal is rewritten scrubbed - to a new file in
+the same directory handle, synced and renamed over it, so a crash leaves either the old
+journal or the whole new one, never a torn mix.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Callable, Optional, Protocol, Tuple
+
+from diag.bundle import outdir
+from diag.bundle.outdir import OutputDir
+
+
+class Rescrubber(Protocol):
+    """``diag.redact.Redactor`` as seen from here (the bundle may not import the redactor):
+    ``redactor_of`` finds it behind the ``scrub`` callable a writer was given."""
+
+    def mark(self) -> int: ...
+
+    def rescrub_bytes(self, data: bytes, since: int) -> bytes: ...
+
+
+def redactor_of(scrub: Optional[Callable[[bytes], bytes]]) -> Optional[Rescrubber]:
+    """The redactor whose ``scrub_bytes`` ``scrub`` is, if it can rescrub; else None."""
+    owner = getattr(scrub, "__self__", None)
+    if owner is None or not hasattr(owner, "rescrub_bytes") or not hasattr(owner, "mark"):
+        return None
+    found: Rescrubber = owner
+    return found
+
+
+def rescrub_journal(
+    fd: int,
+    synced: int,
+    path: Path,
+    directory: Optional[OutputDir],
+    redactor: Rescrubber,
+    since: int,
+) -> Optional[Tuple[int, int]]:
+    """Rewrite the first ``synced`` bytes of the journal open as ``fd`` if a value learned
+    after ``since`` is in them: (the new file's fd, its size), or None when nothing had to
+    change. OSError when the rewrite failed (the old journal is then untouched)."""
+    reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)  # the same file
+    try:
+        data = _pread_all(reader, synced)
+    finally:
+        os.close(reader)
+    scrubbed = redactor.rescrub_bytes(data, since)
+    if scrubbed is data:
+        return None
+    handle = directory if directory is not None else OutputDir.open_plain(path.parent)
+    tmp = f".{path.name[:200]}.{secrets.token_hex(4)}.rescrub"
+    try:
+        new_fd = handle.create(tmp)
+        try:
+            outdir.write_all(new_fd, scrubbed)
+            os.fsync(new_fd)
+            os.rename(tmp, path.name, src_dir_fd=handle.fd, dst_dir_fd=handle.fd)
+        except BaseException:
+            os.close(new_fd)
+            handle.unlink(tmp)
+            raise
+    finally:
+        if directory is None:
+            handle.close()
+    return new_fd, len(scrubbed)
+
+
+def _pread_all(fd: int, size: int) -> bytes:
+    parts = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(size - offset, 1 << 24), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
