@@ -244,7 +244,7 @@ def test_on_a_host_of_its_own_exactly_the_jobs_and_capture_without_a_pid() -> No
     doc = json.loads(one["stdout"])
     validate(doc)
     assert doc["kind"] == "capture" and doc["target_pid"] == first
-    assert doc["ranks"] == [0, 1] and doc["state"] in {"idle", "deadlocked", "slow"}
+    assert doc["ranks"] == [0, 1] and doc["state"] and doc["verdict"]
     assert set(doc["reports"]) == {"json", "html", "md"}
     assert all(Path(p).is_absolute() for p in doc["reports"].values())
     # Two jobs: exactly two lines, with their ranks; the shell is not one.
