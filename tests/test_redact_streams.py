@@ -209,3 +209,38 @@ def test_launch_log_is_scrubbed_of_a_secret_learned_after_it_was_printed(tmp_pat
     launched.close()
     text = log.read_text()
     assert secret not in text and f"the token is {PLACEHOLDER}" in text
+
+
+# -- end to end: diag watch -- CMD ------------------------------------------------------------
+
+WRAPPER = r"""
+import os, sys, time
+token, ansi = os.environ['LATER_SRC'][::-1], os.environ['ANSI_SRC'][::-1]
+print('\x1b[36mapi_key \x1b[0m= \x1b[35m' + ansi + '\x1b[0m', flush=True)
+print('the token is', token, flush=True)  # printed before any process carries it
+time.sleep(2.5)
+worker = 'import time\nprint("worker up", flush=True)\ntime.sleep(3)'
+env = {k: v for k, v in os.environ.items() if not k.endswith('_SRC')}
+env['HF_TOKEN'] = token  # export + exec: the same PID, a new environ
+os.execve(sys.executable, [sys.executable, '-c', worker], env)
+"""
+
+
+@pytest.mark.slow
+def test_watch_launch_no_late_or_coloured_secret_in_any_output(tmp_path: Path) -> None:
+    from tests.conftest import run_diag
+
+    token, ansi = "late-" + secrets.token_hex(16), secrets.token_hex(12)
+    out = tmp_path / "run.html"
+    env = dict(os.environ, LATER_SRC=token[::-1], ANSI_SRC=ansi[::-1])
+    result = run_diag(
+        ["watch", "--interval", "0.5", "-o", str(out), "--", sys.executable, "-c", WRAPPER],
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    files = {p.name: p.read_text(errors="replace") for p in tmp_path.iterdir() if p.is_file()}
+    assert {"run.html", "run.json", "run.jsonl", "run.md", "run.log"} <= set(files), files
+    assert "worker up" in files["run.log"] and "the token is" in files["run.log"]
+    leaks = [(name, v[:8]) for name, text in files.items() for v in (token, ansi) if v in text]
+    leaks += [("stderr", v[:8]) for v in (token, ansi) if v in result.stderr]
+    assert not leaks, leaks

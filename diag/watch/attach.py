@@ -40,6 +40,7 @@ def launch_attached(
     redactor.add_environ(env)
     command = redactor.scrub_argv(argv)
     scrubber = [redactor]  # the tee scrubs with the richest redactor known (see below)
+    marks = [redactor.mark()]  # what it knew from the start: the log never held those
     log_path = outputs.with_ext(".log")
     launched = launch(
         argv,
@@ -47,6 +48,7 @@ def launch_attached(
         scrub=lambda text: scrubber[0].scrub(text),
         env=env,
         directory=outputs.directory,
+        rescrub=lambda data: scrubber[0].rescrub_bytes(data, marks[0]),
     )
     forwarding.child = launched
     if forwarding.stop.requested and forwarding.stop.signum is not None:
@@ -56,6 +58,7 @@ def launch_attached(
     collector.redactor.scrub_argv(argv)
     # From now on the collector's redactor also learns the secrets of every process the
     # command forks (their environments), and the log tee uses it.
+    marks[0] = collector.redactor.mark()
     scrubber[0] = collector.redactor
     return Attached(collector, launched, command)
 

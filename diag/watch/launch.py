@@ -199,8 +199,10 @@ class LaunchedCommand:
         spools: Sequence[str],
         directory: OutputDir,
         own_directory: bool,
+        rescrub: Optional[Callable[[bytes], bytes]] = None,
     ) -> None:
         self._proc = proc
+        self._rescrub = rescrub
         self.argv = tuple(argv)
         self.log_path = log_path
         self.log = log
@@ -271,6 +273,8 @@ class LaunchedCommand:
         self.drain(0.5)
         copied = all(not tee.thread.is_alive() for tee in self._tees)
         self.log.close()
+        if self._rescrub is not None:
+            _rescrub_log(self._directory, self.log_path.name, self._rescrub)
         if copied and self.poll() is not None and not self.log.lost:
             for name in self._spools:  # all in PATH.log: the raw spools go
                 try:
@@ -279,6 +283,28 @@ class LaunchedCommand:
                     pass
         if self._own_directory:
             self._directory.close()
+
+
+# The largest PATH.log scrubbed again at the end (read whole): a bigger one keeps its lines
+# as they were scrubbed when written.
+_MAX_RESCRUB_BYTES = 512 << 20
+
+
+def _rescrub_log(directory: OutputDir, name: str, rescrub: Callable[[bytes], bytes]) -> None:
+    """``PATH.log`` scrubbed of the values learned after its lines were written (a secret the
+    job printed before the process carrying it appeared), rewritten atomically within the
+    directory handle - only when such a value is in it."""
+    try:
+        fd = directory.reopen(name, os.O_RDONLY)
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read(_MAX_RESCRUB_BYTES + 1)
+        if len(data) > _MAX_RESCRUB_BYTES:
+            return
+        scrubbed = rescrub(data)
+        if scrubbed is not data:
+            directory.write_atomic(name, scrubbed)
+    except OSError:
+        pass  # the log stays as written; the job and the watch are unharmed
 
 
 def launch(
@@ -290,12 +316,14 @@ def launch(
     terminal_err: Optional[IO[bytes]] = None,
     env: Optional[Dict[str, str]] = None,
     directory: Optional[OutputDir] = None,
+    rescrub: Optional[Callable[[bytes], bytes]] = None,
 ) -> LaunchedCommand:
     """Start ``argv`` in its own session, teeing stdout/stderr to the terminal and ``log_path``.
 
     ``terminal_out``/``terminal_err`` default to diag's own stdout/stderr. ``directory`` is
     the checked handle of ``log_path``'s directory (a watch's): the log and the spools are
     created relative to it, and stay there whatever happens to the path afterwards.
+    ``rescrub`` (``Redactor.rescrub_bytes`` since launch) runs over the whole log at ``close``.
     """
     if not argv:
         raise DiagError("no command given after --", "write: diag watch -- CMD ARGS...", EXIT_USAGE)
@@ -359,7 +387,7 @@ def launch(
     tees = [_Tee(out_read, out, log, scrub), _Tee(err_read, err, log, scrub)]
     for tee in tees:
         tee.thread.start()
-    return LaunchedCommand(proc, argv, path, log, tees, spools, directory, own)
+    return LaunchedCommand(proc, argv, path, log, tees, spools, directory, own, rescrub)
 
 
 def describe_exit(code: Optional[int]) -> str:
