@@ -15,12 +15,12 @@ EXIT_USAGE = 2  # bad flags or arguments (click's own code)
 EXIT_NO_TARGET = 3  # no such PID, PID <= 0, zombie target, command not found
 EXIT_PERMISSION = 4  # cannot ptrace / read /proc of the target
 EXIT_MISSING_TOOL = 5  # py-spy (or another required tool) not installed
-EXIT_OUTPUT = 6  # cannot write the output path
+EXIT_OUTPUT = 6  # cannot write an output: not writable, unsafe, read-only, I/O error, removed
 EXIT_TARGET_GONE = 7  # the target exited before the first sample was taken
 EXIT_BAD_BUNDLE = 8  # a bundle that is not JSON / not a diag bundle / a newer schema
 EXIT_REMOTE = 9  # multi-node: no node could be captured
 EXIT_FAIL_ON = 10  # the verdict matched --fail-on
-EXIT_DISK_FULL = 11  # ENOSPC/EDQUOT writing an output: what fit was written, the rest was not
+EXIT_DISK_FULL = 11  # ENOSPC/EDQUOT writing an output (even if a retry later fit)
 EXIT_INTERRUPTED = 130  # Ctrl-C before anything could be written
 
 EXIT_CODES: Dict[int, str] = {
@@ -30,12 +30,14 @@ EXIT_CODES: Dict[int, str] = {
     EXIT_NO_TARGET: "target not found (no such PID, PID <= 0, zombie, command not found)",
     EXIT_PERMISSION: "no permission to inspect the target (need root or CAP_SYS_PTRACE)",
     EXIT_MISSING_TOOL: "a required tool is missing (py-spy)",
-    EXIT_OUTPUT: "output path not writable",
+    EXIT_OUTPUT: "an output could not be written (path not writable or unsafe, read-only file "
+    "system, I/O error, directory removed)",
     EXIT_TARGET_GONE: "target exited before the first sample",
     EXIT_BAD_BUNDLE: "input is not a readable diag bundle",
     EXIT_REMOTE: "no node of the multi-node job could be captured",
     EXIT_FAIL_ON: "the verdict matched --fail-on",
-    EXIT_DISK_FULL: "the disk (or quota) is full: some outputs could not be written",
+    EXIT_DISK_FULL: "the disk (or quota) was full: some outputs could not be written, or only "
+    "after retries",
     EXIT_INTERRUPTED: "interrupted before any output was written",
 }
 

@@ -23,6 +23,7 @@ Every file is created relative to one handle of the output directory, opened and
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
@@ -59,10 +60,11 @@ def run_session(
     outputs = output_base(out, Path(argv[0]).name if argv else str(pid))
     try:
         result, launched = _watch(pid, argv, outputs, options, log_paths, echo, journal, fr_dirs)
+        summary = _summary(result, outputs, journal, launched)  # looked up through the handle
     finally:
         if outputs.directory is not None:
             outputs.directory.close()
-    for line in _summary(result, outputs, journal, launched):
+    for line in summary:
         echo(line)
     if result.failure is not None:
         raise result.failure
@@ -201,13 +203,21 @@ def _summary(
     exts = [".html", ".md", ".json"] + ([".jsonl"] if journal else [])
     if result.target.launched:
         exts.append(".log")
-    lines += [f"wrote {outputs.with_ext(ext)}" for ext in exts if outputs.with_ext(ext).exists()]
+    lines += [f"wrote {outputs.with_ext(ext)}" for ext in exts if _written(outputs, ext)]
     if launched is not None and launched.log.lost:
         kept = ", ".join(str(p) for p in launched.spool_paths)
         lines.append(
             f"{outputs.with_ext('.log')} lost lines; the command's whole output is in {kept}"
         )
     return [safe_line(line) for line in lines]
+
+
+def _written(outputs: Outputs, ext: str) -> bool:
+    """Whether the file exists in the directory diag wrote (its handle), not at the path."""
+    if outputs.directory is None:
+        return outputs.with_ext(ext).exists()
+    st = outputs.directory.lstat(outputs.name(ext))
+    return st is not None and stat.S_ISREG(st.st_mode)
 
 
 def _tolerant(echo: Callable[[str], None]) -> Callable[[str], None]:
