@@ -78,6 +78,11 @@ COMM_CHARS = 15
 _ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
 # What a terminal hides or rewrites between a key and its value: colour and cursor codes
 # (CSI ... letter) and carriage returns (``api_key=\rV`` shows only ``V``).
+# Where diag cut a text it read (a 4 KiB name: ``probes.pyspy_dump``, ``probes.cpython``), in
+# the spellings it is written: a learned secret straddling the cut survives as its first
+# characters, which no longer match it whole. At least this many of them are redacted.
+_CUT_MARKERS = ("\u2026[truncated]", "\\u2026[truncated]")
+_MIN_CUT_PREFIX = 6
 _HIDDEN_RE = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\r")
 
 
@@ -185,6 +190,8 @@ class Redactor:
         """Return ``text`` with every known secret and secret-shaped substring replaced."""
         if not text:
             return text
+        if "[truncated]" in text:
+            text = self._scrub_cut_prefixes(text)
         scrubbed = self._scrub_plain(text)
         if ("\x1b" in text or "\r" in text) and _HIDDEN_RE.search(text):
             # As a terminal shows it: a key and its value split by colour codes or a \r.
@@ -192,6 +199,21 @@ class Redactor:
             if self._scrub_plain(shown) != shown:
                 return self._scrub_plain(_HIDDEN_RE.sub("", scrubbed))
         return scrubbed
+
+    def _scrub_cut_prefixes(self, text: str) -> str:
+        """A known secret's first characters right before a cut marker go too."""
+        with self._lock:
+            known = sorted(self._secrets, key=len, reverse=True)
+        for marker in _CUT_MARKERS:
+            if marker not in text:
+                continue
+            parts = text.split(marker)
+            for i, before in enumerate(parts[:-1]):
+                cut = max((_prefix_at_end(before, s) for s in known), default=0)
+                if cut:
+                    parts[i] = before[: len(before) - cut] + PLACEHOLDER
+            text = marker.join(parts)
+        return text
 
     def _scrub_plain(self, text: str) -> str:
         """Known values, then structures (argv lists, netrc), then the patterns."""
@@ -301,6 +323,15 @@ class Redactor:
                 new = json.dumps(self.scrub_obj(json.loads(old)), ensure_ascii=False)
             fixed.append(new)
         return "\n".join(fixed)
+
+
+def _prefix_at_end(text: str, secret: str) -> int:
+    """The length of the longest prefix of ``secret`` (``_MIN_CUT_PREFIX``+ characters) that
+    ``text`` ends with, or 0."""
+    for length in range(min(len(secret) - 1, len(text)), _MIN_CUT_PREFIX - 1, -1):
+        if text.endswith(secret[:length]):
+            return length
+    return 0
 
 
 def _parses(text: str) -> bool:

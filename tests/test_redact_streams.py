@@ -70,6 +70,19 @@ def test_log_lines_are_scrubbed_before_the_cut_the_cr_and_the_colours(tmp_path: 
     assert any(line.endswith("chars]") for line in sample.tail)  # still cut
 
 
+def test_a_learned_secret_cut_by_a_read_bound_loses_its_first_characters_too() -> None:
+    """Names read from a process's memory are cut at 4 KiB and marked: the part of a learned
+    secret before the cut no longer matches it whole, and goes as well."""
+    secret = "Learned-" + secrets.token_hex(16)
+    r = Redactor()
+    r.add_secret(secret)
+    for cut in (8, 20, len(secret) - 1):
+        text = "thread-" + secret[:cut] + "\u2026[truncated]"
+        assert r.scrub(text) == f"thread-{PLACEHOLDER}\u2026[truncated]", cut
+    short = "thread-Lea\u2026[truncated]"  # too short a prefix to say anything
+    assert r.scrub(short) == short
+
+
 # -- the launch tee -------------------------------------------------------------------------
 
 LONG_LINE = r"""
