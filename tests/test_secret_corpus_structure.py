@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
+from pathlib import Path
 from typing import List, Sequence, Tuple
 
 import pytest
@@ -210,3 +212,64 @@ def test_list_redaction_keeps_the_list_shape() -> None:
 def test_webhook_keeps_the_host() -> None:
     out = Redactor().scrub("https://hooks.slack.com/services/T0/B0/AbCdEf123456 sent")
     assert out == f"https://hooks.slack.com/services/{PLACEHOLDER} sent"
+
+
+# -- end to end: diag capture of a process planting the new forms -----------------------------
+
+TARGET = r"""
+import os, sys, time
+log = sys.argv[sys.argv.index('--log-file') + 1]
+with open(log, 'a') as f:
+    f.write(os.environ['PLANT_SRC'][::-1].replace('\x1e', '\n') + '\n')
+print('READY', flush=True)
+while True:
+    with open(log, 'a') as f:
+        f.write('step loss 1.0\n')
+    time.sleep(0.1)
+"""
+
+
+@pytest.mark.slow
+def test_end_to_end_structured_forms_reach_no_output(spawn: object, tmp_path: Path) -> None:
+    from tests.conftest import run_diag
+
+    v = {k: _tok(k) for k in ("argvp", "json", "yaml", "netrc", "list", "pylist", "cr", "ansi")}
+    v.update(nos=_tok("nos"), esc=_tok("esc"), hook=_mixed(24), long=_tok("long", 16))
+    lines = [
+        json.dumps({"user": "bob", "pass": v["json"]}),
+        f"  pw: {v['yaml']}",
+        f"machine api.io login bob password {v['netrc']}",
+        f"CalledProcessError: Command '['tool', '--api-key', '{v['pylist']}']' failed",
+        f'argv ["--password", "{v["list"]}"]',
+        f"api_key=\r{v['cr']}",
+        f"\x1b[36mapi_key \x1b[0m= \x1b[35m{v['ansi']}\x1b[0m",
+        f"connect bob:{v['nos']}@db:5432",
+        f'{{"dsn": "postgres:\\/\\/bob:{v["esc"]}@db\\/x"}}',
+        f"POST https://hooks.slack.com/services/T0/B0/{v['hook']}",
+        "x" * 390 + " " + v["argvp"] + " cut here",  # learned from argv, straddles the cut
+    ]
+    script = tmp_path / "target.py"
+    script.write_text(TARGET)
+    log = tmp_path / "job.log"
+    env = {"PLANT_SRC": "\x1e".join(lines)[::-1], "RANK": "0", "NCCL_DEBUG": "INFO"}
+    argv = [sys.executable, str(script), "--log-file", str(log), "-p", v["argvp"], "--port", "8000"]
+    target = spawn(argv, env=env)  # type: ignore[operator]
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run_diag(
+        ["capture", "--pid", str(target.pid), "--count", "2", "--interval", "0.3",
+         "-o", str(out / "run"), "--log", str(log)],
+        cwd=out,
+    )  # fmt: skip
+    assert result.returncode in (0, 10), result.stderr
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert {"run.json", "run.html", "run.md"} <= set(files), sorted(files)
+    leaks = [
+        f"{k} in {name}" for name, data in files.items() for k, s in v.items() if s.encode() in data
+    ]
+    for stream, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        leaks += [f"{k} in {stream}" for k, s in v.items() if s in text]
+    assert not leaks, leaks
+    bundle = files["run.json"].decode()
+    assert "step loss 1.0" in bundle and "--port" in bundle and "8000" in bundle  # not vacuous
+    assert "CalledProcessError" in bundle and "hooks.slack.com" in bundle and "machine" in bundle
