@@ -291,6 +291,19 @@ _USERPASS_RE = re.compile(
 )  # fmt: skip
 
 
+# What ``pass``/``pw`` also name in ordinary logs: a timing or count (``forward pass: 12.3 ms``,
+# ``pass: 3/10``) or a verdict (``pass: ok``) - not credentials.
+_MEASURE_RE = re.compile(r"[\d.][\d.:/%,+-]*[A-Za-z\u00b5]{0,3}")
+_VERDICT_WORDS = frozenset({"ok", "passed", "failed", "pass", "fail", "skipped", "done"})
+
+
+def _short_pair_sub(m: Match[str]) -> str:
+    bare = m.group(2).strip("\"'\\")
+    if _MEASURE_RE.fullmatch(bare) or bare.lower() in _TRIVIAL_VALUES | _VERDICT_WORDS:
+        return m.group(0)
+    return m.group(1) + redact_value(m.group(2))
+
+
 def _strong_pair_re(keys: str) -> Pattern[str]:
     """``KEY = VALUE`` / ``"KEY": "VALUE"`` / ``KEY: VALUE`` (also split by a ``\\r``)."""
     return re.compile(
@@ -353,7 +366,7 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
     # always be satisfied, so it changed no replacement, only made the scan backtrack over
     # every identifier - 80 % of the time of scrubbing a report (bench/cli_cost.py).
     (_strong_pair_re(_STRONG_KEYS), lambda m: m.group(1) + redact_value(m.group(2))),
-    (_strong_pair_re(_SHORT_KEYS), lambda m: m.group(1) + redact_value(m.group(2))),
+    (_strong_pair_re(_SHORT_KEYS), _short_pair_sub),
     # token=X, key: X, session=X - only when X looks like a secret (8+ chars, not a number).
     (
         re.compile(
