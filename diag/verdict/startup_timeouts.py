@@ -5,10 +5,16 @@ Slurm's end time), and the warnings an ETA past one of them gives.
 
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
-from diag.model import ProcessInfo, RankPhase
+from diag.model import Bundle, ProcessInfo, RankPhase
+from diag.text.roles import framework_role, named
+from diag.verdict.features import ProcSignals
 from diag.verdict.startup_signs import CONVERTING, LOADING, eta_words
+from diag.verdict.thread_wait import frames_of
+from diag.verdict.waits import short_name
+
+SGLANG_WATCHDOG = "SGLang's watchdog"
 
 
 class Timeout(NamedTuple):
@@ -17,6 +23,9 @@ class Timeout(NamedTuple):
     seconds: Optional[float]  # a budget from the start of a quiet spell
     deadline_s: Optional[float]  # an absolute end (Slurm's time limit)
     during_load: bool  # can fire while a rank loads (else: only when a rank hangs)
+    # How late it may fire, as a multiple of ``seconds``: SGLang's watchdog looks every half
+    # budget, so it fires 1-1.5 budgets after the last step.
+    late: float = 1.0
 
 
 def _flag(argv: Sequence[str], name: str) -> Optional[str]:
@@ -43,7 +52,7 @@ def timeouts_of(info: ProcessInfo) -> List[Timeout]:
     flag = _number(_flag(argv, "--watchdog-timeout"))
     if sglang or flag is not None:
         seconds = flag if flag is not None else 300.0
-        out.append(Timeout("SGLang's watchdog", "`--watchdog-timeout`", seconds, None, True))
+        out.append(Timeout(SGLANG_WATCHDOG, "`--watchdog-timeout`", seconds, None, True, 1.5))
     rpc_ms = _number(env.get("VLLM_RPC_TIMEOUT"))
     if rpc_ms is not None:
         out.append(
@@ -115,16 +124,73 @@ def _load_warnings(
     return out
 
 
-def _hang_tail(timeouts: Sequence[Timeout], now_s: float) -> str:
+def job_wide(timeouts: Dict[int, List[Timeout]], procs: Sequence[ProcSignals]) -> None:
+    """SGLang's ``--watchdog-timeout`` is a flag of the main process only (its schedulers' argv
+    is their title): its value holds for every process of the job (in place)."""
+    flags = [_number(_flag(p.info.cmdline, "--watchdog-timeout")) for p in procs]
+    value = next((f for f in flags if f is not None), None)
+    if value is None:
+        return
+    for items in timeouts.values():
+        items[:] = [t._replace(seconds=value) if t.who == SGLANG_WATCHDOG else t for t in items]
+
+
+# A scheduler's main thread in one of these runs a batch: SGLang's watchdog counts (it counts
+# while `cur_batch_for_debug` is set or the scheduler initializes, sglang/srt/managers/
+# scheduler_components/invariant_checker.py).
+_BATCH_FRAMES = frozenset(
+    {"run_batch", "forward_batch_generation", "forward_batch_split_prefill", "forward"}
+)
+
+
+def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[str]:
+    """Why SGLang's watchdog cannot end this hang, or None when it can (or diag cannot tell).
+
+    The watchdog is a daemon thread of each scheduler process: a stopped (or dead) scheduler's
+    never runs. It counts only while a batch is being run (or the scheduler initializes): a
+    scheduler back in its event loop waiting for requests never fires it, however long the
+    job's client waits for a stopped detokenizer or main process."""
+    schedulers = [
+        p
+        for p in procs
+        if (role := framework_role(p.info.cmdline, p.info.name)) is not None
+        and role.role == "scheduler"
+    ]
+    if not schedulers:
+        return None
+    live = [p for p in schedulers if not p.dead and not p.stopped]
+    if not live:
+        held = [p for p in schedulers if p.stopped] or schedulers
+        state = "stopped" if any(p.stopped for p in held) else "gone"
+        role = framework_role(held[0].info.cmdline, held[0].info.name)
+        name = named(role, held[0].rank, held[0].pid) if role else f"pid {held[0].pid}"
+        return f"it is a thread of the scheduler, and {name} is {state}"
+    last = {(ps.host, ps.pid): ps for ps in bundle.samples[-1].processes} if bundle.samples else {}
+    for p in live:
+        ps = last.get(p.key)
+        main = next((t for t in ps.threads if t.tid == ps.pid), None) if ps else None
+        names = {short_name(f.name) for f in frames_of(bundle, main.stack_id)} if main else set()
+        if not names:
+            return None  # no stack: diag cannot tell
+        if names & _BATCH_FRAMES or not any(n.startswith("event_loop") for n in names):
+            return None  # a batch runs, or the scheduler initializes: the watchdog counts
+    return "it counts only while a batch runs, and the scheduler waits for requests"
+
+
+def _hang_tail(timeouts: Sequence[Timeout], now_s: float, blocked: Optional[str] = None) -> str:
     parts = []
     for t in timeouts:
-        if t.deadline_s is not None:
+        if t.who == SGLANG_WATCHDOG and blocked:
+            parts.append(f"{t.who} ({t.knob}) will not end it: {blocked}")
+        elif t.deadline_s is not None:
             left = t.deadline_s - now_s
             if left > 0:
                 parts.append(f"{t.who} ends it in {eta_words(left)} ({t.knob})")
         elif t.seconds is not None:
+            late = (
+                f"{t.seconds:.0f}-{t.seconds * t.late:.0f} s" if t.late > 1 else "at most that long"
+            )
             parts.append(
-                f"{t.who} ({t.knob} {t.seconds:.0f} s) should end it at most that long after "
-                "it stalled"
+                f"{t.who} ({t.knob} {t.seconds:.0f} s) should end it {late} after it stalled"
             )
     return "; " + "; ".join(parts[:2]) if parts else ""

@@ -272,7 +272,7 @@ def helper_work_story(
             else "compiling or building"
         )
         text = (
-            f"{p.name} waits on its child processes, which compute ({shown}: "
+            f"{who([p])} waits on its child processes, which compute ({shown}: "
             f"{pct:.0f}% of a core) - {what}"
         )
         parts.append(text)
@@ -311,7 +311,7 @@ def work_story(
             else ""
         )
         if p in workers and p.intervals == 0:
-            text = f"{p.name} runs in `{hot}` outside any known wait"
+            text = f"{who([p])} runs in `{hot}` outside any known wait"
         elif p in workers:
             one_call = (
                 ", one long call: same stack in every sample"
@@ -319,18 +319,18 @@ def work_story(
                 else ""
             )
             text = (
-                f"{p.name} is CPU-bound in `{hot}` ({p.compute_pct:.0f}% of a core "
+                f"{who([p])} is CPU-bound in `{hot}` ({p.compute_pct:.0f}% of a core "
                 f"in {p.compute_intervals} of {p.intervals} intervals{one_call}{rss})"
             )
         elif p in readers:
             got = max(p.read_delta_bytes, p.file_progress_bytes)
             rate = got / p.window_s if p.window_s > 0 else 0.0
             text = (
-                f"{p.name} reads {size(rate)}/s ({size(got)} in "
+                f"{who([p])} reads {size(rate)}/s ({size(got)} in "
                 f"{p.window_s:.1f} s) at {p.cpu_pct:.0f}% CPU in {where(p)} - I/O-bound"
             )
         else:
-            text = f"{p.name} grows memory ({size(p.rss_delta_bytes)} RSS) in `{hot or '?'}`"
+            text = f"{who([p])} grows memory ({size(p.rss_delta_bytes)} RSS) in `{hot or '?'}`"
         parts.append(text)
         reason = "the bottleneck its peers wait for - " if peer_waiters else ""
         suspects.append(_suspect(p, reason + text))

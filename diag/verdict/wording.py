@@ -6,8 +6,9 @@ Kept apart from the decision logic so the classifier reads as rules, and so the 
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from diag.text.roles import FrameworkRole, framework_role, named
 from diag.text.units import ranges, rank_set, size
 from diag.verdict.features import ProcSignals
 from diag.verdict.polling import POLLED_COLLECTIVE
@@ -28,17 +29,40 @@ LABEL_CHARS = 80  # a frame name the target chose is cut here in a verdict sente
 
 
 def who(procs: Sequence[ProcSignals]) -> str:
-    """ "rank 0", "ranks 1-3", "pid 4242", "pids 1,2", or a mix."""
-    ranks = [p.rank for p in procs if p.rank is not None]
-    pids = [p.pid for p in procs if p.rank is None]
+    """ "rank 0", "ranks 1-3", "pid 4242", "pids 1,2", or a mix; a process its framework
+    names by title or command line by that name ("scheduler TP0", "detokenizer (pid 2206)",
+    "main (HTTP + tokenizer, pid 2190)"; several of one role: "schedulers (ranks 0-7)")."""
     out: List[str] = []
+    roles: Dict[str, List[Tuple[ProcSignals, FrameworkRole]]] = {}
+    plain: List[ProcSignals] = []
+    for p in procs:
+        role = framework_role(p.info.cmdline, p.info.name)
+        if role is None:
+            plain.append(p)
+        else:
+            roles.setdefault(role.role, []).append((p, role))
+    for group in roles.values():
+        if len(group) == 1:
+            p, role = group[0]
+            out.append(named(role, p.rank, p.pid))
+        elif all(p.rank is not None for p, _ in group):
+            ranks_ = [p.rank for p, _ in group if p.rank is not None]
+            out.append(f"{group[0][1].role}s ({rank_set(ranks_)})")
+        else:
+            out.append(f"{group[0][1].role}s ({_pids([p.pid for p, _ in group])})")
+    ranks = [p.rank for p in plain if p.rank is not None]
+    pids = [p.pid for p in plain if p.rank is None]
     if ranks:
         out.append(rank_set(ranks))
     if pids:
-        shown = ",".join(str(p) for p in sorted(pids)[:6])
-        more = f" (+{len(pids) - 6})" if len(pids) > 6 else ""
-        out.append(("pid " if len(pids) == 1 else "pids ") + shown + more)
+        out.append(_pids(pids))
     return " and ".join(out) if out else "no process"
+
+
+def _pids(pids: Sequence[int]) -> str:
+    shown = ",".join(str(p) for p in sorted(pids)[:6])
+    more = f" (+{len(pids) - 6})" if len(pids) > 6 else ""
+    return ("pid " if len(pids) == 1 else "pids ") + shown + more
 
 
 def verb(procs: Sequence[ProcSignals], singular: str, plural: str) -> str:

@@ -1,0 +1,94 @@
+"""What a process is in its framework, from its title or command line: "scheduler TP0",
+"detokenizer", "main (HTTP + tokenizer)", "EngineCore", "worker TP1".
+
+Serving frameworks name their processes with setproctitle (one argv element left, the title):
+SGLang ``sglang::scheduler`` / ``sglang::scheduler_TP0`` / ``sglang::scheduler_DP1_TP3``,
+``sglang::detokenizer``, ``sglang::data_parallel_controller``; vLLM ``VLLM::EngineCore``,
+``VLLM::Worker_TP1``. Their front ends keep their command line: ``python -m
+sglang.launch_server`` (FastAPI/uvicorn and the TokenizerManager in one process), ``vllm serve``.
+A verdict that says "detokenizer (pid 2206) is stopped" is read at once; "pid 2206 is stopped"
+sends the reader to ``ps``. One table, pure (argv and the kernel's name in), shared by the
+verdict's wording and the report's tables.
+
+``role`` is the part the process plays (the report's "role" column): scheduler, detokenizer,
+tokenizer, engine core, worker, API server, DP controller. ``indexed`` says the name carries the
+process's TP index, which is its rank: "scheduler TP1" needs no "(rank 1)".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple, Optional, Sequence
+
+
+class FrameworkRole(NamedTuple):
+    role: str  # "scheduler", "detokenizer", "API server", "engine core", "worker", ...
+    name: str  # "scheduler TP0", "detokenizer", "main (HTTP + tokenizer)", "EngineCore"
+    indexed: bool = False  # the name carries the TP index (= the process's rank)
+
+
+_SGLANG_TITLE = re.compile(r"^sglang::([a-z_]+?)(?:_((?:[A-Z]+\d+_?)+))?$")
+_VLLM_TITLE = re.compile(r"^VLLM::([A-Za-z]+)(?:_((?:[A-Z]+\d+_?)+))?$")
+_TP = re.compile(r"(?:^|_)TP\d+(?:$|_)")
+
+# SGLang's process titles (sglang/srt/...: setproctitle(f"sglang::{name}{suffix}")).
+_SGLANG_ROLES = {
+    "scheduler": ("scheduler", "scheduler"),
+    "detokenizer": ("detokenizer", "detokenizer"),
+    "tokenizer_worker": ("tokenizer", "tokenizer worker"),
+    "data_parallel_controller": ("DP controller", "DP controller"),
+}
+_VLLM_ROLES = {
+    "EngineCore": ("engine core", "EngineCore"),
+    "Worker": ("worker", "worker"),
+    "APIServer": ("API server", "API server"),
+    "DPCoordinator": ("DP controller", "DP coordinator"),
+}
+
+
+def title_of(cmdline: Sequence[str], comm: str) -> str:
+    """setproctitle leaves one argv element (the title); otherwise the kernel's name is it."""
+    if len(cmdline) == 1:
+        return cmdline[0].strip()
+    return comm
+
+
+def _titled(
+    match: Optional[re.Match[str]], table: dict[str, tuple[str, str]]
+) -> Optional[FrameworkRole]:
+    if match is None or match.group(1) not in table:
+        return None
+    role, name = table[match.group(1)]
+    suffix = (match.group(2) or "").strip("_")
+    if not suffix:
+        return FrameworkRole(role, name)
+    return FrameworkRole(role, f"{name} {suffix.replace('_', ' ')}", bool(_TP.search(suffix)))
+
+
+def framework_role(cmdline: Sequence[str], comm: str = "") -> Optional[FrameworkRole]:
+    """The framework part this process plays, or None for a process no table here names."""
+    title = title_of(cmdline, comm)
+    found = _titled(_SGLANG_TITLE.match(title), _SGLANG_ROLES) or _titled(
+        _VLLM_TITLE.match(title), _VLLM_ROLES
+    )
+    if found is not None or len(cmdline) < 2:
+        return found
+    programs = {os.path.basename(a) for a in cmdline[:2]}
+    args = list(cmdline[1:4])
+    if "sglang.launch_server" in args or ("sglang" in programs and "serve" in args):
+        return FrameworkRole("API server", "main (HTTP + tokenizer)")
+    if "vllm" in programs and "serve" in args:
+        return FrameworkRole("API server", "API server (vllm serve)")
+    return None
+
+
+def named(role: FrameworkRole, rank: Optional[int], pid: int) -> str:
+    """How a sentence names one process: "scheduler TP1", "EngineCore (pid 4123)",
+    "worker (rank 2)", "main (HTTP + tokenizer, pid 4100)"."""
+    tag = (None if role.indexed else f"rank {rank}") if rank is not None else f"pid {pid}"
+    if tag is None:
+        return role.name
+    if role.name.endswith(")"):  # "main (HTTP + tokenizer, pid 4100)"
+        return f"{role.name[:-1]}, {tag})"
+    return f"{role.name} ({tag})"
