@@ -13,11 +13,9 @@ note says so (the verdict will read "exited"). Only a target gone before the fir
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -26,6 +24,7 @@ from diag.collect.enrich import enrich_bundle, with_log_summary
 from diag.collect.target import PTRACE_REMEDY, check_target, require_pyspy
 from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
+from diag.commands.stopping import StopRequest, StopSignals
 from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
@@ -55,14 +54,16 @@ def sample_series(
     *,
     count: int,
     interval_s: float,
-    stop: Optional[threading.Event] = None,
+    stop: Optional[StopRequest] = None,
     duration_s: Optional[float] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
 ) -> Series:
     """Sample until ``count`` samples (0: until ``stop`` or ``duration_s``), or the target
-    is gone - then one last sample records the exit (status, exit code). A
-    KeyboardInterrupt after the first sample ends the series; before it, it propagates."""
-    stop = stop if stop is not None else threading.Event()
+    is gone - then one last sample records the exit (status, exit code). A stop request
+    (``commands.stopping``: a signal, the Slurm controller) ends the series after the sample
+    in flight; a signal's makes it ``interrupted``. A KeyboardInterrupt (outside the main
+    thread's handlers) after the first sample ends it too; before it, it propagates."""
+    stop = stop if stop is not None else StopRequest()
     started_s = time.time()
     samples: List[Sample] = []
     index = 0
@@ -71,7 +72,7 @@ def sample_series(
         while count <= 0 or index < count:
             if index:
                 stop.wait(max(0.0, first + index * interval_s - time.monotonic()))
-            if stop.is_set() or (duration_s and time.time() - started_s >= duration_s):
+            if stop.requested or (duration_s and time.time() - started_s >= duration_s):
                 break
             alive = collector.alive()
             if not alive and not samples:
@@ -90,7 +91,7 @@ def sample_series(
         return Series(samples, True)
     finally:
         collector.close()  # the NVML worker must not outlive the sampling
-    return Series(samples, False)
+    return Series(samples, stop.signum is not None)
 
 
 # A sample that starts this long after it was due (a share of the interval, or 0.25 s if more)
@@ -146,35 +147,6 @@ def _stack_notes(processes: Sequence[ProcessInfo], last: Sample) -> List[str]:
     ]
 
 
-class _StopSignals:
-    """SIGTERM and SIGHUP end the sampling as Ctrl-C does (the samples taken are written),
-    then, while the outputs are written, are only noted: a second one must not lose them.
-    The previous handlers come back on exit. Only in the main thread (where signals land)."""
-
-    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self._previous: Dict[int, Any] = {}
-        self.received: Optional[int] = None
-        self.sampling = True
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.received = self.received or signum
-        if self.sampling:
-            self.sampling = False
-            raise KeyboardInterrupt
-
-    def __enter__(self) -> _StopSignals:
-        if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
-                self._previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-
 def run_capture(
     pid: int,
     *,
@@ -193,10 +165,13 @@ def run_capture(
     json_path = json_output_path(out, pid)
     collector = Collector(pid, procfs=procfs, log_paths=log_paths, pyspy=pyspy)
     created_s = time.time()
-    with _StopSignals() as stops:
-        series = sample_series(collector, count=count, interval_s=interval_s, on_sample=on_sample)
-        stops.sampling = False
-        return _finish(pid, series, collector, created_s, json_path, count, fr_dirs, stops)
+    with StopSignals(StopRequest()) as stop:
+        series = sample_series(
+            collector, count=count, interval_s=interval_s, stop=stop, on_sample=on_sample
+        )
+        if stop.requested and not series.samples:
+            raise KeyboardInterrupt  # nothing to write: the CLI exits with EXIT_INTERRUPTED
+        return _finish(pid, series, collector, created_s, json_path, count, fr_dirs, stop)
 
 
 def _finish(
@@ -207,13 +182,12 @@ def _finish(
     json_path: Path,
     count: int,
     fr_dirs: Sequence[str],
-    stops: _StopSignals,
+    stop: StopRequest,
 ) -> Outcome:
     samples = series.samples
     notes: List[str] = []
     if series.interrupted:
-        by = f" by {signal.Signals(stops.received).name}" if stops.received else ""
-        notes.append(f"interrupted{by}: writing the {len(samples)} sample(s) taken")
+        notes.append(f"interrupted{stop.by()}: writing the {len(samples)} sample(s) taken")
     if not samples:
         raise DiagError(
             f"PID {pid} exited before the first sample", "nothing to capture", EXIT_TARGET_GONE

@@ -24,6 +24,7 @@ import msgspec
 from diag.bundle.io import encode_bundle
 from diag.collect.collector import Collector
 from diag.commands.capture import captured_bundle, denied_notes, require_pyspy, sample_series
+from diag.commands.stopping import StopRequest
 from diag.errors import EXIT_NO_TARGET, DiagError
 from diag.model import Bundle, ProbeFailure, Sample
 from diag.probes.procfs import ProcFS
@@ -63,7 +64,7 @@ class _Control:
 
     def __init__(self, stop_on_eof: bool) -> None:
         self.answered = threading.Event()
-        self.stop = threading.Event()
+        self.stop = StopRequest()  # the controller's "stop", as a signal is for a capture
         self.stop_on_eof = stop_on_eof
 
     def listen(self, stdin: IO[str], out: _Out, node: str) -> None:
@@ -122,7 +123,7 @@ def collect_node(
     node: str,
     procfs: Optional[ProcFS] = None,
     fr_dirs: Sequence[str] = (),
-    stop: Optional[threading.Event] = None,
+    stop: Optional[StopRequest] = None,
     duration_s: Optional[float] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
 ) -> NodeCapture:
