@@ -468,6 +468,22 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "3 gloo ranks poll `fut.done()` of an async all_reduce at 100% CPU; rank 2 sleeps "
         "in `write_checkpoint` and never joins",
     ),
+    Scenario(
+        "stats_heartbeat_stuck",
+        "deadlocked",
+        ("rank:2",),
+        True,
+        "a front end logs `tput=0.0 tok/s | active=4 | queued=11` twice a second while its 3 "
+        "gloo ranks are stuck in mismatched collectives",
+    ),
+    Scenario(
+        "stats_log_moving",
+        "progressing",
+        (),
+        False,
+        "the same kind of stats line, its own wording, its `done=N` count rising (requests "
+        "finish every 0.2 s, little CPU)",
+    ),
 )
 
 

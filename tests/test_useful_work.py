@@ -12,6 +12,7 @@ from diag.model import ServedConn
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
 from diag.verdict.polling import POLL_KIND, POLLED_COLLECTIVE, frame_marker
+from diag.verdict.progress import is_heartbeat
 from diag.verdict.work import computes, exchange_only
 
 SITE = "/venv/lib/python3.11/site-packages"
@@ -253,3 +254,28 @@ def test_spin_on_an_invisible_completion_poll_with_a_collective_in_flight_is_its
 def test_same_spin_with_no_collective_in_flight_stays_cpu_bound() -> None:
     """Contrast: no collective in flight (gloo's worker idle, untimed): a CPU-bound loop."""
     assert classify(build(_spinning_ranks(in_flight=False))).state == "slow"
+
+
+STATS = "[frontend] 2026-12-02 10:00:0{} | tput=0.0 tok/s | active=4 | queued=11 | kv=37.5%"
+
+
+def test_a_repeated_report_with_unchanged_numbers_is_a_heartbeat_whatever_its_wording() -> None:
+    """Heartbeats by shape: one template, the same values (zero or not), any framework."""
+    assert is_heartbeat(tuple(STATS.format(k) for k in range(3)))
+    # one line, its template printed before with the same values: nothing changed
+    assert is_heartbeat((STATS.format(5),), before=(STATS.format(1),))
+    moved = STATS.format(5).replace("active=4", "active=5")
+    assert not is_heartbeat((moved,), before=(STATS.format(1),))  # a count moved
+    # "Waiting: 3 reqs" is a value to compare, not a word about waiting
+    busy = "Engine: Running: 2 reqs, Waiting: 3 reqs"
+    assert not is_heartbeat((busy,))
+    assert is_heartbeat((busy, busy), before=(busy,))
+
+
+def test_events_and_new_counts_are_progress() -> None:
+    """Contrast: lines that report new steps or requests are progress, even when identical
+    (an access log's line per request), and a counter that moves is progress."""
+    access = 'INFO:     127.0.0.1:51234 - "POST /generate HTTP/1.1" 200 OK'
+    assert not is_heartbeat((access, access, access))
+    assert not is_heartbeat(("[frontend] done=41 | queued=3", "[frontend] done=44 | queued=3"))
+    assert not is_heartbeat(("epoch 1 step 200 loss 0.52",), before=("epoch 1 step 199",))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
@@ -60,24 +60,56 @@ def _template(line: str) -> str:
     return _NUMBERS.sub("#", line).strip()
 
 
-def is_heartbeat(new_lines: Tuple[str, ...]) -> bool:
-    """New lines that say nothing happened: stuck or idle, not progress.
+def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bool:
+    """New lines that say nothing happened: stuck or idle, not progress - by their shape,
+    whatever their wording or framework.
 
-    Two shapes are written on a timer whatever the job does: one or two repeated templates
-    about waiting ("still waiting for rank 3"), and a periodic stats line whose counters are
-    all zero (vLLM's "Avg prompt throughput: 0.0 tokens/s ... Running: 0 reqs"). A crash's
-    last words (ERROR lines, a traceback) are the cause of a hang, never progress. Identical
-    lines alone are not a heartbeat: an access log repeats "GET / 200" for real requests.
-    """
+    A line that reports quantities ("throughput: 0.0 tokens/s, running: 4 reqs", "step=12")
+    repeats one template on a timer; when its values are all zero, or the same as the last
+    time that template was printed (``before``: the lines seen earlier), it reports that
+    nothing changed - a heartbeat. New values (a step, a count, a request more) are progress.
+    One or two templates about waiting ("still waiting for rank 3 after 60 s") are heartbeats
+    even as their seconds grow. A crash's last words (ERROR lines, a traceback) are the cause
+    of a hang, never progress. Lines that report no quantity are events (an access log's
+    "GET / 200", "step 10 loss 1.2"), progress even when identical."""
     lines = [line for line in new_lines if line.strip()]
     if not lines:
         return False
-    if any(_is_stats(line) and not is_idle_stats(line) for line in lines):
-        return False  # a stats line with a counter above zero: work is being reported
+    shapes = [_report_shape(line) for line in lines]
     templates = {_template(line) for line in lines}
-    if len(templates) <= 2 and all(_WAITING_WORDS.search(t) for t in templates):
+    if (
+        len(templates) <= 2
+        and all(_WAITING_WORDS.search(t) for t in templates)
+        and not any(shapes)  # a report's "Waiting: 3 reqs" is judged by its values below
+    ):
         return True
-    return all(is_idle_stats(line) or is_error_line(line) for line in lines)
+    earlier: Dict[str, Tuple[str, ...]] = {}  # template -> its values the last time before
+    for line in before:
+        shape = _report_shape(line)
+        if shape is not None:
+            earlier[shape[0]] = shape[1]
+    printed: Dict[str, List[Tuple[str, ...]]] = {}  # template -> its new values, in order
+    for line, shape in zip(lines, shapes):
+        if is_error_line(line):
+            continue
+        if shape is None:
+            return False  # an event, not a report of quantities: progress
+        printed.setdefault(shape[0], []).append(shape[1])
+    return all(_unchanged(earlier.get(t), values) for t, values in printed.items())
+
+
+def _unchanged(earlier: Optional[Tuple[str, ...]], new: List[Tuple[str, ...]]) -> bool:
+    """Every new report of one template says nothing moved: all its values zero (nothing
+    running), or the same as the report before it (the first one, with none before it: the
+    same as the next). A report printed once, with something in it, is work reported."""
+    seq = ([earlier] if earlier is not None else []) + new
+    for i in range(len(seq) - len(new), len(seq)):
+        if all(float(v) == 0 for v in seq[i]):
+            continue
+        other = seq[i - 1] if i > 0 else (seq[1] if len(seq) > 1 else None)
+        if other != seq[i]:
+            return False
+    return True
 
 
 _STATS_WORDS = re.compile(
@@ -96,6 +128,20 @@ def is_idle_stats(line: str) -> bool:
     if not _is_stats(line):
         return False
     return all(float(v) == 0 for v in _KEYED_NUMBER.findall(_strip_time(line)))
+
+
+# A quantity a line reports: a word, ":" or "=", a number that is not part of an address or a
+# clock ("Running: 4 reqs", "loss=0.31"; not "INFO: 127.0.0.1:5000").
+_REPORTED = re.compile(r"[A-Za-z_%)\]][ \t]*[:=][ \t]*(-?\d+(?:\.\d+)?)(?![\d.:])")
+
+
+def _report_shape(line: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
+    """(template, reported values) of a line that reports quantities, or None."""
+    text = _strip_time(line)
+    values = tuple(_REPORTED.findall(text))
+    if not values:
+        return None
+    return _template(text), values
 
 
 _ERROR_LINE = re.compile(
@@ -119,10 +165,28 @@ def _strip_time(line: str) -> str:
     return _TIME.sub("", line)
 
 
-def _new_lines(first: LogSample, last: LogSample) -> Tuple[str, ...]:
-    """Lines of the last tail that were not in the first one (best effort, tails are short)."""
+def _new_lines(first: LogSample, last: LogSample, grew_lines: int) -> Tuple[str, ...]:
+    """The lines appended during the capture, as far as the last tail reaches: its last
+    ``grew_lines`` lines, so a heartbeat printed identically each time is new each time. When
+    that is the whole tail, the part that overlaps the end of the first tail is not new (a
+    log cut short, a count off); no newline counted (a ``\\r`` progress bar): the lines of
+    the last tail not in the first."""
+    if 0 < grew_lines < len(last.tail):
+        return last.tail[-grew_lines:]
+    if grew_lines > 0:
+        tail = last.tail
+        for k in range(min(len(first.tail), len(tail)), 0, -1):
+            if first.tail[-k:] == tail[:k]:
+                return tail[k:]
+        return tail
     seen = set(first.tail)
     return tuple(line for line in last.tail if line not in seen)
+
+
+def _history(first: LogSample, last: LogSample, new: Tuple[str, ...]) -> Tuple[str, ...]:
+    """The lines seen before the new ones: the first tail, then the last tail's older part."""
+    older = last.tail[: len(last.tail) - len(new)] if new else last.tail
+    return (*first.tail, *older)
 
 
 def _writers_dead(bundle: Bundle, pids: Tuple[int, ...]) -> bool:
@@ -169,7 +233,12 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 grew_at.append(i_b)
                 grew_bytes += b.size_bytes - a.size_bytes
                 grew_lines += max(0, b.lines - a.lines)
-        new = _new_lines(present[0][1], present[-1][1]) if len(present) > 1 and grew_at else ()
+        new: Tuple[str, ...] = ()
+        history: Tuple[str, ...] = ()
+        if len(present) > 1 and grew_at:
+            first, last = present[0][1], present[-1][1]
+            new = _new_lines(first, last, grew_lines)
+            history = _history(first, last, new)
         pids = tuple(sorted({p for _, log in seq for p in log.pids}))
         out.append(
             LogGrowth(
@@ -179,7 +248,7 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 grew_lines=grew_lines,
                 samples=tuple(grew_at),
                 intervals=max(0, len(present) - 1),
-                heartbeat=is_heartbeat(new),
+                heartbeat=is_heartbeat(new, history),
                 new_lines=new,
                 writers_dead=_writers_dead(bundle, pids),
                 tail=present[-1][1].tail if present else (),
