@@ -295,13 +295,31 @@ _USERPASS_RE = re.compile(
 # ``pass: 3/10``) or a verdict (``pass: ok``) - not credentials.
 _MEASURE_RE = re.compile(r"[\d.][\d.:/%,+-]*[A-Za-z\u00b5]{0,3}")
 _VERDICT_WORDS = frozenset({"ok", "passed", "failed", "pass", "fail", "skipped", "done"})
+# An unquoted value that reads as code or prose, as in a traceback's source line or a comment
+# (``q_pass = q[..., :d]``, ``pw = Piecewise((x, ...``, ``custom_pass: Callable``, ``# First
+# pass: Create dict``): a call, an index, a plain identifier or word without digits.
+_SPACED_COLON = re.compile(r"\s:")  # YAML and JSON keys touch their colon
+_CODE_OR_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z_.]*|.*[(\[].*")
 
 
 def _short_pair_sub(m: Match[str]) -> str:
-    bare = m.group(2).strip("\"'\\")
+    """``pass``/``pw``/``passcode`` pairs: a quoted value always goes (JSON, a dict), an
+    unquoted one unless it is a measure, a verdict, code or a plain word."""
+    value = m.group(2)
+    bare = value.strip("\"'\\")
     if _MEASURE_RE.fullmatch(bare) or bare.lower() in _TRIVIAL_VALUES | _VERDICT_WORDS:
         return m.group(0)
-    return m.group(1) + redact_value(m.group(2))
+    after = m.string[m.end() : m.end() + 1]
+    if (
+        len(bare) < 4
+        or bare[0] in "=:"
+        or after in (".", "(", "[")
+        or _SPACED_COLON.search(m.group(1))
+    ):
+        return m.group(0)  # ``pw == -1``, ``pw = "\\n".join(``, prose's ``pass :class:``
+    if value[:1] not in ("'", '"', "\\") and _CODE_OR_WORD_RE.fullmatch(bare):
+        return m.group(0)
+    return m.group(1) + redact_value(value)
 
 
 def _strong_pair_re(keys: str) -> Pattern[str]:

@@ -48,13 +48,15 @@ _URL_CHARS = r"(?:[^\s\"'\\<>]|\\/)+"
 _NO_SCHEME_USERINFO = re.compile(
     r"(?<=[\w.%+-]):(?!\d{1,5}(?![^\s/?#@\"'\\<>]))([^\s:@/\"'\\<>]+)@(?!sha\d+:)(?=[A-Za-z0-9\[])"
 )
+_ADDRESS_SCHEMES = frozenset({"mailto", "sip", "sips", "xmpp", "im", "pres"})  # scheme:user@host
 _USER_BEFORE = re.compile(r"(?<![\w.%+/:@\\-])[A-Za-z][\w.%+-]*\Z")
 
 
 def _userinfo_sub(m: Match[str]) -> str:
     """``bob:PW@host`` -> ``bob:<redacted>@host`` when a user name (a letter first, not part
     of a path, URL or e-mail) stands right before the colon."""
-    if _USER_BEFORE.search(m.string, max(0, m.start() - 128), m.start()) is None:
+    user = _USER_BEFORE.search(m.string, max(0, m.start() - 128), m.start())
+    if user is None or user.group(0).lower() in _ADDRESS_SCHEMES:
         return m.group(0)
     return ":" + PLACEHOLDER + "@"
 
