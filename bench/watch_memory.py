@@ -105,7 +105,7 @@ class SyntheticCollector:
             py_active=tid == 0 if stack_id else None,
         )
 
-    def take_sample(self, index: int) -> SyntheticDelta:
+    def take_sample(self, index: int, *, late_s: float = 0.0, lean: bool = False) -> SyntheticDelta:
         t_s = T0_S + index * INTERVAL_S
         new_stacks: Dict[str, Stack] = {}
         procs: List[ProcessSample] = []

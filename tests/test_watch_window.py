@@ -121,7 +121,7 @@ class SeriesSource:
     def host_info(self) -> HostInfo:
         return HOST
 
-    def take_sample(self, index: int) -> Delta:
+    def take_sample(self, index: int, *, late_s: float = 0.0, lean: bool = False) -> Delta:
         new = (ProcessInfo(pid=10),) if index == 0 else ()
         return Delta(self.samples[index], new)
 

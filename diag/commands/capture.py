@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 import msgspec
 
@@ -24,6 +24,7 @@ from diag.collect.enrich import enrich_bundle, with_log_summary
 from diag.collect.target import PTRACE_REMEDY, check_target, require_pyspy
 from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
+from diag.commands.schedule import Schedule
 from diag.commands.stopping import StopRequest, StopSignals
 from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
@@ -67,18 +68,16 @@ def sample_series(
     started_s = time.time()
     samples: List[Sample] = []
     index = 0
-    first = 0.0  # time.monotonic() of the first sample: sample i is due at first + i x interval
+    schedule = Schedule(interval_s, count)  # the one clock: a late sample delays no other
     try:
         while count <= 0 or index < count:
-            if index:
-                stop.wait(max(0.0, first + index * interval_s - time.monotonic()))
+            schedule.wait_for(index, stop)
             if stop.requested or (duration_s and time.time() - started_s >= duration_s):
                 break
             alive = collector.alive()
             if not alive and not samples:
                 break
-            late_s, lean = _lateness(index, count, interval_s, first)
-            first = first or time.monotonic()
+            late_s, lean = schedule.start(index)
             samples.append(collector.take_sample(index, late_s=late_s, lean=lean).sample)
             if on_sample is not None:
                 on_sample(samples[-1])
@@ -92,22 +91,6 @@ def sample_series(
     finally:
         collector.close()  # the NVML worker must not outlive the sampling
     return Series(samples, stop.signum is not None)
-
-
-# A sample that starts this long after it was due (a share of the interval, or 0.25 s if more)
-# ran late: a busy host. The next ones keep their schedule - a late sample never delays them -
-# and one that is neither first nor last skips the optional probes (``Collector.take_sample``).
-LATE_SHARE = 0.1
-LATE_MIN_S = 0.25
-
-
-def _lateness(index: int, count: int, interval_s: float, first: float) -> Tuple[float, bool]:
-    """How late sample ``index`` starts (seconds after it was due), and whether it is lean."""
-    if not index:
-        return 0.0, False
-    late_s = max(0.0, time.monotonic() - (first + index * interval_s))
-    late = late_s > max(LATE_SHARE * interval_s, LATE_MIN_S)
-    return late_s, late and (count <= 0 or index < count - 1)
 
 
 def captured_bundle(

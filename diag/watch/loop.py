@@ -39,6 +39,7 @@ import msgspec
 
 from diag.bundle.io import JournalWriter
 from diag.bundle.outdir import OutputDir
+from diag.commands.schedule import Schedule
 from diag.errors import DiagError
 from diag.model import Bundle, Target, Verdict
 from diag.text.terminal import safe_line
@@ -113,6 +114,7 @@ class _Loop:
         self.command = command
         self.stop = stop
         self.window = SampleWindow(options.window_samples)
+        self.schedule = Schedule(options.interval_s, options.count or 0)  # capture's clock too
         self.host = source.host_info()
         self.created_s = time.time()
         self.result = WatchResult()
@@ -151,7 +153,8 @@ class _Loop:
             self.launched.wait(self.options.stop_grace_s)
 
     def take(self, index: int) -> Verdict:
-        delta = self.source.take_sample(index)
+        late_s, lean = self.schedule.start(index)
+        delta = self.source.take_sample(index, late_s=late_s, lean=lean)
         if self.journal is not None:
             try:  # a failing line stays queued in the journal and is retried
                 self.journal.sample(
@@ -197,7 +200,6 @@ class _Loop:
         opts = self.options
         started = time.monotonic()
         while True:
-            sample_started = time.monotonic()
             ended = self.child_ended() or (self.result.samples > 0 and not self.source.alive())
             verdict = self.take(self.result.samples)
             self.ended_seen = ended
@@ -216,7 +218,7 @@ class _Loop:
             if self.child_ended() or not self.source.alive():
                 continue  # it ended during this sample: the next one, taken now, shows how
             self._write_live_report(verdict)
-            if self.stop.wait(opts.interval_s - (time.monotonic() - sample_started)):
+            if self.schedule.wait_for(self.result.samples, self.stop):
                 self.after_stop_request()
                 # loop once more: the final sample shows the state the stop left behind
 
