@@ -452,7 +452,35 @@ def _why(exc: BaseException) -> str:
 _MAX_TIME_S = 16_725_225_600.0
 
 
+# What one bundle (or all the bundles of one merge) may hold for report and merge: a crafted
+# 45 MB bundle of 200,000 processes made ``report`` use 1.9 GiB and ``merge`` 4 GiB over two
+# minutes (issue #25). A real day-long watch of 8 ranks x 64 threads at 30 s holds 1.5 million
+# thread records; a 1,024-node job of 8 ranks and their workers, tens of thousands of processes.
+MAX_PROCESSES = 100_000
+MAX_THREAD_RECORDS = 20_000_000
+
+
+def check_budget(name: str, processes: int, thread_records: int) -> None:
+    """DiagError(EXIT_BAD_BUNDLE) when ``name`` holds more than the caps above."""
+    for count, cap, what in (
+        (processes, MAX_PROCESSES, "processes"),
+        (thread_records, MAX_THREAD_RECORDS, "thread records (threads x samples)"),
+    ):
+        if count > cap:
+            raise DiagError(
+                f"{name} holds {count:,} {what}, more than the {cap:,} {what.split()[0]} "
+                "diag reads (a bound on memory and time)",
+                "capture fewer samples or hosts per bundle, or merge fewer bundles at once",
+                EXIT_BAD_BUNDLE,
+            )
+
+
+def thread_records(bundle: Bundle) -> int:
+    return sum(len(p.threads) for s in bundle.samples for p in s.processes)
+
+
 def _checked(source: Path, bundle: Bundle) -> Bundle:
+    check_budget(str(source), len(bundle.processes), thread_records(bundle))
     times = [bundle.created_s, *(s.t_s for s in bundle.samples)]
     times += [s.duration_s for s in bundle.samples]
     times += [p.t_s for s in bundle.samples for p in s.processes]

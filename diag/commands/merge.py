@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from diag.bundle.io import load_bundle
+from diag.bundle.io import check_budget, load_bundle, thread_records
 from diag.bundle.merge import HostPart, MissingHost, merge_bundles
 from diag.commands.capture import judged
 from diag.commands.outcome import Outcome
@@ -77,5 +77,10 @@ def run_merge(paths: Sequence[str], out: Optional[str] = None) -> Outcome:
             missing.append(MissingHost(name=Path(path).name, reason=exc.one_line()))
     if not parts and first_error is not None:
         raise first_error
+    check_budget(
+        f"the {len(parts)} bundles together",
+        sum(len(part.bundle.processes) for part in parts),
+        sum(thread_records(part.bundle) for part in parts),
+    )
     out_path = json_output_path(out, "merged")  # checked before the work, like capture
     return finish(merge_bundles(parts, missing), str(out_path), "merged", ())
