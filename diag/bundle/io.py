@@ -200,11 +200,7 @@ class JournalWriter:
                 if directory is None:
                     handle.close()
         except OSError as exc:
-            raise DiagError(
-                f"cannot write {self.path}: {exc.strerror or exc}",
-                "choose a writable location with -o PATH",
-                EXIT_OUTPUT,
-            ) from exc
+            raise write_error(self.path, exc) from exc
 
     def _append(self, obj: Any) -> None:
         if self._fd < 0:

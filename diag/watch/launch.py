@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from diag.bundle import outdir
+from diag.bundle.io import write_error
 from diag.bundle.outdir import Backoff, OutputDir
-from diag.errors import EXIT_NO_TARGET, EXIT_OUTPUT, EXIT_USAGE, DiagError
+from diag.errors import EXIT_NO_TARGET, EXIT_USAGE, DiagError
 from diag.probes.logs import spool_path
 from diag.redaction.stream import split_scrubbed
 
@@ -349,11 +350,7 @@ def launch(
                 directory.unlink(spool)
             if own:
                 directory.close()
-        raise DiagError(
-            f"cannot write {path}: {getattr(exc, 'strerror', None) or exc}",
-            "choose a writable location with -o PATH",
-            EXIT_OUTPUT,
-        ) from exc
+        raise write_error(path, exc) from exc  # ENOSPC: exit 11, as for every write
     try:
         proc = subprocess.Popen(
             list(argv),
