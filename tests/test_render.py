@@ -191,7 +191,7 @@ def test_missing_verdict_is_computed_or_reported_as_none(monkeypatch: pytest.Mon
     def broken(_: Bundle) -> Verdict:
         raise RuntimeError("classifier bug")
 
-    monkeypatch.setattr(report_cmd, "classify", broken)
+    monkeypatch.setattr(report_cmd, "judge", broken)
     judged, source = report_cmd.resolve_verdict(bundle)
     assert (judged.verdict, source) == (None, "none")
     view = build_view(bundle, None, "none")
@@ -248,8 +248,8 @@ def test_summary_cli_prints_verdict_and_rank_table() -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.startswith("verdict: DEADLOCKED")
-    assert re.search(r"^rank 2 \*\s+\d+\s+zombie", out, re.M)
-    assert re.search(r"^process\s+pid\s+status", out, re.M)
+    assert re.search(r"^rank 2 \*\s+rank\s+\d+\s+zombie", out, re.M)
+    assert re.search(r"^process\s+role\s+pid\s+status", out, re.M)
 
 
 def test_report_scrubs_secrets_left_in_a_bundle(tmp_path: Path) -> None:

@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional, Sequence
 
-import msgspec
-
 from diag.collect.collector import Collector
-from diag.collect.enrich import enrich_bundle, with_log_summary
+from diag.collect.enrich import enrich_bundle
 from diag.collect.target import PTRACE_REMEDY, check_target, require_pyspy
+from diag.commands.judge import judged
 from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
 from diag.commands.schedule import Schedule
@@ -100,14 +99,6 @@ def captured_bundle(
     env prefixes, --fr-dir) and the NCCL lines of the logs."""
     bundle = collector.bundle(samples, created_s)
     return enrich_bundle(bundle, fr_dirs, collector.redactor.scrub)
-
-
-def judged(bundle: Bundle) -> Bundle:
-    """The bundle with its verdict attached (and the NCCL log summary the verdict reads)."""
-    bundle = with_log_summary(bundle)
-    from diag.verdict.classify import classify  # lazy: a Slurm node never judges
-
-    return msgspec.structs.replace(bundle, verdict=classify(bundle))
 
 
 def denied_notes(collector: Collector) -> List[str]:

@@ -15,11 +15,11 @@ import msgspec
 
 from diag.bundle.io import load_bundle
 from diag.collect.enrich import with_log_summary
+from diag.commands.judge import judge
 from diag.model import Bundle, Verdict
 from diag.redact import Redactor
 from diag.render.outputs import view_of, write_reports
 from diag.render.terminal import render_summary
-from diag.verdict.classify import classify
 
 
 def resolve_verdict(bundle: Bundle) -> Tuple[Bundle, str]:
@@ -30,7 +30,7 @@ def resolve_verdict(bundle: Bundle) -> Tuple[Bundle, str]:
     if not bundle.samples:
         return bundle, "none"
     try:
-        verdict = classify(bundle)
+        verdict = judge(bundle)
     except Exception:  # the report must still render when the classifier cannot
         return bundle, "none"
     if not isinstance(verdict, Verdict):

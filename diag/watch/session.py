@@ -30,13 +30,13 @@ from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 import msgspec
 
 from diag.collect.enrich import with_log_summary
+from diag.commands.judge import judge
 from diag.commands.output_paths import Outputs, output_base
 from diag.errors import EXIT_FAIL_ON, EXIT_USAGE, DiagError
 from diag.model import STATES, Bundle
 from diag.probes.nccl.flight_recorder import FrTracker
 from diag.render.outputs import write_outputs
 from diag.text.terminal import safe_line
-from diag.verdict.classify import classify
 from diag.watch.attach import attach
 from diag.watch.interrupts import SignalForwarding, StopRequest
 from diag.watch.launch import LaunchedCommand, describe_exit
@@ -105,7 +105,7 @@ def _watch(
                 attached.collector,
                 opts,
                 writer=writer,
-                classify=classify,
+                classify=judge,
                 enrich=lambda bundle: with_log_summary(dumps.attach(bundle)),
                 echo=echo,
                 stop=stop,
