@@ -75,6 +75,7 @@ RuleId = Literal[
     "rank_stopped",
     "log_names_dead_rank",
     "blocked_on_itself",
+    "waits_on_itself",
     "answers_requests",
     "output_moves",
     "works_silently",

@@ -484,6 +484,44 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same kind of stats line, its own wording, its `done=N` count rising (requests "
         "finish every 0.2 s, little CPU)",
     ),
+    # Issue #28: the rank everyone waits for; a thread that waits on itself.
+    Scenario(
+        "gloo_straggler",
+        "progressing",
+        ("rank:2",),
+        True,
+        "4 gloo ranks train; rank 2 computes 4x longer per step, ranks 0,1,3 wait for it in "
+        "every all_reduce",
+    ),
+    Scenario(
+        "gloo_balanced_steps",
+        "progressing",
+        (),
+        True,
+        "the same 4 gloo ranks with equal work per step: no straggler",
+    ),
+    Scenario(
+        "signal_handler_lock",
+        "deadlocked",
+        ("root",),
+        False,
+        "a SIGALRM handler logs through a handler whose plain Lock the interrupted emit holds; "
+        "the timer keeps firing, the stack deepens",
+    ),
+    Scenario(
+        "rlock_reentered",
+        "progressing",
+        (),
+        False,
+        "the same shipper with an RLock: the handler re-enters it by design, batches go on",
+    ),
+    Scenario(
+        "deep_recursion",
+        "slow",
+        ("root",),
+        False,
+        "a recursive search 300+ frames deep at 100% CPU: recursion, not a self-wait",
+    ),
 )
 
 

@@ -35,6 +35,14 @@ TABLE: Tuple[Rule, ...] = (
     rule("rank_stopped", "deaths", ["deadlocked"], deaths.rank_stopped, _STOP),
     rule("log_names_dead_rank", "deaths", ["deadlocked"], deaths.log_names_dead_rank, _STOP),
     rule(
+        "waits_on_itself",
+        "locks",
+        ["deadlocked"],
+        locks.waits_on_itself,
+        "a thread blocked on a lock its own stack holds names both frames: more than any "
+        "reading of the process as a whole",
+    ),
+    rule(
         "blocked_on_itself",
         "locks",
         ["deadlocked"],

@@ -13,6 +13,7 @@ from diag.verdict.participants import (
     strong_rank,
 )
 from diag.verdict.rules.base import Decision, decided
+from diag.verdict.self_wait import self_wait_text, self_waits
 from diag.verdict.situation import (
     Situation,
 )
@@ -46,6 +47,26 @@ def blocked_on_itself(s: Situation) -> Optional[Decision]:
         for q in chosen[:4]
     ]
     return decided("deadlocked", 0.8 if ranks else 0.75, summary, suspects)
+
+
+def waits_on_itself(s: Situation) -> Optional[Decision]:
+    """A thread blocked taking a lock a frame lower on its own stack holds, through a signal
+    handler, a finalizer, a GC callback or a logging handler (``diag.verdict.self_wait``):
+    no second thread, no cycle, and a timer that keeps firing made it read "idle: wakes on a
+    timer". Decides when the stuck thread is a main thread, or nothing else moves."""
+    found = self_waits(s.ctx.bundle, s.alive)
+    if not found:
+        return None
+    mains = {(p.key, p.pid) for p in s.alive}
+    main = [w for w in found if (w.key, w.tid) in mains]
+    if not main and (s.progressing or s.working):
+        return None
+    w = (main or found)[0]
+    p = next(q for q in s.alive if q.key == w.key)
+    summary = "deadlocked: " + self_wait_text(w, p.name)
+    reason = f"waits on itself: blocked in {w.blocked.name}, held by {w.holder.name} via a {w.kind}"
+    suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
+    return decided("deadlocked", 0.85, summary, suspects)
 
 
 def waits_for_file_lock(s: Situation) -> Optional[Decision]:

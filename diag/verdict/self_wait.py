@@ -1,0 +1,266 @@
+"""A thread that waits on itself: blocked taking a lock a frame lower on its own stack holds.
+
+A signal handler, a finalizer (``__del__``), a GC callback or a logging handler runs *on top
+of* whatever the thread was doing - in the same thread. If the code it interrupted held a
+non-reentrant lock and the handler takes the same lock, the thread blocks on itself: no second
+thread, no cycle between threads, nothing any other process can do. Worse, a periodic timer
+keeps firing: Python runs the handler again inside the blocked ``acquire`` (lock waits are
+interruptible on POSIX), which blocks again one level up, so the stack deepens by one set of
+handler frames per firing. Read by CPU and kernel state alone it is a process asleep on a
+futex that wakes on a timer - "idle", the costliest miss there is.
+
+Recognised on one thread's stack (innermost first), as a pure function:
+
+- **re-entered**: the function blocked taking the lock at the top also runs lower on the same
+  stack, with a handler boundary between the two copies (a signal handler, ``__del__`` or a
+  weakref/``finalize`` callback, a GC callback, logging's ``Handler.handle``) - the lower copy
+  holds the lock the upper one waits for;
+- **finalizer of the holder's class**: ``C.__del__`` blocked at the top while a method of the
+  same class ``C`` runs lower on the stack (the object died inside a method holding its lock);
+- **deepening**: across samples the stack only grows on top, and what was added repeats the
+  blocked function - a handler re-entered each time the timer fires.
+
+A healthy ``RLock`` re-entered by design never blocks its owner, and a recursive function that
+computes is not blocked on a lock at its top: neither is flagged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Literal, Optional, Sequence, Tuple
+
+from diag.model import Bundle, Frame, ThreadSample
+from diag.verdict.features import ProcSignals
+from diag.verdict.thread_wait import frames_of
+from diag.verdict.waits import short_name
+
+Boundary = Literal["signal handler", "finalizer", "GC callback", "logging handler", "re-entered"]
+
+# Frames that only take a lock: skipped to find the function taking it.
+_LOCK_FILES = ("threading.py", "logging/__init__.py")
+_LOCK_NAMES = frozenset({"acquire", "__enter__", "_acquireLock", "_acquire_restore"})
+_SIGNAL_NAME = re.compile(
+    r"(^|_)(sig|signal|signals|alarm|sigalrm|sigterm|sigint|sighup|sigusr\d?|on_term|on_int"
+    r"|handler|handle_signal|on_signal|timeout|watchdog_fired)($|_)",
+    re.IGNORECASE,
+)
+_FINALIZER_NAMES = frozenset({"__del__", "_remove", "__call__", "callback", "_callback"})
+_FINALIZER_FILES = ("weakref.py",)
+_GC_NAME = re.compile(r"(^|_)gc(_|$)|gc_callback|on_gc|collect_callback", re.IGNORECASE)
+_LOGGING_BOUNDARY = frozenset({"handle", "callHandlers", "emit"})
+MAX_FRAMES = 4096  # a stack longer than this is read up to here (a hostile or runaway stack)
+
+
+@dataclass(frozen=True)
+class SelfWait:
+    """One thread blocked on itself, the two frames that name it, and how it got there."""
+
+    key: Tuple[str, int]  # (host, pid)
+    tid: int
+    thread: str
+    blocked: Frame  # the frame blocked taking the lock (the upper one)
+    holder: Frame  # the lower frame that holds it
+    boundary: Frame  # the handler / finalizer frame between them
+    kind: Boundary
+    copies: int = 2  # how many times the blocked function is on the stack
+    grew_frames: int = 0  # frames the stack gained over the capture (a timer re-entering)
+
+
+def _is_lock_frame(f: Frame) -> bool:
+    return short_name(f.name) in _LOCK_NAMES and f.filename.endswith(_LOCK_FILES)
+
+
+def _same(a: Frame, b: Frame) -> bool:
+    return a.name == b.name and a.filename == b.filename
+
+
+def _boundary(between: Sequence[Frame], blocked: Frame) -> Optional[Tuple[Frame, Boundary]]:
+    """The handler boundary among the frames between the two copies (innermost first)."""
+    for f in between:
+        name = short_name(f.name)
+        if name == "__del__" or (
+            name in _FINALIZER_NAMES and f.filename.endswith(_FINALIZER_FILES)
+        ):
+            return f, "finalizer"
+    for f in between:
+        if _GC_NAME.search(short_name(f.name)):
+            return f, "GC callback"
+    for f in between:
+        if _SIGNAL_NAME.search(short_name(f.name)) and not _same(f, blocked):
+            return f, "signal handler"
+    for f in between:
+        if short_name(f.name) in _LOGGING_BOUNDARY and f.filename.endswith("logging/__init__.py"):
+            return f, "logging handler"
+    return None
+
+
+def _top(frames: Sequence[Frame]) -> int:
+    """Index of the function taking the lock: the first frame below the lock primitives."""
+    i = 0
+    while i < len(frames) and _is_lock_frame(frames[i]):
+        i += 1
+    return i
+
+
+def stack_self_wait(
+    frames: Sequence[Frame],
+) -> Optional[Tuple[Frame, Frame, Frame, Boundary, int]]:
+    """(blocked, holder, boundary, kind, copies) when a stack blocked on a lock at its top shows
+    the lock taken again across a handler boundary; None otherwise. The caller has checked
+    that the thread is blocked on a lock (kernel futex wait) in this sample."""
+    frames = frames[:MAX_FRAMES]
+    a = _top(frames)
+    if a >= len(frames):
+        return None
+    blocked = frames[a]
+    lower = [j for j in range(a + 1, len(frames)) if _same(frames[j], blocked)]
+    if lower:
+        j = lower[0]
+        found = _boundary(frames[a + 1 : j], blocked)
+        if found is not None:  # the outermost copy took the lock first; it holds it
+            return blocked, frames[lower[-1]], found[0], found[1], 1 + len(lower)
+    if short_name(blocked.name) == "__del__" and "." in blocked.name:
+        cls = blocked.name.rsplit(".", 1)[0]
+        for f in frames[a + 1 :]:
+            if f.name.startswith(cls + ".") and f.filename == blocked.filename:
+                return blocked, f, blocked, "finalizer", 1
+    return None
+
+
+def _deepened(stacks: Sequence[Tuple[Frame, ...]]) -> int:
+    """Frames added on top over the series when every later stack is an earlier one with
+    frames pushed on it (0 when any sample shows another shape)."""
+    for a, b in zip(stacks, stacks[1:]):
+        if len(b) < len(a) or b[len(b) - len(a) :] != a:
+            return 0
+    return len(stacks[-1]) - len(stacks[0])
+
+
+def _blocked_on_lock(t: ThreadSample) -> bool:
+    futex = t.syscall == "futex" or (t.wchan or "").startswith("futex_")
+    return t.state == "S" and futex and t.wait_timed is not True
+
+
+def _thread_self_wait(
+    bundle: Bundle, p: ProcSignals, series: Sequence[ThreadSample]
+) -> Optional[SelfWait]:
+    if len(series) < 2 or not all(_blocked_on_lock(t) for t in series):
+        return None
+    stacks = [frames_of(bundle, t.stack_id) for t in series]
+    grew = _deepened(stacks)
+    if grew == 0 and any(s != stacks[0] for s in stacks):
+        return None  # it moved: not stuck
+    found = stack_self_wait(stacks[-1])
+    last = series[-1]
+    name = last.py_thread_name or last.name or str(last.tid)
+    if found is not None:
+        blocked, holder, boundary, kind, copies = found
+        return SelfWait(p.key, last.tid, name, blocked, holder, boundary, kind, copies, grew)
+    top = stacks[-1][:MAX_FRAMES]
+    a = _top(top)
+    if grew <= 0 or a >= len(top):
+        return None
+    # Only the growth shows it: what was pushed on top holds another copy of the blocked
+    # function, and the outermost pushed frame is the handler's entry, whatever its name.
+    at = [j for j in range(len(top)) if _same(top[j], top[a])]
+    if len(at) < 2 or at[0] >= grew:
+        return None
+    entry = top[min(grew, len(top)) - 1]
+    return SelfWait(p.key, last.tid, name, top[a], top[at[-1]], entry, "re-entered", len(at), grew)
+
+
+def _suspicious(frames: Sequence[Frame]) -> bool:
+    """Worth a closer look: the function at the top runs twice or more on the stack, or is a
+    finalizer - the only shapes ``_thread_self_wait`` can confirm."""
+    frames = frames[:MAX_FRAMES]
+    a = _top(frames)
+    if a >= len(frames):
+        return False
+    if short_name(frames[a].name) == "__del__":
+        return True
+    return any(_same(f, frames[a]) for f in frames[a + 1 :])
+
+
+def self_waits(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[SelfWait]:
+    """Threads blocked on themselves in every sample (two at least), one per process at most.
+
+    Cheap at 4,096 ranks: only threads blocked on a lock in the last sample whose stack has a
+    suspicious shape (judged once per distinct stack) are followed back through the samples."""
+    if len(bundle.samples) < 2:
+        return []
+    wanted = {p.key: p for p in procs if not p.dead}
+    shape: Dict[str, bool] = {}
+    candidates: Dict[Tuple[str, int], List[int]] = {}
+    for ps in bundle.samples[-1].processes:
+        key = (ps.host, ps.pid)
+        if key not in wanted or ps.status != "alive":
+            continue
+        for t in ps.threads:
+            if t.stack_id is None or not _blocked_on_lock(t):
+                continue
+            hit = shape.get(t.stack_id)
+            if hit is None:
+                hit = shape[t.stack_id] = _suspicious(frames_of(bundle, t.stack_id))
+            if hit:
+                candidates.setdefault(key, []).append(t.tid)
+    out: List[SelfWait] = []
+    for key, tids in candidates.items():
+        series: Dict[int, List[ThreadSample]] = {tid: [] for tid in tids}
+        for sample in bundle.samples:
+            for ps in sample.processes:
+                if (ps.host, ps.pid) == key and ps.status == "alive":
+                    for t in ps.threads:
+                        if t.tid in series and t.stack_id is not None:
+                            series[t.tid].append(t)
+        for tid in tids:
+            found = _thread_self_wait(bundle, wanted[key], series[tid])
+            if found is not None:
+                out.append(found)
+                break
+    return out
+
+
+_REMEDY: Dict[Boundary, str] = {
+    "signal handler": (
+        "never take that lock (nor log) in a signal handler: set a flag and do the work in "
+        "the main loop, or make it an RLock"
+    ),
+    "finalizer": (
+        "never take that lock in `__del__`: make it an RLock, or defer the cleanup "
+        "(weakref.finalize, a queue drained outside the lock)"
+    ),
+    "GC callback": "never take that lock in a GC callback: make it an RLock or defer the work",
+    "logging handler": (
+        "a handler that logs re-enters itself: make its lock an RLock, or do not log from "
+        "inside emit"
+    ),
+    "re-entered": (
+        "a handler re-entered each time it fires takes a lock the code it interrupted holds: "
+        "make it an RLock, or defer the work out of the handler"
+    ),
+}
+
+
+def _frame_text(f: Frame) -> str:
+    base = f.filename.rsplit("/", 1)[-1]
+    return f"`{short_name(f.name) if len(f.name) > 80 else f.name}` ({base}:{f.line})"
+
+
+def self_wait_text(w: SelfWait, who: str) -> str:
+    """The sentence after "deadlocked: ": who, the two frames, how, the remedy."""
+    via = "re-entered on top of it" if w.kind == "re-entered" else f"a {w.kind}"
+    growth = (
+        f"; its stack grew {w.grew_frames} frames during the capture - the handler fires again "
+        "and blocks again"
+        if w.grew_frames > 0
+        else ""
+    )
+    copies = f" ({w.copies} copies stacked)" if w.copies > 2 else ""
+    return (
+        f"{who} (thread {w.thread}) waits on itself - it blocks taking a lock in "
+        f"{_frame_text(w.blocked)} that {_frame_text(w.holder)}, lower on its own stack, "
+        f"holds: {_frame_text(w.boundary)}, {via}, ran in between and took the same lock"
+        f"{copies}{growth}. No other thread can release it: kill it; the fix: "
+        f"{_REMEDY[w.kind]}"
+    )
