@@ -26,15 +26,21 @@ class Needle(Protocol):
     def search(self, text: str) -> object: ...
 
 
+_SHORT_TEXT = 4096
+
+
 class Literals:
-    """A needle of plain substrings: ``str.find`` per literal is ~20x faster over a large
+    """A needle of plain substrings: ``in`` per literal is several times faster over a large
     report than one regex alternation of them (``re`` tries every position against the set of
     first letters, which ordinary text hits all the time)."""
 
     def __init__(self, *literals: str) -> None:
         self.literals = literals
+        self._short = re.compile("|".join(re.escape(literal) for literal in literals))
 
     def search(self, text: str) -> bool:
+        if len(text) < _SHORT_TEXT:  # one log line: one scan beats a call per literal
+            return self._short.search(text) is not None
         return any(literal in text for literal in self.literals)
 
 
@@ -100,15 +106,16 @@ _TOKENS = re.compile(
     r"|r8_[A-Za-z0-9]{30,}"  # Replicate
     r"|gsk_[A-Za-z0-9]{40,}"  # Groq
     r"|dckr_pat_[A-Za-z0-9_-]{20,}"  # Docker Hub
-    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"  # SendGrid
     r")"
 )
 
 _TOKEN_PREFIXES = (
     "hf_ sk- sk_live_ sk_test_ rk_live_ rk_test_ whsec_ ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ "
     "glpat- xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe- xapp- npm_ pypi- ya29. akia asia aiza eyj "
-    "nvapi- r8_ gsk_ dckr_pat_ sg."
+    "nvapi- r8_ gsk_ dckr_pat_"
 )
+
+_SENDGRID = re.compile(r"(?<![A-Za-z0-9])SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")
 
 SHAPE_PATTERNS: Tuple[Tuple[Pattern[str], Replacement, Needle], ...] = (
     (_NO_SCHEME_USERINFO, _userinfo_sub, Literals("@")),
@@ -116,4 +123,6 @@ SHAPE_PATTERNS: Tuple[Tuple[Pattern[str], Replacement, Needle], ...] = (
     (_WEBHOOK, r"\1" + PLACEHOLDER, Literals("hooks.", "webhook")),
     (_OPENSSL_PASS, r"\1" + PLACEHOLDER, Literals("pass:")),
     (_TOKENS, PLACEHOLDER, Literals(*_TOKEN_PREFIXES.split())),
+    # SendGrid: apart, since its folded needle ``sg.`` is in every ``msg.``.
+    (_SENDGRID, PLACEHOLDER, Literals("sg.")),
 )

@@ -28,10 +28,15 @@ Learn = Callable[[str], None]
 # One list item, in the three spellings diag meets: JSON-escaped inside a JSON string
 # (``\"V\"``), double-quoted, single-quoted (Python's repr). Group 1/2/3: its text.
 _ITEM_RE = re.compile(
-    r"\\\"((?:[^\"\\\n]|\\\\[^\"\n])*)\\\"" r'|"((?:[^"\\\n]|\\.)*)"' r"|'((?:[^'\\\n]|\\.)*)'"
+    r"\\\"([^\"\\\n]*(?:\\\\[^\"\n][^\"\\\n]*)*)\\\""
+    r'|"([^"\\\n]*(?:\\.[^"\\\n]*)*)"'
+    r"|'([^'\\\n]*(?:\\.[^'\\\n]*)*)'"
 )
-_LIST_RE = re.compile(r"\[\s*(?=\\?[\"'])")
-_SEP_RE = re.compile(r"\s*,\s*(?=\\?[\"'])")
+# A list of two or more quoted items, found by one regex (a Python loop per item cost 8 ms
+# per 400 kB bundle); ``_items`` then reads the items of that span only.
+_LIST_RE = re.compile(
+    r"\[\s*(?:(?:" + _ITEM_RE.pattern + r")\s*,\s*)+(?:" + _ITEM_RE.pattern + r")"
+)
 # YAML block list items, one a line: ``- --api-key`` then ``- VALUE``.
 _YAML_ITEM_RE = re.compile(r"[ \t]*-[ \t]+([\"']?)([^\s\"'#][^\n\"'#]*?)\1[ \t]*\r?")
 # JSON pretty-printed list item, one a line: ``"--api-key",``.
@@ -53,9 +58,9 @@ def scrub_structures(text: str, learn: Learn) -> str:
     """``text`` with the secrets of argv lists and netrc lines replaced (and learned)."""
     if "[" in text:
         text = _scrub_lists(text, learn)
-    if _YAML_FLAG_NEEDLE.search(text):
+    if "\n" in text and _YAML_FLAG_NEEDLE.search(text):
         text = _scrub_line_lists(text.split("\n"), learn, _YAML_ITEM_RE, 2)
-    if _JSON_FLAG_NEEDLE.search(text):
+    if "\n" in text and _JSON_FLAG_NEEDLE.search(text):
         text = _scrub_line_lists(text.split("\n"), learn, _JSON_ITEM_RE, 1)
     if "password" in text or "passwd" in text:
         text = _NETRC_RE.sub(lambda m: _netrc_sub(m, learn), text)
@@ -70,15 +75,13 @@ def scrub_item_lines(lines: Sequence[str], learn: Learn) -> List[str]:
 
 def _scrub_lists(text: str, learn: Learn) -> str:
     out: List[str] = []
-    done = skip = 0
-    for start in _LIST_RE.finditer(text):
-        if start.start() < skip:
-            continue  # a bracket inside a list already read
-        items = _items(text, start.end())
-        if len(items) < 2:
-            continue
-        skip = items[-1][1]
-        for index, offset in sorted(argv_secrets([value for _, _, value in items]).items()):
+    done = 0
+    for found in _LIST_RE.finditer(text):
+        items = _items(text, found.start() + 1, found.end())
+        values = [value for _, _, value in items]
+        if not any(v[:1] == "-" or "=" in v or ":" in v or v == "login" for v in values):
+            continue  # no flag, pair, header, user:pw or ``login KEY``: nothing to judge
+        for index, offset in sorted(argv_secrets(values).items()):
             item_start, item_end, value = items[index]
             secret = value[offset:]
             if not secret or PLACEHOLDER in secret:
@@ -92,20 +95,14 @@ def _scrub_lists(text: str, learn: Learn) -> str:
     return "".join(out)
 
 
-def _items(text: str, pos: int) -> List[Tuple[int, int, str]]:
-    """(start, end, text) of each quoted item of a list starting at ``pos``, the item's text
-    only (its quotes excluded)."""
+def _items(text: str, start: int, end: int) -> List[Tuple[int, int, str]]:
+    """(start, end, text) of each quoted item of the list ``text[start:end]``, the item's
+    text only (its quotes excluded)."""
     items: List[Tuple[int, int, str]] = []
-    while True:
-        m = _ITEM_RE.match(text, pos)
-        if m is None:
-            return items
+    for m in _ITEM_RE.finditer(text, start, end):
         group = 1 if m.group(1) is not None else 2 if m.group(2) is not None else 3
         items.append((m.start(group), m.end(group), m.group(group)))
-        sep = _SEP_RE.match(text, m.end())
-        if sep is None:
-            return items
-        pos = sep.end()
+    return items
 
 
 def _scrub_line_lists(lines: List[str], learn: Learn, item_re: re.Pattern[str], g: int) -> str:
