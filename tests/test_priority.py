@@ -4,16 +4,18 @@ and the capture's schedule: a late sample is recorded as late and never delays t
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import pytest
-from conftest import PROGRAMS
+from conftest import PROGRAMS, run_diag
 
 from diag.collect.collector import OPTIONAL_PROBES, Collector
 from diag.collect.priority import (
@@ -222,6 +224,21 @@ def test_collector_samples_boosted_and_restores_its_workers(spawn: Any) -> None:
         assert off.take_sample(0).sample.boost == ""
     finally:
         off.close()
+
+
+@needs_sys_nice
+@pytest.mark.slow
+def test_no_boost_flag_reaches_the_collector(spawn: Any, tmp_path: Path) -> None:
+    job = spawn([sys.executable, str(PROGRAMS / "rank_job.py")])
+    boosts = {}
+    for flag in ((), ("--no-boost",)):
+        out = tmp_path / f"c{len(flag)}.json"
+        args = ["capture", *flag, "--pid", str(job.pid), "--count", "1", "-o", str(out)]
+        done = run_diag(args)
+        assert done.returncode == 0, done.stderr
+        samples = json.loads(out.read_text())["samples"]
+        boosts[flag] = samples[0].get("boost", "")
+    assert boosts == {(): "rr", ("--no-boost",): ""}
 
 
 class _SlowCollector:
