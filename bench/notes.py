@@ -52,6 +52,16 @@ NOTES = """\
   module) makes 8 x 0.4 s on 2 cores a floor that the short capture cannot get under; the
   in-process timeline row shows when each node said hello and done, and that the merged
   verdict follows the last node's `done` by one merge.
+- **Saturation (issue 27).** `bench/saturation.py`: `diag capture --pid` with its defaults
+  (a fresh interpreter, verdict and outputs written) of a 4-rank x 64-thread job, on a quiet
+  host and beside 1 and 4 CPU hogs per core (`while True: pass`, each in a session of its own,
+  as a host's busy services are), interleaved round by round; at 4 per core also with the boost
+  at nice -10 only and with `--no-boost` (diag before issue 27). "sample" is a sample's own
+  duration (what the boost shortens: its workers run `SCHED_RR`, bounded,
+  `diag/collect/priority.py`; with autogroups a nice value only orders diag's own threads);
+  start-up and "verdict + outputs" run unboosted by design, and with the 2 x 2 s between
+  samples they set the time to the verdict. diag's own CPU is given for each: the boost should
+  not change it; the hogs' "lost CPU" is that share plus the machine's noise.
 
 ## What profiling changed (issue 7)
 
