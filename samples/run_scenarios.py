@@ -484,6 +484,22 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same kind of stats line, its own wording, its `done=N` count rising (requests "
         "finish every 0.2 s, little CPU)",
     ),
+    Scenario(
+        "harness_calls_own_server",
+        "progressing",
+        (),
+        False,
+        "the job benchmarks its own HTTP server: a harness child sends request after request "
+        "(20 ms backend wait each), no log, no client outside the job",
+    ),
+    Scenario(
+        "harness_handler_stuck",
+        "deadlocked",
+        None,  # the suspect is the server child, neither root nor rank-declared
+        False,
+        "the job's harness waits on its own server, whose handler blocks on a lock the warm-up "
+        "kept: a request in flight from inside the job",
+    ),
     # Issue #28: the rank everyone waits for; a thread that waits on itself.
     Scenario(
         "gloo_straggler",

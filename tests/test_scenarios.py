@@ -47,6 +47,7 @@ GRAPH_DISAGREES: Dict[str, str] = {
     "gloo_diverge_sleep": _SLEEPING_LAGGARD,
     "torchrun_store_wait": _SLEEPING_LAGGARD,
     "mp_spawn_barrier": _SLEEPING_LAGGARD,
+    "gloo_spin_on_collective": _SLEEPING_LAGGARD,
 }
 
 

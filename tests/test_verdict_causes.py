@@ -7,6 +7,8 @@ than to one scenario's picture.
 
 from __future__ import annotations
 
+import dataclasses
+
 from series import QUEUE, SELECTORS, THREADING, TORCH, Proc, Thr, build
 
 from diag.model import ServedConn
@@ -225,10 +227,22 @@ def test_requests_never_answered_while_clients_wait_are_not_idle() -> None:
 
 
 def test_keep_alive_connections_that_were_answered_leave_a_server_idle() -> None:
+    """Answered keep-alive connections are no waiting clients; nor is a framework's own RPC
+    channel (Ray's gRPC: a long poll held open on purpose) between the job's processes."""
     answered = tuple(_conn(k, 200, 900, 30_000, 29_000) for k in range(4))
     internal = (ServedConn(port=8000, inode=9, bytes_in=50, recv_age_ms=20_000, internal=True),)
-    verdict = classify(build([_server([answered + internal] * 3)]))
+    ray = dataclasses.replace(_server([answered + internal] * 3), cmdline=("ray::IDLE",))
+    verdict = classify(build([ray]))
     assert verdict.state == "idle", verdict.summary
+    assert classify(build([_server([answered] * 3)])).state == "idle"
+
+
+def test_a_request_from_inside_the_job_left_unanswered_is_a_wait() -> None:
+    """A client inside the job (a benchmark harness, an RL loop querying its own server)
+    waits on a stuck handler exactly like one outside (#28): not "idle, waiting for work"."""
+    internal = (ServedConn(port=8000, inode=9, bytes_in=50, recv_age_ms=20_000, internal=True),)
+    verdict = classify(build([_server([internal] * 3)]))
+    assert verdict.state == "deadlocked", verdict.summary
 
 
 SHM = "/venv/lib/python3.11/site-packages/vllm/distributed/device_communicators/shm_broadcast.py"

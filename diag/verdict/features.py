@@ -83,6 +83,14 @@ class ProcSignals:
     # The main thread polled in every sample (``diag.verdict.polling``): its CPU is the wait
     # it polls on, not work, and ``main_wait`` is that wait.
     poll: Optional[PollLoop] = None
+    # Client connections from the job's own processes (``ServedConn.internal``), by port:
+    # bytes moved over the window, and (port, age s) of requests unanswered through it. A
+    # harness or an RL loop calling the job's own server - or a framework's RPC channel:
+    # ``diag.verdict.work`` tells which by the port and the server.
+    internal_served_bytes: Dict[int, int] = field(default_factory=dict)
+    internal_stale: List[Tuple[int, float]] = field(default_factory=list)
+    internal_conns: Dict[int, int] = field(default_factory=dict)  # port -> open at the end
+    thread_names: Tuple[str, ...] = ()  # its threads' names (comm) at the last alive sample
 
     @property
     def pid(self) -> int:
@@ -275,6 +283,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                 sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
                 sig.write_calls_delta = max(0, last.io.syscw - first.io.syscw)
             _served(sig, first, last)
+            sig.thread_names = tuple(sorted({t.name for t in last.threads if t.name}))
             sig.file_progress_bytes = _file_progress(first, last)
             sig.self_blocked = _self_blocked([ps for _, ps in alive])
             sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
@@ -339,14 +348,24 @@ def _served(sig: ProcSignals, first: ProcessSample, last: ProcessSample) -> None
     before = {c.inode: c for c in first.served}
     moved = 0
     for c in last.served:
-        if c.internal:
-            continue
         old = before.get(c.inode)
-        moved += c.bytes_in + c.bytes_out - ((old.bytes_in + old.bytes_out) if old else 0)
+        delta = c.bytes_in + c.bytes_out - ((old.bytes_in + old.bytes_out) if old else 0)
+        if c.internal:
+            sig.internal_served_bytes[c.port] = sig.internal_served_bytes.get(c.port, 0) + delta
+        else:
+            moved += delta
     sig.served_delta_bytes = max(0, moved)
     outside = [c for c in last.served if not c.internal]
     sig.served_conns = len(outside) + last.served_more
     window_ms = sig.window_s * 1000.0
+    for c in last.served:
+        if c.internal:
+            sig.internal_conns[c.port] = sig.internal_conns.get(c.port, 0) + 1
+    sig.internal_stale = [
+        (c.port, c.recv_age_ms / 1000.0)
+        for c in last.served
+        if c.internal and c.pending and window_ms > 0 and c.recv_age_ms >= window_ms
+    ]
     stale = [c for c in outside if c.pending and window_ms > 0 and c.recv_age_ms >= window_ms]
     sig.stale_requests = len(stale)
     sig.stale_age_s = max((c.recv_age_ms for c in stale), default=0) / 1000.0

@@ -10,7 +10,9 @@ does useful work when
 - it writes output that is not a heartbeat, a wake-up, or its poll loop's exchange with the
   job's own ranks (``output_bytes``);
 - it answers requests, whoever sent them (``answers``: a client inside the job - a benchmark
-  harness, an RL loop querying its own server - counts as much as one outside).
+  harness, an RL loop querying its own server - counts as much as one outside); only a
+  framework's own RPC channels (Ray's gRPC) are housekeeping (``framework_rpc``). Requests it
+  holds unanswered are waits, whoever sent them (``with_requests_from_the_job``).
 
 The verdict's measures (``diag.verdict.situation``) and the wait-for graph's computing nodes
 read these predicates, never their own copy. Pure functions of ``ProcSignals``.
@@ -18,10 +20,11 @@ read these predicates, never their own copy. Pure functions of ``ProcSignals``.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import dataclasses
+from typing import Collection, FrozenSet, List, Mapping, Sequence
 
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
-from diag.verdict.participants import is_receive_collective
+from diag.verdict.participants import is_helper, is_receive_collective, serving_ports
 from diag.verdict.polling import MARKER_WORDS, POLL_KIND
 from diag.verdict.waits import LOCK, PEER
 from diag.verdict.wording import verb, who
@@ -90,9 +93,66 @@ def output_bytes(p: ProcSignals, heartbeat_bytes: Mapping[int, int]) -> int:
     return written if moving or p.write_delta_bytes >= TRAFFIC_MIN_BYTES else 0
 
 
+# A framework's own RPC and long-poll channels between its processes, recognised by what they
+# are: Ray's processes (by title or path) and those running Ray's core worker (its threads) talk
+# gRPC to each other all the time, and hold long polls open on purpose - housekeeping, not the
+# job's requests, and no request left waiting.
+_RPC_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard")
+_RPC_THREADS = frozenset({"gcs_client_io_s", "task_event_buff", "gcs_server", "raylet"})
+
+
+def framework_rpc(p: ProcSignals) -> bool:
+    """Its listening ports are a framework's RPC channel (Ray's gRPC), or it is a helper."""
+    text = " ".join(p.info.cmdline) + " " + p.info.name
+    return (
+        is_helper(p)
+        or any(m in text for m in _RPC_MARKERS)
+        or bool(_RPC_THREADS.intersection(p.thread_names))
+    )
+
+
+def request_ports(p: ProcSignals, ports: Collection[int]) -> FrozenSet[int]:
+    """Its ports whose connections from the job's own processes are requests: the job's
+    serving ports (``ports``: not a launcher's, not the rendezvous port, not gloo's or NCCL's)
+    it listens on, unless they are a framework's RPC channel."""
+    if framework_rpc(p):
+        return frozenset()
+    return frozenset(p.listen_ports).intersection(ports)
+
+
 def answers(p: ProcSignals) -> bool:
-    """It answered requests during the capture (its served connections moved data)."""
+    """It answered requests during the capture, whoever sent them (with the job's own
+    requests counted in by ``with_requests_from_the_job``)."""
     return p.served_delta_bytes >= SERVED_MIN_BYTES
+
+
+def with_requests_from_the_job(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """The processes with the requests of the job's own clients counted like those from
+    outside - traffic answered, connections, requests left unanswered through the window - on
+    the job's serving ports, unless those are a framework's RPC channel. One count, read by
+    the rules and the wait-for graph alike: a harness waiting on a stuck handler of its own
+    server is a waiting client; a harness served is work."""
+    ports = serving_ports(procs)
+    out: List[ProcSignals] = []
+    for p in procs:
+        own = request_ports(p, ports)
+        moved = sum(max(0, b) for port, b in p.internal_served_bytes.items() if port in own)
+        stale = [(port, age) for port, age in p.internal_stale if port in own]
+        conns = sum(n for port, n in p.internal_conns.items() if port in own)
+        if not (moved or stale or conns):
+            out.append(p)
+            continue
+        out.append(
+            dataclasses.replace(
+                p,
+                served_delta_bytes=p.served_delta_bytes + moved,
+                served_conns=p.served_conns + conns,
+                stale_requests=p.stale_requests + len(stale),
+                stale_age_s=max([p.stale_age_s, *(age for _, age in stale)]),
+                stale_ports=tuple(sorted({*p.stale_ports, *(port for port, _ in stale)})),
+            )
+        )
+    return out
 
 
 def polls_for_work(p: ProcSignals) -> bool:
