@@ -29,6 +29,7 @@ from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 import msgspec
 
+from diag.bundle.io import write_error
 from diag.collect.enrich import with_log_summary
 from diag.commands.judge import judge
 from diag.commands.output_paths import Outputs, output_base
@@ -128,7 +129,11 @@ def _watch(
             attached.collector.close()  # the NVML worker must not outlive the watch
             if attached.launched is not None:
                 attached.launched.close()
-    return result, attached.launched
+    launched = attached.launched
+    if launched is not None and launched.log.error is not None and result.failure is None:
+        # The log's last lines (drained at close) or its close itself failed.
+        result.failure = write_error(launched.log_path, launched.log.error)
+    return result, launched
 
 
 def _stay_attached(launched: Optional[LaunchedCommand], echo: Callable[[str], None]) -> None:
