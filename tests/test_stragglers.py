@@ -132,3 +132,24 @@ def test_flight_recorder_lag_names_the_late_rank() -> None:
     assert result.basis == "flight-recorder"
     assert "enqueues its collectives 180 ms after the first rank" in result.summary
     assert "its own 4 ms" in result.summary
+
+
+def test_contended_host_the_cpu_ratio_names_it_when_the_job_runs_a_collective_backend() -> None:
+    """Waiting ranks caught runnable in their compute frame every time (a shared host), yet
+    at a quarter of the straggler's CPU: with gloo's threads in the ranks, it is named."""
+    from series import Thr
+
+    def procs(backend: bool) -> List[Proc]:
+        out = []
+        for r in range(4):
+            p = _rank(r, [COMPUTE] * 3, 20.0 if r == 2 else 5.0, 4)
+            if backend:
+                p.threads = [Thr(tid_offset=1, name="pt_gloo_runloop")]
+            out.append(p)
+        return out
+
+    named = straggler_analysis(b := build(procs(True), n=3), extract(b))
+    assert named is not None and named.suspects == (2,)
+    assert "at 4.0x the others' CPU" in named.summary
+    unsynced = straggler_analysis(b := build(procs(False), n=3), extract(b))
+    assert unsynced is not None and unsynced.suspects == ()

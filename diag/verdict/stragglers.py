@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from diag.model import (
     Bundle,
@@ -42,7 +42,7 @@ MAX_RANK_LOADS = 64  # rank rows kept in the verdict: the stragglers first, then
 STRAGGLER_COMPUTE_SHARE = 0.6  # the straggler computes in at least this share of its samples
 STRAGGLER_WAIT_SHARE = 0.34  # ... and waits on its peers in at most this share
 STRAGGLER_MAIN_CPU_PCT = 5.0  # ... with its main thread on a CPU at least this much
-WAITER_WAIT_SHARE = 0.3  # the others' median peer-wait share, at least
+WAITER_WAIT_SHARE = 0.3  # the others' median peer-wait share (or a collective backend runs)
 # The straggler's main-thread CPU over the others' median, at least: a ratio, not a gap in
 # points, because on a shared host every rank gets a fraction of a core and the ratio holds.
 CPU_RATIO = 2.0
@@ -137,6 +137,18 @@ def _fr_figures(
     return out
 
 
+_BACKEND_THREADS = ("pt_gloo", "gloo_", "NCCL", "pt_nccl", "ncclProxy", "pt_tcpstore")
+
+
+def _collective_backend(bundle: Bundle, procs: Sequence[ProcSignals]) -> bool:
+    """A rank of the last sample runs a collective backend's threads (by /proc comm)."""
+    ranks = {p.key for p in procs if p.rank is not None}
+    for ps in bundle.samples[-1].processes if bundle.samples else ():
+        if (ps.host, ps.pid) in ranks:
+            return any(t.name.startswith(_BACKEND_THREADS) for t in ps.threads)
+    return False
+
+
 def rank_loads(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankLoad]:
     """One ``RankLoad`` per live rank seen in two samples or more, in rank order."""
     ranks = [p for p in procs if p.rank is not None and not p.dead]
@@ -169,27 +181,33 @@ def rank_loads(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankLoad]:
     return out
 
 
-def _by_samples(loads: Sequence[RankLoad]) -> List[RankLoad]:
-    """The ranks that compute while the others wait on them (empty: no outlier)."""
+def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> List[RankLoad]:
+    """The ranks that compute at a multiple of the others' CPU while in a job that syncs
+    (empty: no outlier). On a shared host a waiting rank may be caught runnable in its compute
+    frame in every sample, so the stack shares alone miss it; the CPU ratio does not."""
+    typical = median(r.main_cpu_pct for r in loads)
     cands = [
         r
         for r in loads
         if r.compute_share >= STRAGGLER_COMPUTE_SHARE
         and r.peer_wait_share <= STRAGGLER_WAIT_SHARE
         and r.main_cpu_pct >= STRAGGLER_MAIN_CPU_PCT
+        and r.main_cpu_pct >= typical * CPU_RATIO
     ]
     if not cands or len(cands) > max(1, len(loads) // 4):
         return []
     others = [r for r in loads if r not in cands]
-    if median(r.peer_wait_share for r in others) < WAITER_WAIT_SHARE:
-        return []
     others_cpu = median(r.main_cpu_pct for r in others)
-    picked = [
-        r
+    if any(
+        r.main_cpu_pct < others_cpu * CPU_RATIO or r.main_cpu_pct - others_cpu < CPU_GAP_PCT
         for r in cands
-        if r.main_cpu_pct >= others_cpu * CPU_RATIO and r.main_cpu_pct - others_cpu >= CPU_GAP_PCT
-    ]
-    return picked if len(picked) == len(cands) else []
+    ):
+        return []
+    # Ranks that never meet in a collective wait for nobody: the others must be seen in a peer
+    # wait, or the job's processes run a collective backend (gloo's, NCCL's threads).
+    if median(r.peer_wait_share for r in others) < WAITER_WAIT_SHARE and not collective():
+        return []
+    return cands
 
 
 def _by_flight_recorder(loads: Sequence[RankLoad]) -> List[RankLoad]:
@@ -226,19 +244,19 @@ def _waiters_text(others: Sequence[RankLoad]) -> str:
     shares = [r.peer_wait_share * 100 for r in others]
     cpus = [r.main_cpu_pct for r in others]
     who = rank_set(r.rank for r in others)
-    return (
-        f"{who} wait for it{op} {_pct_span(shares)} of the samples "
-        f"(main thread {_pct_span(cpus)} of a core)"
-    )
+    seen = f"{op} {_pct_span(shares)} of the samples" if max(shares) > 0 else ""
+    return f"{who} wait for it{seen} (main thread {_pct_span(cpus)} of a core)"
 
 
 def _sample_summary(slow: Sequence[RankLoad], others: Sequence[RankLoad]) -> str:
     shares = [r.compute_share * 100 for r in slow]
     cpus = [r.main_cpu_pct for r in slow]
+    typical = median(r.main_cpu_pct for r in others)
+    ratio = f" at {min(cpus) / typical:.1f}x the others' CPU" if typical > 0 else ""
     verb = "computes" if len(slow) == 1 else "compute"
     return (
-        f"straggler: {_who(slow)} {verb} {_pct_span(shares)} of the samples (main thread "
-        f"{_pct_span(cpus)} of a core); {_waiters_text(others)}"
+        f"straggler: {_who(slow)} {verb} {_pct_span(shares)} of the samples{ratio} (main "
+        f"thread {_pct_span(cpus)} of a core); {_waiters_text(others)}"
     )
 
 
@@ -279,7 +297,7 @@ def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional
     if len(loads) < 2:
         return None
     kind: StragglerBasis = "samples"
-    slow = _by_samples(loads)
+    slow = _by_samples(loads, lambda: _collective_backend(bundle, procs))
     if not slow:
         slow, kind = _by_flight_recorder(loads), "flight-recorder"
     others = [r for r in loads if r not in slow]
