@@ -123,6 +123,22 @@ def _startup(view: ReportView) -> List[str]:
     return parts
 
 
+def _stragglers(view: ReportView) -> List[str]:
+    """Who the ranks wait for: the sentence, and a bar per rank kept (stragglers first)."""
+    st = view.stragglers
+    if st is None:
+        return []
+    rows = [
+        [text(r.label) + (" **(straggler)**" if r.suspect else ""), text(r.host),
+         _bar(r.wait_pct) + text(r.wait_text), text(r.compute_text), r.main_cpu,
+         text(r.flight_recorder)]
+        for r in st.rows
+    ]  # fmt: skip
+    header = ["rank", "node", "waits for others", "computes", "main CPU", "Flight Recorder"]
+    more = f"\n\n_{text(st.more)}_" if st.more else ""
+    return [f"### Stragglers\n\n{text(st.summary)}\n\n" + _table(header, rows) + more]
+
+
 def render_markdown(view: ReportView) -> str:
     parts = _header(view)
     parts[1:1] = markdown_scale.lead(view)  # at scale: the suspect node and rank, first
@@ -140,6 +156,7 @@ def render_markdown(view: ReportView) -> str:
         # The chains of waits, each to where it ends (the verdict's wait-for graph).
         lines = [f"- {text(c)}" for c in view.graph.chains]
         parts.append("### Who waits on whom\n\n" + "\n".join(lines))
+    parts += _stragglers(view)
     if view.evidence:
         items = []
         for n, e in enumerate(view.evidence, 1):
