@@ -43,7 +43,25 @@ def _parked_job(spawn: Any) -> Any:
         "print('READY', flush=True)\n"
         "time.sleep(600)\n"
     )
-    return spawn([sys.executable, "-c", code])
+    job = spawn([sys.executable, "-c", code])
+    _settle(job.pid)
+    return job
+
+
+def _settle(root: int, timeout_s: float = 10.0) -> None:
+    """Wait until no thread of the job runs: each process prints its line just before it
+    parks, and a sample's real-time workers (``collect.priority``) can otherwise catch a main
+    thread between the print and the sleep - in one of two samples compared, not the other."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pids = [root, *map(int, Path(f"/proc/{root}/task/{root}/children").read_text().split())]
+        states = []
+        for pid in pids:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+        if "R" not in states:
+            return
+        time.sleep(0.02)
 
 
 def _pyspy() -> str:
