@@ -240,9 +240,12 @@ def rows(f: Dict[str, float]) -> List[Line]:
     out: List[Line] = []
     quiet = f["quiet_wall_median_s"]
     hogs4 = int(4 * f["cores"])
+    settings = f"{int(f['count'])} samples {f['interval_s']:g} s apart"
+    if (f["count"], f["interval_s"]) == (DEFAULT_COUNT, DEFAULT_INTERVAL_S):
+        settings = f"defaults: {settings}"
     head = (
-        f"`diag capture --pid` (defaults: {int(f['count'])} samples "
-        f"{f['interval_s']:g} s apart) of {int(f['ranks'])} ranks x {int(f['threads'])} threads"
+        f"`diag capture --pid` ({settings}) of {int(f['ranks'])} ranks x "
+        f"{int(f['threads'])} threads"
     )
     out.append(
         (
