@@ -66,12 +66,28 @@ def _titled(
     return FrameworkRole(role, f"{name} {suffix.replace('_', ' ')}", bool(_TP.search(suffix)))
 
 
+# The kernel keeps 15 bytes of a process name (TASK_COMM_LEN - 1): a zombie, whose cmdline is
+# gone, shows only that cut ("sglang::schedul", "VLLM::EngineCor"), which still says what it was.
+COMM_CHARS = 15
+
+
+def _cut(comm: str) -> Optional[FrameworkRole]:
+    for prefix, table in (("sglang::", _SGLANG_ROLES), ("VLLM::", _VLLM_ROLES)):
+        for key, (role, name) in table.items():
+            full = prefix + key
+            if full.startswith(comm) or comm.startswith(full):
+                return FrameworkRole(role, name)
+    return None
+
+
 def framework_role(cmdline: Sequence[str], comm: str = "") -> Optional[FrameworkRole]:
     """The framework part this process plays, or None for a process no table here names."""
     title = title_of(cmdline, comm)
     found = _titled(_SGLANG_TITLE.match(title), _SGLANG_ROLES) or _titled(
         _VLLM_TITLE.match(title), _VLLM_ROLES
     )
+    if found is None and len(title) == COMM_CHARS:
+        found = _cut(title)
     if found is not None or len(cmdline) < 2:
         return found
     programs = {os.path.basename(a) for a in cmdline[:2]}

@@ -37,6 +37,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 import msgspec
 
 from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase, Verdict
+from diag.text.roles import framework_role
 from diag.text.units import size
 from diag.verdict.features import ProcSignals, frames_of
 from diag.verdict.startup_signs import (
@@ -79,6 +80,7 @@ from diag.verdict.startup_timeouts import (
     timeouts_of,
 )
 from diag.verdict.waits import PEER, SERVE, short_name
+from diag.verdict.wording import who
 from diag.vocab import VerdictState
 
 
@@ -433,7 +435,10 @@ def _progress(
     return by_bar or Progress(None, None, "", None)
 
 
-def _label(phase: RankPhase) -> str:
+def _label(phase: RankPhase, names: Optional[Dict[int, str]] = None) -> str:
+    """ "rank 0", "pid 4242", or the framework's name ("scheduler (pid 4242)")."""
+    if names and phase.pid in names:
+        return names[phase.pid]
     return f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
 
 
@@ -487,9 +492,9 @@ def startup_phases(
     return tuple(sorted(found, key=key)) + tuple(sorted(others, key=key)), elapsed
 
 
-def phase_phrase(phase: RankPhase) -> str:
+def phase_phrase(phase: RankPhase, names: Optional[Dict[int, str]] = None) -> str:
     """``rank 0 loading weights 62%, ETA ~3 min (at 1.1 GiB/s)``."""
-    text = f"{_label(phase)} {phase.phase}"
+    text = f"{_label(phase, names)} {phase.phase}"
     if phase.progress_pct is not None:
         text += f" {phase.progress_pct:.0f}%"
     if phase.eta_s is not None:
@@ -521,16 +526,17 @@ def startup_parts(
     now_s = bundle.samples[-1].t_s
     timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
     job_wide(timeouts, procs)
+    names = {p.pid: who([p]) for p in procs if framework_role(p.info.cmdline, p.info.name)}
     warnings: List[str] = []
     for phase in phases:
         if phase.phase in STARTUP_PHASES:
             warnings += _load_warnings(
-                phase, elapsed.get(phase.pid), timeouts.get(phase.pid, []), now_s
+                phase, elapsed.get(phase.pid), timeouts.get(phase.pid, []), now_s, names
             )
     tail = ""
     starting = [r for r in phases if r.phase in STARTUP_PHASES]
     if state in ("slow", "progressing") and starting:
-        tail += "; " + "; ".join(phase_phrase(r) for r in starting[:2])
+        tail += "; " + "; ".join(phase_phrase(r, names) for r in starting[:2])
         if len(starting) > 2:
             tail += f" (+{len(starting) - 2} more)"
     elif state in ("deadlocked", "idle", "unknown"):
@@ -538,7 +544,7 @@ def startup_parts(
         if moving:
             first = moving[0]
             warnings.append(
-                f"{_label(first)} is {first.phase} and moving ({first.basis}): the job is "
+                f"{_label(first, names)} is {first.phase} and moving ({first.basis}): the job is "
                 "starting up, not stuck"
             )
     if state == "deadlocked":

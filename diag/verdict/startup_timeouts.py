@@ -12,7 +12,7 @@ from diag.text.roles import framework_role, named
 from diag.verdict.features import ProcSignals
 from diag.verdict.startup_signs import CONVERTING, LOADING, eta_words
 from diag.verdict.thread_wait import frames_of
-from diag.verdict.waits import short_name
+from diag.verdict.waits import PEER, short_name
 
 SGLANG_WATCHDOG = "SGLang's watchdog"
 
@@ -94,7 +94,11 @@ def _budget(t: Timeout) -> str:
 
 
 def _load_warnings(
-    phase: RankPhase, elapsed_s: Optional[float], timeouts: Sequence[Timeout], now_s: float
+    phase: RankPhase,
+    elapsed_s: Optional[float],
+    timeouts: Sequence[Timeout],
+    now_s: float,
+    names: Optional[Dict[int, str]] = None,
 ) -> List[str]:
     if phase.eta_s is None:
         return []
@@ -102,6 +106,7 @@ def _load_warnings(
     done = f"{phase.progress_pct:.0f}% loaded" if phase.progress_pct is not None else "not done"
     what = "weights are" if phase.phase in (LOADING, CONVERTING) else f"{phase.phase} is"
     who = f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
+    who = (names or {}).get(phase.pid, who)
     for t in timeouts:
         if not t.during_load:
             continue
@@ -144,12 +149,15 @@ _BATCH_FRAMES = frozenset(
 
 
 def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[str]:
-    """Why SGLang's watchdog cannot end this hang, or None when it can (or diag cannot tell).
+    """How SGLang's watchdog stands to this hang when it may not end it (a phrase), or None
+    when it will (or diag cannot tell).
 
     The watchdog is a daemon thread of each scheduler process: a stopped (or dead) scheduler's
-    never runs. It counts only while a batch is being run (or the scheduler initializes): a
-    scheduler back in its event loop waiting for requests never fires it, however long the
-    job's client waits for a stopped detokenizer or main process."""
+    never runs. It counts only while a batch is set (``cur_batch_for_debug``, set each loop
+    iteration from the batch it runs) or the scheduler initializes: a scheduler back in its
+    event loop waiting for requests never fires it, however long a client waits for a stopped
+    detokenizer or main process. A scheduler blocked in its loop's receive on a peer rank (the
+    request broadcast) keeps the batch of the iteration before: it fires only if one ran."""
     schedulers = [
         p
         for p in procs
@@ -164,8 +172,9 @@ def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Opt
         state = "stopped" if any(p.stopped for p in held) else "gone"
         role = framework_role(held[0].info.cmdline, held[0].info.name)
         name = named(role, held[0].rank, held[0].pid) if role else f"pid {held[0].pid}"
-        return f"it is a thread of the scheduler, and {name} is {state}"
+        return f"will not end it: it is a thread of the scheduler, and {name} is {state}"
     last = {(ps.host, ps.pid): ps for ps in bundle.samples[-1].processes} if bundle.samples else {}
+    on_peer = False
     for p in live:
         ps = last.get(p.key)
         main = next((t for t in ps.threads if t.tid == ps.pid), None) if ps else None
@@ -174,14 +183,24 @@ def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Opt
             return None  # no stack: diag cannot tell
         if names & _BATCH_FRAMES or not any(n.startswith("event_loop") for n in names):
             return None  # a batch runs, or the scheduler initializes: the watchdog counts
-    return "it counts only while a batch runs, and the scheduler waits for requests"
+        on_peer = on_peer or p.main_family == PEER
+    if on_peer:
+        return "but only if a batch was running then (it counts only while one runs)"
+    return (
+        "will not end it: it counts only while a batch runs, and the scheduler waits for requests"
+    )
 
 
 def _hang_tail(timeouts: Sequence[Timeout], now_s: float, blocked: Optional[str] = None) -> str:
     parts = []
     for t in timeouts:
-        if t.who == SGLANG_WATCHDOG and blocked:
-            parts.append(f"{t.who} ({t.knob}) will not end it: {blocked}")
+        if t.who == SGLANG_WATCHDOG and blocked and blocked.startswith("will not"):
+            parts.append(f"{t.who} ({t.knob}) {blocked}")
+        elif t.who == SGLANG_WATCHDOG and blocked and t.seconds is not None:
+            window = f"{t.seconds:.0f}-{t.seconds * t.late:.0f} s"
+            parts.append(
+                f"{t.who} ({t.knob} {t.seconds:.0f} s) ends it {window} after it stalled, {blocked}"
+            )
         elif t.deadline_s is not None:
             left = t.deadline_s - now_s
             if left > 0:
