@@ -84,7 +84,7 @@ _ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
 # characters, which no longer match it whole. At least this many of them are redacted.
 _CUT_MARKERS = ("\u2026[truncated]", "\\u2026[truncated]")
 _MIN_CUT_PREFIX = 6
-_HIDDEN_RE = re.compile(r"\x1b\[[0-9;:?]*[ -/]*[@-~]|\r")
+_HIDDEN_RE = re.compile(r"(?:\x1b|\\u001b)\[[0-9;:?]*[ -/]*[@-~]|\r")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -199,7 +199,7 @@ class Redactor:
         if "[truncated]" in text:
             text = self._scrub_cut_prefixes(text)
         scrubbed = self._scrub_plain(text)
-        if ("\x1b" in text or "\r" in text) and _HIDDEN_RE.search(text):
+        if ("\x1b" in text or "\r" in text or "\\u001b" in text) and _HIDDEN_RE.search(text):
             # As a terminal shows it: a key and its value split by colour codes or a \r.
             shown = _HIDDEN_RE.sub("", text)
             if self._scrub_plain(shown) != shown:

@@ -100,7 +100,7 @@ _QUOTED = (
     r"|" + _DQ_ENT + r"[^\n]*?" + _DQ_ENT + r"|" + _SQ_ENT + r"[^\n]*?" + _SQ_ENT
 )
 _EDGE = r"(\\\"|\"|'|" + _DQ_ENT + r"|" + _SQ_ENT + r")"
-_QUOTE_EDGE = re.compile(_EDGE + r"(.*)" + _EDGE, re.DOTALL)
+_QUOTE_EDGE = re.compile(_EDGE + r"(.*?)" + _EDGE, re.DOTALL)  # lazy: \\"V\\" keeps both \\"
 # Same-line whitespace: a flag at the end of one log line does not own the next line's word.
 _SP = r"[^\S\r\n]+"
 
@@ -112,7 +112,7 @@ _STRONG_KEYS = (
 # Short keys, only as a whole word: ``"pass": V``, ``pw: V``, ``passcode=V`` - not bypass=,
 # compass: (a pattern of their own: in the alternation above, the look-behind made the scan
 # of a report 5x slower).
-_SHORT_KEYS = r"(?<![A-Za-z0-9])(?:pass(?:code|key)?|pw)"
+_SHORT_KEYS = r"(?:(?<![A-Za-z0-9])|(?<=\\[nrt]))(?:pass(?:code|key)?|pw)"
 # Not "signature": diag's own bundle has a "signature" field (rank classes).
 _WEAK_KEYS = r"token|key|auth|session(?:[_-]?id)?"
 
@@ -323,9 +323,16 @@ def _short_pair_sub(m: Match[str]) -> str:
 
 
 def _strong_pair_re(keys: str) -> Pattern[str]:
-    """``KEY = VALUE`` / ``"KEY": "VALUE"`` / ``KEY: VALUE`` (also split by a ``\\r``)."""
+    """``KEY = VALUE`` / ``"KEY": "VALUE"`` / ``KEY: VALUE`` (also split by a ``\\r``), and
+    ``\\"KEY\\": \\"VALUE\\"`` - JSON inside a JSON string, as the last pass over a file sees it."""
     return re.compile(
-        r"((?:" + keys + r")[\"']?\s*[=:]\s*)(?!-)(" + _QUOTED + r"|[\"']?" + _PAIR_VALUE + r")",
+        r"((?:"
+        + keys
+        + r")(?:\\?[\"'])?\s*[=:]\s*)(?!-)("
+        + _QUOTED
+        + r"|[\"']?"
+        + _PAIR_VALUE
+        + r")",
         re.IGNORECASE,
     )
 
@@ -410,7 +417,7 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
 # 0.6 s to scrub), while these find the rare texts that need the full pattern in a few ms.
 # ``_fold`` maps every character that IGNORECASE equates with an ASCII letter to that letter,
 # so a text a pattern matches always passes its needle; placeholders never create a needle.
-_SEP = r"[\"']?\s*[=:]"
+_SEP = r"(?:\\?[\"'])?\s*[=:]"
 # Every word of STRONG_WORDS/WEAK_WORDS contains one of these.
 _WORD_NEEDLE = r"(?:pass|pw|secret|cred|cookie|private|bearer|sig|token|key|auth|session)"
 NEEDLES: Tuple[Needle, ...] = (

@@ -45,11 +45,15 @@ _JSON_ITEM_RE = re.compile(r"[ \t]*\"((?:[^\"\\\n]|\\.)*)\"[ \t]*,?[ \t]*\r?")
 # only texts worth splitting into lines for the two item-a-line passes.
 _YAML_FLAG_NEEDLE = re.compile(r"(?m)^[ \t]*-[ \t]+[\"']?--?[A-Za-z][^\n]*\n")
 _JSON_FLAG_NEEDLE = re.compile(r"(?m)^[ \t]*\"--?[A-Za-z][^\"\n]*\"[ \t]*,?[ \t]*\r?\n")
-# netrc: ``[machine H] [login U] password V`` on one line, or ``password V`` alone.
+# netrc: ``[machine H] [login U] password V`` on one line, or ``password V`` alone. Matched
+# from the keyword (a literal: the scan jumps between them); what precedes it on its line is
+# checked by ``_netrc_sub``. A line starts at a newline, or at a JSON-escaped one or a quote
+# inside a JSON string (the last pass over a file sees those), and ends likewise.
 _NETRC_RE = re.compile(
-    r"^([ \t]*((?:(?:machine|login|account|macdef)[ \t]+\S+[ \t]+|default[ \t]+)*)"
-    r"(?:password|passwd)[ \t]+)(\S+)([ \t]*\r?)$",
-    re.MULTILINE,
+    r"(pass(?:wor)?d[ \t]+)([^\s\\\"']+)([ \t]*\r?)(?=$|\\[nr]|[\"'])", re.MULTILINE
+)
+_NETRC_BEFORE_RE = re.compile(
+    r"[ \t]*((?:(?:machine|login|account|macdef)[ \t]+[^\s\\\"']+[ \t]+|default[ \t]+)*)"
 )
 _PLAIN_WORD_RE = re.compile(r"[a-z]+[.:!]?")
 
@@ -59,9 +63,9 @@ def scrub_structures(text: str, learn: Learn) -> str:
     if "[" in text:
         text = _scrub_lists(text, learn)
     if "\n" in text and _YAML_FLAG_NEEDLE.search(text):
-        text = _scrub_line_lists(text.split("\n"), learn, _YAML_ITEM_RE, 2)
+        text = "\n".join(_scrub_line_lists(text.split("\n"), learn, _YAML_ITEM_RE, 2))
     if "\n" in text and _JSON_FLAG_NEEDLE.search(text):
-        text = _scrub_line_lists(text.split("\n"), learn, _JSON_ITEM_RE, 1)
+        text = "\n".join(_scrub_line_lists(text.split("\n"), learn, _JSON_ITEM_RE, 1))
     if "password" in text or "passwd" in text:
         text = _NETRC_RE.sub(lambda m: _netrc_sub(m, learn), text)
     return text
@@ -69,15 +73,20 @@ def scrub_structures(text: str, learn: Learn) -> str:
 
 def scrub_item_lines(lines: Sequence[str], learn: Learn) -> List[str]:
     """A log's consecutive lines, where a YAML or pretty JSON argv list has one item a line."""
-    text = _scrub_line_lists(list(lines), learn, _YAML_ITEM_RE, 2)
-    return _scrub_line_lists(text.split("\n"), learn, _JSON_ITEM_RE, 1).split("\n")
+    out = _scrub_line_lists(list(lines), learn, _YAML_ITEM_RE, 2)
+    return _scrub_line_lists(out, learn, _JSON_ITEM_RE, 1)
 
 
 def _scrub_lists(text: str, learn: Learn) -> str:
     out: List[str] = []
     done = 0
-    for found in _LIST_RE.finditer(text):
-        items = _items(text, found.start() + 1, found.end())
+    pos = 0
+    while True:
+        found = _LIST_RE.search(text, pos)
+        if found is None:
+            break
+        pos = found.start() + 1  # a list inside an item (JSON in a JSON string) is read too
+        items = [item for item in _items(text, pos, found.end()) if item[0] >= done]
         values = [value for _, _, value in items]
         if not any(v[:1] == "-" or "=" in v or ":" in v or v == "login" for v in values):
             continue  # no flag, pair, header, user:pw or ``login KEY``: nothing to judge
@@ -105,7 +114,9 @@ def _items(text: str, start: int, end: int) -> List[Tuple[int, int, str]]:
     return items
 
 
-def _scrub_line_lists(lines: List[str], learn: Learn, item_re: re.Pattern[str], g: int) -> str:
+def _scrub_line_lists(
+    lines: List[str], learn: Learn, item_re: re.Pattern[str], g: int
+) -> List[str]:
     """Consecutive lines that are each one list item: a secret flag's next item is its value."""
     flag_before = False
     for i, line in enumerate(lines):
@@ -118,14 +129,23 @@ def _scrub_line_lists(lines: List[str], learn: Learn, item_re: re.Pattern[str], 
             learn(value)
             lines[i] = line[: m.start(g)] + PLACEHOLDER + line[m.end(g) :]
         flag_before = value.startswith("-") and "=" not in value and is_secret_flag(value)
-    return "\n".join(lines)
+    return lines
 
 
 def _netrc_sub(m: re.Match[str], learn: Learn) -> str:
-    value = m.group(3)
-    if PLACEHOLDER in value:
+    text, at = m.string, m.start()
+    escaped = text.rfind("\\n", 0, at)
+    line_start = max(
+        text.rfind("\n", 0, at) + 1,
+        escaped + 2 if escaped >= 0 else 0,
+        text.rfind('"', 0, at) + 1,
+        text.rfind("'", 0, at) + 1,
+    )
+    before = _NETRC_BEFORE_RE.fullmatch(text, line_start, at)
+    value = m.group(2)
+    if before is None or PLACEHOLDER in value:
         return m.group(0)
-    if not m.group(2) and _PLAIN_WORD_RE.fullmatch(value):
+    if not before.group(1) and _PLAIN_WORD_RE.fullmatch(value):
         return m.group(0)  # "password changed": prose, not a netrc line
     learn(value)
-    return m.group(1) + PLACEHOLDER + m.group(4)
+    return m.group(1) + PLACEHOLDER + m.group(3)
