@@ -290,6 +290,7 @@ def _rank_table(index: BundleIndex, reg: StackRegistry, matrix: Matrix) -> Tuple
         out.append(
             RankSummary(
                 label=proc.label,
+                role=proc.role,
                 anchor=proc.anchor,
                 pid=proc.key[1],
                 host=proc.key[0],

@@ -12,14 +12,19 @@ from typing import Dict, List, Optional, Tuple
 
 from diag.model import Bundle, ProcessInfo, ProcessSample, Stack, Verdict
 from diag.render.fmt import proc_badge
+from diag.text.roles import framework_role, named
 
 Key = Tuple[str, int]  # (host, pid)
+
+# The report's "role" column for a process no framework title names: diag's role in the tree.
+# ("worker", a launcher's child that is no rank, says too little to show.)
+_TREE_ROLES = {"launcher": "launcher", "rank": "rank", "helper": "helper"}
 
 
 class Proc:
     """A process of the job with its samples in time order (sample index, sample)."""
 
-    __slots__ = ("anchor", "info", "key", "label", "samples", "suspect_reason")
+    __slots__ = ("anchor", "info", "key", "label", "role", "samples", "suspect_reason")
 
     def __init__(self, key: Key, info: ProcessInfo) -> None:
         self.key = key
@@ -27,12 +32,18 @@ class Proc:
         self.samples: List[Tuple[int, ProcessSample]] = []
         self.suspect_reason: Optional[str] = None
         host, pid = key
+        # Named as the verdict names it: by its framework title ("scheduler TP0", "detokenizer
+        # (pid 2206)") where one is known, else by rank or by diag's role in the tree.
+        framework = framework_role(info.cmdline, info.name)
+        self.role = framework.role if framework else _TREE_ROLES.get(info.role, "")
         if info.rank is not None:
             self.anchor = f"rank-{info.rank}" + (f"-{_slug(host)}" if _dup_rank_host(host) else "")
             self.label = f"rank {info.rank}"
         else:
             self.anchor = f"pid-{_slug(host)}-{pid}" if host else f"pid-{pid}"
             self.label = f"{info.role} {pid}" if info.role != "process" else f"pid {pid}"
+        if framework is not None:
+            self.label = named(framework, info.rank, pid)
 
     @property
     def is_suspect(self) -> bool:

@@ -187,7 +187,7 @@ def render_markdown(view: ReportView) -> str:
     if view.rank_table:
         header = list(RANK_COLUMNS)
         rows = [
-            [text(r.label) + (" **(suspect)**" if r.suspect else ""), str(r.pid),
+            [text(r.label) + (" **(suspect)**" if r.suspect else ""), text(r.role), str(r.pid),
              f"**{inline(r.badge)}**" if r.badge else inline(r.status), inline(r.state),
              inline(r.cpu_pct), inline(r.rss), str(r.threads), code(r.signature), code(r.top)]
             for r in view.rank_table

@@ -34,6 +34,7 @@ def render_summary(view: ReportView) -> str:
             ([r.host] if multi_host else [])
             + [
                 r.label + (" *" if r.suspect else ""),
+                r.role,
                 r.pid,
                 r.badge or r.status,
                 r.state,

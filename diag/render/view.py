@@ -224,6 +224,7 @@ class StackView(View, frozen=True):
 # The columns of that line, in order: the terminal summary and the Markdown table show the same.
 RANK_COLUMNS: Tuple[str, ...] = (
     "process",
+    "role",
     "pid",
     "status",
     "state",
@@ -251,6 +252,9 @@ class RankSummary(View, frozen=True):
     top: str
     suspect: bool
     badge: str = ""  # shown instead of the status
+    # The part it plays: scheduler, detokenizer, engine core, worker, API server (its
+    # framework's title or command line), else diag's launcher / rank / worker / helper.
+    role: str = ""
 
 
 class ReportView(View, frozen=True):

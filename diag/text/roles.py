@@ -11,7 +11,8 @@ sends the reader to ``ps``. One table, pure (argv and the kernel's name in), sha
 verdict's wording and the report's tables.
 
 ``role`` is the part the process plays (the report's "role" column): scheduler, detokenizer,
-tokenizer, engine core, worker, API server, DP controller. ``indexed`` says the name carries the
+tokenizer, engine core, worker, API server, DP controller; multiprocessing's resource tracker,
+which every one of them starts, is a helper. ``indexed`` says the name carries the
 process's TP index, which is its rank: "scheduler TP1" needs no "(rank 1)".
 """
 
@@ -90,6 +91,8 @@ def framework_role(cmdline: Sequence[str], comm: str = "") -> Optional[Framework
         found = _cut(title)
     if found is not None or len(cmdline) < 2:
         return found
+    if any("multiprocessing.resource_tracker" in a for a in cmdline[1:4]):
+        return FrameworkRole("helper", "resource tracker")
     programs = {os.path.basename(a) for a in cmdline[:2]}
     args = list(cmdline[1:4])
     if "sglang.launch_server" in args or ("sglang" in programs and "serve" in args):
