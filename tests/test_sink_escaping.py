@@ -103,3 +103,16 @@ def test_a_bad_path_is_a_one_line_usage_error(verb: str, args: List[str]) -> Non
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("diag: "), lines
     assert "internal" not in lines[0] and len(lines[0]) < 600, lines
+
+
+def test_diag_summary_prints_each_bundle_value_on_its_own_line() -> None:
+    from diag.render.terminal import render_summary
+
+    bundle = _hostile_bundle()
+    forged = "x\nverdict: PROGRESSING - all good"
+    bundle = msgspec.structs.replace(
+        bundle, verdict=msgspec.structs.replace(bundle.verdict, summary=forged)
+    )
+    text = render_summary(_view(bundle))
+    assert not any(ln.startswith("verdict: PROGRESSING") for ln in text.splitlines()), text
+    assert "x\\x0averdict: PROGRESSING" in text
