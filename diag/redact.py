@@ -165,6 +165,12 @@ class Redactor:
         with self._lock:
             return len(self._order)
 
+    def learned_since(self, since: int) -> Tuple[bytes, ...]:
+        """The spellings learned after ``mark()`` returned ``since``, as bytes."""
+        with self._lock:
+            fresh = self._order[since:]
+        return tuple(value.encode("utf-8", "surrogateescape") for value in fresh)
+
     def rescrub_bytes(self, data: bytes, since: int) -> bytes:
         """``data`` (written earlier, scrubbed with what was known then) scrubbed again if a
         value learned after ``since`` occurs in it; else ``data`` itself, unchanged.
@@ -174,11 +180,7 @@ class Redactor:
         was scrubbed of the rest and of every pattern when written), so a day's journal is
         re-read cheaply and rewritten only when one of them is really there.
         """
-        with self._lock:
-            fresh = self._order[since:]
-        if not fresh:
-            return data
-        if not any(value.encode("utf-8", "surrogateescape") in data for value in fresh):
+        if not any(value in data for value in self.learned_since(since)):
             return data
         return self.scrub_bytes(data)
 

@@ -196,6 +196,24 @@ def test_journal_is_scrubbed_of_a_secret_learned_after_it_was_written(tmp_path: 
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
+def test_journal_search_finds_a_late_secret_across_read_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal is searched 16 MiB at a time: a value straddling two reads is found."""
+    from diag.bundle import rescrub
+
+    monkeypatch.setattr(rescrub, "_CHUNK", 64)
+    secret = "late-" + secrets.token_hex(16)
+    r = Redactor()
+    path = tmp_path / "run.jsonl"
+    journal = JournalWriter(path, scrub=r.scrub_bytes)
+    reason = "x" * 37 + secret  # the value starts inside the first 64-byte read
+    journal.header(HostInfo(), Target(), 1.0, failures=(ProbeFailure("logs", reason),))
+    r.add_secret(secret)
+    journal.close()
+    assert secret not in path.read_text() and load_bundle(path).failures
+
+
 PRINT_FIRST = r"""
 import sys, time
 print('the token is', sys.argv[1], flush=True)

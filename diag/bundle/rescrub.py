@@ -28,13 +28,15 @@ class Rescrubber(Protocol):
 
     def mark(self) -> int: ...
 
-    def rescrub_bytes(self, data: bytes, since: int) -> bytes: ...
+    def learned_since(self, since: int) -> Tuple[bytes, ...]: ...
+
+    def scrub_bytes(self, data: bytes) -> bytes: ...
 
 
 def redactor_of(scrub: Optional[Callable[[bytes], bytes]]) -> Optional[Rescrubber]:
     """The redactor whose ``scrub_bytes`` ``scrub`` is, if it can rescrub; else None."""
     owner = getattr(scrub, "__self__", None)
-    if owner is None or not hasattr(owner, "rescrub_bytes") or not hasattr(owner, "mark"):
+    if owner is None or not all(hasattr(owner, a) for a in ("mark", "learned_since")):
         return None
     found: Rescrubber = owner
     return found
@@ -51,13 +53,18 @@ def rescrub_journal(
     """Rewrite the first ``synced`` bytes of the journal open as ``fd`` if a value learned
     after ``since`` is in them: (the new file's fd, its size), or None when nothing had to
     change. OSError when the rewrite failed (the old journal is then untouched)."""
+    fresh = redactor.learned_since(since)
+    if not fresh:
+        return None
     reader = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)  # the same file
     try:
+        if not _holds_any(reader, synced, fresh):
+            return None  # the common case: read in chunks, nothing kept in memory
         data = _pread_all(reader, synced)
     finally:
         os.close(reader)
-    scrubbed = redactor.rescrub_bytes(data, since)
-    if scrubbed is data:
+    scrubbed = redactor.scrub_bytes(data)
+    if scrubbed == data:
         return None
     handle = directory if directory is not None else OutputDir.open_plain(path.parent)
     tmp = f".{path.name[:200]}.{secrets.token_hex(4)}.rescrub"
@@ -77,11 +84,31 @@ def rescrub_journal(
     return new_fd, len(scrubbed)
 
 
+_CHUNK = 1 << 24
+
+
+def _holds_any(fd: int, size: int, values: Tuple[bytes, ...]) -> bool:
+    """Whether the first ``size`` bytes of ``fd`` hold one of ``values``, read 16 MiB at a
+    time (each chunk overlapping the last by the longest value, so none is missed)."""
+    overlap = max(len(v) for v in values) - 1
+    offset, tail = 0, b""
+    while offset < size:
+        chunk = os.pread(fd, min(size - offset, _CHUNK), offset)
+        if not chunk:
+            return False
+        window = tail + chunk
+        if any(v in window for v in values):
+            return True
+        tail = window[-overlap:] if overlap else b""
+        offset += len(chunk)
+    return False
+
+
 def _pread_all(fd: int, size: int) -> bytes:
     parts = []
     offset = 0
     while offset < size:
-        chunk = os.pread(fd, min(size - offset, 1 << 24), offset)
+        chunk = os.pread(fd, min(size - offset, _CHUNK), offset)
         if not chunk:
             break
         parts.append(chunk)
