@@ -197,7 +197,7 @@ def self_waits(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[SelfWait]:
         if key not in wanted or ps.status != "alive":
             continue
         for t in ps.threads:
-            if t.stack_id is None or not _blocked_on_lock(t):
+            if t.stack_id is None or t.state != "S" or not _blocked_on_lock(t):
                 continue
             hit = shape.get(t.stack_id)
             if hit is None:

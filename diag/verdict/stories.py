@@ -297,9 +297,13 @@ def work_story(
     peer_waiters: Sequence[ProcSignals],
 ) -> Tuple[str, List[Suspect]]:
     """Someone is working without visible output: name it, and those waiting for it."""
+    # By key, not ``in`` a list: ProcSignals compare field by field, and at 4,096 workers the
+    # list's membership test alone took seconds (every rule is asked, even after one decides).
     busy: List[ProcSignals] = []
+    seen: Set[Tuple[str, int]] = set()
     for p in [*workers, *readers, *growers]:
-        if p not in busy:
+        if p.key not in seen:
+            seen.add(p.key)
             busy.append(p)
     parts: List[str] = []
     suspects: List[Suspect] = []
