@@ -500,6 +500,22 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the job's harness waits on its own server, whose handler blocks on a lock the warm-up "
         "kept: a request in flight from inside the job",
     ),
+    Scenario(
+        "startup_parked",
+        "slow",
+        None,  # the suspect is the engine child
+        False,
+        "a server still starting, between two compile steps: port open (503), engine log ends "
+        "in a 45% compile bar, every thread waits, no ready line",
+    ),
+    Scenario(
+        "startup_ready_idle",
+        "idle",
+        (),
+        False,
+        "the same server after start-up: compile bar at 100%, 'ready to serve' logged, "
+        "engine waits for work",
+    ),
     # Issue #28: the rank everyone waits for; a thread that waits on itself.
     Scenario(
         "gloo_straggler",

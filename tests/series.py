@@ -28,6 +28,7 @@ from diag.model import (
     Target,
     ThreadSample,
 )
+from diag.vocab import Role
 
 StackSpec = Sequence[Tuple[str, str]]  # (function, filename), innermost first
 TORCH = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
@@ -60,7 +61,7 @@ class Proc:
     world_size: Optional[int] = None
     rank_source: Optional[str] = None
     ppid: Optional[int] = 1
-    role: str = "rank"
+    role: Role = "rank"
     cmdline: Tuple[str, ...] = ("python", "train.py")
     stack: Union[StackSpec, List[StackSpec]] = (("main", "/job/train.py"),)
     cpu_pct: float = 0.0

@@ -48,6 +48,10 @@ GRAPH_DISAGREES: Dict[str, str] = {
     "torchrun_store_wait": _SLEEPING_LAGGARD,
     "mp_spawn_barrier": _SLEEPING_LAGGARD,
     "gloo_spin_on_collective": _SLEEPING_LAGGARD,
+    "startup_parked": (
+        "a start-up parked between two steps: to the graph every wait ends at a door (a port, "
+        "a timer); that the job has not finished starting is the readiness rule's judgment"
+    ),
 }
 
 

@@ -150,7 +150,7 @@ def test_cpu_bound_single_rank_stays_slow() -> None:
     """Contrast: one long call burning a core with the same stack is slow, never idle."""
     one = Proc(
         pid=400,
-        role="root",
+        role="process",
         stack=(("validate_token", "/job/auth.py"), ("main", "/job/auth.py")),
         cpu_pct=99.0,
         state="R",
@@ -279,3 +279,36 @@ def test_events_and_new_counts_are_progress() -> None:
     assert not is_heartbeat((access, access, access))
     assert not is_heartbeat(("[frontend] done=41 | queued=3", "[frontend] done=44 | queued=3"))
     assert not is_heartbeat(("epoch 1 step 200 loss 0.52",), before=("epoch 1 step 199",))
+
+
+BAR = "Compiling kernels:  45%|####5     | 9/20 [00:10<00:12,  0.90it/s]"
+
+
+def _starting_server() -> Proc:
+    return Proc(
+        pid=800,
+        role="process",
+        stack=FRONT,
+        ports=(8000,),
+        syscall="select",
+        wchan="do_select",
+        wait_timed=True,
+    )
+
+
+def test_idle_needs_readiness_a_server_parked_mid_start_up_is_still_starting() -> None:
+    """A start-up phase seen (its log ends in a compile bar), a port open, every thread in a
+    wait, no ready line, nothing served: slow, still starting - not "healthy, waiting"."""
+    tail: Tuple[str, ...] = ("INFO loading config", BAR)
+    logs = {"/tmp/engine.log": [(100, 2, tail)] * 3}
+    v = classify(build([_starting_server()], logs=logs))
+    assert v.state == "slow", v.summary
+    assert "still starting" in v.summary and "compiling" in v.summary
+
+
+def test_the_same_server_with_a_ready_line_is_idle() -> None:
+    """Contrast: the log says it is ready (after its start-up lines): idle, healthy."""
+    tail: Tuple[str, ...] = ("INFO loading config", BAR, "INFO engine: ready to serve requests")
+    logs = {"/tmp/engine.log": [(160, 3, tail)] * 3}
+    v = classify(build([_starting_server()], logs=logs))
+    assert v.state == "idle", v.summary

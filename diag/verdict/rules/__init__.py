@@ -96,7 +96,7 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "server_feeds_ranks",
         "doors",
-        ["idle"],
+        ["idle", "slow"],  # slow: still starting, no sign yet it is ready
         doors.server_feeds_ranks,
         "ranks waiting for a server to hand out work are a ready server, not a diverged rank",
     ),
@@ -139,7 +139,7 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "waits_for_outside",
         "doors",
-        ["idle"],
+        ["idle", "slow"],  # slow: still starting, no sign yet it is ready
         doors.waits_for_outside,
         "waits a port, stdin or a timer can end are idle before they are stuck",
     ),

@@ -12,6 +12,7 @@ from diag.verdict.participants import (
     receives_work,
     serves,
 )
+from diag.verdict.readiness import not_ready
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -19,6 +20,21 @@ from diag.verdict.situation import (
 from diag.verdict.waits import PEER, SERVE, STDIN
 from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
 from diag.verdict.work import poll_note, polls_for_work
+
+
+def idle_if_ready(s: Situation, confidence: float, summary: str) -> Decision:
+    """An idle decision - unless the job shows a start-up phase and no sign it is ready (no
+    ready line, no request answered): then it is still starting, between two steps of its
+    start-up, and "healthy, waiting for work" would send a user's requests into it."""
+    phases = not_ready(s.ctx.bundle, s.ctx.procs)
+    if not phases:
+        return decided("idle", confidence, summary)
+    summary = (
+        "slow: still starting, not ready yet (no ready line in its log, no request answered)"
+        f" - between two start-up steps nothing moves: {waits_phrase(group_by_wait(s.alive)[:3])}"
+        "; not idle: let the start-up finish before sending it work, don't kill it"
+    )
+    return decided("slow", 0.5, summary)
 
 
 def server_feeds_ranks(s: Situation) -> Optional[Decision]:
@@ -48,7 +64,7 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
             f"handed out by {who(feeders[:2])}, which {verb(feeders, 'waits', 'wait')} for "
             f"requests in {where(feeders[0])} ({ports} listening) - healthy, waiting for requests"
         )
-        return decided("idle", 0.6, summary, [])
+        return idle_if_ready(s, 0.6, summary)
     # A rank that polls for work (an idle scheduler spinning on nothing to receive) is the
     # server's side too: the front end's port brings its requests.
     pollers = [p for p in servers if polls_for_work(p)]
@@ -60,13 +76,13 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
             f"idle: {', '.join(':' + str(p) for p in s.ports[:4])} listening; "
             f"{waits_phrase(groups[:3])}{poll_note(pollers)} - healthy, waiting for requests"
         )
-        return decided("idle", 0.6, summary, [])
+        return idle_if_ready(s, 0.6, summary)
     summary = (
         f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} "
         f"{', '.join(':' + str(p) for p in s.ports[:4])} and {waits_phrase(groups[:3])} - "
         "healthy, waiting for requests"
     )
-    return decided("idle", 0.6, summary, [])
+    return idle_if_ready(s, 0.6, summary)
 
 
 def requests_unanswered(s: Situation) -> Optional[Decision]:
@@ -126,4 +142,4 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
         f"idle: nothing moves, no rank waits on a peer{port_text}; "
         f"{waits_phrase(groups[:3])}{poll_note(s.alive)} - {tail}"
     )
-    return decided("idle", 0.8 if s.ports else 0.6, summary, [])
+    return idle_if_ready(s, 0.8 if s.ports else 0.6, summary)
