@@ -397,7 +397,7 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
         re.compile(
             r"((?:"
             + _WEAK_KEYS
-            + r")[\"']?\s*[=:]\s*[\"']?)(?![\d.:%-]+(?!"
+            + r")(?:\\?[\"'])?\s*[=:]\s*(?:\\?[\"'])?)(?![\d.:%-]+(?!"
             + _PV
             + r"))(?="
             + _PV

@@ -122,6 +122,12 @@ def _log_plants() -> List[Plant]:
         ("openssl pass:V in a log", f"$ openssl rsa -passin pass:{w['H']} -in k", (w["H"],)),
         ("Cookie header", f"-H 'Cookie: session={w['I']}'", (w["I"],)),
         ("X-Api-Key header", f"X-Api-Key: {w['J']}", (w["J"],)),
+        # config files a job or its wrapper may cat into a log
+        (".npmrc _authToken=", f"//registry.npmjs.org/:_authToken={w['K']}", (w["K"],)),
+        ("redis://:V@host (no user)", f"REDIS_URL=redis://:{w['L']}@cache:6379/0", (w["L"],)),
+        ("docker config auth", json.dumps({"auths": {"r.io": {"auth": w["M"]}}}), (w["M"],)),
+        ("k8s Secret data", f"data:\n  password: {w['N']}=\n", (w["N"],)),
+        (".pgpass-like PGPASSWORD=", f"PGPASSWORD={w['O']} psql -h db", (w["O"],)),
         # token shapes
         ("nvapi-", f"key nvapi-{_mixed(60)}", ()),
         ("r8_ (Replicate)", f"r8_{_mixed(37)}", ()),
