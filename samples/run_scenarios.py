@@ -554,6 +554,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "a recursive search 300+ frames deep at 100% CPU: recursion, not a self-wait",
     ),
+    Scenario(
+        "tokenizer_batch",
+        "slow",
+        ("root",),
+        False,
+        "one `encode_batch` of a huge shard with HF tokenizers: the Python thread waits in "
+        "the call, the rayon pool computes",
+        ("tokenizers",),
+    ),
 )
 
 

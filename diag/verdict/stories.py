@@ -7,7 +7,7 @@ others wait for, the threads of a lock cycle.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from diag.model import RankClass, Suspect
 from diag.verdict.evidence import SPIN_PCT
@@ -295,8 +295,11 @@ def work_story(
     growers: Sequence[ProcSignals],
     alive: Sequence[ProcSignals],
     peer_waiters: Sequence[ProcSignals],
+    native: Mapping[Tuple[str, int], str] = {},
 ) -> Tuple[str, List[Suspect]]:
-    """Someone is working without visible output: name it, and those waiting for it."""
+    """Someone is working without visible output: name it, and those waiting for it; a
+    process whose native threads compute inside one call is named by that call (``native``,
+    from ``diag.verdict.native_work``), not by their comm."""
     # By key, not ``in`` a list: ProcSignals compare field by field, and at 4,096 workers the
     # list's membership test alone took seconds (every rule is asked, even after one decides).
     busy: List[ProcSignals] = []
@@ -316,6 +319,8 @@ def work_story(
         )
         if p in workers and p.intervals == 0:
             text = f"{who([p])} runs in `{hot}` outside any known wait"
+        elif p in workers and p.key in native:
+            text = f"{p.name} is CPU-bound in {native[p.key]}" + (f" ({rss[2:]})" if rss else "")
         elif p in workers:
             one_call = (
                 ", one long call: same stack in every sample"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from diag.model import Suspect
+from diag.verdict.native_work import native_calls
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -49,7 +50,8 @@ def works_silently(s: Situation) -> Optional[Decision]:
     """CPU outside known waits, reads rising, memory growing, a GPU at power: looks hung, isn't."""
     if not s.working:
         return None
-    summary, suspects = work_story(s.workers, s.readers, s.growers, s.alive, s.peer_waiters)
+    native = native_calls(s.ctx.bundle, s.workers[:3])  # "in `encode_batch`", not `python`
+    summary, suspects = work_story(s.workers, s.readers, s.growers, s.alive, s.peer_waiters, native)
     return decided("slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects)
 
 
