@@ -16,6 +16,7 @@ from typing import FrozenSet, List, Match, Pattern, Tuple
 
 from diag.redaction.shapes import PLACEHOLDER as PLACEHOLDER
 from diag.redaction.shapes import SHAPE_PATTERNS, Needle, Replacement
+from diag.redaction.tools import PASSWORD_SHORT_OPTIONS, POSITIONAL_SECRET_COMMANDS
 
 MIN_SECRET_CHARS = 5
 
@@ -137,40 +138,6 @@ _BODY_LINE = (
 # separator one character or escape, so the run has one way to match and fails in linear
 # time.
 _BODY_RUN = r"(?:[A-Za-z0-9+/]{8,}={0,2}(?![A-Za-z0-9+/=])(?:[\s\",]|\\[nr])*)+"
-
-# Tools whose short option carries a password, and which option: ``mysql -pPW``/``-p PW``,
-# ``redis-cli -a PW``, ``sshpass -p PW``, ``docker login -p PW``. Not psql, whose -p is a port.
-PASSWORD_SHORT_OPTIONS = {
-    "mysql": "-p",
-    "mysqldump": "-p",
-    "mysqladmin": "-p",
-    "mysqlimport": "-p",
-    "mysqlshow": "-p",
-    "mysqlcheck": "-p",
-    "mysqlsh": "-p",
-    "mariadb": "-p",
-    "mariadb-dump": "-p",
-    "mongo": "-p",
-    "mongosh": "-p",
-    "mongodump": "-p",
-    "mongorestore": "-p",
-    "mongoexport": "-p",
-    "mongoimport": "-p",
-    "sshpass": "-p",
-    "redis-cli": "-a",
-    "zip": "-P",
-    "unzip": "-P",
-    "7z": "-p",
-    "7za": "-p",
-    "docker login": "-p",
-    "podman login": "-p",
-    "nerdctl login": "-p",
-}
-# Commands whose positional argument is a credential: ``wandb login KEY``.
-POSITIONAL_SECRET_COMMANDS = ("wandb login",)
-# Options whose value is ``user:password`` (curl, wget, git's http helpers).
-USER_PASSWORD_OPTIONS = frozenset({"-u", "--user", "--proxy-user", "-U", "--http-user"})
-USER_PASSWORD_TOOLS = frozenset({"curl", "wget"})
 
 
 def redact_value(value: str) -> str:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Sequence, Tuple
 
-from diag.secret_patterns import (
+from diag.redaction.tools import (
     PASSWORD_SHORT_OPTIONS,
     POSITIONAL_SECRET_COMMANDS,
     USER_PASSWORD_OPTIONS,
     USER_PASSWORD_TOOLS,
-    is_secret_flag,
-    secret_strength,
 )
+from diag.secret_patterns import is_secret_flag, secret_strength
 
 # index of an argument -> offset in it where its secret starts (0: the whole argument)
 Spans = Dict[int, int]
