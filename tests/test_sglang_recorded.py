@@ -1,0 +1,114 @@
+"""Golden inputs: real SGLang 0.5.23 captures (tests/test_sglang_real.py, DIAG_SGLANG_RECORD)
+still get the verdict their situation calls for, judged again with no process running.
+
+Each situation names its suspect by process title, not by pid: the recording's own processes
+say which pid that was. Where diag is wrong today the test states the right answer and is
+marked xfail (not strict), with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, NamedTuple, Optional, Tuple
+
+import pytest
+from conftest import REPO
+from test_sglang_real import POLL_LOOP, TQDM_BAR, ZOMBIE_RANKS
+
+from diag.bundle.io import load_bundle
+from diag.model import Bundle
+from diag.text.roles import title_of
+from diag.verdict.classify import classify
+
+BUNDLES = REPO / "samples" / "bundles"
+MAIN = "main"  # the main process: the bundle's root
+
+
+class Expect(NamedTuple):
+    states: Tuple[str, ...]
+    suspect: Optional[str] = None  # the lead suspect's title (or MAIN); None: no suspect
+    says: Tuple[str, ...] = ()  # in the summary; "{pid}" is the suspect's pid
+    xfail: str = ""
+
+
+STOPPED = ("is stopped (state T", "kill -CONT {pid}")
+NO_WATCHDOG = "SGLang's watchdog (`--watchdog-timeout`) will not end it"
+IDLE = ("healthy, waiting for ",)
+
+SGLANG: Dict[str, Expect] = {
+    "sglang_startup": Expect(("progressing", "slow")),
+    "sglang_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
+    "sglang_load": Expect(("progressing",)),
+    "sglang_scheduler_sigstop": Expect(
+        ("deadlocked",),
+        "sglang::scheduler",
+        ("scheduler (pid {pid}) is stopped", *STOPPED, NO_WATCHDOG, "thread of the scheduler"),
+    ),
+    "sglang_detokenizer_sigstop": Expect(
+        ("deadlocked",),
+        "sglang::detokenizer",
+        ("detokenizer (pid {pid}) is stopped", *STOPPED, NO_WATCHDOG),
+    ),
+    "sglang_main_sigstop": Expect(
+        ("deadlocked",),
+        MAIN,
+        ("main (HTTP + tokenizer, pid {pid}) is stopped", *STOPPED, NO_WATCHDOG),
+    ),
+    "sglang_weight_load": Expect(
+        ("slow",), "sglang::scheduler", ("loading weights", "ETA", "don't kill"), TQDM_BAR
+    ),
+    "sglang_tp1_sleep_idle": Expect(("idle",), None, IDLE),
+    "sglang_tp2_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
+    "sglang_tp2_rank_sigstop": Expect(
+        ("deadlocked",), "sglang::scheduler_TP1", ("scheduler TP1 is stopped", *STOPPED)
+    ),
+    "sglang_tp2_rank_killed": Expect(
+        ("deadlocked", "exited"), "sglang::schedul", ("scheduler",), ZOMBIE_RANKS
+    ),
+    "sglang_tp2_sleep_idle": Expect(("idle",), None, IDLE),
+}
+
+
+def _pid(bundle: Bundle, title: str) -> int:
+    if title == MAIN:
+        return bundle.target.root_pid or 0
+    found = [p.pid for p in bundle.processes if title_of(p.cmdline, p.name) == title]
+    assert found, [(p.pid, title_of(p.cmdline, p.name)) for p in bundle.processes]
+    return found[-1]  # a zombie left by a killed rank: its 15-byte comm, the last to die
+
+
+def _cases() -> list[object]:
+    out: list[object] = []
+    for name, expect in sorted(SGLANG.items()):
+        marks = [pytest.mark.xfail(reason=expect.xfail, strict=False)] if expect.xfail else []
+        out.append(pytest.param(name, expect, id=name, marks=marks))
+    return out
+
+
+def test_every_situation_is_recorded() -> None:
+    recorded = {p.stem for p in BUNDLES.glob("sglang_*.json")}
+    assert recorded == set(SGLANG), recorded ^ set(SGLANG)
+
+
+@pytest.mark.parametrize(("name", "expect"), _cases())
+def test_recorded_sglang_verdict(name: str, expect: Expect) -> None:
+    bundle = load_bundle(BUNDLES / f"{name}.json")
+    verdict = classify(bundle)
+    assert verdict.state in expect.states, verdict.summary
+    if expect.suspect is None:
+        if verdict.state != "slow":  # slow names the process that works
+            assert verdict.suspects == (), verdict.summary
+        pid = 0
+    else:
+        pid = _pid(bundle, expect.suspect)
+        assert verdict.suspects and verdict.suspects[0].pid == pid, verdict.summary
+    for text in expect.says:
+        assert text.format(pid=pid) in verdict.summary, verdict.summary
+    assert "deadlocked" not in verdict.state or expect.suspect is not None, verdict.summary
+
+
+def test_the_main_process_is_not_a_rank() -> None:
+    """The main process, the detokenizer and the TP 1 scheduler carry no rank; a TP 2
+    scheduler's rank is its TP index."""
+    bundle = load_bundle(BUNDLES / "sglang_tp2_rank_sigstop.json")
+    ranks = {title_of(p.cmdline, p.name): p.rank for p in bundle.processes}
+    assert ranks.get("sglang::scheduler_TP0") == 0 and ranks.get("sglang::scheduler_TP1") == 1
