@@ -461,6 +461,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("zmq",),
     ),
     Scenario(
+        "select_poll_idle",
+        "idle",
+        (),
+        False,
+        "a stdlib server busy-polls `selector.select(timeout=0)` on its listening socket at "
+        "~100% CPU, no client",
+    ),
+    Scenario(
         "gloo_spin_on_collective",
         "deadlocked",
         ("rank:2",),

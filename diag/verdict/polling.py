@@ -123,6 +123,7 @@ def _common_outer(sigs: Sequence[Sig]) -> Sig:
 # returned at once, nothing to receive. A blocking receive sleeps (state S) when idle.
 _RECEIVE_KINDS = frozenset({"event-loop", "queue", "socket-read", "accept"})
 _RECEIVE_FILES = ("zmq/sugar/socket.py", "zmq/sugar/poll.py")
+_RECEIVE_DEPTH = 3  # a receive's own helpers (Condition.__exit__ in Queue.get) sit above it
 
 
 def _receives(frame: Frame) -> bool:
@@ -133,10 +134,16 @@ def _receives(frame: Frame) -> bool:
 
 
 def sample_markers(frames: Sequence[Frame], running: bool) -> Tuple[Tuple[PollMarker, int], ...]:
-    """The markers of one sample: its stack's, and a receive caught running."""
+    """The markers of one sample: its stack's, and a receive caught running - inside the
+    receive call itself (the first few frames, library code down to it: not an event loop
+    far below a handler)."""
     found = stack_markers(frames)
-    if running and frames and _receives(frames[0]):
-        found = (("nonblocking", 0), *found)
+    if running:
+        for index, frame in enumerate(frames[:_RECEIVE_DEPTH]):
+            if _receives(frame):
+                return (("nonblocking", index), *found)
+            if not is_library(frame):
+                break
     return found
 
 
