@@ -21,7 +21,7 @@ scheduler busy-polls a core), each taken through its situations in order:
 - TP 2, ``--sleep-on-idle``: idle.
 Where diag is wrong today the test states the right answer and is marked xfail.
 
-``DIAG_SGLANG_RECORD=DIR`` keeps each situation's bundle as ``DIR/sglang_<situation>.json``
+``DIAG_SGLANG_RECORD=DIR`` keeps each situation's bundle as ``DIR/sglang_real_<situation>.json``
 (samples/bundles/ holds such recordings, judged again by tests/test_sglang_recorded.py).
 """
 
@@ -318,7 +318,7 @@ def start_server(model: Path, out: Path, tp: int, *extra: str) -> Server:
 def capture(server: Server, situation: str, *flags: str) -> Dict[str, Any]:
     """``diag capture --pid <main process>`` (defaults unless ``flags``); the bundle, with its
     stdout."""
-    out = server.out / f"sglang_{situation}.json"
+    out = server.out / f"sglang_real_{situation}.json"
     t0 = time.monotonic()
     argv = ["capture", "--pid", str(server.pid), "-o", str(out), *flags]
     done = run_diag(argv, timeout_s=300)

@@ -35,36 +35,36 @@ NO_WATCHDOG = "SGLang's watchdog (`--watchdog-timeout`) will not end it"
 IDLE = ("healthy, waiting for ",)
 
 SGLANG: Dict[str, Expect] = {
-    "sglang_startup": Expect(("progressing", "slow")),
-    "sglang_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
-    "sglang_load": Expect(("progressing",)),
-    "sglang_scheduler_sigstop": Expect(
+    "sglang_real_startup": Expect(("progressing", "slow")),
+    "sglang_real_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
+    "sglang_real_load": Expect(("progressing",)),
+    "sglang_real_scheduler_sigstop": Expect(
         ("deadlocked",),
         "sglang::scheduler",
         ("scheduler (pid {pid}) is stopped", *STOPPED, NO_WATCHDOG, "thread of the scheduler"),
     ),
-    "sglang_detokenizer_sigstop": Expect(
+    "sglang_real_detokenizer_sigstop": Expect(
         ("deadlocked",),
         "sglang::detokenizer",
         ("detokenizer (pid {pid}) is stopped", *STOPPED, NO_WATCHDOG),
     ),
-    "sglang_main_sigstop": Expect(
+    "sglang_real_main_sigstop": Expect(
         ("deadlocked",),
         MAIN,
         ("main (HTTP + tokenizer, pid {pid}) is stopped", *STOPPED, NO_WATCHDOG),
     ),
-    "sglang_weight_load": Expect(
+    "sglang_real_weight_load": Expect(
         ("slow",), "sglang::scheduler", ("loading weights", "ETA", "don't kill"), TQDM_BAR
     ),
-    "sglang_tp1_sleep_idle": Expect(("idle",), None, IDLE),
-    "sglang_tp2_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
-    "sglang_tp2_rank_sigstop": Expect(
+    "sglang_real_tp1_sleep_idle": Expect(("idle",), None, IDLE),
+    "sglang_real_tp2_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
+    "sglang_real_tp2_rank_sigstop": Expect(
         ("deadlocked",), "sglang::scheduler_TP1", ("scheduler TP1 is stopped", *STOPPED)
     ),
-    "sglang_tp2_rank_killed": Expect(
+    "sglang_real_tp2_rank_killed": Expect(
         ("deadlocked", "exited"), "sglang::schedul", ("scheduler",), ZOMBIE_RANKS
     ),
-    "sglang_tp2_sleep_idle": Expect(("idle",), None, IDLE),
+    "sglang_real_tp2_sleep_idle": Expect(("idle",), None, IDLE),
 }
 
 
@@ -85,7 +85,7 @@ def _cases() -> list[object]:
 
 
 def test_every_situation_is_recorded() -> None:
-    recorded = {p.stem for p in BUNDLES.glob("sglang_*.json")}
+    recorded = {p.stem for p in BUNDLES.glob("sglang_real_*.json")}
     assert recorded == set(SGLANG), recorded ^ set(SGLANG)
 
 
@@ -109,6 +109,6 @@ def test_recorded_sglang_verdict(name: str, expect: Expect) -> None:
 def test_the_main_process_is_not_a_rank() -> None:
     """The main process, the detokenizer and the TP 1 scheduler carry no rank; a TP 2
     scheduler's rank is its TP index."""
-    bundle = load_bundle(BUNDLES / "sglang_tp2_rank_sigstop.json")
+    bundle = load_bundle(BUNDLES / "sglang_real_tp2_rank_sigstop.json")
     ranks = {title_of(p.cmdline, p.name): p.rank for p in bundle.processes}
     assert ranks.get("sglang::scheduler_TP0") == 0 and ranks.get("sglang::scheduler_TP1") == 1
