@@ -156,6 +156,28 @@ class FileLock(Record, frozen=True):
     state: str = "?"  # /proc/PID/stat state
 
 
+FsKind = Literal["fuse", "network", "local"]
+
+
+class FsWait(Record, frozen=True):
+    """A thread of the job asleep in a filesystem that answers over a wire (``probes.mounts``):
+    the file its blocked fd names, the mount it lies on (from the process's own mountinfo),
+    and for a FUSE mount served on this host the daemon holding ``/dev/fuse`` for it - who
+    can end the wait. ``daemon_pid`` None: no daemon found (another host, another namespace,
+    or the scan's budget ran out)."""
+
+    pid: int
+    tid: int
+    path: str = ""
+    mount_point: str = ""
+    fstype: str = ""  # "fuse.gcsfuse", "nfs4"
+    source: str = ""  # "bucket", "server:/export"
+    kind: FsKind = "local"
+    daemon_pid: Optional[int] = None
+    daemon_name: str = ""
+    daemon_state: str = "?"  # /proc/PID/stat state of the daemon
+
+
 class ThreadSample(Record, frozen=True):
     """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
 
@@ -334,6 +356,9 @@ class Sample(Record, frozen=True):
     # Read only when a thread of the job waits on a file lock (flock, fcntl F_SETLKW).
     file_locks: Tuple[FileLock, ...] = ()
     file_locks_note: str = ""
+    # Read only when a thread of the job sleeps in a filesystem wait (D state, FUSE, NFS).
+    fs_waits: Tuple[FsWait, ...] = ()
+    fs_waits_note: str = ""
     # A saturated host (issue 27): how long after its scheduled time this sample started (0:
     # on time; rates read the real timestamps), the optional probes a late sample skipped,
     # and the priority its burst ran at ("nice" / "rr"; "": the normal one).

@@ -76,6 +76,7 @@ RuleId = Literal[
     "log_names_dead_rank",
     "blocked_on_itself",
     "waits_on_itself",
+    "waits_on_filesystem",
     "answers_requests",
     "output_moves",
     "works_silently",

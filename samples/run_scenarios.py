@@ -571,6 +571,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the call, the rayon pool computes",
         ("tokenizers",),
     ),
+    Scenario(
+        "fuse_stalled_read",
+        "deadlocked",
+        None,  # the suspect is the FUSE daemon outside the job (tests/test_fs_waits.py)
+        True,
+        "3 gloo ranks; rank 1 reads a file on a FUSE mount whose daemon never answers, ranks "
+        "0,2 in all_reduce (needs root and /dev/fuse)",
+    ),
 )
 
 

@@ -45,6 +45,7 @@ from diag.model import (
     Bundle,
     FdHolder,
     FileLock,
+    FsWait,
     HostInfo,
     LogSample,
     ProcessInfo,
@@ -66,6 +67,7 @@ from diag.probes.file_locks import job_file_locks, waits_on_file_lock
 from diag.probes.gpu.probe import GpuProbe
 from diag.probes.host import read_host_info
 from diag.probes.logs import LogTracker
+from diag.probes.mounts import job_fs_waits, waits_on_filesystem
 from diag.probes.nccl.ras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, Tree
@@ -86,7 +88,7 @@ _STACKS_GRACE_S = 2.0
 # What a lean sample skips (``take_sample(lean=True)``): each process's open big files, the
 # host scan for holders outside the job of an end a thread waits on, and /proc/locks. The
 # verdict reads these from the first and last samples (files) or the latest that has them.
-OPTIONAL_PROBES: Tuple[str, ...] = ("open_files", "fd_holders", "file_locks")
+OPTIONAL_PROBES: Tuple[str, ...] = ("open_files", "fd_holders", "file_locks", "fs_waits")
 
 
 class SampleDelta(NamedTuple):
@@ -349,6 +351,7 @@ class Collector:
             )
         samples, fd_holders, fd_note = self._with_fd_ends(samples, ports, rec, tree, lean)
         file_locks, file_locks_note = self._file_locks(samples, rec) if not lean else ((), "")
+        fs_waits, fs_waits_note = self._fs_waits(samples, rec) if not lean else ((), "")
         for pid in gone:
             samples.append(
                 ProcessSample(
@@ -380,6 +383,8 @@ class Collector:
             fd_scan_note=fd_note,
             file_locks=file_locks,
             file_locks_note=file_locks_note,
+            fs_waits=fs_waits,
+            fs_waits_note=fs_waits_note,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
 
@@ -444,6 +449,21 @@ class Collector:
         if not waiters:
             return (), ""
         found = self._run_one("file_locks", partial(job_file_locks, self.procfs, waiters), rec)
+        return found if found is not None else ((), "")
+
+    def _fs_waits(
+        self, samples: Sequence[ProcessSample], rec: RoundRecords
+    ) -> Tuple[Tuple[FsWait, ...], str]:
+        """The wire filesystems (FUSE, NFS...) threads of the job sleep in, and for FUSE the
+        daemon serving the mount (``probes.mounts``): read only when some thread does."""
+        waiters: Dict[int, List[Tuple[int, Optional[int]]]] = {}
+        for s in samples:
+            for t in s.threads if s.status == "alive" else ():
+                if waits_on_filesystem(t.state, t.wchan):
+                    waiters.setdefault(s.pid, []).append((t.tid, t.syscall_fd))
+        if not waiters:
+            return (), ""
+        found = self._run_one("fs_waits", partial(job_fs_waits, self.procfs, waiters), rec)
         return found if found is not None else ((), "")
 
     def _run_one(self, probe: str, fn: Callable[[], T], rec: RoundRecords) -> Optional[T]:

@@ -80,6 +80,14 @@ TABLE: Tuple[Rule, ...] = (
         "a file lock's holder outside the job decides when it goes on",
     ),
     rule(
+        "waits_on_filesystem",
+        "locks",
+        ["slow", "deadlocked"],
+        locks.waits_on_filesystem,
+        "a rank asleep on a FUSE or network mount waits on that filesystem's owner, not on "
+        "its peers: it is no diverged rank",
+    ),
+    rule(
         "waits_for_nodes_to_join",
         "peers",
         ["idle", "deadlocked"],

@@ -7,6 +7,7 @@ from typing import Optional
 
 from diag.model import Suspect
 from diag.verdict.file_locks import holder_label, lock_waits
+from diag.verdict.fs_waits import fs_stalls, fs_story
 from diag.verdict.participants import (
     door,
     serving_ports,
@@ -21,7 +22,7 @@ from diag.verdict.stories import (
     lock_story,
 )
 from diag.verdict.waits import CHILD
-from diag.verdict.wording import verb, where, who
+from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
 
 
 def blocked_on_itself(s: Situation) -> Optional[Decision]:
@@ -67,6 +68,20 @@ def waits_on_itself(s: Situation) -> Optional[Decision]:
     reason = f"waits on itself: blocked in {w.blocked.name}, held by {w.holder.name} via a {w.kind}"
     suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
     return decided("deadlocked", 0.85, summary, suspects)
+
+
+def waits_on_filesystem(s: Situation) -> Optional[Decision]:
+    """A participant asleep on a FUSE or network mount in every sample waits on that
+    filesystem - for a FUSE mount served here, on the daemon holding /dev/fuse for it, which
+    is the suspect (``diag.verdict.fs_waits``). Its peers waiting in a collective made it read
+    "rank 1 diverged: kill the job", and a restarted job would wait on the daemon again."""
+    stalls = fs_stalls(s.ctx.bundle, s.alive)
+    if not stalls:
+        return None
+    st = stalls[0]
+    others = [p for p in s.alive if p.key != st.proc.key and p.main_wait and p.main_wait.kind]
+    state, confidence, text, suspects = fs_story(st, waits_phrase(group_by_wait(others)[:2]))
+    return decided(state, confidence, f"{state}: {text}", suspects)
 
 
 def waits_for_file_lock(s: Situation) -> Optional[Decision]:

@@ -1,0 +1,93 @@
+"""Uninterruptible I/O has an owner: a thread asleep in a wire filesystem (a FUSE mount, NFS)
+waits on that filesystem, and for a FUSE mount served on this host, on the daemon holding
+``/dev/fuse`` for it (``diag.probes.mounts``). Read as a rank "in a C call" while its peers
+sit in a collective, it looked diverged - kill the job and look at the rank - when the rank
+only waits on the daemon, and a restarted job would wait on it again.
+
+Pure: reads the ``FsWait`` records of the samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+from diag.model import Bundle, FsWait, Suspect
+from diag.verdict.features import ProcSignals
+from diag.vocab import VerdictState
+
+
+@dataclass(frozen=True)
+class FsStall:
+    """A participant's thread in the same filesystem wait in every sample it was seen in."""
+
+    proc: ProcSignals
+    wait: FsWait
+    samples: int
+
+
+def fs_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[FsStall]:
+    """One stall per process: its thread waiting on the same file in every sample (two at
+    least), on a FUSE or network mount. Keyed by pid: the probe runs per host, and a merged
+    bundle's hosts are told apart by the processes of the same pid only when one host has
+    such a wait (``FsWait`` carries no host yet)."""
+    if len(bundle.samples) < 2 or not bundle.samples[-1].fs_waits:
+        return []
+    seen: Dict[Tuple[int, int, str], int] = {}
+    for sample in bundle.samples:
+        for w in sample.fs_waits:
+            seen[(w.pid, w.tid, w.path)] = seen.get((w.pid, w.tid, w.path), 0) + 1
+    by_pid: Dict[int, List[ProcSignals]] = {}
+    for p in procs:
+        if not p.dead:
+            by_pid.setdefault(p.pid, []).append(p)
+    out: List[FsStall] = []
+    for w in bundle.samples[-1].fs_waits:
+        matches = by_pid.get(w.pid, [])
+        n = seen.get((w.pid, w.tid, w.path), 0)
+        if len(matches) != 1 or any(s.proc.pid == w.pid for s in out):
+            continue
+        if n >= 2 and n >= len(matches[0].samples):
+            out.append(FsStall(matches[0], w, n))
+    return out
+
+
+def fs_story(stall: FsStall, waiting: str) -> Tuple[VerdictState, float, str, List[Suspect]]:
+    """(state, confidence, sentence, suspects) for a thread stuck on a filesystem."""
+    p, w = stall.proc, stall.wait
+    where = f"`{w.path}` on the {w.fstype} mount {w.mount_point} ({w.source})"
+    others = f"; {waiting}" if waiting else ""
+    if w.kind == "fuse" and w.daemon_pid is not None:
+        daemon = f"pid {w.daemon_pid} {w.daemon_name}".rstrip()
+        head = (
+            f"{p.name} reads {where} and has waited on its FUSE daemon, {daemon}, in all "
+            f"{stall.samples} samples{others}"
+        )
+        reason = f"serves the FUSE mount {w.mount_point} that {p.name} waits on ({w.path})"
+        suspects = [Suspect(pid=w.daemon_pid, host=p.key[0], reason=reason)]
+        if w.daemon_state in ("T", "t"):
+            text = (
+                f"{head} - the daemon is stopped: `kill -CONT {w.daemon_pid}`; killing the "
+                "job does not help"
+            )
+            return "deadlocked", 0.85, text, suspects
+        if w.daemon_state in ("R", "D"):
+            text = (
+                f"{head} - the daemon is working (state {w.daemon_state}): the filesystem is "
+                "slow, not the job - wait, don't kill"
+            )
+            return "slow", 0.7, text, suspects
+        text = (
+            f"{head} - the daemon sleeps with the request unanswered: it stalled (its backend, "
+            f"its log); restart it or `umount -l {w.mount_point}`. The rank only waits on it: "
+            "killing the job does not help, a restart would wait on it again"
+        )
+        return "deadlocked", 0.8, text, suspects
+    what = "its FUSE daemon (not on this host, or not found)" if w.kind == "fuse" else "its server"
+    text = (
+        f"{p.name} reads {where} and has waited on {what} in all {stall.samples} samples"
+        f"{others} - the filesystem does not answer (check the mount, `dmesg`, the server or "
+        "the network); killing the job does not help until it does"
+    )
+    reason = f"waits on the {w.fstype} mount {w.mount_point} ({w.path})"
+    return "deadlocked", 0.65, text, [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
