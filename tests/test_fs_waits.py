@@ -73,3 +73,35 @@ def test_a_rank_stalled_on_a_fuse_read_names_the_daemon(tmp_path: Path) -> None:
     assert "diverged" not in verdict["summary"]
     daemon = waits[0]["daemon_pid"]
     assert daemon and [s["pid"] for s in verdict["suspects"]] == [daemon]
+
+
+def _stalled(daemon_state: str) -> object:
+    import msgspec
+    from series import TORCH, Proc, build
+
+    from diag.model import FsWait
+
+    waiter = Proc(pid=10, rank=0, world_size=2, rank_source="env:RANK",
+                  stack=(("all_reduce", TORCH), ("main", "/job/train.py")))  # fmt: skip
+    reader = Proc(pid=11, rank=1, world_size=2, rank_source="env:RANK",
+                  stack=(("load_shard", "/job/train.py"), ("main", "/job/train.py")),
+                  wchan="request_wait_answer", syscall="read", syscall_fd=3)  # fmt: skip
+    bundle = build([waiter, reader], n=3)
+    wait = FsWait(pid=11, tid=11, path="/mnt/gcs/shard0.bin", mount_point="/mnt/gcs",
+                  fstype="fuse.gcsfuse", source="bucket", kind="fuse", daemon_pid=77,
+                  daemon_name="gcsfuse", daemon_state=daemon_state)  # fmt: skip
+    samples = tuple(msgspec.structs.replace(s, fs_waits=(wait,)) for s in bundle.samples)
+    return msgspec.structs.replace(bundle, samples=samples)
+
+
+def test_the_daemon_decides_the_state_and_is_the_suspect() -> None:
+    from diag.verdict.classify import classify
+
+    asleep = classify(_stalled("S"))  # type: ignore[arg-type]
+    assert asleep.rule == "waits_on_filesystem" and asleep.state == "deadlocked"
+    assert [s.pid for s in asleep.suspects] == [77]
+    assert asleep.suspects[0].chain.startswith("rank 0 → (peer) → rank 1 → (FUSE read of")
+    stopped = classify(_stalled("T"))  # type: ignore[arg-type]
+    assert "kill -CONT 77" in stopped.summary
+    working = classify(_stalled("R"))  # type: ignore[arg-type]
+    assert working.state == "slow" and "wait, don't kill" in working.summary

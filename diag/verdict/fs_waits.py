@@ -52,8 +52,14 @@ def fs_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[FsStall]:
     return out
 
 
-def fs_story(stall: FsStall, waiting: str) -> Tuple[VerdictState, float, str, List[Suspect]]:
-    """(state, confidence, sentence, suspects) for a thread stuck on a filesystem."""
+_STATE_WORDS = {"T": "stopped", "t": "stopped", "R": "running", "D": "in disk wait", "S": "asleep"}
+
+
+def fs_story(
+    stall: FsStall, waiting: str, waiters: str = ""
+) -> Tuple[VerdictState, float, str, List[Suspect]]:
+    """(state, confidence, sentence, suspects) for a thread stuck on a filesystem; ``waiters``
+    names the ranks waiting on it ("ranks 0, 2"), for the daemon's chain."""
     p, w = stall.proc, stall.wait
     where = f"`{w.path}` on the {w.fstype} mount {w.mount_point} ({w.source})"
     others = f"; {waiting}" if waiting else ""
@@ -64,7 +70,12 @@ def fs_story(stall: FsStall, waiting: str) -> Tuple[VerdictState, float, str, Li
             f"{stall.samples} samples{others}"
         )
         reason = f"serves the FUSE mount {w.mount_point} that {p.name} waits on ({w.path})"
-        suspects = [Suspect(pid=w.daemon_pid, host=p.key[0], reason=reason)]
+        chain = (
+            (f"{waiters} → (peer) → " if waiters else "")
+            + f"{p.name} → (FUSE read of {w.path}) → {daemon}: "
+            + _STATE_WORDS.get(w.daemon_state, w.daemon_state)
+        )
+        suspects = [Suspect(pid=w.daemon_pid, host=p.key[0], reason=reason, chain=chain)]
         if w.daemon_state in ("T", "t"):
             text = (
                 f"{head} - the daemon is stopped: `kill -CONT {w.daemon_pid}`; killing the "

@@ -21,7 +21,7 @@ from diag.verdict.situation import (
 from diag.verdict.stories import (
     lock_story,
 )
-from diag.verdict.waits import CHILD
+from diag.verdict.waits import CHILD, PEER
 from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
 
 
@@ -80,7 +80,9 @@ def waits_on_filesystem(s: Situation) -> Optional[Decision]:
         return None
     st = stalls[0]
     others = [p for p in s.alive if p.key != st.proc.key and p.main_wait and p.main_wait.kind]
-    state, confidence, text, suspects = fs_story(st, waits_phrase(group_by_wait(others)[:2]))
+    waiting = waits_phrase(group_by_wait(others)[:2])
+    peers = [p for p in others if p.main_family == PEER]
+    state, confidence, text, suspects = fs_story(st, waiting, who(peers) if peers else "")
     return decided(state, confidence, f"{state}: {text}", suspects)
 
 
