@@ -153,3 +153,21 @@ def test_contended_host_the_cpu_ratio_names_it_when_the_job_runs_a_collective_ba
     assert "at 4.0x the others' CPU" in named.summary
     unsynced = straggler_analysis(b := build(procs(False), n=3), extract(b))
     assert unsynced is not None and unsynced.suspects == ()
+
+
+def test_flight_recorder_duration_is_read_from_a_dump_entry() -> None:
+    from diag.probes.nccl.fr_dump import summarize_dump
+
+    entry = {
+        "collective_seq_id": 3,
+        "profiling_name": "nccl:all_reduce",
+        "state": "completed",
+        "process_group": ["0", "default"],
+        "time_created_ns": 1_000_000_000,
+    }
+    dump = {"entries": [dict(entry, duration_ms=12.5), dict(entry, collective_seq_id=4)]}
+    (rec,) = summarize_dump(dump, rank=0)
+    assert [c.duration_ms for c in rec.recent] == [12.5, None]
+    bad = {"entries": [dict(entry, duration_ms="soon"), dict(entry, duration_ms=-1.0)]}
+    (rec,) = summarize_dump(bad, rank=0)
+    assert [c.duration_ms for c in rec.recent] == [None, None]
