@@ -15,8 +15,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from diag.model import Verdict, WaitEdge, WaitGraph, WaitNode
 from diag.render import fmt
-from diag.render.index import BundleIndex
+from diag.render.index import BundleIndex, Proc
 from diag.render.view_graph import GraphArrow, GraphBox, GraphView
+from diag.text.roles import framework_role, named
 
 MAX_BOXES = 40
 BOX_W, BOX_H = 180, 42
@@ -124,6 +125,22 @@ def _pick(graph: WaitGraph, index: BundleIndex, verdict: Verdict) -> Tuple[List[
     return drawn, note
 
 
+BOX_CHARS = 26  # a box's label line
+
+
+def _box_label(n: WaitNode, proc: Optional[Proc]) -> str:
+    """The node as the verdict's sentences and the tables name it ("scheduler TP0",
+    "detokenizer (pid 2206)", "main (pid 2190)" where the full name does not fit a box)."""
+    role = framework_role(proc.info.cmdline, proc.info.name) if proc is not None else None
+    if role is None:
+        return n.label
+    short = role.name.split(" (")[0]
+    for text in (named(role, n.rank, n.pid), f"{short} (pid {n.pid})"):
+        if len(text) <= BOX_CHARS:
+            return text
+    return f"{short} {n.pid}"
+
+
 def build_graph(index: BundleIndex, verdict: Optional[Verdict]) -> Optional[GraphView]:
     graph = verdict.graph if verdict is not None else None
     if graph is None or verdict is None:
@@ -152,7 +169,7 @@ def build_graph(index: BundleIndex, verdict: Optional[Verdict]) -> Optional[Grap
             proc = index.proc_for_pid(n.pid, n.host) if not _is_outside(n.key) else None
             boxes[n.key] = GraphBox(
                 key=n.key,
-                label=fmt.clip(n.label, 26),
+                label=fmt.clip(_box_label(n, proc), BOX_CHARS),
                 sub=_sub(n),
                 title=n.detail,
                 x=PAD + col * (BOX_W + GAP_X),
