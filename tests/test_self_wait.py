@@ -109,3 +109,13 @@ def test_running_or_moving_threads_are_not_flagged() -> None:
     assert self_waits(running, extract(running)) == []
     moved = build([_proc([HANDLER + BASE, BASE, HANDLER + BASE])], n=3)
     assert self_waits(moved, extract(moved)) == []
+
+
+def test_blocked_on_a_logging_handler_lock_is_not_a_self_wait() -> None:
+    """A handler that logs through *another* handler blocks on that handler's RLock, held by
+    another thread: logging's own locks re-enter, so the repeat of Handler.handle is no
+    self-wait."""
+    spec = (("acquire", LOGGING), ("Handler.handle", LOGGING), ("Logger.callHandlers", LOGGING),
+            ("Logger.info", LOGGING), ("Audit.emit", APP), ("Handler.handle", LOGGING),
+            ("Logger.callHandlers", LOGGING), ("Logger.info", LOGGING), ("main", APP))  # fmt: skip
+    assert stack_self_wait(_frames(spec)) is None

@@ -39,6 +39,7 @@ Boundary = Literal["signal handler", "finalizer", "GC callback", "logging handle
 
 # Frames that only take a lock: skipped to find the function taking it.
 _LOCK_FILES = ("threading.py", "logging/__init__.py")
+_RLOCK_FILES = ("logging/__init__.py",)
 _LOCK_NAMES = frozenset({"acquire", "__enter__", "_acquireLock", "_acquire_restore"})
 _SIGNAL_NAME = re.compile(
     r"(^|_)(sig|signal|signals|alarm|sigalrm|sigterm|sigint|sighup|sigusr\d?|on_term|on_int"
@@ -114,6 +115,8 @@ def stack_self_wait(
     if a >= len(frames):
         return None
     blocked = frames[a]
+    if blocked.filename.endswith(_RLOCK_FILES):
+        return None  # logging's handler and module locks are RLocks: their owner re-enters
     lower = [j for j in range(a + 1, len(frames)) if _same(frames[j], blocked)]
     if lower:
         j = lower[0]
@@ -159,7 +162,7 @@ def _thread_self_wait(
         return SelfWait(p.key, last.tid, name, blocked, holder, boundary, kind, copies, grew)
     top = stacks[-1][:MAX_FRAMES]
     a = _top(top)
-    if grew <= 0 or a >= len(top):
+    if grew <= 0 or a >= len(top) or top[a].filename.endswith(_RLOCK_FILES):
         return None
     # Only the growth shows it: what was pushed on top holds another copy of the blocked
     # function, and the outermost pushed frame is the handler's entry, whatever its name.
