@@ -131,10 +131,11 @@ def _stragglers(view: ReportView) -> List[str]:
     rows = [
         [text(r.label) + (" **(straggler)**" if r.suspect else ""), text(r.host),
          _bar(r.wait_pct) + text(r.wait_text), text(r.compute_text), r.main_cpu,
-         text(r.flight_recorder)]
+         text(r.vs_busiest), text(r.flight_recorder)]
         for r in st.rows
     ]  # fmt: skip
-    header = ["rank", "node", "waits for others", "computes", "main CPU", "Flight Recorder"]
+    header = ["rank", "node", "waits for others", "computes", "main CPU", "vs the busiest",
+              "Flight Recorder"]  # fmt: skip
     more = f"\n\n_{text(st.more)}_" if st.more else ""
     return [f"### Stragglers\n\n{text(st.summary)}\n\n" + _table(header, rows) + more]
 

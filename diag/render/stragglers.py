@@ -32,7 +32,7 @@ def _fr_text(r: RankLoad) -> str:
     return ", ".join(parts)
 
 
-def _row(index: BundleIndex, r: RankLoad, suspect: bool) -> StragglerRow:
+def _row(index: BundleIndex, r: RankLoad, suspect: bool, busiest: RankLoad) -> StragglerRow:
     proc = index.by_key.get((r.host, r.pid))
     op = f" in {r.wait_op}" if r.wait_op else ""
     return StragglerRow(
@@ -44,6 +44,11 @@ def _row(index: BundleIndex, r: RankLoad, suspect: bool) -> StragglerRow:
         compute_text=f"{r.compute_share * 100:.0f} % ({r.compute_samples} of {r.samples})",
         main_cpu=f"{r.main_cpu_pct:.0f} %",
         cpu=f"{r.cpu_pct:.0f} %",
+        vs_busiest=(
+            f"{r.main_cpu_pct / busiest.main_cpu_pct * 100:.0f} % of rank {busiest.rank}'s"
+            if busiest.main_cpu_pct > 0 and r is not busiest
+            else ("the busiest" if r is busiest else "")
+        ),
         flight_recorder=_fr_text(r),
         suspect=suspect,
     )
@@ -55,7 +60,10 @@ def build_stragglers(index: BundleIndex, verdict: Optional[Verdict]) -> Optional
     if analysis is None:
         return None
     named = set(analysis.suspects)
-    rows = tuple(_row(index, r, r.rank in named) for r in analysis.ranks)
+    if not analysis.ranks:
+        return None
+    busiest = max(analysis.ranks, key=lambda r: r.main_cpu_pct)
+    rows = tuple(_row(index, r, r.rank in named, busiest) for r in analysis.ranks)
     more = f"{analysis.ranks_more:,} more ranks not shown" if analysis.ranks_more else ""
     return StragglersView(
         summary=analysis.summary,

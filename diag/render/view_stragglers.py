@@ -18,6 +18,10 @@ class StragglerRow(View, frozen=True):
     compute_text: str = ""  # "33 % (1 of 3)"
     main_cpu: str = ""  # "97 %"
     cpu: str = ""
+    # Its main-thread CPU against the busiest rank's: in a job that syncs every step, a rank
+    # at a quarter of the busiest one's CPU waits the rest of each step, even where no sample
+    # caught it waiting.
+    vs_busiest: str = ""
     flight_recorder: str = ""  # "#412, enqueues +180 ms, 4 ms each"; "" without a dump
     suspect: bool = False
 
