@@ -62,13 +62,6 @@ pytestmark = [
     ),
 ]
 
-# The poll-loop work (a loop spinning on "nothing to receive" is no work; bytes a job's own
-# ranks exchange while idle are not output) is not in the classifier yet.
-POLL_LOOP = (
-    "an idle scheduler's busy poll (zmq.Again in on_idle/get_loads) and the TP ranks' own gloo "
-    "traffic read as work: the poll-loop rule is not in the classifier yet"
-)
-
 # A weight load's tqdm bar redrawn with \r (375 B, no new line) reads as log progress: the
 # verdict says "progressing" where the issue wants "slow - wait, don't kill" with the loader
 # named (phase, progress and ETA are right).
@@ -482,7 +475,6 @@ class TestOneScheduler:
         if verdict["state"] == "progressing":  # slow names the process that works
             assert suspect_pids(bundle) == [], verdict_line(bundle)
 
-    @pytest.mark.xfail(reason=POLL_LOOP, strict=False)
     def test_idle_default_flags(self, server: Server) -> None:
         """The scheduler busy-polls at ~100% of a core in `Scheduler.on_idle` (zmq receives
         raising `zmq.Again`), the log silent: idle, however busy the poll loop."""
@@ -598,7 +590,6 @@ def server_tp2(sglang_model: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 class TestTensorParallel:
     """TP 2: ``sglang::scheduler_TP0`` and ``_TP1`` (ranks 0 and 1, gloo between them)."""
 
-    @pytest.mark.xfail(reason=POLL_LOOP, strict=False)
     def test_idle_default_flags(self, server_tp2: Server) -> None:
         """Both schedulers busy-poll and exchange ~100-200 KB per 2 s over their own gloo
         connection (the per-iteration request broadcast), the log silent: still idle."""

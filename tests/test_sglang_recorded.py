@@ -12,7 +12,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 import pytest
 from conftest import REPO
-from test_sglang_real import POLL_LOOP, TQDM_BAR, ZOMBIE_RANKS
+from test_sglang_real import TQDM_BAR, ZOMBIE_RANKS
 
 from diag.bundle.io import load_bundle
 from diag.model import Bundle
@@ -36,7 +36,7 @@ IDLE = ("healthy, waiting for ",)
 
 SGLANG: Dict[str, Expect] = {
     "sglang_real_startup": Expect(("progressing", "slow")),
-    "sglang_real_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
+    "sglang_real_idle": Expect(("idle",), None, IDLE),
     "sglang_real_load": Expect(("progressing",)),
     "sglang_real_scheduler_sigstop": Expect(
         ("deadlocked",),
@@ -57,7 +57,7 @@ SGLANG: Dict[str, Expect] = {
         ("slow",), "sglang::scheduler", ("loading weights", "ETA", "don't kill"), TQDM_BAR
     ),
     "sglang_real_tp1_sleep_idle": Expect(("idle",), None, IDLE),
-    "sglang_real_tp2_idle": Expect(("idle",), None, IDLE, POLL_LOOP),
+    "sglang_real_tp2_idle": Expect(("idle",), None, IDLE),
     "sglang_real_tp2_rank_sigstop": Expect(
         ("deadlocked",), "sglang::scheduler_TP1", ("scheduler TP1 is stopped", *STOPPED)
     ),

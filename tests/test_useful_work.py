@@ -312,3 +312,25 @@ def test_the_same_server_with_a_ready_line_is_idle() -> None:
     logs = {"/tmp/engine.log": [(160, 3, tail)] * 3}
     v = classify(build([_starting_server()], logs=logs))
     assert v.state == "idle", v.summary
+
+
+def test_all_ranks_cycling_through_the_empty_handout_read_idle() -> None:
+    """Real SGLang at TP 2, idle: both schedulers caught in the broadcast of the empty batch in
+    every sample, burning CPU, a few dozen bytes a write - the loop's handout of nothing."""
+    ranks = [
+        _scheduler(200 + r, r, [EMPTY_BROADCAST], cpu=60.0, wchar_per_s=50e3, wcalls_per_s=1e3)
+        for r in range(2)
+    ]
+    bundle = build([_front(), *ranks])
+    v = classify(bundle)
+    assert v.state == "idle", v.summary
+    assert "hands out" in v.summary
+
+
+def test_ranks_handing_out_real_batches_are_not_followers() -> None:
+    """Contrast: the same broadcast moving kilobytes a write hands out work: it progresses."""
+    ranks = [
+        _scheduler(200 + r, r, [EMPTY_BROADCAST], cpu=60.0, wchar_per_s=5e6, wcalls_per_s=500)
+        for r in range(2)
+    ]
+    assert classify(build([_front(), *ranks])).state == "progressing"

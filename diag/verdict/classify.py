@@ -46,7 +46,7 @@ from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup import startup_parts
 from diag.verdict.stragglers import straggler_parts
-from diag.verdict.work import with_requests_from_the_job
+from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState
 
 # The evidence sources beyond CPU, stacks, I/O and logs, run in this order (a new source is
@@ -74,7 +74,7 @@ def classify(bundle: Bundle) -> Verdict:
     """The verdict for a bundle; never raises on a well-formed bundle."""
     if not bundle.samples:
         return _unknown(bundle, "no_samples", "no samples were taken - nothing to judge")
-    procs = with_requests_from_the_job(extract(bundle))  # a client in the job is a client
+    procs = with_job_context(extract(bundle))  # poll-loop followers, in-job clients
     if not procs:
         return _unknown(bundle, "nothing_readable", "no process could be read in any sample")
     if not any(ps.status == "alive" for ps in bundle.samples[-1].processes):

@@ -36,17 +36,27 @@ from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
 from diag.frames import is_library
 from diag.model import Bundle, Frame, ProcessSample
 from diag.verdict.thread_wait import ThreadWait, frames_of
-from diag.verdict.waits import FAMILY, PEER, YIELDS, frame_kind, short_name, stack_wait
+from diag.verdict.waits import (
+    FAMILY,
+    PEER,
+    WRAPPERS,
+    YIELDS,
+    frame_kind,
+    short_name,
+    stack_wait,
+)
 
 # What a marker says the loop polls for.
-PollMarker = Literal["idle-hook", "nonblocking", "yield", "completion"]
+PollMarker = Literal["idle-hook", "nonblocking", "receive", "yield", "completion", "handout"]
 
 # How a sentence names each marker.
 MARKER_WORDS: Dict[PollMarker, str] = {
     "idle-hook": "an idle hook",
     "nonblocking": "receives that return at once",
+    "receive": "a receive loop finding nothing",
     "yield": "yields",
     "completion": "completion polls",
+    "handout": "the empty batch its poll loop hands out",
 }
 
 POLL_KIND = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
@@ -126,6 +136,11 @@ _RECEIVE_FILES = ("zmq/sugar/socket.py", "zmq/sugar/poll.py")
 _RECEIVE_DEPTH = 3  # a receive's own helpers (Condition.__exit__ in Queue.get) sit above it
 
 
+# The job's own receive step, by name (SGLang's ``recv_requests``, ``poll_queue``), caught
+# running: a loop between two of its receives.
+_RECEIVE_NAME = re.compile(r"^_*(?:recv|receive|poll)(?:_|$)", re.IGNORECASE)
+
+
 def _receives(frame: Frame) -> bool:
     name = short_name(frame.name)
     if frame.filename.endswith(_RECEIVE_FILES):
@@ -138,13 +153,18 @@ def sample_markers(frames: Sequence[Frame], running: bool) -> Tuple[Tuple[PollMa
     receive call itself (the first few frames, library code down to it: not an event loop
     far below a handler)."""
     found = stack_markers(frames)
-    if running:
-        for index, frame in enumerate(frames[:_RECEIVE_DEPTH]):
-            if _receives(frame):
-                return (("nonblocking", index), *found)
-            if not is_library(frame):
-                break
-    return found
+    if not running:
+        return found
+    for index, frame in enumerate(frames[:_RECEIVE_DEPTH]):
+        if _receives(frame):
+            return (("nonblocking", index), *found)
+        if not is_library(frame):
+            break
+    known = stack_wait(frames)
+    if known is not None and FAMILY.get(known[0]) == PEER:
+        return found  # a pipeline stage's recv_forward in a collective: the peer's wait
+    named = next((i for i, f in enumerate(frames) if _RECEIVE_NAME.search(short_name(f.name))), -1)
+    return (("receive", named), *found) if named >= 0 else found
 
 
 def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> Optional[PollLoop]:
@@ -159,6 +179,8 @@ def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> O
     markers = [m for marks in found for m, _ in marks]
     if not markers:
         return None
+    if set(markers) == {"receive"} and len({s for s, _ in samples}) == 1:
+        return None  # one long call in a function named for receiving: it may compute
     outer: Set[Sig] = set()  # the frames a marker runs under, each as the innermost one
     for fr, marks in zip(frames, found):
         if marks:
@@ -186,7 +208,7 @@ def _as_wait(
 ) -> PollLoop:
     outer = _common_outer([_sig(f) for f in frames])
     loop = outer[0][0] if outer else frames[-1][0].name
-    caller = outer[1][0] if len(outer) > 1 else ""
+    caller = next((name for name, _ in outer[1:] if short_name(name) not in WRAPPERS), "")
     if set(markers) <= {"completion", "yield"} and (peer_label or "completion" in markers):
         # Asking "done yet?" of a collective or a device: that collective's wait.
         inner = next((fr[i] for fr in frames for m, i in stack_markers(fr) if m == "completion"),

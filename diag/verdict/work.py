@@ -25,7 +25,8 @@ from typing import Collection, FrozenSet, List, Mapping, Sequence
 
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_helper, is_receive_collective, serving_ports
-from diag.verdict.polling import MARKER_WORDS, POLL_KIND
+from diag.verdict.polling import MARKER_WORDS, POLL_KIND, PollLoop
+from diag.verdict.thread_wait import ThreadWait
 from diag.verdict.waits import LOCK, PEER
 from diag.verdict.wording import verb, who
 
@@ -76,8 +77,13 @@ def exchange_only(p: ProcSignals) -> bool:
     # Nothing handed out: messages of a few dozen bytes each (a size header saying 0). A
     # handout of real batches, or pipeline stages' activations, writes kilobytes a call.
     if p.write_calls_delta > 0:
-        return p.write_delta_bytes <= CHATTER_BYTES_PER_WRITE * p.write_calls_delta
+        return chatter(p)
     return p.write_delta_bytes < TRAFFIC_MIN_BYTES * max(1, p.intervals)
+
+
+def chatter(p: ProcSignals) -> bool:
+    """Its writes average a few dozen bytes a call: control messages, not data."""
+    return p.write_delta_bytes <= CHATTER_BYTES_PER_WRITE * p.write_calls_delta
 
 
 def output_bytes(p: ProcSignals, heartbeat_bytes: Mapping[int, int]) -> int:
@@ -124,6 +130,56 @@ def answers(p: ProcSignals) -> bool:
     """It answered requests during the capture, whoever sent them (with the job's own
     requests counted in by ``with_requests_from_the_job``)."""
     return p.served_delta_bytes >= SERVED_MIN_BYTES
+
+
+def with_job_context(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """What only the whole job tells about each process, applied once after the features:
+    ranks that follow a poll loop (``with_poll_followers``), then requests from the job's own
+    clients (``with_requests_from_the_job``)."""
+    return with_requests_from_the_job(with_poll_followers(procs))
+
+
+def with_poll_followers(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """Ranks that wait, most of the time, in the collective through which the job's poll loop
+    hands out its batch - every iteration, empty when idle (SGLang's TP ranks in
+    ``broadcast_pyobj`` of an empty list), writing a few dozen bytes a call - follow that poll
+    loop: their samples between two handouts are the loop's bookkeeping (an empty
+    ``process_input_requests``), their CPU its spin, their wait the same one: for work. The
+    loop is a rank seen polling for work, or, when every rank sits in the handout and bytes
+    move, the handout itself. A rank that computes a batch writes kilobytes a call, or leaves
+    the handout for a forward in most samples: it stays itself."""
+    ranks = [p for p in procs if p.rank is not None and not p.dead and not is_helper(p)]
+    leaders = {p.key[0] for p in ranks if polls_for_work(p)}
+    hands = [p for p in ranks if p.poll is None and _in_handout(p)]
+    for host in {p.key[0] for p in hands} - leaders:
+        on_host = [p for p in ranks if p.key[0] == host]
+        all_in = len(on_host) > 1 and all(p in hands for p in on_host)
+        if all_in and any(p.write_calls_delta for p in on_host):
+            leaders.add(host)  # the whole group cycles through the handout: its poll loop
+    followers = {p.key for p in hands if p.key[0] in leaders}
+    return [_follower(p) if p.key in followers else p for p in procs]
+
+
+def _in_handout(p: ProcSignals) -> bool:
+    """In the handout collective in most samples, its writes a few dozen bytes a call."""
+    labels = [lb for lb in p.main_wait_labels if is_receive_collective(lb)]
+    if not labels or len(labels) * 2 < len(p.main_wait_labels):
+        return False
+    return not p.write_calls_delta or chatter(p)
+
+
+def _follower(p: ProcSignals) -> ProcSignals:
+    labels = [lb for lb in p.main_wait_labels if is_receive_collective(lb)]
+    wait = ThreadWait(POLL_KIND, labels[-1], p.main_wait.caller if p.main_wait else "", True)
+    loop = PollLoop(wait=wait, markers=("handout",), samples=len(p.main_wait_labels))
+    return dataclasses.replace(
+        p,
+        poll=loop,
+        main_wait=wait,
+        spin_pct=p.spin_pct + p.compute_pct,
+        compute_pct=0.0,
+        compute_intervals=0,
+    )
 
 
 def with_requests_from_the_job(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
