@@ -39,6 +39,11 @@ def test_the_slow_rank_is_named_with_its_figures_in_verdict_report_and_markdown(
     assert 2 in [s.get("rank") for s in verdict["suspects"]]
     loads = {r["rank"]: r for r in verdict["stragglers"]["ranks"]}
     assert loads[2]["main_cpu_pct"] >= 2 * max(loads[r]["main_cpu_pct"] for r in (0, 1, 3))
+    # Each rank dumps its Flight Recorder every few steps: rank 2 enqueues its all_reduce last.
+    assert loads[2]["fr_last_seq"] and loads[2]["fr_enqueue_lag_ms"] > max(
+        loads[r]["fr_enqueue_lag_ms"] for r in (0, 1, 3)
+    )
+    assert "Flight Recorder: rank 2 enqueues its collectives" in verdict["summary"]
     html = out.with_suffix(".html").read_text()
     md = out.with_suffix(".md").read_text()
     assert 'id="stragglers"' in html and "waits for others" in html

@@ -276,6 +276,19 @@ def _fr_summary(slow: RankLoad, others: Sequence[RankLoad]) -> str:
     return text
 
 
+def _fr_confirms(slow: Sequence[RankLoad], others: Sequence[RankLoad]) -> str:
+    """The Flight Recorder's word beside the samples', where its dumps give enqueue times."""
+    lags = [r.fr_enqueue_lag_ms for r in others if r.fr_enqueue_lag_ms is not None]
+    mine = [r.fr_enqueue_lag_ms for r in slow if r.fr_enqueue_lag_ms is not None]
+    if not lags or not mine:
+        return ""
+    verb = "enqueues" if len(slow) == 1 else "enqueue"
+    return (
+        f"; Flight Recorder: {_who(slow)} {verb} its collectives {min(mine):.0f} ms after the "
+        f"first rank on average (the others {min(lags):.0f}-{max(lags):.0f} ms)"
+    )
+
+
 def _none_summary(loads: Sequence[RankLoad]) -> str:
     shares = [r.peer_wait_share * 100 for r in loads]
     cpus = [r.main_cpu_pct for r in loads]
@@ -304,7 +317,7 @@ def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional
     if not slow:
         summary, kind = _none_summary(loads), "none"
     elif kind == "samples":
-        summary = _sample_summary(slow, others)
+        summary = _sample_summary(slow, others) + _fr_confirms(slow, others)
     else:
         summary = _fr_summary(slow[0], others)
     multi_host = len({r.host for r in loads}) > 1

@@ -38,6 +38,7 @@ def run(extra_work: Dict[int, int]) -> None:
         weights -= 1e-4 * grad
         if step % 5 == 0:
             log.info("step %d norm %.4f", step, float(weights.norm()))
+            dump_flight_recorder(rank)
         if step == 6:
             _gloo.mark("stepping")
 
@@ -50,3 +51,26 @@ def forward_backward(weights: Any, products: int) -> Any:
     for _ in range(products):
         x = torch.tanh(x @ weights)
     return x
+
+
+def dump_flight_recorder(rank: int) -> None:
+    """Write this rank's Flight Recorder ring where diag looks for it (the prefix in
+    TORCH_FR_DUMP_TEMP_FILE + rank), as torch does on a timeout - here every few steps, so
+    a capture sees each rank's recent collectives and when it enqueued them."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if not prefix:
+        return
+    import torch
+
+    data = torch._C._distributed_c10d._dump_fr_trace_json(True, True)
+    path = f"{prefix}{rank}"
+    with open(path + ".tmp", "wb") as fh:
+        fh.write(data.encode() if isinstance(data, str) else data)
+    os.replace(path + ".tmp", path)
+
+
+def flight_recorder_env() -> None:
+    """Turn the Flight Recorder on for the ranks (set before they start)."""
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "64")
+    where = tempfile.mkdtemp(prefix="diag-fr-")
+    os.environ.setdefault("TORCH_FR_DUMP_TEMP_FILE", os.path.join(where, "fr_rank_"))

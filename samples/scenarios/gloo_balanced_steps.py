@@ -8,6 +8,7 @@ import _gloo_steps
 
 if __name__ == "__main__":
     if _gloo.rank() is None:
+        _gloo_steps.flight_recorder_env()
         _gloo.launch(__file__, _gloo_steps.WORLD_SIZE)
     else:
         _gloo_steps.run({})
