@@ -168,6 +168,7 @@ class FsWait(Record, frozen=True):
 
     pid: int
     tid: int
+    host: str = ""  # set by diag merge, like every record's host
     path: str = ""
     mount_point: str = ""
     fstype: str = ""  # "fuse.gcsfuse", "nfs4"

@@ -27,28 +27,25 @@ class FsStall:
 
 
 def fs_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[FsStall]:
-    """One stall per process: its thread waiting on the same file in every sample (two at
-    least), on a FUSE or network mount. Keyed by pid: the probe runs per host, and a merged
-    bundle's hosts are told apart by the processes of the same pid only when one host has
-    such a wait (``FsWait`` carries no host yet)."""
+    """One stall per process: its thread waiting on the same file in every sample it was
+    seen in (two at least), on a FUSE or network mount. Keyed by (host, pid): ``diag merge``
+    labels each wait with its host."""
     if len(bundle.samples) < 2 or not bundle.samples[-1].fs_waits:
         return []
-    seen: Dict[Tuple[int, int, str], int] = {}
+    seen: Dict[Tuple[str, int, int, str], int] = {}
     for sample in bundle.samples:
         for w in sample.fs_waits:
-            seen[(w.pid, w.tid, w.path)] = seen.get((w.pid, w.tid, w.path), 0) + 1
-    by_pid: Dict[int, List[ProcSignals]] = {}
-    for p in procs:
-        if not p.dead:
-            by_pid.setdefault(p.pid, []).append(p)
+            key = (w.host, w.pid, w.tid, w.path)
+            seen[key] = seen.get(key, 0) + 1
+    alive = {p.key: p for p in procs if not p.dead}
     out: List[FsStall] = []
     for w in bundle.samples[-1].fs_waits:
-        matches = by_pid.get(w.pid, [])
-        n = seen.get((w.pid, w.tid, w.path), 0)
-        if len(matches) != 1 or any(s.proc.pid == w.pid for s in out):
+        p = alive.get((w.host, w.pid))
+        n = seen.get((w.host, w.pid, w.tid, w.path), 0)
+        if p is None or any(s.proc.key == p.key for s in out):
             continue
-        if n >= 2 and n >= len(matches[0].samples):
-            out.append(FsStall(matches[0], w, n))
+        if n >= 2 and n >= len(p.samples):
+            out.append(FsStall(p, w, n))
     return out
 
 
