@@ -543,9 +543,9 @@ def loading(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         print(f"sglang ({BIG_MODEL_GIB} GiB) ready after {srv.ready_after_s:.1f}s, load "
               f"{match.group(1) if match else '?'} s")  # fmt: skip
         yield srv
-        shutil.rmtree(model, ignore_errors=True)
     finally:
         srv.stop()
+        shutil.rmtree(model, ignore_errors=True)  # 4 GiB: pytest keeps its last 3 runs' dirs
 
 
 class TestWeightLoad:
