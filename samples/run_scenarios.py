@@ -549,6 +549,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the timer keeps firing, the stack deepens",
     ),
     Scenario(
+        "finalizer_lock",
+        "deadlocked",
+        ("root",),
+        False,
+        "a connection's `__del__` takes the pool's plain Lock that the frame it ran on top of "
+        "(`Pool.swap`) holds; one thread, no timer",
+    ),
+    Scenario(
         "rlock_reentered",
         "progressing",
         (),

@@ -119,3 +119,27 @@ def test_blocked_on_a_logging_handler_lock_is_not_a_self_wait() -> None:
             ("Logger.info", LOGGING), ("Audit.emit", APP), ("Handler.handle", LOGGING),
             ("Logger.callHandlers", LOGGING), ("Logger.info", LOGGING), ("main", APP))  # fmt: skip
     assert stack_self_wait(_frames(spec)) is None
+
+
+def test_a_finalizer_taking_the_lock_its_caller_holds_alone_in_its_process() -> None:
+    """`Conn.__del__` runs inside `Pool.swap` (which holds the pool lock) and calls
+    `Pool.checkin`, which takes it: another class, so only "no other thread ran" names it."""
+    spec: Spec = (("Pool.checkin", APP), ("Conn.__del__", APP), ("Pool.swap", APP),
+                  ("main", APP))  # fmt: skip
+    alone = build([_proc([spec] * 3)], n=3)
+    found = self_waits(alone, extract(alone))
+    assert len(found) == 1 and found[0].kind == "finalizer" and found[0].inferred
+    assert found[0].holder.name == "Pool.swap" and found[0].boundary.name == "Conn.__del__"
+    assert classify(alone).rule == "waits_on_itself"
+
+
+def test_a_finalizer_waiting_while_another_thread_is_blocked_on_a_lock_is_left_alone() -> None:
+    from series import Thr
+
+    spec: Spec = (("Pool.checkin", APP), ("Conn.__del__", APP), ("Pool.swap", APP),
+                  ("main", APP))  # fmt: skip
+    p = _proc([spec] * 3)
+    p.threads = [Thr(tid_offset=1, stack=(("acquire", THREADING), ("worker", APP)),
+                     futex_op=0x189, wait_timed=False)]  # fmt: skip
+    pair = build([p], n=3)
+    assert self_waits(pair, extract(pair)) == []

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
+from diag.frames import is_library
 from diag.model import Bundle, Frame, ThreadSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import frames_of
@@ -66,6 +67,9 @@ class SelfWait:
     kind: Boundary
     copies: int = 2  # how many times the blocked function is on the stack
     grew_frames: int = 0  # frames the stack gained over the capture (a timer re-entering)
+    # The holder is inferred: a finalizer of another class blocked on top of it while no other
+    # thread of the process ran during the capture, so no other thread can hold the lock.
+    inferred: bool = False
 
 
 def _is_lock_frame(f: Frame) -> bool:
@@ -145,8 +149,32 @@ def _blocked_on_lock(t: ThreadSample) -> bool:
     return t.state == "S" and futex and t.wait_timed is not True
 
 
+FINALIZER_DEPTH = 16  # frames above which a finalizer is looked for, from the blocked one
+
+
+def _finalizer_at(frames: Sequence[Frame], a: int) -> Optional[int]:
+    """Index of the innermost ``__del__`` at or just below the blocked frame ``a``."""
+    for d in range(a, min(len(frames), a + FINALIZER_DEPTH)):
+        if short_name(frames[d].name) == "__del__":
+            return d
+    return None
+
+
+def _finalizer_alone(
+    p: ProcSignals, tid: int, name: str, frames: Sequence[Frame]
+) -> Optional[SelfWait]:
+    """A lock taken from a ``__del__`` while no other thread of its process ran: the lock is
+    held by a frame of this very stack - the one the finalizer ran on top of."""
+    a = _top(frames)
+    d = _finalizer_at(frames, a)
+    if d is None or d + 1 >= len(frames):
+        return None
+    holder = next((f for f in frames[d + 1 :] if not is_library(f)), frames[d + 1])
+    return SelfWait(p.key, tid, name, frames[a], holder, frames[d], "finalizer", 1, 0, True)
+
+
 def _thread_self_wait(
-    bundle: Bundle, p: ProcSignals, series: Sequence[ThreadSample]
+    bundle: Bundle, p: ProcSignals, series: Sequence[ThreadSample], others_still: bool = False
 ) -> Optional[SelfWait]:
     if len(series) < 2 or not all(_blocked_on_lock(t) for t in series):
         return None
@@ -160,6 +188,10 @@ def _thread_self_wait(
     if found is not None:
         blocked, holder, boundary, kind, copies = found
         return SelfWait(p.key, last.tid, name, blocked, holder, boundary, kind, copies, grew)
+    if grew == 0 and others_still:
+        alone = _finalizer_alone(p, last.tid, name, stacks[-1][:MAX_FRAMES])
+        if alone is not None:
+            return alone
     top = stacks[-1][:MAX_FRAMES]
     a = _top(top)
     if grew <= 0 or a >= len(top) or top[a].filename.endswith(_RLOCK_FILES):
@@ -180,9 +212,28 @@ def _suspicious(frames: Sequence[Frame]) -> bool:
     a = _top(frames)
     if a >= len(frames):
         return False
-    if short_name(frames[a].name) == "__del__":
+    if _finalizer_at(frames, a) is not None:
         return True
     return any(_same(f, frames[a]) for f in frames[a + 1 :])
+
+
+def _others_still(bundle: Bundle, key: Tuple[str, int], tid: int) -> bool:
+    """No other thread of the process used CPU or changed its stack over the capture, and no
+    other Python thread sits blocked on a lock (it could be the holder, in a cycle)."""
+    seen: Dict[int, Tuple[int, Optional[str]]] = {}
+    for sample in bundle.samples:
+        for ps in sample.processes:
+            if (ps.host, ps.pid) != key or ps.status != "alive":
+                continue
+            for t in ps.threads:
+                if t.tid == tid:
+                    continue
+                if t.stack_id is not None and _blocked_on_lock(t):
+                    return False
+                now = (t.utime_ticks + t.stime_ticks, t.stack_id)
+                if seen.setdefault(t.tid, now) != now:
+                    return False
+    return True
 
 
 def self_waits(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[SelfWait]:
@@ -217,7 +268,8 @@ def self_waits(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[SelfWait]:
                         if t.tid in series and t.stack_id is not None:
                             series[t.tid].append(t)
         for tid in tids:
-            found = _thread_self_wait(bundle, wanted[key], series[tid])
+            still = _others_still(bundle, key, tid)
+            found = _thread_self_wait(bundle, wanted[key], series[tid], still)
             if found is not None:
                 out.append(found)
                 break
@@ -252,6 +304,14 @@ def _frame_text(f: Frame) -> str:
 
 def self_wait_text(w: SelfWait, who: str) -> str:
     """The sentence after "deadlocked: ": who, the two frames, how, the remedy."""
+    if w.inferred:
+        return (
+            f"{who} (thread {w.thread}) waits on itself - it blocks taking a lock in "
+            f"{_frame_text(w.blocked)}, called from the finalizer {_frame_text(w.boundary)}, "
+            f"which ran on top of {_frame_text(w.holder)} lower on its own stack; no other "
+            "thread of it ran during the capture, so that frame holds the lock. No other "
+            f"thread can release it: kill it; the fix: {_REMEDY[w.kind]}"
+        )
     via = "re-entered on top of it" if w.kind == "re-entered" else f"a {w.kind}"
     growth = (
         f"; its stack grew {w.grew_frames} frames during the capture - the handler fires again "
