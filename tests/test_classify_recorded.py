@@ -176,7 +176,10 @@ def test_a_server_holding_unanswered_requests_is_no_chain_end_whatever_it_logs()
     verdict = classify(load_bundle(BUNDLES / "vllm_engine_sigstop_stats_line.json"))
     assert verdict.graph is not None
     assert any(
-        c.startswith("outside: clients → (request) → pid 30272 vllm → (unix) → pid 30331")
+        c.startswith(
+            "outside: clients → (request) → API server (vllm serve, pid 30272) → (unix) → "
+            "EngineCore (pid 30331)"
+        )
         and "stopped" in c
         for c in verdict.graph.chains
     ), verdict.graph.chains

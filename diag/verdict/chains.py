@@ -68,7 +68,7 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]
             continue
         if n.state == "stopped":
             stopped = True
-        elif n.state in ("zombie", "exited") and (key in waited_on or n.label.startswith("rank ")):
+        elif n.state in ("zombie", "exited") and (key in waited_on or n.rank is not None):
             dead = True
         elif n.state in ("computing", "working", "disk", "spinning"):
             work = work or n.state != "spinning"

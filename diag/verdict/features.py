@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
+from diag.text.roles import framework_role, named
 from diag.verdict.polling import PollLoop, collective_spin, poll_loops
 from diag.verdict.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
 from diag.verdict.waits import PEER, family
@@ -110,6 +111,11 @@ class ProcSignals:
 
     @property
     def name(self) -> str:
+        """How sentences name it: by its framework's title when it has one ("scheduler TP1",
+        "detokenizer (pid 2206)"), else "rank 3" / "pid 4242" - as ``wording.who`` does."""
+        role = framework_role(self.info.cmdline, self.info.name)
+        if role is not None:
+            return named(role, self.rank, self.pid)
         return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
 
 

@@ -138,8 +138,11 @@ def follow(
 
 
 def _who(nodes: Sequence[WaitNode]) -> str:
-    ranks = [n.rank for n in nodes if n.rank is not None and n.label.startswith("rank ")]
-    others = [n.label for n in nodes if not (n.rank is not None and n.label.startswith("rank "))]
+    """Nodes as a chain names them: several ranks as a range ("ranks 0-2"), the rest (and a
+    lone rank) by their labels ("scheduler TP1", "pid 12 cc1plus")."""
+    ranked = [n for n in nodes if n.rank is not None]
+    ranks = [n.rank for n in ranked if n.rank is not None] if len(ranked) > 1 else []
+    others = [n.label for n in nodes if not (ranks and n.rank is not None)]
     parts = [rank_set(ranks)] if ranks else []
     if others:
         parts.append(", ".join(others[:4]) + (f" (+{len(others) - 4})" if len(others) > 4 else ""))

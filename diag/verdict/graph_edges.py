@@ -350,7 +350,7 @@ def _build(
             key=key,
             pid=p.pid,
             host=p.key[0],
-            rank=p.rank,
+            rank=None if is_rank_helper(p) else p.rank,  # a rank's child is no rank
             label=label_of(p),
             state=state,
             detail=_detail(p, state, b.last.get(p.key)),

@@ -20,6 +20,7 @@ from diag.model import (
     WaitNode,
     main_thread,
 )
+from diag.text.roles import framework_role, named
 from diag.text.units import size
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
@@ -112,15 +113,20 @@ def is_outside(key: str) -> bool:
 
 
 def label_of(p: ProcSignals) -> str:
-    """ "rank 3", "pid 12 cc1plus", "pid 12 cc1plus on node2"."""
-    if p.rank is not None and not is_rank_helper(p):
+    """ "rank 3", "scheduler TP1", "detokenizer (pid 12)", "pid 12 cc1plus", "... on node2":
+    a framework's title names the process as the sentences do (``diag.text.roles``)."""
+    ranked = p.rank is not None and not is_rank_helper(p)
+    role = framework_role(p.info.cmdline, p.info.name)
+    host = f" on {p.key[0]}" if p.key[0] else ""
+    if role is not None:
+        return named(role, p.rank if ranked else None, p.pid) + host
+    if ranked:
         return f"rank {p.rank}"
     name = p.info.name
     title = p.info.cmdline[0] if len(p.info.cmdline) == 1 else ""
     if name and title.startswith(name) and len(title) <= 40:
         name = title  # a process title (setproctitle) the 15-byte comm cut: VLLM::EngineCore
-    text = f"pid {p.pid}" + (f" {name}" if name else "")
-    return text + (f" on {p.key[0]}" if p.key[0] else "")
+    return f"pid {p.pid}" + (f" {name}" if name else "") + host
 
 
 def _reading(p: ProcSignals) -> bool:
