@@ -213,6 +213,11 @@ GRAPH_DISAGREES = {
     # Rank 1 sits at a pdb prompt on a silent stdin: to the graph input can still come (a
     # door); the rules call the group deadlocked until someone answers it.
     "torchrun_pdb_rank",
+    # Both SGLang schedulers are zombies (one SIGKILLed) and nothing waits on them any more:
+    # the main process sleeps in its crash dump, the detokenizer on its socket - to the graph
+    # doors that can open; the rules know a scheduler by its title and that the server that
+    # lost them can never serve again.
+    "sglang_real_tp2_rank_killed",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 import pytest
 from conftest import REPO
-from test_sglang_real import TQDM_BAR, ZOMBIE_RANKS
+from test_sglang_real import TQDM_BAR
 
 from diag.bundle.io import load_bundle
 from diag.model import Bundle
@@ -62,7 +62,7 @@ SGLANG: Dict[str, Expect] = {
         ("deadlocked",), "sglang::scheduler_TP1", ("scheduler TP1 is stopped", *STOPPED)
     ),
     "sglang_real_tp2_rank_killed": Expect(
-        ("deadlocked", "exited"), "sglang::schedul", ("scheduler",), ZOMBIE_RANKS
+        ("deadlocked",), "sglang::schedul", ("scheduler (pid {pid}, zombie, exit code -9",)
     ),
     "sglang_real_tp2_sleep_idle": Expect(("idle",), None, IDLE),
 }

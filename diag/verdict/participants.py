@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import List, Sequence, Set
 
+from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
 from diag.verdict.waits import CHILD, PEER, SERVE, short_name
 
@@ -85,6 +86,18 @@ def strong_rank(p: ProcSignals) -> bool:
     """A rank the job itself declared (env, argv, title), or the one a dead sibling is missing;
     not one guessed from the start order of look-alike children (a worker pool has those)."""
     return p.rank is not None and not (p.info.rank_source or "").startswith("inferred:start")
+
+
+# The framework roles that run one per rank (``diag.text.roles``): a dead one is a dead rank,
+# even when its rank cannot be read (a zombie keeps only a 15-byte name: "sglang::schedul").
+RANK_ROLES = frozenset({"scheduler", "worker", "engine core"})
+
+
+def framework_rank(p: ProcSignals) -> bool:
+    """A process its framework runs per rank (an SGLang scheduler, a vLLM worker or engine
+    core), by its title - known even for a zombie whose environment and argv are gone."""
+    role = framework_role(p.info.cmdline, p.info.name)
+    return role is not None and role.role in RANK_ROLES
 
 
 def is_rank_helper(p: ProcSignals) -> bool:

@@ -12,18 +12,21 @@ from diag.model import RankClass, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.participants import (
+    framework_rank,
     is_helper,
     is_rank_helper,
     serving_ports,
     strong_rank,
 )
 from diag.verdict.progress import LogGrowth
+from diag.verdict.readiness import starting
 from diag.verdict.sources import (
     PROGRESS,
     WORK,
     Context,
     Finding,
 )
+from diag.verdict.startup_signs import COMPILING
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
 from diag.verdict.work import (
     answers,
@@ -88,7 +91,9 @@ def measure(
                 heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
     # Useful work, one definition (``diag.verdict.work``): CPU outside waits and poll loops,
     # input read, output that is no heartbeat nor the job's own exchange, requests answered.
-    writers = [p for p in alive if output_bytes(p, heartbeat_bytes)]
+    # Bytes a compiler or its cache writes during start-up are that phase's work, not output.
+    compiling = {r.pid for r in starting(ctx.bundle, ctx.procs) if r.phase == COMPILING}
+    writers = [p for p in alive if p.pid not in compiling and output_bytes(p, heartbeat_bytes)]
     workers = [p for p in alive if computes(p)]
     readers = [p for p in alive if reads_input(p)]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
@@ -105,7 +110,7 @@ def measure(
     ]
     # A dead process explains a hang when it was a rank, or when the living wait on someone
     # (a server with a finished, unreaped helper child is not deadlocked by it).
-    ranked_dead = [p for p in dead if strong_rank(p)] or (
+    ranked_dead = [p for p in dead if strong_rank(p) or framework_rank(p)] or (
         dead if any(strong_rank(p) for p in parts) else []
     )
     answering = [p for p in ctx.procs if not p.dead and not is_rank_helper(p) and answers(p)]

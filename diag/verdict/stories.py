@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from diag.model import RankClass, Suspect
+from diag.text.roles import framework_role, named
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
@@ -45,19 +46,22 @@ def dead_story(
     missing = _missing_ranks(ctx)
     suspects: List[Suspect] = []
     names: List[str] = []
-    for p in dead:
+    # A crash (a signal, an error code) before a clean exit: the one that took the others down.
+    for p in sorted(dead, key=lambda q: q.exit_code in (None, 0)):
         rank = p.rank
         if rank is None and len(dead) == 1 and len(missing) == 1:
             rank = missing[0]  # a zombie has no environ; it is the rank nobody else is
         code = f", exit code {p.exit_code}" if p.exit_code is not None else ""
         if p.exit_code == -9:
             code += ": SIGKILL - the OOM killer? see `dmesg`"
-        label = f"rank {rank}" if rank is not None else "pid"
-        names.append(
-            f"{label} (pid {p.pid}, {p.statuses[-1]}{code})"
-            if rank is not None
-            else f"pid {p.pid} ({p.statuses[-1]}{code})"
-        )
+        role = framework_role(p.info.cmdline, p.info.name)
+        if rank is not None:
+            head = f"rank {rank}" if role is None else named(role, rank, p.pid)
+            names.append(f"{head} (pid {p.pid}, {p.statuses[-1]}{code})")
+        elif role is not None:  # a framework's title, even a zombie's cut one: "scheduler"
+            names.append(f"{role.name} (pid {p.pid}, {p.statuses[-1]}{code})")
+        else:
+            names.append(f"pid {p.pid} ({p.statuses[-1]}{code})")
         suspects.append(_suspect(p, f"{p.statuses[-1]}{code} while its peers wait", rank))
     waiting = waits_phrase(group_by_wait(alive)[:2])
     subject = " and ".join(names)
