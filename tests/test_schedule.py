@@ -52,3 +52,24 @@ def test_waiting_ends_at_a_stop_request() -> None:
     stop.set(15)
     assert s.wait_for(1, stop) is True  # no 30 s sleep: the request ends the wait
     assert stop.by() == " by SIGTERM"
+
+
+def test_cpu_over_a_late_sample_is_cpu_time_over_wall_time() -> None:
+    """A late sample leaves one short and one long interval: the window's CPU is the CPU time
+    over the wall time (100 % here), not the mean of the two rates (400 % and 57 %)."""
+    import msgspec
+
+    from diag.verdict.features import extract
+    from tests.series import Proc, build
+
+    bundle = build([Proc(pid=100, rank=0, cpu_pct=100.0)], n=3, interval_s=2.0)
+    s1 = bundle.samples[1]
+    moved = msgspec.structs.replace(
+        s1,
+        t_s=s1.t_s - 1.5,
+        processes=tuple(msgspec.structs.replace(p, t_s=p.t_s - 1.5) for p in s1.processes),
+    )
+    bundle = msgspec.structs.replace(bundle, samples=(bundle.samples[0], moved, bundle.samples[2]))
+    (sig,) = [p for p in extract(bundle) if p.pid == 100]
+    assert sig.intervals == 2
+    assert 90.0 <= sig.cpu_pct <= 110.0, sig.cpu_pct

@@ -189,9 +189,11 @@ def _interval(
             into = labels if t.stack_id is not None else native_labels
             into[label] = into.get(label, 0.0) + pct
     total = max(0, _proc_ticks(b) - _proc_ticks(a)) * 100.0 / clk / dt_s
-    sig.cpu_pct += total
-    sig.compute_pct += compute
-    sig.spin_pct += spin
+    # Weighted by the interval's length: a late sample leaves a short interval and a long one,
+    # and the mean over the window is CPU time over wall time, not a mean of rates.
+    sig.cpu_pct += total * dt_s
+    sig.compute_pct += compute * dt_s
+    sig.spin_pct += spin * dt_s
     if compute >= COMPUTE_PCT:
         sig.compute_intervals += 1
     if main_a is not None and main_b is not None:
@@ -252,17 +254,19 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
                 alive.append((t_s, ps))
         loops = poll_loops(bundle, [ps for _, ps in alive]) if len(alive) > 1 else {}
         _collective_spin(bundle, info, [ps for _, ps in alive], loops)
+        span_s = 0.0
         for (t_a, a), (t_b, b) in zip(alive, alive[1:]):
             dt_s = t_b - t_a
             if dt_s <= 0:
                 continue
             sig.intervals += 1
+            span_s += dt_s
             ticks = (labels, native_labels)
             _interval(bundle, sig, a, b, dt_s, clk, ticks, spin_labels, loops)
-        if sig.intervals:
-            sig.cpu_pct /= sig.intervals
-            sig.compute_pct /= sig.intervals
-            sig.spin_pct /= sig.intervals
+        if span_s > 0:
+            sig.cpu_pct /= span_s
+            sig.compute_pct /= span_s
+            sig.spin_pct /= span_s
         sig.hot_label = _hot(labels, native_labels)
         if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
             last_main = main_thread(alive[-1][1])
