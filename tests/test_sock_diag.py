@@ -21,7 +21,7 @@ from diag.probes.sock_diag import (
     listening_sockets,
     parse_dump,
 )
-from diag.probes.sockets import _listen_table, listen_ports
+from diag.probes.sockets import listen_ports, listen_table
 
 
 def _message(kind: int, body: bytes) -> bytes:
@@ -78,7 +78,7 @@ def listeners() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 def test_netlink_agrees_with_proc_net_tcp(listeners: tuple[socket.socket, ...]) -> None:
     by_netlink = listening_sockets()
-    by_proc = _listen_table(ProcFS(), os.getpid())
+    by_proc = listen_table(ProcFS(), os.getpid())
     assert by_netlink == by_proc
     ports = {s.getsockname()[1] for s in listeners}
     assert ports <= set(by_netlink.values())

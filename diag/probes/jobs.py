@@ -32,11 +32,11 @@ from diag.probes.job_signals import (
     program_of,
     worth_reading,
 )
-from diag.probes.procfs import ProcFS
+from diag.probes.procfs import ProcFS, read_capped
 from diag.probes.proctree import parse_cmdline
 from diag.probes.rank_sources import detect_rank, title_of
 from diag.probes.sock_diag import listening_sockets
-from diag.probes.sockets import parse_net_tcp
+from diag.probes.sockets import listen_table
 from diag.redact import Redactor
 
 STAT_MAX_BYTES = 4096
@@ -45,28 +45,6 @@ ENVIRON_MAX_BYTES = 256 * 1024
 MAX_FDS_PER_PROCESS = 4096
 MAX_JOB_PROCESSES = 4096  # processes of one job looked at for ports and CPU
 STATES = ("R", "S", "D", "T", "Z")
-
-
-def _read_capped(path: str, max_bytes: int) -> Optional[bytes]:
-    """At most ``max_bytes`` of a /proc file (the target controls argv and environment)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks: List[bytes] = []
-        left = max_bytes
-        while left > 0:
-            chunk = os.read(fd, min(left, 65536))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 class Job(NamedTuple):
@@ -169,9 +147,9 @@ def _read_seen(procfs: ProcFS, stats: Mapping[int, ProcStat]) -> Dict[int, _Seen
     for pid, stat in stats.items():
         if not worth_reading(stat.comm):
             continue
-        raw = _read_capped(f"{root}/{pid}/cmdline", CMDLINE_MAX_BYTES)
+        raw = read_capped(f"{root}/{pid}/cmdline", CMDLINE_MAX_BYTES)
         argv = parse_cmdline(raw) if raw else ()
-        env_raw = _read_capped(f"{root}/{pid}/environ", ENVIRON_MAX_BYTES)
+        env_raw = read_capped(f"{root}/{pid}/environ", ENVIRON_MAX_BYTES)
         seen[pid] = _Seen(argv, parse_environ(env_raw) if env_raw else {})
     return seen
 
@@ -315,7 +293,7 @@ def _wait_until(started: float, window_s: float) -> None:
 
 
 def _cpu_ticks(procfs: ProcFS, pid: int) -> Optional[int]:
-    data = _read_capped(f"{procfs.root}/{pid}/stat", STAT_MAX_BYTES)
+    data = read_capped(f"{procfs.root}/{pid}/stat", STAT_MAX_BYTES)
     stat = parse_proc_stat(pid, data) if data else None
     return stat.cpu_ticks if stat is not None else None
 
@@ -378,9 +356,4 @@ def _listen_table(procfs: ProcFS, pid: int, own: bool) -> Dict[int, int]:
             return listening_sockets()
         except OSError:
             pass
-    table: Dict[int, int] = {}
-    for name in ("tcp", "tcp6"):
-        text = procfs.try_read_text(pid, "net", name)
-        if text:
-            table.update(parse_net_tcp(text))
-    return table
+    return listen_table(procfs, pid)

@@ -22,7 +22,7 @@ import stat
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.model import OpenFile
-from diag.probes.procfs import ProcFS
+from diag.probes.procfs import ProcFS, read_capped
 
 MIN_BYTES = 16 << 20
 MAX_ENTRIES = 64
@@ -129,24 +129,8 @@ def parse_smaps_rss(text: str, paths: Sequence[str]) -> Dict[str, int]:
 
 
 def _read_bounded(path: str, limit: int) -> Optional[str]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        chunks: List[bytes] = []
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, min(65536, left))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    raw = read_capped(path, limit)
+    return None if raw is None else raw.decode("utf-8", "replace")
 
 
 def _open_fds(procfs: ProcFS, pid: int, min_bytes: int) -> List[OpenFile]:

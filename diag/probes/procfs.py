@@ -44,6 +44,29 @@ def _read_small(path: str) -> bytes:
         os.close(fd)
 
 
+def read_capped(path: str, max_bytes: int) -> Optional[bytes]:
+    """At most ``max_bytes`` of a file (the target controls argv, environment, its maps and
+    fds); None when it cannot be opened or read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks: List[bytes] = []
+        left = max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class ProcFS:
     def __init__(self, root: Union[str, Path] = "/proc") -> None:
         self.root = Path(root)

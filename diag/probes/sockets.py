@@ -47,7 +47,8 @@ def inodes_of_links(links: FdLinks) -> Set[int]:
     return inodes
 
 
-def _listen_table(procfs: ProcFS, pid: int) -> Dict[int, int]:
+def listen_table(procfs: ProcFS, pid: int) -> Dict[int, int]:
+    """Listening TCP ports (v4 and v6) of the network namespace of ``pid``: inode -> port."""
     table: Dict[int, int] = {}
     for name in ("tcp", "tcp6"):
         text = procfs.try_read_text(pid, "net", name)
@@ -178,7 +179,7 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
         if netns not in tables:
             own = _own_table(procfs) if netns == ours else None
             tables[netns] = (
-                (own.listen, own) if own is not None else (_listen_table(procfs, pid), None)
+                (own.listen, own) if own is not None else (listen_table(procfs, pid), None)
             )
         links_of[pid] = read_fd_links(procfs, pid)
         inodes_of[pid] = inodes_of_links(links_of[pid])
