@@ -524,6 +524,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same server after start-up: compile bar at 100%, 'ready to serve' logged, "
         "engine waits for work",
     ),
+    Scenario(
+        "inductor_compile_quiet",
+        "slow",
+        None,
+        True,
+        "torch.compile (inductor, CPU) of one new function after another, g++ children, "
+        "generated code and cache written, no log",
+    ),
     # Issue #28: the rank everyone waits for; a thread that waits on itself.
     Scenario(
         "gloo_straggler",

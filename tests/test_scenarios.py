@@ -48,6 +48,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
     "torchrun_store_wait": _SLEEPING_LAGGARD,
     "mp_spawn_barrier": _SLEEPING_LAGGARD,
     "gloo_spin_on_collective": _SLEEPING_LAGGARD,
+    "inductor_compile_quiet": (
+        "inductor waits on its compile futures while short-lived g++/cc1plus come and go: to "
+        "the graph the compilers that exited (0) are ends it waits on; that they were the "
+        "work, and more follow, is the rules' judgment (slow, compiling)"
+    ),
     "startup_parked": (
         "a start-up parked between two steps: to the graph every wait ends at a door (a port, "
         "a timer); that the job has not finished starting is the readiness rule's judgment"
