@@ -481,8 +481,8 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "deadlocked",
         ("rank:2",),
         True,
-        "a front end logs `tput=0.0 tok/s | active=4 | queued=11` twice a second while its 3 "
-        "gloo ranks are stuck in mismatched collectives",
+        "a front end logs its own stats line (`tput=0.0 tok/s`, `active=4`, `queued=11`) twice "
+        "a second while its 3 gloo ranks are stuck in mismatched collectives",
     ),
     Scenario(
         "stats_log_moving",
