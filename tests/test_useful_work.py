@@ -4,9 +4,9 @@ keep their verdicts. Table-driven on built series (``series.build``), no process
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
-from series import SELECTORS, SOCKETSERVER, TORCH, Proc, Thr, build
+from series import SELECTORS, SOCKETSERVER, TORCH, Proc, StackSpec, Thr, build
 
 from diag.model import ServedConn
 from diag.verdict.classify import classify
@@ -41,6 +41,7 @@ FORWARD = (("LlamaModel.forward", f"{SITE}/engine/llama.py"), ("run_batch", SCHE
 FRONT = (("PollSelector.select", SELECTORS), ("BaseServer.serve_forever", SOCKETSERVER))
 
 Stacks = List[Sequence[Tuple[str, str]]]
+AnyStack = Union[StackSpec, List[StackSpec]]  # one stack, or one per sample
 
 
 def _front(served: bool = False) -> Proc:
@@ -159,6 +160,35 @@ def test_cpu_bound_single_rank_stays_slow() -> None:
     assert classify(build([one])).state == "slow"
 
 
+def _spinning(
+    pid: int, rank: int, world_size: int, stack: AnyStack, threads: Sequence[Thr] = ()
+) -> Proc:
+    """A rank running its own Python loop at 100% of a core."""
+    return Proc(
+        pid=pid,
+        rank=rank,
+        world_size=world_size,
+        stack=stack,
+        cpu_pct=99.0,
+        state="R",
+        wchan=None,
+        threads=list(threads),
+    )
+
+
+def _sleeping(pid: int, rank: int, world_size: int, stack: AnyStack) -> Proc:
+    """A rank elsewhere, in a timed sleep (``time.sleep``: clock_nanosleep)."""
+    return Proc(
+        pid=pid,
+        rank=rank,
+        world_size=world_size,
+        stack=stack,
+        wait_timed=True,
+        wchan="hrtimer_nanosleep",
+        syscall="clock_nanosleep",
+    )
+
+
 def test_spin_on_a_collectives_completion_is_that_collectives_wait() -> None:
     """Ranks busy-polling ``fut.done()`` of an all_reduce a peer never joins burn 100% of a
     core each: not slow work - a deadlock, the rank elsewhere named."""
@@ -172,22 +202,8 @@ def test_spin_on_a_collectives_completion_is_that_collectives_wait() -> None:
         ("fetch_shard", "/job/data.py"),
         ("main", "/job/train.py"),
     )
-    ranks = [
-        Proc(pid=500 + r, rank=r, world_size=3, stack=spin, cpu_pct=99.0, state="R", wchan=None)
-        for r in range(2)
-    ]
-    ranks.append(
-        Proc(
-            pid=502,
-            rank=2,
-            world_size=3,
-            stack=elsewhere,
-            wait_timed=True,
-            wchan="hrtimer_nanosleep",
-            syscall="clock_nanosleep",
-        )
-    )
-    bundle = build(ranks)
+    ranks = [_spinning(500 + r, r, 3, spin) for r in range(2)]
+    bundle = build([*ranks, _sleeping(502, 2, 3, elsewhere)])
     by_pid = {p.pid: p for p in extract(bundle)}
     assert by_pid[500].main_family == "peer" and not computes(by_pid[500])
     v = classify(bundle)
@@ -200,7 +216,7 @@ def test_pure_python_spin_without_a_completion_poll_stays_slow() -> None:
     spin = (("wait_for_prefetch", "/job/train.py"), ("main", "/job/train.py"))
     barrier = (("barrier", TORCH), ("main", "/job/train.py"))
     ranks = [
-        Proc(pid=600, rank=1, world_size=2, stack=spin, cpu_pct=99.0, state="R", wchan=None),
+        _spinning(600, 1, 2, spin),
         Proc(pid=601, rank=0, world_size=2, stack=barrier),
     ]
     assert classify(build(ranks)).state == "slow"
@@ -211,32 +227,9 @@ def _spinning_ranks(in_flight: bool) -> List[Proc]:
     C call is invisible to py-spy), gloo's worker thread waiting on a peer (timed) or idle."""
     loop = (("wait_for_grads", "/job/train.py"), ("main", "/job/train.py"))
     worker = Thr(1, None, name="pt_gloo_runloop", wait_timed=in_flight, futex_op=0x189)
-    ranks = [
-        Proc(
-            pid=700 + r,
-            rank=r,
-            world_size=3,
-            stack=loop,
-            cpu_pct=99.0,
-            state="R",
-            wchan=None,
-            threads=[worker],
-        )
-        for r in range(2)
-    ]
+    ranks = [_spinning(700 + r, r, 3, loop, threads=[worker]) for r in range(2)]
     elsewhere = (("write_checkpoint", "/job/train.py"), ("main", "/job/train.py"))
-    ranks.append(
-        Proc(
-            pid=702,
-            rank=2,
-            world_size=3,
-            stack=elsewhere,
-            wait_timed=True,
-            wchan="hrtimer_nanosleep",
-            syscall="clock_nanosleep",
-        )
-    )
-    return ranks
+    return [*ranks, _sleeping(702, 2, 3, elsewhere)]
 
 
 def test_spin_on_an_invisible_completion_poll_with_a_collective_in_flight_is_its_wait() -> None:
