@@ -17,26 +17,17 @@ APP = "/job/shipper.py"
 LOGGING = "/usr/lib/python3.11/logging/__init__.py"
 Spec = Tuple[Tuple[str, str], ...]
 
-HANDLER: Spec = (
+# logger.info(...) down to the handler that takes the shipper's lock, innermost first
+LOG_CALL: Spec = (
     ("Shipper.emit", APP),
     ("Handler.handle", LOGGING),
     ("Logger.callHandlers", LOGGING),
     ("Logger.handle", LOGGING),
     ("Logger._log", LOGGING),
     ("Logger.info", LOGGING),
-    ("on_alarm", APP),
 )
-BASE: Spec = (
-    ("Shipper._ship", APP),
-    ("Shipper.emit", APP),
-    ("Handler.handle", LOGGING),
-    ("Logger.callHandlers", LOGGING),
-    ("Logger.handle", LOGGING),
-    ("Logger._log", LOGGING),
-    ("Logger.info", LOGGING),
-    ("main", APP),
-    ("<module>", APP),
-)
+HANDLER: Spec = (*LOG_CALL, ("on_alarm", APP))
+BASE: Spec = (("Shipper._ship", APP), *LOG_CALL, ("main", APP), ("<module>", APP))
 
 
 def _frames(spec: Spec) -> List[Frame]:
