@@ -8,6 +8,7 @@ waits for that line instead of sleeping, then inspects the live process.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -120,6 +121,22 @@ def run_diag(
         cwd=str(cwd) if cwd else None,
         env=env,
     )
+
+
+def in_mount_namespace(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` with sh in a private mount namespace, where it may mount a small tmpfs
+    (and exit 99 when it cannot); skips without root and unshare, or when the mount fails."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to mount a small tmpfs")
+    result = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if result.returncode == 99:
+        pytest.skip("cannot mount tmpfs here")
+    return result
 
 
 FAKE_NVML = REPO / "tests" / "fake_nvml"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import DIAG, run_diag
+from conftest import DIAG, in_mount_namespace, run_diag
 
 from diag.errors import EXIT_DISK_FULL, EXIT_USAGE
 from diag.probes.procfs import ProcFS
@@ -57,8 +57,6 @@ def test_sigterm_and_sighup_write_what_was_taken(spawn: Any, tmp_path: Path, sig
 
 
 def test_full_disk_still_writes_what_fits_and_says_so(spawn: Any, tmp_path: Path) -> None:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare to mount a small tmpfs")
     job = spawn(SLEEPER)
     mnt = tmp_path / "small"
     mnt.mkdir()
@@ -67,14 +65,7 @@ def test_full_disk_still_writes_what_fits_and_says_so(spawn: Any, tmp_path: Path
         f"{' '.join(DIAG)} capture --pid {job.pid} --count 1 -o {mnt}/x\n"
         f"echo rc=$?\nls {mnt}\n"
     )
-    result = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if result.returncode == 99:
-        pytest.skip("cannot mount tmpfs here")
+    result = in_mount_namespace(script)
     assert f"rc={EXIT_DISK_FULL}" in result.stdout, result.stdout + result.stderr
     assert "the disk is full" in result.stderr
     written = result.stdout.split("rc=", 1)[1].split()[1:]

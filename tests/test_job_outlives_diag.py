@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import List
 
 import pytest
-from conftest import DIAG, PROGRAMS
+from conftest import DIAG, PROGRAMS, in_mount_namespace
 
 from diag.bundle.io import load_bundle
 from diag.errors import EXIT_DISK_FULL, EXIT_INTERNAL, EXIT_OUTPUT
@@ -127,20 +127,6 @@ def test_an_output_dir_that_vanishes_mid_watch_leaves_the_job_running(tmp_path: 
     assert f"tick {TICKS - 1}" in result.stdout
 
 
-def _in_mount_namespace(script: str) -> subprocess.CompletedProcess[str]:
-    if not ROOT or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare to mount a small tmpfs")
-    result = subprocess.run(
-        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if result.returncode == 99:
-        pytest.skip("cannot mount tmpfs here")
-    return result
-
-
 def test_a_real_disk_that_fills_for_a_second_harms_neither_job_nor_outputs(
     tmp_path: Path,
 ) -> None:
@@ -160,7 +146,7 @@ def test_a_real_disk_that_fills_for_a_second_harms_neither_job_nor_outputs(
         "wait $!\necho rc=$?\n"
         f"cat {mnt}/run.log\n"
     )
-    result = _in_mount_namespace(script)
+    result = in_mount_namespace(script)
     stderr = (tmp_path / "err").read_text()
     assert marker.read_text() == "done", stderr
     assert f"rc={EXIT_DISK_FULL}" in result.stdout, result.stdout + stderr
