@@ -27,23 +27,30 @@ Where diag is wrong today the test states the right answer and is marked xfail.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
-import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Set
+from typing import Any, ClassVar, Dict, Iterator, Optional, Set
 
 import pytest
-from conftest import REPO, run_diag
+import real_server
+from conftest import REPO
+from real_server import (
+    Client,
+    RealServer,
+    build_model,
+    capture,
+    captured,
+    free_port,
+    launch,
+    offline_env,
+    suspect_pids,
+    verdict_line,
+)
 
 SGLANG_VENV = REPO / ".venv-sglang"
 PYTHON = SGLANG_VENV / "bin" / "python"
@@ -73,14 +80,7 @@ TQDM_BAR = (
 
 
 def _build_model(out: Path, *extra: str) -> Path:
-    done = subprocess.run(
-        [str(PYTHON), str(REPO / "tests" / "sglang_model.py"), str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
+    return build_model(PYTHON, "sglang_model.py", out, *extra, timeout_s=600)
 
 
 @pytest.fixture(scope="session")
@@ -88,61 +88,20 @@ def sglang_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build_model(tmp_path_factory.mktemp("sglang-model"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _server_env(out: Path) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = offline_env(SGLANG_VENV, out / "hf")
     tmp = out / "tmp"  # zmq's ipc:// socket files are tempfile names: a private TMPDIR
     tmp.mkdir(parents=True, exist_ok=True)
     env.update(
         {
-            "PATH": f"{SGLANG_VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
             "SGLANG_USE_CPU_ENGINE": "1",
             # One core per TP rank; TP 2 fails without an explicit binding here.
             "SGLANG_CPU_OMP_THREADS_BIND": "0|1",
             "OMP_NUM_THREADS": "1",
-            # Offline, and no phoning home.
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_HOME": str(out / "hf"),
-            "DO_NOT_TRACK": "1",
             "TMPDIR": str(tmp),
         }
     )
     return env
-
-
-def _children(pid: int) -> List[int]:
-    out: List[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tasks:
-        try:
-            out += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _title(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
 
 
 def _shm() -> Set[str]:
@@ -153,41 +112,13 @@ def _shm() -> Set[str]:
 
 
 @dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    model: Path
-    log: Path
-    out: Path
-    started_s: float
-    shm_before: Set[str]
+class Server(RealServer):
+    NAME: ClassVar[str] = "sglang"
+    RECORD_ENV: ClassVar[str] = "DIAG_SGLANG_RECORD"
+    BUNDLE_PREFIX: ClassVar[str] = "sglang_real_"
+
+    shm_before: Set[str] = field(default_factory=set)
     ready_after_s: Optional[float] = None
-    bundles: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    pids: Set[int] = field(default_factory=set)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def descendants(self) -> Dict[int, str]:
-        """pid -> process title, every process below the main process."""
-        found: Dict[int, str] = {}
-        todo = [self.pid]
-        while todo:
-            for child in _children(todo.pop()):
-                if child not in found:
-                    found[child] = _title(child)
-                    todo.append(child)
-        self.pids.update(found)
-        return found
-
-    def titled(self, prefix: str) -> List[int]:
-        return sorted(p for p, t in self.descendants().items() if t.startswith(prefix))
-
-    def one(self, title: str) -> int:
-        found = [p for p, t in self.descendants().items() if t == title]
-        assert len(found) == 1, self.descendants()
-        return found[0]
 
     def ready(self) -> bool:
         try:
@@ -196,57 +127,19 @@ class Server:
             return False
 
     def wait_ready(self) -> float:
-        deadline = self.started_s + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"sglang exited {self.proc.returncode}: {self.tail()}")
-            if self.ready():
-                self.ready_after_s = time.monotonic() - self.started_s
-                self.descendants()
-                return self.ready_after_s
-            time.sleep(0.25)
-        pytest.fail(f"sglang not ready within {READY_TIMEOUT_S}s: {self.tail()}")
+        self.ready_after_s = self.wait_until(self.ready, READY_TIMEOUT_S, "ready")
+        self.descendants()
+        return self.ready_after_s
 
-    def generate(self, max_tokens: int = 16, timeout_s: float = 60.0) -> Dict[str, Any]:
-        body = json.dumps(
-            {
-                "text": "def main():",
-                "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True},
-            }
-        ).encode()
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/generate",
-            data=body,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return dict(json.loads(r.read()))
-
-    def tail(self, n: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
+    def request(self, max_tokens: int = 16, timeout_s: float = 60.0) -> Dict[str, Any]:
+        body = {
+            "text": "def main():",
+            "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True},
+        }
+        return self.post("/generate", body, timeout_s)
 
     def stop(self) -> None:
-        keep = os.environ.get("DIAG_SGLANG_RECORD")
-        if keep:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(self.log, Path(keep) / f"{self.out.name}-serve.log")
-        self.descendants()
-        for pid in [self.pid, *self.pids]:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
+        super().stop()
         # Each launch leaves a 16 KiB /dev/shm/sglang_loads_* segment (and a TP 2 server its
         # ranks' sgl_shm_mq_<pid>_*): the ones that appeared while this server ran.
         owned = tuple(f"sgl_shm_mq_{pid}_" for pid in {self.pid, *self.pids})
@@ -260,7 +153,7 @@ class Server:
 
 def start_server(model: Path, out: Path, tp: int, *extra: str) -> Server:
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     log = out / "sglang-serve.log"
     argv = [
         str(PYTHON),
@@ -283,128 +176,16 @@ def start_server(model: Path, out: Path, tp: int, *extra: str) -> Server:
         *extra,
     ]
     shm = _shm()
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=_server_env(out),
-            cwd=str(out),
-            start_new_session=True,
-        )
-    return Server(proc, port, model, log, out, time.monotonic(), shm)
+    proc = launch(argv, log, _server_env(out), out)
+    return Server(proc, port, model, log, out, time.monotonic(), shm_before=shm)
 
 
 # -- capturing --------------------------------------------------------------------------------
 
 
-def capture(server: Server, situation: str, *flags: str) -> Dict[str, Any]:
-    """``diag capture --pid <main process>`` (defaults unless ``flags``); the bundle, with its
-    stdout."""
-    out = server.out / f"sglang_real_{situation}.json"
-    t0 = time.monotonic()
-    argv = ["capture", "--pid", str(server.pid), "-o", str(out), *flags]
-    done = run_diag(argv, timeout_s=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    bundle: Dict[str, Any] = json.loads(out.read_text())
-    bundle["_stdout"] = done.stdout
-    bundle["_capture_s"] = time.monotonic() - t0
-    server.bundles[situation] = bundle
-    keep = os.environ.get("DIAG_SGLANG_RECORD")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out, Path(keep) / out.name)
-    return bundle
-
-
-def verdict_line(bundle: Dict[str, Any]) -> str:
-    lines = [ln for ln in bundle["_stdout"].splitlines() if ln.startswith("verdict:")]
-    return lines[-1] if lines else ""
-
-
-def suspect_pids(bundle: Dict[str, Any]) -> List[int]:
-    return [s["pid"] for s in bundle["verdict"].get("suspects", [])]
-
-
-def _bundle(server: Server, situation: str) -> Dict[str, Any]:
-    if situation not in server.bundles:
-        pytest.skip(f"situation {situation} was not captured (its test did not run)")
-    return server.bundles[situation]
-
-
-class Client:
-    """Threads sending generate requests until ``stop`` (bounded in count and time)."""
-
-    def __init__(
-        self, server: Server, threads: int = 2, max_requests: int = 2000, max_s: float = 180.0
-    ) -> None:
-        self.server = server
-        self.done = 0
-        self.errors: List[str] = []
-        self._stop = threading.Event()
-        self._left = max_requests
-        self._deadline = time.monotonic() + max_s
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-        for t in self._threads:
-            t.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and time.monotonic() < self._deadline:
-            with self._lock:
-                if self._left <= 0:
-                    return
-                self._left -= 1
-            try:
-                self.server.generate(max_tokens=64, timeout_s=120)
-                with self._lock:
-                    self.done += 1
-            except Exception as exc:  # recorded, asserted by the test
-                self.errors.append(repr(exc))
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=130)
-
-
-class Waiter:
-    """One request in a thread: the client left waiting while a process is stopped."""
-
-    def __init__(self, server: Server) -> None:
-        self.answer: Optional[Dict[str, Any]] = None
-        self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(server,), daemon=True)
-
-    def _run(self, server: Server) -> None:
-        try:
-            self.answer = server.generate(timeout_s=120)
-        except Exception as exc:  # the server may be killed under it
-            self.error = exc
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def result(self, timeout_s: float) -> Optional[Dict[str, Any]]:
-        self._thread.join(timeout=timeout_s)
-        assert self.error is None, repr(self.error)
-        return self.answer
-
-
 def stopped_with_request(server: Server, pid: int, situation: str) -> Dict[str, Any]:
     """SIGSTOP ``pid``, send a request, capture, SIGCONT; the request must then complete."""
-    os.kill(pid, signal.SIGSTOP)
-    waiter = Waiter(server)
-    try:
-        waiter.start()
-        time.sleep(1.5)
-        assert _state(pid) == "T"
-        bundle = capture(server, situation)
-    finally:
-        os.kill(pid, signal.SIGCONT)
-    answer = waiter.result(timeout_s=120)
+    bundle, answer = real_server.stopped_with_request(server, pid, situation, settle_s=1.5)
     assert answer and answer["meta_info"]["completion_tokens"] == 16, answer
     return bundle
 
@@ -460,7 +241,7 @@ class TestOneScheduler:
 
     def test_startup_is_not_deadlocked(self, server: Server) -> None:
         """Importing SGLang (~17 s per process), spawning the scheduler, loading: it moves."""
-        bundle = _bundle(server, "startup")
+        bundle = captured(server, "startup")
         verdict = bundle["verdict"]
         assert verdict["state"] in ("progressing", "slow"), verdict_line(bundle)
         if verdict["state"] == "progressing":  # slow names the process that works
@@ -544,7 +325,7 @@ class TestWeightLoad:
 
     @pytest.mark.xfail(reason=TQDM_BAR, strict=False)
     def test_weight_load_is_slow_with_progress(self, loading: Server) -> None:
-        bundle = _bundle(loading, "weight_load")
+        bundle = captured(loading, "weight_load")
         if bundle["_load_done"]:
             pytest.skip("the weight load ended before the capture did (a fast disk)")
         scheduler = loading.one("sglang::scheduler")

@@ -19,20 +19,31 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
-import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, ClassVar, Dict, Iterator, List, Optional
 
 import pytest
 from conftest import REPO, run_diag
+from real_server import (
+    Client,
+    RealServer,
+    build_model,
+    capture,
+    captured,
+    free_port,
+    keep_copy,
+    launch,
+    offline_env,
+    stopped_with_request,
+    suspect_pids,
+    verdict_line,
+)
 
 VLLM_VENV = REPO / ".venv-vllm"
 VLLM = VLLM_VENV / "bin" / "vllm"
@@ -55,33 +66,14 @@ pytestmark = [
 @pytest.fixture(scope="session")
 def vllm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("vllm-model")
-    done = subprocess.run(
-        [str(VLLM_VENV / "bin" / "python"), str(REPO / "tests" / "vllm_model.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return build_model(VLLM_VENV / "bin" / "python", "vllm_model.py", out, timeout_s=300)
 
 
 def _server_env(cache: Path) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = offline_env(VLLM_VENV, cache / "hf")
     env.update(
         {
-            "PATH": f"{VLLM_VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}",
-            # Offline, and no phoning home.
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-            "HF_HOME": str(cache / "hf"),
             "VLLM_CACHE_ROOT": str(cache / "vllm"),
             # The CPU build (the dist-info shim of `make vllm-venv` also lets vLLM infer it).
             "VLLM_TARGET_DEVICE": "cpu",
@@ -93,64 +85,14 @@ def _server_env(cache: Path) -> Dict[str, str]:
     return env
 
 
-def _children(pid: int) -> List[int]:
-    out: List[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tasks:
-        try:
-            out += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
-        except OSError:
-            pass
-    return out
-
-
-def _title(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "?"
-
-
 @dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    model: Path
-    log: Path
-    out: Path
-    started_s: float
+class Server(RealServer):
+    NAME: ClassVar[str] = "vllm serve"
+    RECORD_ENV: ClassVar[str] = "DIAG_VLLM_RECORD"
+    BUNDLE_PREFIX: ClassVar[str] = "vllm_"
+
     healthy_after_s: Optional[float] = None
     startup: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-    bundles: Dict[str, Dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def descendants(self) -> Dict[int, str]:
-        """pid -> process title, every process below the API server."""
-        found: Dict[int, str] = {}
-        todo = [self.pid]
-        while todo:
-            for child in _children(todo.pop()):
-                if child not in found:
-                    found[child] = _title(child)
-                    todo.append(child)
-        return found
-
-    def titled(self, prefix: str) -> List[int]:
-        return sorted(p for p, t in self.descendants().items() if t.startswith(prefix))
 
     def healthy(self) -> bool:
         try:
@@ -160,57 +102,17 @@ class Server:
             return False
 
     def wait_healthy(self) -> float:
-        deadline = self.started_s + HEALTHY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"vllm serve exited {self.proc.returncode}: {self.tail()}")
-            if self.healthy():
-                self.healthy_after_s = time.monotonic() - self.started_s
-                return self.healthy_after_s
-            time.sleep(0.25)
-        pytest.fail(f"vllm serve not healthy within {HEALTHY_TIMEOUT_S}s: {self.tail()}")
+        self.healthy_after_s = self.wait_until(self.healthy, HEALTHY_TIMEOUT_S, "healthy")
+        return self.healthy_after_s
 
-    def complete(self, max_tokens: int = 16, timeout_s: float = 60.0) -> Dict[str, Any]:
-        body = json.dumps(
-            {"model": str(self.model), "prompt": "def main():", "max_tokens": max_tokens}
-        ).encode()
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/v1/completions",
-            data=body,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return dict(json.loads(r.read()))
-
-    def tail(self, n: int = 3000) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-n:]
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        keep = os.environ.get("DIAG_VLLM_RECORD")
-        if keep:
-            Path(keep).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(self.log, Path(keep) / f"{self.out.name}-serve.log")
-        for pid in [self.pid, *self.descendants()]:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
+    def request(self, max_tokens: int = 16, timeout_s: float = 60.0) -> Dict[str, Any]:
+        body = {"model": str(self.model), "prompt": "def main():", "max_tokens": max_tokens}
+        return self.post("/v1/completions", body, timeout_s)
 
 
 def start_server(model: Path, out: Path, *extra: str) -> Server:
     out.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     log = out / "vllm-serve.log"
     argv = [
         str(VLLM),
@@ -230,106 +132,8 @@ def start_server(model: Path, out: Path, *extra: str) -> Server:
         "-O0",  # the optimization level with the fastest start-up
         *extra,
     ]
-    with open(log, "wb") as sink:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=_server_env(out / "cache"),
-            cwd=str(out),
-            start_new_session=True,
-        )
+    proc = launch(argv, log, _server_env(out / "cache"), out)
     return Server(proc, port, model, log, out, time.monotonic())
-
-
-# -- capturing --------------------------------------------------------------------------------
-
-
-def capture(server: Server, situation: str) -> Dict[str, Any]:
-    """``diag capture --pid <api server>`` with the defaults; the bundle, with its stdout."""
-    out = server.out / f"vllm_{situation}.json"
-    t0 = time.monotonic()
-    done = run_diag(["capture", "--pid", str(server.pid), "-o", str(out)], timeout_s=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    bundle: Dict[str, Any] = json.loads(out.read_text())
-    bundle["_stdout"] = done.stdout
-    bundle["_capture_s"] = time.monotonic() - t0
-    server.bundles[situation] = bundle
-    keep = os.environ.get("DIAG_VLLM_RECORD")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out, Path(keep) / out.name)
-    return bundle
-
-
-def verdict_line(bundle: Dict[str, Any]) -> str:
-    lines = [ln for ln in bundle["_stdout"].splitlines() if ln.startswith("verdict:")]
-    return lines[-1] if lines else ""
-
-
-def suspect_pids(bundle: Dict[str, Any]) -> List[int]:
-    return [s["pid"] for s in bundle["verdict"].get("suspects", [])]
-
-
-class Client:
-    """Threads sending completions until ``stop`` (bounded in count and time)."""
-
-    def __init__(
-        self, server: Server, threads: int = 1, max_requests: int = 2000, max_s: float = 180.0
-    ) -> None:
-        self.server = server
-        self.done = 0
-        self.errors: List[str] = []
-        self._stop = threading.Event()
-        self._left = max_requests
-        self._deadline = time.monotonic() + max_s
-        self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
-        for t in self._threads:
-            t.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and time.monotonic() < self._deadline:
-            with self._lock:
-                if self._left <= 0:
-                    return
-                self._left -= 1
-            try:
-                self.server.complete(max_tokens=64, timeout_s=120)
-                with self._lock:
-                    self.done += 1
-            except Exception as exc:  # recorded, asserted by the test
-                self.errors.append(repr(exc))
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=130)
-
-
-class Waiter:
-    """One completion in a thread: the client left waiting while a process is stopped."""
-
-    def __init__(self, server: Server) -> None:
-        self.answer: Optional[Dict[str, Any]] = None
-        self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, args=(server,), daemon=True)
-
-    def _run(self, server: Server) -> None:
-        try:
-            self.answer = server.complete(timeout_s=120)
-        except Exception as exc:  # the server may be killed under it
-            self.error = exc
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def result(self, timeout_s: float) -> Optional[Dict[str, Any]]:
-        self._thread.join(timeout=timeout_s)
-        assert self.error is None, repr(self.error)
-        return self.answer
 
 
 # -- one TP=1 server through its situations -----------------------------------------------------
@@ -354,12 +158,6 @@ def server(vllm_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield srv
     finally:
         srv.stop()
-
-
-def _bundle(server: Server, situation: str) -> Dict[str, Any]:
-    if situation not in server.bundles:
-        pytest.skip(f"situation {situation} was not captured (its test did not run)")
-    return server.bundles[situation]
 
 
 STATS = re.compile(
@@ -407,7 +205,7 @@ class TestOneEngine:
         assert "healthy, waiting for work" in verdict["summary"], verdict_line(bundle)
 
     def test_ready_idle_names_the_serving_port(self, server: Server) -> None:
-        bundle = _bundle(server, "idle_ready")
+        bundle = captured(server, "idle_ready")
         assert f":{server.port}" in bundle["verdict"]["summary"], verdict_line(bundle)
 
     def test_idle_with_stats_line(self, server: Server) -> None:
@@ -415,7 +213,7 @@ class TestOneEngine:
         (`Avg prompt throughput: 0.0 tokens/s, ... Running: 0 reqs, Waiting: 0 reqs`)."""
         offset = server.log.stat().st_size
         for _ in range(4):
-            assert server.complete()["usage"]["completion_tokens"] == 16
+            assert server.request()["usage"]["completion_tokens"] == 16
         offset = _wait_stats_line(server, offset, busy=True)
         # The idle line comes 10 s after the busy one; the capture's samples are 0, 2 and 4 s in.
         time.sleep(7.0)
@@ -430,7 +228,7 @@ class TestOneEngine:
         """Requests served, the stats lines over: idle."""
         if "idle_stats_line" not in server.bundles:
             for _ in range(4):
-                assert server.complete()["usage"]["completion_tokens"] == 16
+                assert server.request()["usage"]["completion_tokens"] == 16
             time.sleep(21)  # two stats intervals: the busy line and the idle one
         bundle = capture(server, "idle_after_requests")
         verdict = bundle["verdict"]
@@ -457,17 +255,12 @@ class TestOneEngine:
         engines = server.titled("VLLM::EngineCore")
         assert len(engines) == 1, server.descendants()
         engine = engines[0]
-        os.kill(engine, signal.SIGSTOP)
-        waiter = Waiter(server)
-        try:
-            waiter.start()
-            time.sleep(1)
-            assert _state(engine) == "T"
+
+        def still_healthy() -> None:
             assert server.healthy(), "vLLM's /health answers even with its engine stopped"
-            bundle = capture(server, "engine_sigstop")
-        finally:
-            os.kill(engine, signal.SIGCONT)
-        assert waiter.result(timeout_s=120), "the waiting request completes after SIGCONT"
+
+        bundle, answer = stopped_with_request(server, engine, "engine_sigstop", 1, still_healthy)
+        assert answer, "the waiting request completes after SIGCONT"
         verdict = bundle["verdict"]
         assert verdict["state"] == "deadlocked", verdict_line(bundle)
         assert engine in suspect_pids(bundle), verdict_line(bundle)
@@ -485,16 +278,8 @@ class TestOneEngine:
         """SIGSTOP the API server (`vllm serve` itself), then ask for a completion: the request
         sits in the listen backlog, the EngineCore waits idle for work that never comes, /health
         does not answer. diag must name the stopped API server."""
-        os.kill(server.pid, signal.SIGSTOP)
-        waiter = Waiter(server)
-        try:
-            waiter.start()
-            time.sleep(1)
-            assert _state(server.pid) == "T"
-            bundle = capture(server, "api_sigstop")
-        finally:
-            os.kill(server.pid, signal.SIGCONT)
-        assert waiter.result(timeout_s=120), "the waiting request completes after SIGCONT"
+        bundle, answer = stopped_with_request(server, server.pid, "api_sigstop", settle_s=1)
+        assert answer, "the waiting request completes after SIGCONT"
         verdict = bundle["verdict"]
         assert verdict["state"] == "deadlocked", verdict_line(bundle)
         assert server.pid in suspect_pids(bundle), verdict_line(bundle)
@@ -520,10 +305,7 @@ def port_taken(vllm_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Di
             ["capture", "-o", str(out), "--", *argv], timeout_s=400, env=_server_env(tmp / "cache")
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    keep = os.environ.get("DIAG_VLLM_RECORD")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out, Path(keep) / out.name)
+    keep_copy(out, Server.RECORD_ENV)
     bundle: Dict[str, Any] = json.loads(out.read_text())
     # In launch mode the command's own output is diag's stdout; diag's lines go to stderr.
     bundle["_stdout"] = done.stderr
@@ -591,16 +373,8 @@ class TestTensorParallel:
         """SIGSTOP rank 1 with a request in flight: rank 0 spins in its all-reduce waiting for
         it, the EngineCore waits for both. diag must name the stopped rank."""
         _, tp1 = _workers(server_tp2)
-        os.kill(tp1, signal.SIGSTOP)
-        waiter = Waiter(server_tp2)
-        try:
-            waiter.start()
-            time.sleep(1)
-            assert _state(tp1) == "T"
-            bundle = capture(server_tp2, "tp2_worker_sigstop")
-        finally:
-            os.kill(tp1, signal.SIGCONT)
-        assert waiter.result(timeout_s=120), "the waiting request completes after SIGCONT"
+        bundle, answer = stopped_with_request(server_tp2, tp1, "tp2_worker_sigstop", settle_s=1)
+        assert answer, "the waiting request completes after SIGCONT"
         verdict = bundle["verdict"]
         assert verdict["state"] == "deadlocked", verdict_line(bundle)
         assert tp1 in suspect_pids(bundle), verdict_line(bundle)
