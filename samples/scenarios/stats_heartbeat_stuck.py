@@ -12,21 +12,7 @@ import threading
 import time
 
 import _gloo
-
-WORLD_SIZE = 3
-
-
-def sync_metrics() -> None:
-    import torch
-    import torch.distributed as dist
-
-    if _gloo.rank() == 2:  # "rank 2 has no metrics this step" - a classic divergence
-        _gloo.mark("barrier")
-        dist.barrier()
-    else:
-        metrics = torch.zeros(16)
-        _gloo.mark("all_reduce")
-        dist.all_reduce(metrics)
+from gloo_mismatched_collective import WORLD_SIZE, main  # the same ranks, stuck the same way
 
 
 def print_stats(path: str) -> None:
@@ -43,11 +29,6 @@ def start_stats() -> None:
     path = os.path.join(tempfile.mkdtemp(prefix="diag-stats-"), "frontend.log")
     threading.Thread(target=print_stats, args=(path,), daemon=True).start()
     time.sleep(1.2)  # a few lines before the capture: the template's history
-
-
-def main() -> None:
-    _gloo.init()
-    sync_metrics()
 
 
 if __name__ == "__main__":
