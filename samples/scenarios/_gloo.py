@@ -105,6 +105,18 @@ def launch(
         _kill(procs)
 
 
+def run_steps(script: str, world_size: int, train_step: Callable[[int], None]) -> None:
+    """A step loop's entry point: at the root, launch ``world_size`` ranks of ``script``; in a
+    rank, ``init``, then ``train_step(step)`` for steps 1 to 999 (where the scenario diverges,
+    a rank never comes back)."""
+    if rank() is None:
+        launch(script, world_size)
+        return
+    init()
+    for step in range(1, 1000):
+        train_step(step)
+
+
 def _kill(procs: List[subprocess.Popen]) -> None:  # type: ignore[type-arg]
     for p in procs:
         if p.poll() is None:

@@ -28,14 +28,5 @@ def train_step(step: int) -> None:
     dist.all_reduce(grad)
 
 
-def main() -> None:
-    _gloo.init()
-    for step in range(1, 1000):
-        train_step(step)
-
-
 if __name__ == "__main__":
-    if _gloo.rank() is None:
-        _gloo.launch(__file__, WORLD_SIZE)
-    else:
-        main()
+    _gloo.run_steps(__file__, WORLD_SIZE, train_step)
