@@ -20,23 +20,9 @@ import threading
 import time
 from typing import Any
 
+import _ports
+
 BODY = b'{"text": "' + b"x" * 2048 + b'"}\n'
-
-
-def _service_port() -> int:
-    """A free port below the ephemeral range, as a service's configured port would be (port 0
-    hands out an ephemeral one, which reads as a communication library's listener)."""
-    import random
-    import socket
-
-    for port in random.sample(range(20000, 30000), 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-29999")
 
 
 def serve(port_out: Any, handler_hangs: bool) -> None:
@@ -58,7 +44,7 @@ def serve(port_out: Any, handler_hangs: bool) -> None:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", _service_port()), Handler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", _ports.service_port()), Handler)
     server.daemon_threads = True
     port_out.put(server.server_address[1])
     server.serve_forever()

@@ -15,25 +15,14 @@ from __future__ import annotations
 import http.server
 import multiprocessing as mp
 import os
-import random
-import socket
 import tempfile
 import threading
 import time
 from typing import Any
 
+import _ports
+
 BAR = "Compiling kernels:  45%|####5     | 9/20 [00:10<00:12,  0.90it/s]"
-
-
-def _service_port() -> int:
-    for port in random.sample(range(20000, 30000), 200):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 20000-29999")
 
 
 def wait_for_compile_worker(step_done: threading.Event) -> None:
@@ -67,7 +56,7 @@ def run(ready: bool) -> None:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", _service_port()), Health)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", _ports.service_port()), Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     ours, theirs = mp.Pipe()
     ctx = mp.get_context("fork")

@@ -6,12 +6,11 @@ batch. Every rank "waits", one rank differs - and nothing is wrong."""
 from __future__ import annotations
 
 import http.server
-import os
 import queue
-import socket
 import socketserver
 import threading
 
+import _ports
 import _torchrun
 
 requests: queue.Queue[bytes] = queue.Queue()
@@ -24,24 +23,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
 
-def free_service_port() -> int:
-    """A fixed-style port below the ephemeral range, as services use (8000, 30000...)."""
-    for port in range(20000 + os.getpid() % 997, 32000, 7):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
-
-
 def serve() -> None:
     import torch.distributed as dist
 
     _torchrun.init()
     if _torchrun.rank() == 0:
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", free_service_port()), Handler)
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", _ports.service_port()), Handler)
         threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     _torchrun.mark("serving" if _torchrun.rank() == 0 else "broadcast")
     while True:
