@@ -44,9 +44,10 @@ import json
 import re
 import threading
 import urllib.parse
-from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Pattern, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from diag.redaction.argv import argv_secrets
+from diag.redaction.literals import LiteralSet
 from diag.redaction.structure import scrub_item_lines, scrub_structures
 from diag.secret_patterns import (
     BLOCK_BEGIN_RE,
@@ -129,7 +130,7 @@ class Redactor:
         self._lock = threading.Lock()
         self._secrets: Set[str] = set()
         self._order: List[str] = []  # the spellings in the order learned, for ``mark``
-        self._known_re: Optional[Pattern[str]] = None
+        self._known: Optional[LiteralSet] = None
         self._dirty = False
 
     # -- learning ---------------------------------------------------------------------------
@@ -154,6 +155,8 @@ class Redactor:
     def add_environ(self, env: Dict[str, str]) -> None:
         """Learn the values of every secret-looking variable of a process environment."""
         for name, value in env.items():
+            if value in self._secrets:  # learned before (the same env, sample after sample)
+                continue
             if not is_secret_name(name) or name.upper() in NOT_SECRET_VALUE_NAMES:
                 continue
             if name.upper().endswith(LOCATION_SUFFIXES):
@@ -186,13 +189,14 @@ class Redactor:
 
     # -- scrubbing --------------------------------------------------------------------------
 
-    def _known_pattern(self) -> Optional[Pattern[str]]:
+    def _known_pattern(self) -> Optional[LiteralSet]:
+        """The matcher of every learned spelling, rebuilt only when something was learned
+        since the last scrub (a whole environment is learned before the next scrub)."""
         with self._lock:
-            if self._dirty or (self._known_re is None and self._secrets):
-                ordered = sorted(self._secrets, key=len, reverse=True)
-                self._known_re = re.compile("|".join(re.escape(s) for s in ordered))
+            if self._dirty or (self._known is None and self._secrets):
+                self._known = LiteralSet(self._secrets)
                 self._dirty = False
-            return self._known_re
+            return self._known
 
     def scrub(self, text: str) -> str:
         """Return ``text`` with every known secret and secret-shaped substring replaced."""

@@ -23,7 +23,13 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 import msgspec
 
 from diag.model import HostInfo, ProbeFailure, ProcessInfo, ProcessSample, Stack
-from diag.probes.env import parse_environ, select_env
+from diag.probes.env import (
+    MAX_ENVIRON_BYTES,
+    MAX_KEPT_ENV_BYTES,
+    MAX_KEPT_VARS,
+    bounded_env,
+    parse_environ,
+)
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import (
     POOL_WORKER_FILES,
@@ -184,6 +190,8 @@ class ProcessTable:
         start_s = None
         if host.boot_time_s is not None:
             start_s = host.boot_time_s + ident.stat.start_ticks / host.clk_tck
+        kept, left_out = bounded_env(env, self.redactor)
+        self._note_env_budget(ident, left_out, index)
         info = ProcessInfo(
             pid=ident.pid,
             host=self.host,
@@ -196,13 +204,32 @@ class ProcessTable:
             local_rank=rank.local_rank,
             world_size=rank.world_size,
             rank_source=rank.source,
-            env=select_env(env, self.redactor),
+            env=kept,
             start_time_s=start_s,
             first_seen_sample=index,
             uid=ident.uid,
         )
         self.infos[ident.pid] = info
         return info
+
+    def _note_env_budget(self, ident: Identity, left_out: int, index: int) -> None:
+        """Record what the environment budgets cut from a newcomer (issue #25)."""
+        reasons = []
+        if left_out:
+            reasons.append(
+                f"truncated: {left_out} more allowlisted environment variables not kept "
+                f"(budget: {MAX_KEPT_VARS} variables, {MAX_KEPT_ENV_BYTES >> 10} KiB a process)"
+            )
+        if ident.environ is not None and len(ident.environ) >= MAX_ENVIRON_BYTES:
+            reasons.append(
+                f"truncated: environ block read up to {MAX_ENVIRON_BYTES >> 20} MiB only"
+            )
+        for reason in reasons:
+            self.identity_failures.append(
+                ProbeFailure(
+                    probe="environ", reason=reason, pid=ident.pid, host=self.host, sample=index
+                )
+            )
 
     def _refresh(self, roles: Mapping[int, Role], skip: Set[int]) -> List[ProcessInfo]:
         """Re-issue the ProcessInfos whose role or rank changed."""
@@ -252,7 +279,7 @@ class ProcessTable:
 def _exe_and_environ(procfs: ProcFS, pid: int) -> Tuple[Optional[str], bytes, Tuple[str, ...]]:
     """What ``relearn`` compares and learns from: exe link, environ block, argv."""
     exe = procfs.readlink(pid, "exe")
-    environ = procfs.read_bytes(pid, "environ")
+    environ = procfs.read_bytes_capped(pid, "environ", MAX_ENVIRON_BYTES)
     try:
         cmdline = parse_cmdline(procfs.read_bytes(pid, "cmdline"))
     except OSError:

@@ -18,12 +18,22 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor, is_secret_name
 
 MAX_VALUE_CHARS = 2048
+
+# Budgets (issue #25). The whole environ block is read for the redactor to learn its secrets
+# - a cap that stopped reading early would let a secret placed after it leak - up to
+# MAX_ENVIRON_BYTES: exec allows at most a quarter of the stack limit (2 MiB at the usual
+# 8 MiB) and a process can only point its environ elsewhere with CAP_SYS_RESOURCE. What is
+# *kept* of it (allowlisted names only) is bounded per process in count and bytes; the rest
+# is counted, and the collector records how many were not kept.
+MAX_ENVIRON_BYTES = 16 << 20
+MAX_KEPT_VARS = 256
+MAX_KEPT_ENV_BYTES = 64 << 10
 
 # Whole families: every variable with one of these prefixes explains some part of a hang.
 ALLOWED_PREFIXES = (
@@ -147,7 +157,7 @@ def parse_environ(raw: bytes) -> Dict[str, str]:
 
 def read_environ(pid: int, procfs: Optional[ProcFS] = None) -> Dict[str, str]:
     """The raw environment of ``pid``; raises OSError (ENOENT gone, EACCES other user)."""
-    return parse_environ((procfs or ProcFS()).read_bytes(pid, "environ"))
+    return parse_environ((procfs or ProcFS()).read_bytes_capped(pid, "environ", MAX_ENVIRON_BYTES))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -163,19 +173,37 @@ def is_allowed(name: str) -> bool:
 
 
 def select_env(env: Dict[str, str], redactor: Optional[Redactor] = None) -> Dict[str, str]:
-    """The allowlisted variables of ``env``, values scrubbed, sorted by name.
+    """The allowlisted variables of ``env``, values scrubbed, sorted by name (``bounded_env``
+    without the count of those left out)."""
+    return bounded_env(env, redactor)[0]
 
-    The redactor first learns every secret value of ``env`` (pass the capture's shared one so
-    those values are also scrubbed from argv, logs and every other process's record).
+
+def bounded_env(
+    env: Dict[str, str], redactor: Optional[Redactor] = None
+) -> Tuple[Dict[str, str], int]:
+    """The allowlisted variables of ``env``, values scrubbed, sorted by name, at most
+    MAX_KEPT_VARS of them and MAX_KEPT_ENV_BYTES in all; and how many allowlisted ones were
+    left out for the budget.
+
+    The redactor first learns every secret value of ``env`` - all of it, whatever is kept
+    (pass the capture's shared one so those values are also scrubbed from argv, logs and every
+    other process's record).
     """
     scrubber = redactor if redactor is not None else Redactor()
     scrubber.add_environ(env)
     selected: Dict[str, str] = {}
+    kept_bytes = 0
+    left_out = 0
     for name in sorted(env):
         if not is_allowed(name):
+            continue
+        size = len(name) + min(len(env[name]), MAX_VALUE_CHARS + 32)
+        if len(selected) >= MAX_KEPT_VARS or kept_bytes + size > MAX_KEPT_ENV_BYTES:
+            left_out += 1
             continue
         value = scrubber.scrub(env[name])
         if len(value) > MAX_VALUE_CHARS:
             value = value[:MAX_VALUE_CHARS] + f"...[+{len(value) - MAX_VALUE_CHARS} chars]"
         selected[name] = value
-    return selected
+        kept_bytes += size
+    return selected, left_out

@@ -105,6 +105,13 @@ class ProcFS:
     def read_bytes(self, pid: int, *parts: str) -> bytes:
         return _read_fd(f"{self.root}/{pid}/{'/'.join(parts)}")
 
+    def read_bytes_capped(self, pid: int, name: str, max_bytes: int) -> bytes:
+        """At most ``max_bytes`` of ``/proc/PID/NAME``; raises OSError when unreadable."""
+        data = read_capped(f"{self.root}/{pid}/{name}", max_bytes)
+        if data is None:
+            raise OSError(f"cannot read /proc/{pid}/{name}")
+        return data
+
     def try_read_text(self, pid: int, *parts: str) -> Optional[str]:
         try:
             return self.read_text(pid, *parts)

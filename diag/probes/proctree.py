@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
+from diag.probes.env import MAX_ENVIRON_BYTES
 from diag.probes.procfs import ProcFS
 from diag.probes.rank_sources import RankInfo, detect_rank, title_of
 from diag.probes.threads import TaskStat, parse_parent, parse_task_stat
@@ -259,7 +260,7 @@ def read_identity(procfs: ProcFS, pid: int) -> Identity:
     except OSError:
         cmdline = ()
     try:
-        environ: Optional[bytes] = procfs.read_bytes(pid, "environ")
+        environ: Optional[bytes] = procfs.read_bytes_capped(pid, "environ", MAX_ENVIRON_BYTES)
     except OSError:
         environ = None
     try:
