@@ -172,7 +172,10 @@ def _live_state(p: ProcSignals) -> NodeState:
     if p.spin_pct >= SPIN_PCT and w.kind is not None:
         return "spinning"
     if w.kind is None:
-        return "computing"
+        # Running outside any known wait: computing - unless the deltas say it burns nothing
+        # (a native loop of a library sampled mid-call, Ray's idle core worker): a wait of its own.
+        idle = p.intervals > 0 and p.compute_pct < COMPUTE_PCT
+        return "blocked" if idle else "computing"
     fam = p.main_family
     if fam == SERVE and (serving_ports([p]) or w.kind == "accept"):
         return "serving"
