@@ -232,6 +232,12 @@ def suspect_pids(bundle: Dict[str, Any]) -> List[int]:
     return [s["pid"] for s in bundle["verdict"].get("suspects", [])]
 
 
+def assert_calm(bundle: Dict[str, Any], state: str) -> None:
+    """The verdict is ``state`` (idle, progressing) and names no suspect."""
+    assert bundle["verdict"]["state"] == state, verdict_line(bundle)
+    assert suspect_pids(bundle) == [], verdict_line(bundle)
+
+
 def captured(server: RealServer, situation: str) -> Dict[str, Any]:
     """The bundle an earlier test captured, or skip."""
     if situation not in server.bundles:
@@ -300,6 +306,18 @@ class Waiter:
         self._thread.join(timeout=timeout_s)
         assert self.error is None, repr(self.error)
         return self.answer
+
+
+def capture_under_load(server: RealServer, situation: str, threads: int = 2) -> Dict[str, Any]:
+    """Capture while ``threads`` clients send requests; some must be answered, none fail."""
+    client = Client(server, threads=threads)
+    try:
+        time.sleep(2)
+        bundle = capture(server, situation)
+    finally:
+        client.stop()
+    assert client.done > 0 and not client.errors, client.errors[:3]
+    return bundle
 
 
 def stopped_with_request(

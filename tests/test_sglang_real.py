@@ -40,10 +40,11 @@ import pytest
 import real_server
 from conftest import REPO
 from real_server import (
-    Client,
     RealServer,
+    assert_calm,
     build_model,
     capture,
+    capture_under_load,
     captured,
     free_port,
     launch,
@@ -191,9 +192,8 @@ def stopped_with_request(server: Server, pid: int, situation: str) -> Dict[str, 
 
 
 def assert_idle(bundle: Dict[str, Any], port: int) -> None:
+    assert_calm(bundle, "idle")
     verdict = bundle["verdict"]
-    assert verdict["state"] == "idle", verdict_line(bundle)
-    assert suspect_pids(bundle) == [], verdict_line(bundle)
     # "waiting for work"; "waiting for requests" where ranks wait on the one that receives them
     assert "healthy, waiting for " in verdict["summary"], verdict_line(bundle)
     assert f":{port}" in verdict["summary"], verdict_line(bundle)
@@ -255,16 +255,8 @@ class TestOneScheduler:
         assert_idle(bundle, server.port)
 
     def test_under_load_is_progressing(self, server: Server) -> None:
-        client = Client(server, threads=2)
-        try:
-            time.sleep(2)
-            bundle = capture(server, "load")
-        finally:
-            client.stop()
-        assert client.done > 0 and not client.errors, client.errors[:3]
-        verdict = bundle["verdict"]
-        assert verdict["state"] == "progressing", verdict_line(bundle)
-        assert suspect_pids(bundle) == [], verdict_line(bundle)
+        bundle = capture_under_load(server, "load")
+        assert_calm(bundle, "progressing")
 
     def test_scheduler_stopped(self, server: Server) -> None:
         """The request waits in the main process for the scheduler, which never reads it."""
