@@ -36,6 +36,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Se
 
 import msgspec
 
+from diag.bundle.stack_budget import StackBudget
 from diag.collect.priority import Boost, BoostPolicy, Burst, policy_from_env
 from diag.collect.process_table import ProcessTable
 from diag.collect.process_work import ProcessReader, ProcessWork
@@ -130,6 +131,7 @@ class Collector:
         )
         self.processes: Dict[int, ProcessInfo] = self.table.infos  # the same dict, kept current
         self.stacks: Dict[str, Stack] = {}
+        self._stack_budget = StackBudget()  # the capture's total (diag.bundle.stack_budget)
         self._machine = platform.machine()
         self._host_info: Optional[HostInfo] = None
         self._reader = ProcessReader(
@@ -340,6 +342,9 @@ class Collector:
                 pid=pid, host=self.host, t_s=t0, status="unreadable"
             )
             sample = self._with_stacks(sample, rec.outcomes.get(pid), new_stacks)
+            budget_note = self._stack_budget.failure(self.host, index)
+            if budget_note is not None:
+                rec.failures.append(budget_note)
             view = ports.get(pid, SocketView(()))
             samples.append(
                 msgspec.structs.replace(
@@ -490,6 +495,7 @@ class Collector:
         threads, interned = join_stacks(sample.threads, outcome.dumps, sample.pid)
         for sid, stack in interned.items():
             if sid not in self.stacks:
+                stack = self._stack_budget.admit(stack)
                 self.stacks[sid] = stack
                 new_stacks[sid] = stack
         return msgspec.structs.replace(

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
+from diag.bundle.stack_budget import FRAME_FILE_CHARS, FRAME_NAME_CHARS, shorten_frames
 from diag.model import Frame, OpenFile, ProcessSample, ThreadSample
 from diag.probes.cpython.pymem import warm_symbols
 from diag.probes.open_files import read_open_files
@@ -172,11 +173,13 @@ class ProcessReader:
         ids: Dict[Tuple[Frame, ...], str] = {}
         stacks: Dict[str, Tuple[Frame, ...]] = {}
         compact = []
+        shortened = 0
         for d in dumps:
             sid = ids.get(d.frames)
             if sid is None:
                 sid = ids[d.frames] = stack_id(d.frames)
-                stacks[sid] = d.frames
+                stacks[sid] = shorten_frames(d.frames)  # what the bundle keeps, not 4 KiB names
+                shortened += stacks[sid] is not d.frames
             # "active" as py-spy means it (on a CPU) for diag's own reads.
             active = d.os_thread_id in running if reader == READER_DIAG else d.active
             compact.append(msgspec.structs.replace(d, active=active, frames=(), stack_id=sid))
@@ -186,7 +189,7 @@ class ProcessReader:
             reader=reader,
             quiet=before,
             duration_s=time.monotonic() - started,
-            truncated=truncation_of(dumps),
+            truncated=_cut_note(truncation_of(dumps), shortened),
         )
 
     def warm(self, pids: List[int]) -> None:
@@ -232,3 +235,14 @@ class ProcessReader:
             proc_s=proc_s,
             stacks=stacks,
         )
+
+
+def _cut_note(note: Optional[str], shortened: int) -> Optional[str]:
+    """The readers' truncation note, plus the stacks whose names the per-frame caps cut."""
+    if not shortened:
+        return note
+    mine = (
+        f"{shortened} stack(s) with a function name over {FRAME_NAME_CHARS} or a file name "
+        f"over {FRAME_FILE_CHARS} chars cut"
+    )
+    return f"{note}; {mine}" if note else f"truncated: {mine}"

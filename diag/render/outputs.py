@@ -4,7 +4,8 @@ The one path every report file takes (``diag capture``, ``diag watch``, ``diag m
 ``write_outputs``, and ``diag report``): render, pass the bytes through the capture's
 ``Redactor.scrub_bytes`` as a last line of defence (a secret that slipped into a thread name
 or a log line the probes missed), then ``atomic_write_bytes`` so a reader or a crash never
-sees half a report.
+sees half a report. The JSON and the HTML are each kept under a size cap
+(``output_caps``): one over it is made again with the stacks cut, and the cut recorded.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from diag.redact import Redactor
 from diag.render.build import build_view
 from diag.render.html import render_html
 from diag.render.markdown import render_markdown
+from diag.render.output_caps import fit, html_cap_bytes, json_cap_bytes
 from diag.render.view import ReportView
 
 
@@ -51,11 +53,18 @@ def write_reports(
     for info in bundle.processes:
         scrub.add_environ(dict(info.env))
     html_out, md_out = report_paths(html_path if html_path is not None else base)
-    view = view_of(bundle, verdict_source)
+
+    def html_of(b: Bundle) -> bytes:
+        return scrub.scrub_bytes(render_html(view_of(b, verdict_source)).encode("utf-8", "replace"))
+
+    # Under its cap (output_caps): the Markdown is made from the same, maybe cut, bundle.
+    bundle, html_data = fit(bundle, html_of, html_cap_bytes(), "the HTML report")
+    md_data = scrub.scrub_bytes(
+        render_markdown(view_of(bundle, verdict_source)).encode("utf-8", "replace")
+    )
     failure: Optional[DiagError] = None
-    for path, render in ((html_out, render_html), (md_out, render_markdown)):
+    for path, data in ((html_out, html_data), (md_out, md_data)):
         try:  # a full disk that refuses the HTML may still take the (smaller) Markdown
-            data = scrub.scrub_bytes(render(view).encode("utf-8", "replace"))
             atomic_write_bytes(path, data, directory)
         except DiagError as exc:
             failure = failure or exc
@@ -76,8 +85,14 @@ def write_outputs(
     handle = directory if directory is not None else OutputDir.open(json_path.parent)
     try:
         failure: Optional[DiagError] = None
+        bundle, data = fit(
+            bundle,
+            lambda b: redactor.scrub_bytes(encode_bundle(b)),
+            json_cap_bytes(),
+            "the JSON bundle",
+        )
         try:
-            atomic_write_bytes(json_path, redactor.scrub_bytes(encode_bundle(bundle)), handle)
+            atomic_write_bytes(json_path, data, handle)
         except DiagError as exc:
             failure = exc
         try:
