@@ -70,13 +70,6 @@ pytestmark = [
     ),
 ]
 
-# A weight load's tqdm bar redrawn with \r (375 B, no new line) reads as log progress: the
-# verdict says "progressing" where the issue wants "slow - wait, don't kill" with the loader
-# named (phase, progress and ETA are right).
-TQDM_BAR = (
-    "a loader's tqdm bar (bytes, no new line) reads as log progress: 'progressing', not "
-    "'slow ... don't kill'"
-)
 # -- the models and the servers ----------------------------------------------------------------
 
 
@@ -315,7 +308,6 @@ def loading(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 class TestWeightLoad:
     """The seed's story on a real server: one process loads while nothing else moves."""
 
-    @pytest.mark.xfail(reason=TQDM_BAR, strict=False)
     def test_weight_load_is_slow_with_progress(self, loading: Server) -> None:
         bundle = captured(loading, "weight_load")
         if bundle["_load_done"]:

@@ -12,7 +12,6 @@ from typing import Dict, NamedTuple, Optional, Tuple
 
 import pytest
 from conftest import REPO
-from test_sglang_real import TQDM_BAR
 
 from diag.bundle.io import load_bundle
 from diag.model import Bundle
@@ -54,7 +53,7 @@ SGLANG: Dict[str, Expect] = {
         ("main (HTTP + tokenizer, pid {pid}) is stopped", *STOPPED, NO_WATCHDOG),
     ),
     "sglang_real_weight_load": Expect(
-        ("slow",), "sglang::scheduler", ("loading weights", "ETA", "don't kill"), TQDM_BAR
+        ("slow",), "sglang::scheduler", ("loading weights", "ETA", "don't kill")
     ),
     "sglang_real_tp1_sleep_idle": Expect(("idle",), None, IDLE),
     "sglang_real_tp2_idle": Expect(("idle",), None, IDLE),

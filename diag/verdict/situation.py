@@ -6,7 +6,7 @@ report read these, never a second copy."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from diag.model import RankClass, WaitGraph
 from diag.verdict.features import ProcSignals
@@ -38,6 +38,7 @@ from diag.verdict.work import (
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 
 HELPER_WORK_PCT = 25.0  # children's CPU (% of a core) that makes their parent's wait work
+BAR_MAX_BYTES = 64 << 10  # what a start-up progress bar's redraws write over a capture, at most
 
 
 @dataclass(frozen=True)
@@ -79,20 +80,29 @@ def measure(
     # A log counts when the job writes it: not one only helpers and framework daemons hold.
     part_keys = {p.key for p in parts}
     helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
+    phases = starting(ctx.bundle, ctx.procs)
+    bars = [lg for lg in ctx.logs if _phase_bar(lg, {r.pid for r in phases})]
     progress_logs = [
-        lg for lg in ctx.logs if lg.progress and not (lg.pids and set(lg.pids) <= helpers)
+        lg
+        for lg in ctx.logs
+        if lg.progress and not (lg.pids and set(lg.pids) <= helpers) and lg not in bars
     ]
-    # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line) is
-    # that heartbeat, not output: its wchar rose by the same bytes (``work.output_bytes``).
+    # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line), or
+    # a start-up phase's progress bar, is that, not output: its wchar rose by the same bytes
+    # (``work.output_bytes``).
     heartbeat_bytes: Dict[int, int] = {}
     for lg in ctx.logs:
-        if lg.grew and not lg.progress:
+        if lg.grew and (not lg.progress or lg in bars):
             for pid in lg.pids:
                 heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
     # Useful work, one definition (``diag.verdict.work``): CPU outside waits and poll loops,
     # input read, output that is no heartbeat nor the job's own exchange, requests answered.
     # Bytes a compiler or its cache writes during start-up are that phase's work, not output.
-    compiling = {r.pid for r in starting(ctx.bundle, ctx.procs) if r.phase == COMPILING}
+    compiling = {r.pid for r in phases if r.phase == COMPILING}
+    # A process drawing a phase's bar writes its redraws (a few hundred bytes, not all of
+    # them caught in the log's size between two samples): that bar, unless far more flows.
+    drawing = {pid for lg in bars for pid in lg.pids}
+    compiling |= {p.pid for p in alive if p.pid in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
     writers = [p for p in alive if p.pid not in compiling and output_bytes(p, heartbeat_bytes)]
     workers = [p for p in alive if computes(p)]
     readers = [p for p in alive if reads_input(p)]
@@ -137,6 +147,16 @@ def measure(
         waiting_on_others=waiting_on_others,
         ranked_dead=ranked_dead,
     )
+
+
+def _phase_bar(lg: LogGrowth, phase_pids: Set[int]) -> bool:
+    """A log that grew only by a progress bar redrawn in place (bytes, no new line) while a
+    process writing it is in a start-up phase (loading weights, compiling): that phase's
+    progress - shown with its ETA - not the job's output. A job whose only motion is its
+    weight load is slow ("don't kill it"), not progressing."""
+    if not (lg.grew and lg.grew_lines == 0 and phase_pids):
+        return False
+    return not lg.pids or bool(set(lg.pids) & phase_pids)
 
 
 def child_work(
