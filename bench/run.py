@@ -14,7 +14,8 @@ takes seconds and only proves the code paths work. The sections live in their ow
 ``diag capture --count 1`` end to end), ``slurm_fanout`` (``capture --slurm-job`` over N real
 local slurmd against one node's capture; skipped, saying why, where Slurm cannot start),
 ``saturation`` (``diag capture --pid`` beside 1x and 4x CPU hogs per core against a quiet
-host, with diag's priority boost, its real-time variant and without it).
+host, with diag's priority boost, its real-time variant and without it), ``hostile`` (the
+issue-25 targets against the stack, output and environment budgets).
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ import time
 from functools import partial
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from bench import cli_cost, discovery_cost, overhead, saturation, scale, slurm_fanout, snapshot
+from bench import (
+    cli_cost,
+    discovery_cost,
+    hostile,
+    overhead,
+    saturation,
+    scale,
+    slurm_fanout,
+    snapshot,
+)
 from bench.notes import NOTES
 from bench.report import Row, machine_facts, markdown, table
 
@@ -56,10 +66,32 @@ class Sizes(NamedTuple):
     slurm_repeats: int = 5
     # capture beside CPU hogs (issue 27): repeats per situation, --count, --interval
     saturation: Tuple[int, int, float] = (5, 3, 2.0)
+    # hostile targets (issue 25): threads x name chars of the deep stacks; processes x env vars
+    hostile: Tuple[int, int, int, int] = (40, 5000, 5, 30_000)
 
 
 FULL = Sizes((4, 8), 64, 7, 40, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
-SMOKE = Sizes((2,), 8, 1, 1, 0.5, (4, 8), 1, 20, 1, 2, 1, 10, 8, 200, (2, 16), 2, 1, (1, 2, 0.5))
+SMOKE = Sizes(
+    (2,),
+    8,
+    1,
+    1,
+    0.5,
+    (4, 8),
+    1,
+    20,
+    1,
+    2,
+    1,
+    10,
+    8,
+    200,
+    (2, 16),
+    2,
+    1,
+    (1, 2, 0.5),
+    (4, 600, 2, 500),
+)
 
 
 def isolated(function: str, **kwargs: Any) -> Dict[str, float]:
@@ -152,7 +184,18 @@ def run_all(
     step("slurm_fanout", partial(_slurm_fanout, sizes, log))
     repeats, count, interval_s = sizes.saturation
     step("saturation", partial(saturation.measure, repeats, count, interval_s))
+    step("hostile", partial(isolated, "bench.hostile.measure", **_hostile_kwargs(sizes)))
     return figures
+
+
+def _hostile_kwargs(sizes: Sizes) -> Dict[str, Any]:
+    threads, name_chars, env_procs, env_vars = sizes.hostile
+    return {
+        "threads": threads,
+        "name_chars": name_chars,
+        "env_procs": env_procs,
+        "env_vars": env_vars,
+    }
 
 
 def rows_of(figures: Figures) -> List[Row]:
@@ -267,6 +310,8 @@ def rows_of(figures: Figures) -> List[Row]:
         rows.extend(Row(*line) for line in slurm_fanout.rows(sf))
     if "saturation" in figures:
         rows.extend(Row(*line) for line in saturation.rows(figures["saturation"]))
+    if "hostile" in figures:
+        rows.extend(hostile.rows(figures["hostile"]))
     return rows
 
 

@@ -85,6 +85,8 @@ _ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
 # characters, which no longer match it whole. At least this many of them are redacted.
 _CUT_MARKERS = ("\u2026[truncated]", "\\u2026[truncated]")
 _MIN_CUT_PREFIX = 6
+# What JSON, URL (quote, safe="") and HTML encoding all leave as it is.
+_PLAIN_VALUE_RE = re.compile(r"[A-Za-z0-9_.~-]+")
 _HIDDEN_RE = re.compile(r"(?:\x1b|\\u001b)\[[0-9;:?]*[ -/]*[@-~]|\r")
 
 
@@ -94,7 +96,10 @@ def _spellings(value: str) -> FrozenSet[str]:
 
     Cached: every process of a job carries the same environment, so the same values are
     learned once per process and per sample (5 processes of 30,000 variables spent 18 s here
-    computing the same spellings again, issue #25)."""
+    computing the same spellings again, issue #25). A value of only the characters no
+    encoding changes is its only spelling (and its cut prefix): the encoders are skipped."""
+    if _PLAIN_VALUE_RE.fullmatch(value):
+        return frozenset((value, value[:COMM_CHARS]) if len(value) > COMM_CHARS else (value,))
     out = {value}
     out.add(json.dumps(value)[1:-1])
     out.add(json.dumps(value, ensure_ascii=False)[1:-1])
