@@ -142,9 +142,10 @@ class Redactor:
 
     def add_secret(self, value: str) -> None:
         """Remember ``value`` (if specific enough) so it is scrubbed wherever it appears."""
-        if not worth_learning(value):
-            return
-        spellings = _spellings(value.strip()) | _spellings(value)
+        if worth_learning(value):
+            self._learn_everywhere(_spellings(value.strip()) | _spellings(value))
+
+    def _learn_everywhere(self, spellings: AbstractSet[str]) -> None:
         self._learn(spellings)
         if _printing is not None and _printing is not self:
             _printing._learn(spellings)
@@ -158,7 +159,9 @@ class Redactor:
                 self._dirty = True
 
     def add_environ(self, env: Dict[str, str]) -> None:
-        """Learn the values of every secret-looking variable of a process environment."""
+        """Learn the values of every secret-looking variable of a process environment, in one
+        batch (one lock and one sort for 30,000 variables, not 30,000)."""
+        batch: Set[str] = set()
         for name, value in env.items():
             if value in self._secrets:  # learned before (the same env, sample after sample)
                 continue
@@ -166,7 +169,10 @@ class Redactor:
                 continue
             if name.upper().endswith(LOCATION_SUFFIXES):
                 continue
-            self.add_secret(value)
+            if worth_learning(value):
+                batch |= _spellings(value.strip()) | _spellings(value)
+        if batch:
+            self._learn_everywhere(batch)
 
     def mark(self) -> int:
         """A point in what this redactor has learned, for ``rescrub_bytes``."""
