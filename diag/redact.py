@@ -47,7 +47,7 @@ import urllib.parse
 from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from diag.redaction.argv import argv_secrets
-from diag.redaction.literals import LiteralSet
+from diag.redaction.literals import LiteralSet, PrefixIndex
 from diag.redaction.structure import scrub_item_lines, scrub_structures
 from diag.secret_patterns import (
     BLOCK_BEGIN_RE,
@@ -136,6 +136,8 @@ class Redactor:
         self._secrets: Set[str] = set()
         self._order: List[str] = []  # the spellings in the order learned, for ``mark``
         self._known: Optional[LiteralSet] = None
+        self._prefixes: Optional[PrefixIndex] = None
+        self._prefixes_at = 0
         self._dirty = False
 
     # -- learning ---------------------------------------------------------------------------
@@ -223,16 +225,24 @@ class Redactor:
                 return self._scrub_plain(_HIDDEN_RE.sub("", scrubbed))
         return scrubbed
 
+    def _prefix_index(self) -> PrefixIndex:
+        """The index of learned values by their first characters, rebuilt when more were
+        learned since it was built."""
+        with self._lock:
+            if self._prefixes is None or self._prefixes_at != len(self._order):
+                self._prefixes = PrefixIndex(self._secrets, _MIN_CUT_PREFIX)
+                self._prefixes_at = len(self._order)
+            return self._prefixes
+
     def _scrub_cut_prefixes(self, text: str) -> str:
         """A known secret's first characters right before a cut marker go too."""
-        with self._lock:
-            known = sorted(self._secrets, key=len, reverse=True)
+        index = self._prefix_index()
         for marker in _CUT_MARKERS:
             if marker not in text:
                 continue
             parts = text.split(marker)
             for i, before in enumerate(parts[:-1]):
-                cut = max((_prefix_at_end(before, s) for s in known), default=0)
+                cut = index.cut_at_end(before)
                 if cut:
                     parts[i] = before[: len(before) - cut] + PLACEHOLDER
             text = marker.join(parts)
@@ -346,15 +356,6 @@ class Redactor:
                 new = json.dumps(self.scrub_obj(json.loads(old)), ensure_ascii=False)
             fixed.append(new)
         return "\n".join(fixed)
-
-
-def _prefix_at_end(text: str, secret: str) -> int:
-    """The length of the longest prefix of ``secret`` (``_MIN_CUT_PREFIX``+ characters) that
-    ``text`` ends with, or 0."""
-    for length in range(min(len(secret) - 1, len(text)), _MIN_CUT_PREFIX - 1, -1):
-        if text.endswith(secret[:length]):
-            return length
-    return 0
 
 
 def _parses(text: str) -> bool:
