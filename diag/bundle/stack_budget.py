@@ -94,6 +94,21 @@ class StackBudget:
         self.cut = 0  # stacks kept with their innermost frames only
         self.dropped = 0  # stacks kept as a marker only
         self._reported = (0, 0)
+        # One string object per distinct name or file name kept: a recursion 400 deep in one
+        # function holds its name once in memory, not 400 times (decoded from a worker's pipe,
+        # each frame had its own copy). Bounded by the budget: only kept names are here.
+        self._names: Dict[str, str] = {}
+
+    def _interned(self, frames: Tuple[Frame, ...]) -> Tuple[Frame, ...]:
+        names = self._names
+        out = []
+        for f in frames:
+            name = names.setdefault(f.name, f.name)
+            filename = names.setdefault(f.filename, f.filename)
+            if name is not f.name or filename is not f.filename:
+                f = Frame(name=name, filename=filename, line=f.line, module=f.module)
+            out.append(f)
+        return tuple(out)
 
     def admit(self, stack: Stack) -> Stack:
         """``stack`` as the bundle keeps it, its bytes counted."""
@@ -108,7 +123,7 @@ class StackBudget:
                 self.dropped += 1
             size = stack_bytes(stack)
         self.used_bytes += size
-        return stack
+        return Stack(frames=self._interned(stack.frames))
 
     def failure(self, host: str, sample: int) -> Optional[ProbeFailure]:
         """A record of what was cut since the last call, None when nothing new was."""
