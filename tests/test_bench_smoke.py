@@ -42,6 +42,8 @@ def test_smoke_run_writes_every_section(tmp_path: Path) -> None:
         "**cpu**",
         "**py-spy**",
         "bench.run --smoke",
+        "hostile stacks:",  # issue 25: the total budgets
+        "hostile environment:",
     ):
         assert needle in text, needle
     for section in ("snapshot_2", "overhead", "render_1h", "render_24h", "watch_memory"):

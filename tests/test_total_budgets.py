@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
 from conftest import DIAG, PROGRAMS
 
 from diag.bundle.stack_budget import (
@@ -30,6 +31,7 @@ from diag.bundle.stack_budget import (
 from diag.model import Frame, Stack
 from diag.probes.env import MAX_KEPT_VARS, bounded_env
 from diag.redact import Redactor
+from diag.redaction import literals
 from diag.redaction.literals import LiteralSet
 
 CAPS = {
@@ -149,3 +151,11 @@ def test_cut_prefixes_with_many_secrets_and_cuts_take_seconds() -> None:
     redactor.scrub(("d" * 512 + CUT + " ") * 16000)
     assert time.monotonic() - started < 10
     assert redactor.scrub("x v00000123q0741" + CUT) == "x <redacted>" + CUT
+
+
+def test_literal_set_without_the_package_falls_back_to_the_alternation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(literals, "_ahocorasick", None)
+    words = LiteralSet({"abcdefgh12345", "abcdefgh12345678"})
+    assert words.sub("<r>", "x abcdefgh12345678 abcdefgh12345") == "x <r> <r>"
