@@ -446,11 +446,12 @@ def test_a_server_with_unanswered_requests_waits_on_its_backend_over_a_unix_sock
     edges = {(e.src, e.dst, e.kind): e.evidence for e in verdict.graph.edges}
     assert "hands them to" in edges.get(("/30", "/31", "unix"), ""), edges
     assert any(
-        c.startswith("outside: clients → (request) → pid 30") and "(unix) → pid 31" in c
+        c.startswith("outside: clients → (request) → pid 30")
+        and "(unix) → EngineCore (pid 31)" in c
         for c in verdict.graph.chains
     ), verdict.graph.chains
     lead = next(s for s in verdict.suspects if s.pid == 31)
-    assert "(unix) → pid 31" in lead.chain, lead
+    assert "(unix) → EngineCore (pid 31)" in lead.chain, lead
 
 
 def test_tcp_peer_inodes_reverse_tuple_then_listener() -> None:
