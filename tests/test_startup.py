@@ -41,9 +41,9 @@ from diag.probes.open_files import (
 )
 from diag.probes.procfs import ProcFS
 from diag.verdict.features import extract
-from diag.verdict.startup import with_startup
 from diag.verdict.startup_signs import COMPILING, LOADING, last_tqdm, parse_tqdm, shard_of
 from diag.verdict.startup_timeouts import timeouts_of
+from diag.verdict.startup_verdict import with_startup
 from diag.watch.window import phase_parts, short_eta
 
 MIB = 1 << 20

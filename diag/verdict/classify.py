@@ -44,7 +44,7 @@ from diag.verdict.progress import log_growth
 from diag.verdict.rules import TABLE, Outcome, apply
 from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
-from diag.verdict.startup import startup_parts
+from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
 from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState

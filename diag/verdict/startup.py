@@ -36,8 +36,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase, Verdict
-from diag.text.roles import framework_role
+from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase
 from diag.text.units import size
 from diag.verdict.features import ProcSignals, frames_of
 from diag.verdict.startup_signs import (
@@ -61,7 +60,6 @@ from diag.verdict.startup_signs import (
     LOADING,
     MIN_MOVE_BYTES,
     SERVING,
-    STARTUP_PHASES,
     WAITING,
     WARMUP,
     Tqdm,
@@ -71,17 +69,7 @@ from diag.verdict.startup_signs import (
     last_tqdm,
     shard_of,
 )
-from diag.verdict.startup_timeouts import (
-    Timeout,
-    _hang_tail,
-    _load_warnings,
-    job_wide,
-    sglang_watchdog_blocked,
-    timeouts_of,
-)
 from diag.verdict.waits import PEER, SERVE, short_name
-from diag.verdict.wording import who
-from diag.vocab import VerdictState
 
 
 @dataclass
@@ -503,68 +491,3 @@ def phase_phrase(phase: RankPhase, names: Optional[Dict[int, str]] = None) -> st
     elif phase.phase in (LOADING, DOWNLOADING) and phase.progress_pct is not None:
         text += ", no progress over the capture (no ETA)"
     return text
-
-
-class StartupParts(NamedTuple):
-    """What start-up adds to a verdict: the phases, warnings (a timeout that fires before a
-    load ends, a job starting up that reads stuck) and the tail of its sentence (the phases of
-    a slow job, the kill budget of a hung one)."""
-
-    phases: Tuple[RankPhase, ...]
-    warnings: Tuple[str, ...]
-    tail: str
-
-
-def startup_parts(
-    state: VerdictState, bundle: Bundle, procs: Sequence[ProcSignals]
-) -> StartupParts:
-    """The start-up phases, ETA and timeout warnings of a verdict of ``state``. The
-    classifier appends ``tail`` to the deciding sentence: the summary is composed once."""
-    if state == "exited" or not bundle.samples:
-        return StartupParts((), (), "")
-    phases, elapsed = startup_phases(bundle, procs)
-    now_s = bundle.samples[-1].t_s
-    timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
-    job_wide(timeouts, procs)
-    names = {p.pid: who([p]) for p in procs if framework_role(p.info.cmdline, p.info.name)}
-    warnings: List[str] = []
-    for phase in phases:
-        if phase.phase in STARTUP_PHASES:
-            warnings += _load_warnings(
-                phase, elapsed.get(phase.pid), timeouts.get(phase.pid, []), now_s, names
-            )
-    tail = ""
-    starting = [r for r in phases if r.phase in STARTUP_PHASES]
-    if state in ("slow", "progressing") and starting:
-        tail += "; " + "; ".join(phase_phrase(r, names) for r in starting[:2])
-        if len(starting) > 2:
-            tail += f" (+{len(starting) - 2} more)"
-    elif state in ("deadlocked", "idle", "unknown"):
-        moving = [r for r in starting if r.eta_s is not None]
-        if moving:
-            first = moving[0]
-            warnings.append(
-                f"{_label(first, names)} is {first.phase} and moving ({first.basis}): the job is "
-                "starting up, not stuck"
-            )
-    if state == "deadlocked":
-        unique: Dict[Tuple[str, Optional[float], Optional[float]], Timeout] = {}
-        for items in timeouts.values():
-            for t in items:
-                unique.setdefault((t.who, t.seconds, t.deadline_s), t)
-        tail += _hang_tail(list(unique.values()), now_s, sglang_watchdog_blocked(bundle, procs))
-    return StartupParts(tuple(phases), tuple(warnings), tail)
-
-
-def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
-    """``verdict`` with its start-up phases, warnings and sentence tail (for a verdict judged
-    elsewhere; the classifier composes its own summary with ``startup_parts``)."""
-    parts = startup_parts(verdict.state, bundle, procs)
-    if not (parts.phases or parts.warnings or parts.tail):
-        return verdict
-    return msgspec.structs.replace(
-        verdict,
-        summary=verdict.summary + parts.tail,
-        phases=parts.phases,
-        warnings=verdict.warnings + parts.warnings,
-    )
