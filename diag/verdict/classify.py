@@ -35,7 +35,7 @@ from diag.verdict.collectives import (
 from diag.verdict.equivalence import rank_classes
 from diag.verdict.evidence import evidence_for
 from diag.verdict.exits import dedupe, exited_verdict, seen_lines, with_log_deaths
-from diag.verdict.features import extract
+from diag.verdict.features import ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.graph import wait_graph
 from diag.verdict.log_deaths import log_deaths
@@ -137,30 +137,9 @@ def _qualified(
         suspects = with_chains(suspects, graph)
         warnings = graph_warnings(state, graph)
     parts = ctx.participants
-    if (
-        s.intervals == 0
-        and state == "deadlocked"
-        and (confidence < 0.7 or not any(p.py_ok for p in parts))
-    ):
-        # One snapshot of a weak pattern (a just-started program, a probe that failed) says
-        # where things are, not that they will stay there.
-        state, suspects = "unknown", []
-        text += " - but that is one snapshot"
-    if s.intervals == 0:
-        confidence *= 0.5
-        text += " (one sample: no deltas, so progress cannot be measured - capture more)"
-        evidence.insert(
-            0,
-            Evidence(
-                signal="single-sample",
-                section="timeline",
-                detail="only one sample: CPU, I/O and log deltas unknown",
-            ),
-        )
-    elif s.intervals == 1:
-        confidence *= 0.85
-    if parts and not any(p.py_ok for p in parts):
-        confidence *= 0.8
+    state, text, confidence, suspects = _sampling_caveats(
+        s, parts, state, text, confidence, suspects, evidence
+    )
     straggling = straggler_parts(state, ctx.bundle, parts, suspects)  # who the ranks wait for
     text += straggling.tail
     evidence += straggling.evidence
@@ -184,6 +163,42 @@ def _qualified(
         problems=problems,
         stragglers=straggling.record,
     )
+
+
+def _sampling_caveats(
+    s: Situation,
+    parts: Sequence[ProcSignals],
+    state: VerdictState,
+    text: str,
+    confidence: float,
+    suspects: List[Suspect],
+    evidence: List[Evidence],
+) -> Tuple[VerdictState, str, float, List[Suspect]]:
+    """What the capture's shape takes away: one snapshot of a weak pattern is unknown, one
+    sample has no deltas (half the confidence), a capture without Python stacks is less sure.
+    ``evidence`` gets the single-sample line."""
+    py_ok = any(p.py_ok for p in parts)
+    if s.intervals == 0 and state == "deadlocked" and (confidence < 0.7 or not py_ok):
+        # One snapshot of a weak pattern (a just-started program, a probe that failed) says
+        # where things are, not that they will stay there.
+        state, suspects = "unknown", []
+        text += " - but that is one snapshot"
+    if s.intervals == 0:
+        confidence *= 0.5
+        text += " (one sample: no deltas, so progress cannot be measured - capture more)"
+        evidence.insert(
+            0,
+            Evidence(
+                signal="single-sample",
+                section="timeline",
+                detail="only one sample: CPU, I/O and log deltas unknown",
+            ),
+        )
+    elif s.intervals == 1:
+        confidence *= 0.85
+    if parts and not py_ok:
+        confidence *= 0.8
+    return state, text, confidence, suspects
 
 
 __all__ = ["EVIDENCE_SOURCES", "classify", "graph_state", "verdict_line"]

@@ -77,33 +77,7 @@ def measure(
     alive = [p for p in parts if not p.dead]
     dead = [p for p in parts if p.dead]
     leans = frozenset(f.lean for f in findings)
-    # A log counts when the job writes it: not one only helpers and framework daemons hold.
-    part_keys = {p.key for p in parts}
-    helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
-    phases = starting(ctx.bundle, ctx.procs)
-    bars = [lg for lg in ctx.logs if _phase_bar(lg, {r.pid for r in phases})]
-    progress_logs = [
-        lg
-        for lg in ctx.logs
-        if lg.progress and not (lg.pids and set(lg.pids) <= helpers) and lg not in bars
-    ]
-    # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line), or
-    # a start-up phase's progress bar, is that, not output: its wchar rose by the same bytes
-    # (``work.output_bytes``).
-    heartbeat_bytes: Dict[int, int] = {}
-    for lg in ctx.logs:
-        if lg.grew and (not lg.progress or lg in bars):
-            for pid in lg.pids:
-                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
-    # Useful work, one definition (``diag.verdict.work``): CPU outside waits and poll loops,
-    # input read, output that is no heartbeat nor the job's own exchange, requests answered.
-    # Bytes a compiler or its cache writes during start-up are that phase's work, not output.
-    compiling = {r.pid for r in phases if r.phase == COMPILING}
-    # A process drawing a phase's bar writes its redraws (a few hundred bytes, not all of
-    # them caught in the log's size between two samples): that bar, unless far more flows.
-    drawing = {pid for lg in bars for pid in lg.pids}
-    compiling |= {p.pid for p in alive if p.pid in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
-    writers = [p for p in alive if p.pid not in compiling and output_bytes(p, heartbeat_bytes)]
+    progress_logs, writers = _output(ctx, alive)
     workers = [p for p in alive if computes(p)]
     readers = [p for p in alive if reads_input(p)]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
@@ -147,6 +121,39 @@ def measure(
         waiting_on_others=waiting_on_others,
         ranked_dead=ranked_dead,
     )
+
+
+def _output(
+    ctx: Context, alive: Sequence[ProcSignals]
+) -> Tuple[List[LogGrowth], List[ProcSignals]]:
+    """The job's output that moves: logs that grew with progress, and processes writing bytes
+    that are no heartbeat, no start-up phase's bar or compiler artefacts, no exchange among
+    the job's own ranks (``diag.verdict.work``)."""
+    # A log counts when the job writes it: not one only helpers and framework daemons hold.
+    part_keys = {p.key for p in ctx.participants}
+    helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
+    phases = starting(ctx.bundle, ctx.procs)
+    bars = [lg for lg in ctx.logs if _phase_bar(lg, {r.pid for r in phases})]
+    progress_logs = [
+        lg
+        for lg in ctx.logs
+        if lg.progress and not (lg.pids and set(lg.pids) <= helpers) and lg not in bars
+    ]
+    # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line), or
+    # a start-up phase's progress bar, is that, not output: its wchar rose by the same bytes.
+    heartbeat_bytes: Dict[int, int] = {}
+    for lg in ctx.logs:
+        if lg.grew and (not lg.progress or lg in bars):
+            for pid in lg.pids:
+                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
+    # Bytes a compiler or its cache writes during start-up are that phase's work, not output;
+    # so are a bar's redraws (a few hundred bytes, not all caught in the log's size between
+    # two samples), unless far more flows.
+    not_output = {r.pid for r in phases if r.phase == COMPILING}
+    drawing = {pid for lg in bars for pid in lg.pids}
+    not_output |= {p.pid for p in alive if p.pid in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
+    writers = [p for p in alive if p.pid not in not_output and output_bytes(p, heartbeat_bytes)]
+    return progress_logs, writers
 
 
 def _phase_bar(lg: LogGrowth, phase_pids: Set[int]) -> bool:
