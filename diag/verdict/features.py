@@ -147,19 +147,8 @@ def _interval(
     labels, native_labels = compute_labels
     before = {t.tid: t for t in a.threads}
     main_b = main_thread(b)
-    main_loop = loops.get(main_b.tid) if main_b else None
-    main_wait = main_loop.wait if main_loop else (thread_wait(bundle, main_b) if main_b else None)
     main_a = before.get(main_b.tid) if main_b else None
-    main_still = main_a is not None and main_b is not None and main_a.stack_id == main_b.stack_id
-    main_peer_still = main_still and main_wait is not None and family(main_wait.kind) == PEER
-    if not main_peer_still and main_a is not None and main_wait is not None:
-        # The same peer wait at both ends, on another line of it (gloo's broadcast waits on
-        # the size, then on the data): its native threads move that collective's bytes.
-        before_wait = thread_wait(bundle, main_a)
-        main_peer_still = family(main_wait.kind) == PEER and before_wait.label == main_wait.label
-    # Native threads of a poll loop (ZeroMQ's I/O threads, gloo's loop moving the empty
-    # batch) burn for the loop: spin too.
-    main_peer_still = main_peer_still or main_loop is not None
+    main_wait, main_peer_still = _main_waits_on(bundle, main_a, main_b, loops)
     compute = spin = 0.0
     for t in b.threads:
         prev = before.get(t.tid)
@@ -197,15 +186,44 @@ def _interval(
     if compute >= COMPUTE_PCT:
         sig.compute_intervals += 1
     if main_a is not None and main_b is not None:
-        if main_a.stack_id != main_b.stack_id:
-            sig.main_moved += 1
-        if main_a.voluntary_ctxt_switches is not None and main_b.voluntary_ctxt_switches:
-            # py-spy's blocking dump (Python < 3.11) stops and resumes every thread right after
-            # the /proc read at ``a``: two voluntary switches that are diag's, not a wakeup.
-            paused = 2 if a.stack_reader == "py-spy" and not a.stacks_reused else 0
-            sig.main_wakeups += max(
-                0, main_b.voluntary_ctxt_switches - main_a.voluntary_ctxt_switches - paused
-            )
+        _main_motion(sig, a, main_a, main_b)
+
+
+def _main_waits_on(
+    bundle: Bundle,
+    main_a: Optional[ThreadSample],
+    main_b: Optional[ThreadSample],
+    loops: Dict[int, PollLoop],
+) -> Tuple[Optional[ThreadWait], bool]:
+    """The main thread's wait at the interval's end, and whether it sat in one peer wait (or
+    a poll loop) across it: then its native threads burn for that wait, not for work."""
+    main_loop = loops.get(main_b.tid) if main_b else None
+    main_wait = main_loop.wait if main_loop else (thread_wait(bundle, main_b) if main_b else None)
+    main_still = main_a is not None and main_b is not None and main_a.stack_id == main_b.stack_id
+    peer_still = main_still and main_wait is not None and family(main_wait.kind) == PEER
+    if not peer_still and main_a is not None and main_wait is not None:
+        # The same peer wait at both ends, on another line of it (gloo's broadcast waits on
+        # the size, then on the data): its native threads move that collective's bytes.
+        before_wait = thread_wait(bundle, main_a)
+        peer_still = family(main_wait.kind) == PEER and before_wait.label == main_wait.label
+    # Native threads of a poll loop (ZeroMQ's I/O threads, gloo's loop moving the empty
+    # batch) burn for the loop: spin too.
+    return main_wait, peer_still or main_loop is not None
+
+
+def _main_motion(
+    sig: ProcSignals, a: ProcessSample, main_a: ThreadSample, main_b: ThreadSample
+) -> None:
+    """Did the main thread's stack change over the interval, and how often did it wake."""
+    if main_a.stack_id != main_b.stack_id:
+        sig.main_moved += 1
+    if main_a.voluntary_ctxt_switches is not None and main_b.voluntary_ctxt_switches:
+        # py-spy's blocking dump (Python < 3.11) stops and resumes every thread right after
+        # the /proc read at ``a``: two voluntary switches that are diag's, not a wakeup.
+        paused = 2 if a.stack_reader == "py-spy" and not a.stacks_reused else 0
+        sig.main_wakeups += max(
+            0, main_b.voluntary_ctxt_switches - main_a.voluntary_ctxt_switches - paused
+        )
 
 
 def _proc_ticks(ps: ProcessSample) -> int:
@@ -230,76 +248,106 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
     for key, series in _series(bundle).items():
         info = infos.get(key, ProcessInfo(pid=key[1], host=key[0]))
         sig = ProcSignals(key=key, info=info)
-        labels: Dict[str, float] = {}
-        native_labels: Dict[str, float] = {}
-        spin_labels: Dict[str, float] = {}
-        alive: List[Tuple[float, ProcessSample]] = []
-        ports: List[int] = []
-        for index, t_s, ps in series:
-            sig.samples.append(index)
-            sig.statuses.append(ps.status)
-            ports.extend(ps.listen_ports)
-            sig.py_ok = sig.py_ok or ps.py_status == "ok"
-            if ps.status in DEAD_STATUSES:
-                if sig.dead_since is None:
-                    sig.dead_since = index
-                if ps.exit_code is not None:
-                    sig.exit_code = ps.exit_code
-                continue
-            if ps.status == "alive":
-                main = main_thread(ps)
-                sig.main_stack_ids.append(main.stack_id if main else None)
-                tw = thread_wait(bundle, main) if main else None
-                sig.main_wait_labels.append(tw.label if tw and tw.kind else "")
-                alive.append((t_s, ps))
+        alive = _statuses(bundle, sig, series)
         loops = poll_loops(bundle, [ps for _, ps in alive]) if len(alive) > 1 else {}
         _collective_spin(bundle, info, [ps for _, ps in alive], loops)
-        span_s = 0.0
-        for (t_a, a), (t_b, b) in zip(alive, alive[1:]):
-            dt_s = t_b - t_a
-            if dt_s <= 0:
-                continue
-            sig.intervals += 1
-            span_s += dt_s
-            ticks = (labels, native_labels)
-            _interval(bundle, sig, a, b, dt_s, clk, ticks, spin_labels, loops)
-        if span_s > 0:
-            sig.cpu_pct /= span_s
-            sig.compute_pct /= span_s
-            sig.spin_pct /= span_s
-        sig.hot_label = _hot(labels, native_labels)
-        if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
-            last_main = main_thread(alive[-1][1])
-            sig.hot_label = thread_wait(bundle, last_main).label if last_main else ""
-        sig.spin_label = max(spin_labels, key=lambda k: spin_labels[k]) if spin_labels else ""
-        sig.listen_ports = tuple(sorted(set(ports)))
+        _rates(bundle, sig, alive, clk, loops)
         if alive:
-            first, last = alive[0][1], alive[-1][1]
-            sig.window_s = max(0.0, alive[-1][0] - alive[0][0])
-            main = main_thread(last)
-            sig.main_wait = rank_wait(bundle, info, main) if main else None
-            sig.poll = loops.get(main.tid) if main else None
-            if sig.poll is not None:
-                sig.main_wait = sig.poll.wait
-            # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
-            sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
-            sig.rss_last_bytes = last.rss_bytes
-            if sig.window_s > 0:
-                reaped = max(0, last.children_ticks - first.children_ticks)
-                sig.reaped_children_pct = reaped * 100.0 / clk / sig.window_s
-            sig.rss_delta_bytes = last.rss_bytes - first.rss_bytes
-            if first.io is not None and last.io is not None:
-                sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
-                sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
-                sig.write_calls_delta = max(0, last.io.syscw - first.io.syscw)
-            _served(sig, first, last)
-            sig.thread_names = tuple(sorted({t.name for t in last.threads if t.name}))
-            sig.file_progress_bytes = _file_progress(first, last)
-            sig.self_blocked = _self_blocked([ps for _, ps in alive])
-            sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
-            sig.timer_threads = _timer_threads(bundle, first, last)
+            _window(bundle, sig, alive, clk, loops)
         out.append(sig)
     return out
+
+
+def _statuses(
+    bundle: Bundle, sig: ProcSignals, series: List[Tuple[int, float, ProcessSample]]
+) -> List[Tuple[float, ProcessSample]]:
+    """Each sample's status, exit and main-thread wait; the samples it was alive in."""
+    alive: List[Tuple[float, ProcessSample]] = []
+    ports: List[int] = []
+    for index, t_s, ps in series:
+        sig.samples.append(index)
+        sig.statuses.append(ps.status)
+        ports.extend(ps.listen_ports)
+        sig.py_ok = sig.py_ok or ps.py_status == "ok"
+        if ps.status in DEAD_STATUSES:
+            if sig.dead_since is None:
+                sig.dead_since = index
+            if ps.exit_code is not None:
+                sig.exit_code = ps.exit_code
+            continue
+        if ps.status == "alive":
+            main = main_thread(ps)
+            sig.main_stack_ids.append(main.stack_id if main else None)
+            tw = thread_wait(bundle, main) if main else None
+            sig.main_wait_labels.append(tw.label if tw and tw.kind else "")
+            alive.append((t_s, ps))
+    sig.listen_ports = tuple(sorted(set(ports)))
+    return alive
+
+
+def _rates(
+    bundle: Bundle,
+    sig: ProcSignals,
+    alive: List[Tuple[float, ProcessSample]],
+    clk: int,
+    loops: Dict[int, PollLoop],
+) -> None:
+    """CPU, compute and spin over the window (CPU time over wall time), and where they go."""
+    labels: Dict[str, float] = {}
+    native_labels: Dict[str, float] = {}
+    spin_labels: Dict[str, float] = {}
+    span_s = 0.0
+    for (t_a, a), (t_b, b) in zip(alive, alive[1:]):
+        dt_s = t_b - t_a
+        if dt_s <= 0:
+            continue
+        sig.intervals += 1
+        span_s += dt_s
+        _interval(bundle, sig, a, b, dt_s, clk, (labels, native_labels), spin_labels, loops)
+    if span_s > 0:
+        sig.cpu_pct /= span_s
+        sig.compute_pct /= span_s
+        sig.spin_pct /= span_s
+    sig.hot_label = _hot(labels, native_labels)
+    if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
+        last_main = main_thread(alive[-1][1])
+        sig.hot_label = thread_wait(bundle, last_main).label if last_main else ""
+    sig.spin_label = max(spin_labels, key=lambda k: spin_labels[k]) if spin_labels else ""
+
+
+def _window(
+    bundle: Bundle,
+    sig: ProcSignals,
+    alive: List[Tuple[float, ProcessSample]],
+    clk: int,
+    loops: Dict[int, PollLoop],
+) -> None:
+    """What the first and last live samples say: the main thread's wait now, stopped or not,
+    memory, I/O, reaped children, served bytes, threads waiting on locks or timers."""
+    first, last = alive[0][1], alive[-1][1]
+    sig.window_s = max(0.0, alive[-1][0] - alive[0][0])
+    main = main_thread(last)
+    sig.main_wait = rank_wait(bundle, sig.info, main) if main else None
+    sig.poll = loops.get(main.tid) if main else None
+    if sig.poll is not None:
+        sig.main_wait = sig.poll.wait
+    # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
+    sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
+    sig.rss_last_bytes = last.rss_bytes
+    if sig.window_s > 0:
+        reaped = max(0, last.children_ticks - first.children_ticks)
+        sig.reaped_children_pct = reaped * 100.0 / clk / sig.window_s
+    sig.rss_delta_bytes = last.rss_bytes - first.rss_bytes
+    if first.io is not None and last.io is not None:
+        sig.read_delta_bytes = max(0, last.io.rchar - first.io.rchar)
+        sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
+        sig.write_calls_delta = max(0, last.io.syscw - first.io.syscw)
+    _served(sig, first, last)
+    sig.thread_names = tuple(sorted({t.name for t in last.threads if t.name}))
+    sig.file_progress_bytes = _file_progress(first, last)
+    sig.self_blocked = _self_blocked([ps for _, ps in alive])
+    sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
+    sig.timer_threads = _timer_threads(bundle, first, last)
 
 
 def _collective_spin(
