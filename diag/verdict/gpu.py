@@ -8,9 +8,9 @@ what the report and ``bench/gpu_check.sh`` use to name a GPU's rank).
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from diag.model import Evidence, GpuDevice, GpuSample, ProcessInfo
+from diag.model import Bundle, Evidence, GpuDevice, GpuSample, ProcessInfo
 from diag.verdict.sources import PROGRESS, STUCK, WORK, Context, Finding
 from diag.vocab import Lean
 
@@ -26,27 +26,40 @@ def _mean(values: List[float]) -> Optional[float]:
     return sum(values) / len(values) if values else None
 
 
-def gpu_findings(ctx: Context) -> Iterable[Finding]:
-    """Fuse utilization with power: 100% util at idle power is a kernel spinning on a peer."""
+class _Series(NamedTuple):
+    """Per GPU (host, NVML index) over the capture: utilization, power, the power cap, the
+    PIDs NVML saw on it, the samples that read it."""
+
+    util: Dict[Tuple[str, int], List[float]]
+    power: Dict[Tuple[str, int], List[float]]
+    limit: Dict[Tuple[str, int], float]
+    pids: Dict[Tuple[str, int], Set[int]]
+    samples: Dict[Tuple[str, int], List[int]]
+
+
+def _series(bundle: Bundle) -> _Series:
     # Keyed by (host, NVML index): a merged bundle has a GPU 0 on every node.
-    util: Dict[Tuple[str, int], List[float]] = {}
-    power: Dict[Tuple[str, int], List[float]] = {}
-    limit: Dict[Tuple[str, int], float] = {}
-    pids: Dict[Tuple[str, int], set] = {}  # type: ignore[type-arg]
-    samples: Dict[Tuple[str, int], List[int]] = {}
-    for sample in ctx.bundle.samples:
+    out = _Series({}, {}, {}, {}, {})
+    for sample in bundle.samples:
         if sample.gpu is None or not sample.gpu.available:
             continue
         for dev in sample.gpu.devices:
             key = (dev.host, dev.index)
             if dev.util_gpu_pct is not None:
-                util.setdefault(key, []).append(dev.util_gpu_pct)
-                samples.setdefault(key, []).append(sample.index)
+                out.util.setdefault(key, []).append(dev.util_gpu_pct)
+                out.samples.setdefault(key, []).append(sample.index)
             if dev.power_w is not None:
-                power.setdefault(key, []).append(dev.power_w)
+                out.power.setdefault(key, []).append(dev.power_w)
             if dev.power_limit_w:
-                limit[key] = dev.power_limit_w
-            pids.setdefault(key, set()).update(p.pid for p in dev.processes)
+                out.limit[key] = dev.power_limit_w
+            out.pids.setdefault(key, set()).update(p.pid for p in dev.processes)
+    return out
+
+
+def gpu_findings(ctx: Context) -> Iterable[Finding]:
+    """Fuse utilization with power: 100% util at idle power is a kernel spinning on a peer."""
+    series = _series(ctx.bundle)
+    util, power, limit, pids, samples = series
     rank_of = {(p.key[0], p.pid): p.rank for p in ctx.procs}
     # In a container NVML's PIDs are the host's: map by CUDA_VISIBLE_DEVICES/LOCAL_RANK instead.
     last_gpu = next(
