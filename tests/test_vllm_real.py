@@ -257,9 +257,7 @@ class TestOneEngine:
         # The why: the clients' request waits in the API server, which hands it to the
         # EngineCore over a unix socket (zmq ipc://) - the chain of waits ends there.
         chains = verdict["graph"]["chains"]
-        assert any(f"→ (unix) → EngineCore (pid {engine}): stopped" in c for c in chains), (
-            chains
-        )
+        assert any(f"→ (unix) → EngineCore (pid {engine}): stopped" in c for c in chains), chains
         lead = next(s for s in verdict["suspects"] if s["pid"] == engine)
         assert "(unix)" in lead.get("chain", ""), lead
 
