@@ -423,3 +423,14 @@ def test_real_hang_gets_no_eta(weights: Path, tmp_path: Path, started: Any) -> N
     phase = _phase_of(verdict, job.pid)
     assert phase.get("eta_s") is None, phase
     assert "ETA" not in verdict["summary"], verdict["summary"]
+
+
+def test_a_growing_file_is_a_download_only_where_downloads_land() -> None:
+    """A hub cache or a partial file's name is a download in progress; a checkpoint the job
+    saves is its output - not "downloading"."""
+    from diag.verdict.startup_signs import looks_downloaded
+
+    assert looks_downloaded("/root/.cache/huggingface/hub/models--x/blobs/abc.incomplete")
+    assert looks_downloaded("/data/model-00001-of-00004.safetensors.part")
+    assert not looks_downloaded("/ckpt/step_1000/model.pt")
+    assert not looks_downloaded("/tmp/unseen/ckpt.bin")

@@ -67,6 +67,7 @@ from diag.verdict.startup_signs import (
     eta_words,
     is_weights,
     last_tqdm,
+    looks_downloaded,
     shard_of,
 )
 from diag.verdict.waits import PEER, SERVE, short_name
@@ -290,8 +291,8 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Tuple[str, str]:
         if bar and not parts:
             parts.append(f"tqdm: {bar.desc}")
         return LOADING, ", ".join(parts)
-    writes = _growing_writes(p)
     dl = _frame(p.names, _DOWNLOAD_NAMES)
+    writes = [w for w in _growing_writes(p) if dl or looks_downloaded(w[0].path)]
     if writes or dl or (bar and ("download" in desc or "fetching" in desc or is_weights(desc))):
         if writes:
             f, grown = writes[0]

@@ -121,6 +121,19 @@ _INIT_NAMES = frozenset(
 )
 
 
+# Where a file being written is a download in progress: a model hub's cache, or a partial
+# file's name. Any other growing file is the job's own output (a checkpoint, a dataset shard).
+_DOWNLOAD_DIRS = ("/huggingface/", "/hub/", "/.cache/", "/modelscope/", "/downloads/")
+_DOWNLOAD_SUFFIXES = (".incomplete", ".part", ".partial", ".download", ".crdownload", ".tmp")
+
+
+def looks_downloaded(path: str) -> bool:
+    """A growing file that reads as a download (``downloading`` phase), not as output: a job
+    saving its checkpoint is not "downloading"."""
+    low = path.lower()
+    return low.endswith(_DOWNLOAD_SUFFIXES) or any(d in low for d in _DOWNLOAD_DIRS)
+
+
 _DOWNLOAD_NAMES = frozenset(
     {"hf_hub_download", "snapshot_download", "http_get", "_download_to_tmp_and_move", "download"}
 )
