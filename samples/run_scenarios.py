@@ -378,6 +378,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("uvicorn", "fastapi"),
     ),
     Scenario(
+        "uvicorn_async_blocking_sleep",
+        "slow",
+        ("root",),
+        False,
+        "an async uvicorn endpoint calls the blocking time.sleep: the loop's thread sleeps in the "
+        "handler and every client waits until it returns (move it off the loop, don't restart)",
+        ("uvicorn", "fastapi"),
+    ),
+    Scenario(
         "uvicorn_calls_itself",
         "deadlocked",
         ("root",),

@@ -33,6 +33,7 @@ def _chain_of(key: str, graph: WaitGraph) -> str:
 _DEADLOCKED: FrozenSet[VerdictState] = frozenset({"deadlocked"})
 _WORKING: FrozenSet[VerdictState] = frozenset({"slow", "progressing"})
 _IDLE: FrozenSet[VerdictState] = frozenset({"idle"})
+_SLOW: FrozenSet[VerdictState] = frozenset({"slow"})
 
 
 def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]:
@@ -42,7 +43,8 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]
     - a chain ends at a stopped process, or at a dead one someone waits on other than by
       waitpid (or a dead rank) -> deadlocked: it outranks the rest, as in the rules;
     - else one ends in work (computing, its output moving, disk I/O) -> "slow|progressing";
-    - else requests from outside wait unanswered on a chain -> deadlocked;
+    - else requests from outside wait unanswered on a chain -> deadlocked (slow when the
+      process holding them sleeps on a timer: a blocking call in a handler);
     - else every end waits on a door that will open - requests, a timer, stdin -> idle;
     - else (cycles, locks, a peer not in the capture that never answers) -> deadlocked.
     None without chains."""
@@ -78,7 +80,13 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]
         return _DEADLOCKED
     if work:
         return _WORKING
-    if any(e.src == OUT_CLIENTS for e in graph.edges):
+    served = {e.dst for e in graph.edges if e.src == OUT_CLIENTS}
+    if served and all(
+        k in by_key and by_key[k].state == "sleeping" and OUT_TIMER in doors.get(k, set())
+        for k in served
+    ):
+        return _SLOW  # the thread that answers sleeps in a handler: a timer ends it
+    if served:
         return _DEADLOCKED  # requests unanswered and nothing on their chain works
     live_ends = [
         k for k in graph.ends if k in by_key and by_key[k].state not in ("zombie", "exited")

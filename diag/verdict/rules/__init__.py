@@ -117,7 +117,7 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "requests_unanswered",
         "doors",
-        ["deadlocked"],
+        ["deadlocked", "slow"],
         doors.requests_unanswered,
         "clients waiting unanswered past the capture outrank an open port",
     ),

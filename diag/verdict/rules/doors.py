@@ -17,7 +17,7 @@ from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
 )
-from diag.verdict.waits import PEER, SERVE, STDIN
+from diag.verdict.waits import PEER, SERVE, SLEEP, STDIN
 from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
 from diag.verdict.work import poll_note, polls_for_work
 
@@ -96,13 +96,6 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
     p = stuck[0]
     ports = ", ".join(f":{port}" for port in p.stale_ports[:3])
     total = sum(q.stale_requests for q in stuck)
-    summary = (
-        f"deadlocked: {total} request(s) to {ports} unanswered for {p.stale_age_s:.0f}+ s "
-        f"while nothing in the server moves ({who([p])} waits in {where(p)}) - a handler "
-        "waits on something that never comes (an await, a lock, a dead backend); clients "
-        f"wait. See the handlers with `py-spy dump --pid {p.pid}`, then restart it "
-        "(unless that endpoint is a long poll)"
-    )
     suspects = [
         Suspect(
             pid=q.pid,
@@ -112,6 +105,23 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
         )
         for q in stuck[:4]
     ]
+    if p.main_family == SLEEP:
+        # The thread that would answer sleeps in a handler: a blocking call on the event loop
+        # (time.sleep in an async def) - every client waits until it returns, then it goes on.
+        summary = (
+            f"slow: {total} request(s) to {ports} unanswered for {p.stale_age_s:.0f}+ s because "
+            f"the thread that answers them sleeps in {where(p)} ({who([p])}) - a blocking "
+            "call inside a handler holds every client until it returns. Don't restart it: "
+            "move the call off the event loop (`await asyncio.sleep`, `run_in_executor`)"
+        )
+        return decided("slow", 0.55, summary, suspects)
+    summary = (
+        f"deadlocked: {total} request(s) to {ports} unanswered for {p.stale_age_s:.0f}+ s "
+        f"while nothing in the server moves ({who([p])} waits in {where(p)}) - a handler "
+        "waits on something that never comes (an await, a lock, a dead backend); clients "
+        f"wait. See the handlers with `py-spy dump --pid {p.pid}`, then restart it "
+        "(unless that endpoint is a long poll)"
+    )
     return decided("deadlocked", 0.65, summary, suspects)
 
 
