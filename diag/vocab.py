@@ -100,6 +100,7 @@ RuleId = Literal[
     "polls_for_stale_lock_file",
     "waits_for_outside",
     "pipe_full",
+    "chains_end_at_doors",
     "nothing_can_wake",
 ]
 RULE_IDS: Tuple[RuleId, ...] = get_args(RuleId)

@@ -387,6 +387,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("uvicorn", "fastapi"),
     ),
     Scenario(
+        "rank_waits_on_polling_helper",
+        "idle",
+        None,  # the suspect is rank 0's helper child, neither root nor a rank
+        False,
+        "ranks 1-2 wait in a multiprocessing Barrier for rank 0, which waits for a helper script "
+        "polling on a timer: the chain ends at the helper, not 'nothing can wake it'",
+    ),
+    Scenario(
         "uvicorn_calls_itself",
         "deadlocked",
         ("root",),

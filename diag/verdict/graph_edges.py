@@ -215,7 +215,7 @@ def _lock_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
     at a thread of its own that can release it, else at itself."""
     op = _main_futex_op(b, p)
     parent = _parent_of(b, p)
-    if op is not None and not op & FUTEX_PRIVATE and kind == "lock":
+    if op is not None and not op & FUTEX_PRIVATE and kind in ("lock", "condition"):
         shared = [*([parent] if parent else []), *_family_of(b, p)]
         for k in b.rank_order(shared):
             b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")

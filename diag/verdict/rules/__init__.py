@@ -153,6 +153,15 @@ TABLE: Tuple[Rule, ...] = (
     ),
     rule("pipe_full", "graph", ["deadlocked"], graph.pipe_full, _SHAPE),
     rule(
+        "chains_end_at_doors",
+        "graph",
+        ["idle"],
+        graph.chains_end_at_doors,
+        "a chain that ends at a door names who can end the wait, where the ranks' own waits "
+        "see none",
+        ["graph"],
+    ),
+    rule(
         "nothing_can_wake",
         "graph",
         ["deadlocked"],

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from diag.model import Suspect, WaitGraph
-from diag.verdict.chains import DEAD_ENDS
+from diag.verdict.chains import DEAD_ENDS, graph_state
 from diag.verdict.graph_nodes import (
     OUTSIDE_JOB,
     node_key,
@@ -166,6 +166,32 @@ def pipe_full(s: Situation) -> Optional[Decision]:
         return None
     summary, suspects = pipe_story(writers, s.ctx.procs)
     return decided("deadlocked", 0.6, summary, suspects)
+
+
+def chains_end_at_doors(s: Situation) -> Optional[Decision]:
+    """Nothing moves, none of the participants waits on a door of its own, but every chain of
+    their waits ends at a process that does - a helper a rank waits for, sleeping on a timer
+    (polling for a file, a lock, a host); a server behind a child. Read alone, the ranks'
+    waits said "nothing can wake it"; the chain names who can, and where to look."""
+    g = s.graph
+    if g is None or graph_state(g) != frozenset({"idle"}):
+        return None
+    by_key = {n.key: n for n in g.nodes}
+    ends = [by_key[k] for k in g.ends if k in by_key and by_key[k].pid]
+    if not ends:
+        return None
+    end = ends[0]
+    summary = (
+        f"idle: nothing moves, and every chain of waits ends at a process something outside "
+        f"can wake - {g.chains[0]}. Healthy if what {end.label} waits for comes (a timer's "
+        f"next poll, a request, input); stuck if it never does: see what it waits for "
+        f"(`py-spy dump --pid {end.pid}`) before killing anything"
+    )
+    suspects = [
+        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=f"{n.state}: {n.detail}"[:200])
+        for n in ends[:4]
+    ]
+    return decided("idle", 0.5, summary, suspects)
 
 
 def nothing_can_wake(s: Situation) -> Optional[Decision]:
