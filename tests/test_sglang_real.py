@@ -318,7 +318,9 @@ class TestWeightLoad:
         assert scheduler in suspect_pids(bundle), verdict_line(bundle)
         assert "don't kill" in verdict["summary"], verdict_line(bundle)
         phases = [p for p in verdict.get("phases", []) if p["pid"] == scheduler]
-        assert phases and phases[0]["phase"] in ("loading", "converting"), verdict.get("phases")
+        assert phases and phases[0]["phase"] in ("loading weights", "converting weights"), (
+            verdict.get("phases")
+        )
         assert phases[0].get("progress_pct") is not None, phases
         assert phases[0].get("eta_s") is not None, phases
 

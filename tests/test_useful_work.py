@@ -96,6 +96,17 @@ def test_idle_scheduler_busy_polling_reads_idle_not_cpu_bound() -> None:
     assert "busy-poll" in v.summary and "nothing to receive" in v.summary
 
 
+def test_a_flag_read_between_polls_is_the_loop_not_work() -> None:
+    """Real SGLang caught once between two idle hooks, reading a flag of the loop
+    (``EnvField.get`` <- ``is_disable_overlap_for_batch`` <- the loop): still the poll loop.
+    A ``run_batch`` just as shallow is work (the busy contrast below)."""
+    flag = (("EnvField.get", SCHED), ("is_disable_overlap_for_batch", SCHED), *LOOP)
+    sched = _scheduler(200, 0, [flag, ON_IDLE, ON_IDLE])
+    p = {p.pid: p for p in extract(build([_front(), sched]))}[200]
+    assert p.poll is not None and not computes(p)
+    assert classify(build([_front(), sched])).state == "idle"
+
+
 def test_tp2_idle_schedulers_exchanging_empty_batches_read_idle() -> None:
     """At TP 2 the idle schedulers also broadcast the empty batch every loop: bytes between
     the job's own ranks, tens of bytes a write, are not output."""

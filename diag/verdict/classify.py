@@ -127,7 +127,10 @@ def _qualified(
     state: VerdictState = d.state
     text, confidence = d.text, d.confidence
     evidence = evidence_for(ctx, s.classes) + [f.evidence for f in findings]
-    suspects: List[Suspect] = list(d.suspects) + [x for f in findings for x in f.suspects]
+    # A job whose output moves is no hang: a rank a few collectives behind in dumps taken at
+    # different moments is the skew of progress, not a suspect (the evidence still shows it).
+    found = [x for f in findings for x in f.suspects] if state != "progressing" else []
+    suspects: List[Suspect] = list(d.suspects) + found
     warnings: Tuple[str, ...] = ()
     if state == "deadlocked":
         suspects = with_log_deaths(

@@ -167,6 +167,25 @@ def sample_markers(frames: Sequence[Frame], running: bool) -> Tuple[Tuple[PollMa
     return (("receive", named), *found) if named >= 0 else found
 
 
+# How far below a frame the polls run under a sample may be and still be the loop's own
+# bookkeeping between two polls (a flag read: ``EnvField.get`` <- ``is_disable_overlap_...``
+# <- the loop): real work (``run_batch`` -> ``forward`` -> the model) is deeper.
+_BOOKKEEPING_DEPTH = 2
+
+
+_ACCESSOR = re.compile(r"^_*(?:is|has|get|should|can|check)(?:_|$)|^__getattr", re.IGNORECASE)
+
+
+def _near_loop(sig: Sig, outer: Set[Sig]) -> bool:
+    """The sample is the loop between two polls: a frame the polls run under, or at most
+    ``_BOOKKEEPING_DEPTH`` frames below one, each of them reading a flag (``is_...``,
+    ``get``, ``__getattr__``) - not a ``run_batch`` or a ``forward``, however shallow."""
+    for k in range(_BOOKKEEPING_DEPTH + 1):
+        if sig[k:] and sig[k:] in outer:
+            return all(_ACCESSOR.search(short_name(name)) for name, _ in sig[:k])
+    return False
+
+
 def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> Optional[PollLoop]:
     """The poll loop one thread shows in its samples - (stack id, kernel state) each, oldest
     first - or None."""
@@ -195,7 +214,7 @@ def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> O
             if FAMILY.get(known[0]) == PEER and not peer_label:
                 peer_label = fr[known[1]].name
             continue
-        if _sig(fr) not in outer:
+        if not _near_loop(_sig(fr), outer):
             return None  # it left the idle path: real work between polls
     return _as_wait(frames, tuple(dict.fromkeys(markers)), peer_label, len(samples))
 
