@@ -60,31 +60,57 @@ def rescrub_journal(
     try:
         if not _holds_any(reader, synced, fresh):
             return None  # the common case: read in chunks, nothing kept in memory
-        data = _pread_all(reader, synced)
+        handle = directory if directory is not None else OutputDir.open_plain(path.parent)
+        tmp = f".{path.name[:200]}.{secrets.token_hex(4)}.rescrub"
+        try:
+            new_fd = handle.create(tmp)
+            try:
+                size = _scrub_into(reader, synced, redactor, new_fd)
+                os.fsync(new_fd)
+                os.rename(tmp, path.name, src_dir_fd=handle.fd, dst_dir_fd=handle.fd)
+            except BaseException:
+                os.close(new_fd)
+                handle.unlink(tmp)
+                raise
+        finally:
+            if directory is None:
+                handle.close()
     finally:
         os.close(reader)
-    scrubbed = redactor.scrub_bytes(data)
-    if scrubbed == data:
-        return None
-    handle = directory if directory is not None else OutputDir.open_plain(path.parent)
-    tmp = f".{path.name[:200]}.{secrets.token_hex(4)}.rescrub"
-    try:
-        new_fd = handle.create(tmp)
-        try:
-            outdir.write_all(new_fd, scrubbed)
-            os.fsync(new_fd)
-            os.rename(tmp, path.name, src_dir_fd=handle.fd, dst_dir_fd=handle.fd)
-        except BaseException:
-            os.close(new_fd)
-            handle.unlink(tmp)
-            raise
-    finally:
-        if directory is None:
-            handle.close()
-    return new_fd, len(scrubbed)
+    return new_fd, size
+
+
+def _scrub_into(reader: int, size: int, redactor: Rescrubber, out: int) -> int:
+    """Scrub the first ``size`` bytes of ``reader`` into ``out`` a whole number of lines at a
+    time (journal lines are independent JSON documents), never the whole journal in memory: a
+    multi-day journal read at once would cost the host - and the job beside diag - its size
+    twice over. A line longer than ``_CARRY_MAX`` is scrubbed in pieces. Bytes written."""
+    offset = written = 0
+    carry = b""
+    while offset < size:
+        chunk = os.pread(reader, min(size - offset, _CHUNK), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        data = carry + chunk
+        cut = len(data) if offset >= size else data.rfind(b"\n") + 1
+        if cut == 0 and len(data) < _CARRY_MAX:
+            carry = data
+            continue
+        cut = cut or len(data)
+        part, carry = data[:cut], data[cut:]
+        scrubbed = redactor.scrub_bytes(part)
+        outdir.write_all(out, scrubbed)
+        written += len(scrubbed)
+    if carry:
+        scrubbed = redactor.scrub_bytes(carry)
+        outdir.write_all(out, scrubbed)
+        written += len(scrubbed)
+    return written
 
 
 _CHUNK = 1 << 24
+_CARRY_MAX = 4 * _CHUNK  # one journal line this long is scrubbed in pieces
 
 
 def _holds_any(fd: int, size: int, values: Tuple[bytes, ...]) -> bool:
@@ -102,15 +128,3 @@ def _holds_any(fd: int, size: int, values: Tuple[bytes, ...]) -> bool:
         tail = window[-overlap:] if overlap else b""
         offset += len(chunk)
     return False
-
-
-def _pread_all(fd: int, size: int) -> bytes:
-    parts = []
-    offset = 0
-    while offset < size:
-        chunk = os.pread(fd, min(size - offset, _CHUNK), offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        offset += len(chunk)
-    return b"".join(parts)
