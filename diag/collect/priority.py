@@ -165,11 +165,15 @@ class Burst:
             except OSError:
                 pass
         for pid in self._helpers:
+            if not _my_child(pid):
+                continue  # gone, its pid maybe reused: never touch another process
             try:
                 _set_nice(pid, self.base_nice)
             except OSError:
                 pass
         for pid in self._workers:
+            if not _my_child(pid):
+                continue  # killed and reaped mid-burst: its pid may be someone else's now
             try:
                 if self._boost.policy == "rr":
                     os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
@@ -177,6 +181,18 @@ class Burst:
             except OSError:
                 pass
         self.raised = False
+
+
+def _my_child(pid: int) -> bool:
+    """Whether ``pid`` is still a child of this process (a worker or helper diag started) -
+    checked before a priority is put back, since one killed and reaped during the burst may
+    have had its pid handed to another process, the job's perhaps."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read(4096)
+        return int(stat.rpartition(b")")[2].split()[1]) == os.getpid()
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 class Boost:

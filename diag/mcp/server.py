@@ -109,7 +109,10 @@ def run_child(argv: Sequence[str], timeout_s: float, cwd: Optional[Path] = None)
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        proc.communicate()
+        try:  # a child stuck in the kernel (state D) may outlive SIGKILL: do not wait on it
+            proc.communicate(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass
         raise _fail(
             f"diag did not finish within {timeout_s:.0f} s; the job was not touched"
         ) from exc
