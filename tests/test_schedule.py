@@ -73,3 +73,17 @@ def test_cpu_over_a_late_sample_is_cpu_time_over_wall_time() -> None:
     (sig,) = [p for p in extract(bundle) if p.pid == 100]
     assert sig.intervals == 2
     assert 90.0 <= sig.cpu_pct <= 110.0, sig.cpu_pct
+
+
+def test_a_watch_that_stalled_starts_its_clock_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a stall longer than an interval a watch does not take the missed samples back to
+    back (intervals of ~0 s measure nothing); a capture of N samples keeps its schedule."""
+    clock = Clock()
+    monkeypatch.setattr(schedule_mod.time, "monotonic", clock.monotonic)
+    watch, capture = Schedule(2.0, count=0), Schedule(2.0, count=5)
+    watch.start(0)
+    capture.start(0)
+    clock.now = 110.0  # 10 s stalled: samples 1-4 were due at 102-108
+    assert watch.start(1)[0] == pytest.approx(8.0) and capture.start(1)[0] == pytest.approx(8.0)
+    assert watch.due(2) == pytest.approx(112.0)  # one interval from now
+    assert capture.due(2) == pytest.approx(104.0)  # already due: the capture keeps its length
