@@ -142,3 +142,21 @@ def test_every_evidence_signal_is_in_the_vocabulary() -> None:
     for path in _bundles():
         for ev in classify(load_bundle(path)).evidence:
             assert ev.signal in EVIDENCE_SIGNALS, (path.name, ev.signal)
+
+
+def test_an_old_death_line_does_not_outrank_a_job_that_progresses() -> None:
+    """An elastic job restarted with fewer ranks, its log appended across runs: torchrun's
+    line about rank 3 is still in the tail, rank 3 is no process any more, and the ranks that
+    are log new steps - history, not why it hangs (it does not)."""
+    from tests.series import build
+    from tests.test_classify import TRAIN_A, TRAIN_B, ranks
+
+    dead = "failed (exitcode: -9) local_rank: 3 (pid: 4242) of binary: /usr/bin/python"
+    steps = [f"step {40 + i} loss 1.{i}" for i in range(6)]
+    log = [(5000 + 200 * i, 50 + 2 * i, (dead, *steps[: 2 * i + 1])) for i in range(3)]
+    procs = ranks(
+        4, stack=[TRAIN_A, TRAIN_B, TRAIN_A], cpu_pct=90.0, state="R", wchan="0", syscall="running"
+    )[:3]
+    verdict = classify(build(procs, logs={"/job/train.log": log}))
+    assert verdict.state == "progressing", verdict.summary
+    assert verdict.rule != "log_names_dead_rank"

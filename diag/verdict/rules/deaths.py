@@ -78,9 +78,12 @@ def log_names_dead_rank(s: Situation) -> Optional[Decision]:
     """The job's log says rank N died and no live process of the job is rank N, while other
     ranks are there: they will wait for it (or are being shut down because of it) whatever
     CPU they burn - a TP peer spinning in its all-reduce, a worker tearing down. A rank that
-    was restarted (a live rank N again) or a death line naming no rank does not count."""
+    was restarted (a live rank N again) or a death line naming no rank does not count; nor
+    does one in a job whose log reports new progress or that answers requests - a death line
+    from before the capture (an elastic restart with fewer ranks, a log appended across runs)
+    is history, not why it hangs."""
     gone = gone_ranks(s.ctx)
-    if not gone:
+    if not gone or s.progress_logs or s.answering:
         return None
     d = gone[0]
     survivors = [p for p in s.ctx.procs if p.rank is not None and not is_rank_helper(p)]
