@@ -139,6 +139,9 @@ _RECEIVE_DEPTH = 3  # a receive's own helpers (Condition.__exit__ in Queue.get) 
 # The job's own receive step, by name (SGLang's ``recv_requests``, ``poll_queue``), caught
 # running: a loop between two of its receives.
 _RECEIVE_NAME = re.compile(r"^_*(?:recv|receive|poll)(?:_|$)", re.IGNORECASE)
+# How deep under it the running frame may be: SGLang's broadcast of the batch sits 4 frames
+# below ``recv_requests``; a model's forward under an outer ``poll_*`` loop sits far deeper.
+_RECEIVE_STEP_DEPTH = 8
 
 
 def _receives(frame: Frame) -> bool:
@@ -163,7 +166,8 @@ def sample_markers(frames: Sequence[Frame], running: bool) -> Tuple[Tuple[PollMa
     known = stack_wait(frames)
     if known is not None and FAMILY.get(known[0]) == PEER:
         return found  # a pipeline stage's recv_forward in a collective: the peer's wait
-    named = next((i for i, f in enumerate(frames) if _RECEIVE_NAME.search(short_name(f.name))), -1)
+    step = frames[:_RECEIVE_STEP_DEPTH]
+    named = next((i for i, f in enumerate(step) if _RECEIVE_NAME.search(short_name(f.name))), -1)
     return (("receive", named), *found) if named >= 0 else found
 
 
