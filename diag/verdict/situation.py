@@ -178,28 +178,30 @@ def child_work(
     waits - and only for an ancestor whose wait a child can end (``subprocess.run`` of a build
     or preprocessing script, a pool's result, a DataLoader's queue its workers fill).
     A Python participant (an EngineCore, a pool worker) is judged itself."""
-    by_pid = {p.pid: p for p in procs}
+    # Keyed by (host, pid): the nodes of a merged bundle repeat PIDs (containers).
+    by_key = {p.key: p for p in procs}
     judged = {p.key for p in parts}
 
-    def parent_chain(p: ProcSignals) -> List[int]:
-        out: List[int] = []
-        seen = {p.pid}
-        ppid = p.info.ppid
-        while ppid is not None and ppid in by_pid and ppid not in seen:
-            out.append(ppid)
-            seen.add(ppid)
-            ppid = by_pid[ppid].info.ppid
+    def parent_chain(p: ProcSignals) -> List[Tuple[str, int]]:
+        out: List[Tuple[str, int]] = []
+        seen = {p.key}
+        up = (p.key[0], p.info.ppid) if p.info.ppid is not None else None
+        while up is not None and up in by_key and up not in seen:
+            out.append(up)
+            seen.add(up)
+            ppid = by_key[up].info.ppid
+            up = (up[0], ppid) if ppid is not None else None
         return out
 
     launches_ranks = any(p.info.role == "rank" for p in procs)
-    helpers: Dict[int, List[Tuple[ProcSignals, float]]] = {}
+    helpers: Dict[Tuple[str, int], List[Tuple[ProcSignals, float]]] = {}
     for p in procs:
         if p.info.role in ("rank", "launcher") or p.key in judged:
             continue
         if p.py_ok and (p.dead or not p.compute_intervals):
             continue
         for ancestor in parent_chain(p):
-            parent = by_pid[ancestor]
+            parent = by_key[ancestor]
             if p.py_ok and not _waits_on_helpers(parent):
                 break  # nobody between it and a waiter: its work ends no wait
             pct = 0.0 if p.dead else p.compute_pct if p.py_ok else p.cpu_pct
@@ -210,7 +212,7 @@ def child_work(
     for p in procs:
         if p.dead or is_rank_helper(p):
             continue
-        kids = helpers.get(p.pid, [])
+        kids = helpers.get(p.key, [])
         pct = sum(pct for _, pct in kids)
         if p.info.role != "launcher" or not launches_ranks:
             pct += p.reaped_children_pct
