@@ -44,6 +44,11 @@ _PROMPT_LAGGARD = (
 )
 GRAPH_DISAGREES: Dict[str, str] = {
     "torchrun_pdb_rank": _PROMPT_LAGGARD,
+    "ray_idle": (
+        "an idle ray::IDLE worker waits for tasks inside Ray's C++ core worker (Worker.main_loop, "
+        "no Python wait the graph knows, no CPU): the graph reads it blocked or computing by "
+        "the sample; the rules know Ray's idle workers and read idle"
+    ),
     "gloo_diverge_sleep": _SLEEPING_LAGGARD,
     "torchrun_store_wait": _SLEEPING_LAGGARD,
     "mp_spawn_barrier": _SLEEPING_LAGGARD,
