@@ -45,7 +45,8 @@ def test_idle_executor_threads_are_not_a_lock_cycle() -> None:
         threads=_executor_threads(3),
     )
     verdict = classify(build([server]))
-    assert verdict.state == "idle", verdict.summary
+    assert (verdict.rule, verdict.state) == ("waits_for_outside", "idle"), verdict.summary
+    assert "lock_cycle" not in {m.rule for m in verdict.also_matched}
 
 
 def test_zero_counter_stats_line_is_not_progress() -> None:
@@ -65,9 +66,9 @@ def test_a_stopped_engine_outranks_the_front_ends_stats_line() -> None:
     engine = Proc(101, ppid=100, role="worker", state="T", cmdline=("VLLM::EngineCore",))
     log = {"/tmp/vllm.log": [(100, 1, ("a",)), (300, 2, ("a", VLLM_STATS)), (500, 3, ("b",))]}
     verdict = classify(build([api, engine], logs=log))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "stopped" in verdict.summary and "kill -CONT 101" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_stopped", "deadlocked"), verdict.summary
     assert [s.pid for s in verdict.suspects][:1] == [101]
+    assert "kill -CONT 101" in verdict.summary  # the wording is the feature: how to resume it
 
 
 def test_a_crashed_rank_outranks_its_peers_error_lines() -> None:
@@ -79,7 +80,7 @@ def test_a_crashed_rank_outranks_its_peers_error_lines() -> None:
     lines = ("ERROR rank 2 died unexpectedly", "Traceback (most recent call last):")
     log = {"/tmp/job.log": [(100, 1, ("start",)), (900, 3, ("start", *lines))]}
     verdict = classify(build([*peers, dead], n=2, logs=log))
-    assert verdict.state == "deadlocked", verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_died", "deadlocked"), verdict.summary
     assert verdict.suspects[0].pid == 102
 
 
@@ -96,8 +97,9 @@ def test_a_log_that_reports_a_death_names_it() -> None:
         ]
     }
     verdict = classify(build([api], logs=log))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "died unexpectedly" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("log_reports_death", "deadlocked"), verdict.summary
+    assert [(s.pid, s.rank) for s in verdict.suspects] == [(0, 1)]  # gone before diag looked
+    assert "died unexpectedly" in verdict.summary  # the wording is the feature: the log's line
 
 
 def test_a_rank_waiting_on_compilers_is_slow_and_its_helpers_are_not_ranks() -> None:
@@ -125,9 +127,8 @@ def test_a_rank_waiting_on_compilers_is_slow_and_its_helpers_are_not_ranks() -> 
         exit_code=0,
     )
     verdict = classify(build([rank, cc1]))
-    assert verdict.state == "slow", verdict.summary
-    assert "child processes" in verdict.summary and "rank 0" in verdict.summary
-    assert 101 not in {s.pid for s in verdict.suspects}
+    assert (verdict.rule, verdict.state) == ("children_work", "slow"), verdict.summary
+    assert [(s.pid, s.rank) for s in verdict.suspects] == [(100, 0)]
 
 
 def test_a_python_helper_computing_beside_a_rank_stuck_in_a_collective_is_no_work() -> None:
@@ -145,8 +146,9 @@ def test_a_python_helper_computing_beside_a_rank_stuck_in_a_collective_is_no_wor
         cpu_pct=95.0, state="R", wchan=None, syscall=None,
     )  # fmt: skip
     verdict = classify(build([stuck, elsewhere, worker]))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "child processes" not in verdict.summary
+    assert (verdict.rule, verdict.state) == ("peers_wait", "deadlocked"), verdict.summary
+    assert "children_work" not in {m.rule for m in verdict.also_matched}
+    assert [s.rank for s in verdict.suspects] == [1]
 
 
 BATON = (("FileBaton.wait", "/venv/lib/python3.11/site-packages/torch/utils/file_baton.py"),
@@ -161,8 +163,9 @@ def test_ranks_polling_torchs_build_lock_with_nobody_building_are_deadlocked() -
         for r in range(2)
     ]  # fmt: skip
     verdict = classify(build(ranks))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "poll in `FileBaton.wait` for a lock file" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("polls_for_stale_lock_file", "deadlocked")
+    assert [s.rank for s in verdict.suspects] == [0, 1]
+    # the wording is the feature: what to do (delete the file) and what would not help
     assert "delete that `lock` file" in verdict.summary and "would not help" in verdict.summary
 
 
@@ -180,7 +183,8 @@ def test_a_rank_whose_build_is_between_steps_is_no_stale_lock() -> None:
     poller = Proc(101, rank=1, world_size=2, rank_source="env:RANK", stack=BATON,
                   syscall="clock_nanosleep", wchan="hrtimer_nanosleep")  # fmt: skip
     verdict = classify(build([builder, ninja, poller]))
-    assert "delete that `lock` file" not in verdict.summary, verdict.summary
+    assert verdict.rule == "waits_for_outside", verdict.summary
+    assert "polls_for_stale_lock_file" not in {m.rule for m in verdict.also_matched}
 
 
 def _conn(inode: int, bytes_in: int, bytes_out: int, recv_ms: int, send_ms: int) -> ServedConn:
@@ -213,8 +217,7 @@ def test_a_server_answering_over_sockets_is_progressing_without_a_log() -> None:
     only the client connections' byte counters show the work."""
     served = [(_conn(1, 10_000 * i, 90_000 * i, 5, 4),) for i in range(1, 4)]
     verdict = classify(build([_server(served)]))
-    assert verdict.state == "progressing", verdict.summary
-    assert "answers requests on :8000" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("answers_requests", "progressing"), verdict.summary
 
 
 def test_requests_never_answered_while_clients_wait_are_not_idle() -> None:
@@ -222,8 +225,8 @@ def test_requests_never_answered_while_clients_wait_are_not_idle() -> None:
     thread is still - but four requests older than the capture have had no byte of answer."""
     pending = tuple(_conn(k, 200, 0, 10_000, 10_000) for k in range(4))
     verdict = classify(build([_server([pending] * 3)]))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "4 request(s) to :8000 unanswered" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("requests_unanswered", "deadlocked"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [100]
 
 
 def test_keep_alive_connections_that_were_answered_leave_a_server_idle() -> None:
@@ -233,8 +236,9 @@ def test_keep_alive_connections_that_were_answered_leave_a_server_idle() -> None
     internal = (ServedConn(port=8000, inode=9, bytes_in=50, recv_age_ms=20_000, internal=True),)
     ray = dataclasses.replace(_server([answered + internal] * 3), cmdline=("ray::IDLE",))
     verdict = classify(build([ray]))
-    assert verdict.state == "idle", verdict.summary
-    assert classify(build([_server([answered] * 3)])).state == "idle"
+    assert (verdict.rule, verdict.state) == ("waits_for_outside", "idle"), verdict.summary
+    again = classify(build([_server([answered] * 3)]))
+    assert (again.rule, again.state) == ("waits_for_outside", "idle")
 
 
 def test_a_request_from_inside_the_job_left_unanswered_is_a_wait() -> None:
@@ -242,7 +246,8 @@ def test_a_request_from_inside_the_job_left_unanswered_is_a_wait() -> None:
     waits on a stuck handler exactly like one outside (#28): not "idle, waiting for work"."""
     internal = (ServedConn(port=8000, inode=9, bytes_in=50, recv_age_ms=20_000, internal=True),)
     verdict = classify(build([_server([internal] * 3)]))
-    assert verdict.state == "deadlocked", verdict.summary
+    assert (verdict.rule, verdict.state) == ("requests_unanswered", "deadlocked"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [100]
 
 
 SHM = "/venv/lib/python3.11/site-packages/vllm/distributed/device_communicators/shm_broadcast.py"
@@ -282,8 +287,8 @@ def test_idle_tp_workers_waiting_for_the_engines_broadcast_are_idle() -> None:
     step (spinning a little), the EngineCore waits for requests, the API server listens."""
     stack = (("dequeue", SHM), ("worker_busy_loop", "/venv/lib/python3.11/site-packages/vllm/w.py"))
     verdict = classify(build(_vllm_tp(stack)))
-    assert verdict.state == "idle", verdict.summary
-    assert "workers (ranks 0\u20131) wait for work" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("server_feeds_ranks", "idle"), verdict.summary
+    assert not verdict.suspects
 
 
 def test_a_tp_rank_stopped_while_its_peer_spins_in_the_shm_all_reduce() -> None:
@@ -292,8 +297,8 @@ def test_a_tp_rank_stopped_while_its_peer_spins_in_the_shm_all_reduce() -> None:
     procs[3].cpu_pct = 0.0
     procs[2].cpu_pct = 100.0
     verdict = classify(build(procs))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "worker TP1 is stopped" in verdict.summary and "kill -CONT 103" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_stopped", "deadlocked"), verdict.summary
+    assert [(s.pid, s.rank) for s in verdict.suspects] == [(103, 1)]
 
 
 def test_a_rank_blocked_on_its_own_locks_is_deadlocked_whatever_its_peers_do() -> None:
@@ -313,9 +318,8 @@ def test_a_rank_blocked_on_its_own_locks_is_deadlocked_whatever_its_peers_do() -
     )
     rank0 = Proc(100, rank=0, world_size=2, rank_source="env:RANK", cpu_pct=100.0, state="R")
     verdict = classify(build([rank0, rank1]))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "rank 1 can never wake by itself" in verdict.summary
-    assert verdict.suspects[0].pid == 101
+    assert (verdict.rule, verdict.state) == ("blocked_on_itself", "deadlocked"), verdict.summary
+    assert [(s.pid, s.rank) for s in verdict.suspects] == [(101, 1)]
 
 
 def test_a_timed_or_shared_wait_is_a_way_out() -> None:
@@ -332,7 +336,8 @@ def test_a_timed_or_shared_wait_is_a_way_out() -> None:
     )
     rank0 = Proc(100, rank=0, world_size=2, rank_source="env:RANK", cpu_pct=100.0, state="R")
     verdict = classify(build([rank0, proc]))
-    assert "can never wake by itself" not in verdict.summary
+    assert (verdict.rule, verdict.state) == ("works_silently", "slow"), verdict.summary
+    assert "blocked_on_itself" not in {m.rule for m in verdict.also_matched}
 
 
 def test_a_rank_killed_while_its_peer_shuts_down_is_the_cause() -> None:
@@ -343,8 +348,8 @@ def test_a_rank_killed_while_its_peer_shuts_down_is_the_cause() -> None:
     dead = Proc(101, rank=None, role="worker", ppid=99, status=["zombie"] * 3, exit_code=-9)
     engine = Proc(99, role="launcher", cmdline=("VLLM::EngineCore",))
     verdict = classify(build([engine, rank0, dead]))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert verdict.suspects[0].pid == 101 and "SIGKILL" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_died", "deadlocked"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [101]
 
 
 def test_gloo_listeners_of_a_worker_that_is_no_rank_do_not_hide_the_http_port() -> None:
@@ -353,8 +358,9 @@ def test_gloo_listeners_of_a_worker_that_is_no_rank_do_not_hide_the_http_port() 
         101, ppid=100, role="worker", ports=(33583, 35705, 36395, 36509, 40111), stack=EVENT_LOOP
     )
     verdict = classify(build([api, worker]))
-    assert verdict.state == "idle" and ":45603 listening" in verdict.summary, verdict.summary
-    assert ":33583" not in verdict.summary
+    assert (verdict.rule, verdict.state) == ("waits_for_outside", "idle"), verdict.summary
+    # the wording is the feature: the port named is the one users send requests to
+    assert ":45603 listening" in verdict.summary and ":33583" not in verdict.summary
 
 
 def test_a_stopped_engine_core_behind_tp_ranks_is_the_cause() -> None:
@@ -365,8 +371,8 @@ def test_a_stopped_engine_core_behind_tp_ranks_is_the_cause() -> None:
     )
     procs[1].state = "T"
     verdict = classify(build(procs))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "kill -CONT 101" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_stopped", "deadlocked"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [101]
 
 
 def test_an_exited_job_names_the_exception_its_log_ends_in() -> None:
@@ -382,7 +388,8 @@ def test_an_exited_job_names_the_exception_its_log_ends_in() -> None:
     log = {"/tmp/serve.log": [(100, 1, tail[:1]), (900, 5, tail), (900, 5, tail)]}
     bundle = build([server], logs=log, target_exit=1)
     verdict = classify(bundle)
-    assert verdict.state == "exited", verdict.summary
+    assert (verdict.rule, verdict.state) == ("target_exited", "exited"), verdict.summary
+    # the wording is the feature: the exception the log ends in says why it exited
     assert "OSError: [Errno 98] Address already in use" in verdict.summary
 
 
@@ -408,8 +415,7 @@ def test_two_ranks_waiting_on_each_others_queue_behind_a_metrics_port() -> None:
     r0 = Proc(11, rank=0, world_size=2, ppid=10, stack=wait_q, futex_op=0, wait_timed=False)
     r1 = Proc(12, rank=1, world_size=2, ppid=11, stack=wait_q, futex_op=0, wait_timed=False)
     verdict = classify(build([launcher, r0, r1]))
-    assert verdict.state == "deadlocked", verdict.summary
-    assert "every chain of waits ends where nothing can end it" in verdict.summary
+    assert (verdict.rule, verdict.state) == ("chains_never_end", "deadlocked"), verdict.summary
     assert verdict.graph is not None and set(verdict.graph.reasons) == {"cycle"}
     assert {s.pid for s in verdict.suspects} >= {11, 12}, verdict.suspects
     assert all(s.chain for s in verdict.suspects if s.pid in (11, 12)), verdict.suspects
@@ -429,7 +435,7 @@ def test_a_rank_reading_its_shards_is_where_the_barrier_chain_ends() -> None:
     )
     peers = [Proc(21 + k, rank=1 + k, world_size=3, stack=BARRIER) for k in range(2)]
     verdict = classify(build([reader, *peers]))
-    assert verdict.state == "slow", verdict.summary
+    assert (verdict.rule, verdict.state) == ("works_silently", "slow"), verdict.summary
     assert verdict.graph is not None and "computing" in verdict.graph.reasons
     lead = next(s for s in verdict.suspects if s.pid == 20)
     assert "→ (peer) → rank 0: reading in" in lead.chain, lead
@@ -463,7 +469,7 @@ def test_an_event_its_own_heartbeat_thread_can_set_waits_on_a_timer() -> None:
     own threads can release it"."""
     beat = _heartbeat_thread(1)
     verdict = classify(build([_event_waiter(threads=[beat])]))
-    assert verdict.state == "idle", verdict.summary
+    assert (verdict.rule, verdict.state) == ("waits_for_outside", "idle"), verdict.summary
     assert graph_state(verdict.graph) == {"idle"}
     assert verdict.graph is not None
     (edge,) = [e for e in verdict.graph.edges if e.src == "/30"]
@@ -479,6 +485,7 @@ def test_threads_in_a_lock_cycle_are_not_fed_by_a_sleeping_thread() -> None:
     ]
     beat = _heartbeat_thread(3)
     verdict = classify(build([_event_waiter(threads=[*waiters, beat])]))
-    assert verdict.state == "deadlocked", verdict.summary
+    assert (verdict.rule, verdict.state) == ("lock_cycle", "deadlocked"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [30]
     assert graph_state(verdict.graph) == {"deadlocked"}
     assert verdict.graph is not None and verdict.graph.reasons == ("lock",)
