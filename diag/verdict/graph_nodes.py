@@ -153,8 +153,15 @@ def node_state(p: ProcSignals, working: bool = False) -> NodeState:
     state = _live_state(p)
     # A server whose clients wait unanswered is not working on their requests, whatever its
     # log says (vLLM's stats line reports the last window's tokens/s while its engine is
-    # stopped): the chain goes on through it to whom it handed them.
-    if working and state in ("blocked", "sleeping", "serving") and not p.stale_requests:
+    # stopped): the chain goes on through it to whom it handed them. A rank that spins in a
+    # collective whose data the verdict measured flowing (megabytes: ``work.output_bytes``)
+    # is that collective completing, again and again - a training loop sampled at its
+    # ``all_reduce`` line every time - not a ring of ranks that can never end their waits.
+    if (
+        working
+        and state in ("blocked", "sleeping", "serving", "spinning")
+        and not p.stale_requests
+    ):
         return "working"
     return state
 
