@@ -10,6 +10,7 @@ from diag.verdict.participants import (
     is_helper,
     is_rank_helper,
 )
+from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -19,7 +20,6 @@ from diag.verdict.stories import (
     dead_story,
     stopped_story,
 )
-from diag.verdict.wording import group_by_wait, waits_phrase, who
 
 
 def rank_died(s: Situation) -> Optional[Decision]:
@@ -88,12 +88,7 @@ def log_names_dead_rank(s: Situation) -> Optional[Decision]:
     d = gone[0]
     survivors = [p for p in s.ctx.procs if p.rank is not None and not is_rank_helper(p)]
     survivors = [p for p in survivors if not p.dead]
-    summary = (
-        f"deadlocked: the log says rank {d.rank} died ({d.path}: `{d.line[:160]}`) and no "
-        f"process of the job is rank {d.rank} any more ({who(survivors)} still there) - "
-        "the other ranks can never finish their collectives with it; read the log above "
-        "that line, restart the job"
-    )
+    summary = words.rank_gone_in_log(d, survivors)
     return decided("deadlocked", 0.75, summary, [])
 
 
@@ -106,11 +101,5 @@ def log_reports_death(s: Situation) -> Optional[Decision]:
     # The first death is the cause; later lines (EngineDeadError in the front end) are its
     # consequences.
     log, line = deaths[0]
-    quoted = " ".join(line.split())[:160]
-    waits = waits_phrase(group_by_wait(s.alive)[:2])
-    summary = (
-        f"deadlocked: the log says a process of the job died ({log.path}: `{quoted}`) and "
-        f"nothing moves{f' ({waits})' if waits else ''} - the survivors wait for it; read "
-        "the log above that line, restart the job"
-    )
+    summary = words.death_in_log(log.path, line, s.alive)
     return decided("deadlocked", 0.7, summary, [])
