@@ -14,8 +14,8 @@ from typing import Any, Callable, List, Sequence, Tuple
 import msgspec
 
 from diag.model import Bundle, ProbeFailure, RankCollectives
-from diag.probes.nccl import flight_recorder
 from diag.probes.nccl import logs as nccl_logs
+from diag.probes.nccl.flight_recorder import FrTracker
 from diag.probes.runner import ProbeCall, run_all
 
 
@@ -30,9 +30,8 @@ def enrich_bundle(
     Both reads run under the runner's timeout (a dump on a hung NFS mount must not hang diag);
     a failure or an unreadable dump becomes a ``ProbeFailure`` in the bundle, never an error.
     """
-    fr_call = ProbeCall(
-        "flight-recorder", partial(flight_recorder.collect, bundle.processes, fr_dirs), timeout_s
-    )
+    tracker = FrTracker(fr_dirs, timeout_s)  # dumps are read one way, a watch's too
+    fr_call = ProbeCall("flight-recorder", partial(tracker.refresh, bundle.processes), timeout_s)
     log_call = ProbeCall(
         "nccl-logs",
         partial(nccl_logs.collect, bundle.samples, bundle.processes, scrub),
@@ -41,11 +40,9 @@ def enrich_bundle(
     calls: List[ProbeCall[Any]] = [fr_call, log_call]
     fr_result, log_result = run_all(calls)
     failures = [r.failure for r in (fr_result, log_result) if r.failure is not None]
-    records: Tuple[RankCollectives, ...] = bundle.collectives
-    if fr_result.value is not None:
-        found, problems = fr_result.value
-        records = flight_recorder.merge_records(bundle.collectives, found)
-        failures += [ProbeFailure(probe="flight-recorder", reason=p) for p in problems]
+    records: Tuple[RankCollectives, ...] = tracker.apply(bundle).collectives
+    if fr_result.failure is None:
+        failures += [ProbeFailure(probe="flight-recorder", reason=p) for p in tracker.problems]
     logs = log_result.value if log_result.value is not None else bundle.nccl_logs
     return msgspec.structs.replace(
         bundle,

@@ -1,10 +1,12 @@
 """Taking a capture: sample a Collector N times, read the per-bundle evidence, judge, write.
 
-This is the one place a capture is taken and its verdict attached. ``diag capture --pid`` is
-``run_capture``; the Slurm per-node collector samples with ``sample_series`` and
-``captured_bundle``; ``diag watch`` (and ``capture -- CMD``, which is a short watch) and
-``diag merge`` attach their verdict with ``judged``. Every
-file diag writes goes through ``Redactor.scrub_bytes`` last (``render.outputs``).
+The samples are taken by the one sampling loop (``commands.sampling.run_series``) that a
+watch runs too; a capture's ``Sampler`` (``_Recorder``) keeps every sample for one verdict at
+the end, where a watch's keeps a window, a journal and a live report (``diag.watch.loop``).
+``diag capture --pid`` is ``run_capture``; the Slurm per-node collector samples with
+``sample_series`` and ``captured_bundle``; ``diag capture -- CMD`` is a short watch without a
+journal. Every bundle's verdict comes from ``commands.judge``. Every file diag writes goes
+through ``Redactor.scrub_bytes`` last (``render.outputs``).
 
 A target that exits mid-capture is not an error: the samples already taken are written and a
 note says so (the verdict will read "exited"). Only a target gone before the first sample is
@@ -23,7 +25,7 @@ from diag.collect.target import PTRACE_REMEDY, check_target, require_pyspy
 from diag.commands.judge import judged
 from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
-from diag.commands.schedule import Schedule
+from diag.commands.sampling import SeriesOptions, run_series
 from diag.commands.stopping import StopRequest, StopSignals
 from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
@@ -49,6 +51,24 @@ class Series(NamedTuple):
     interrupted: bool
 
 
+class _Recorder:
+    """A capture's ``Sampler``: it keeps every sample (a capture is a few) for one verdict."""
+
+    def __init__(self, collector: Collector, on_sample: Optional[Callable[[Sample], None]]):
+        self.collector = collector
+        self.on_sample = on_sample
+        self.samples: List[Sample] = []
+
+    def alive(self) -> bool:
+        return self.collector.alive()
+
+    def take(self, index: int, late_s: float, lean: bool, ended: bool) -> bool:
+        self.samples.append(self.collector.take_sample(index, late_s=late_s, lean=lean).sample)
+        if self.on_sample is not None:
+            self.on_sample(self.samples[-1])
+        return False
+
+
 def sample_series(
     collector: Collector,
     *,
@@ -58,38 +78,18 @@ def sample_series(
     duration_s: Optional[float] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
 ) -> Series:
-    """Sample until ``count`` samples (0: until ``stop`` or ``duration_s``), or the target
-    is gone - then one last sample records the exit (status, exit code). A stop request
-    (``commands.stopping``: a signal, the Slurm controller) ends the series after the sample
-    in flight; a signal's makes it ``interrupted``. A KeyboardInterrupt (outside the main
-    thread's handlers) after the first sample ends it too; before it, it propagates."""
+    """A capture's samples, taken by the one sampling loop (``commands.sampling``): ``count``
+    samples (0: until ``stop`` or ``duration_s``), or until the target is gone - one last
+    sample records the exit. A stop request ends it after the sample in flight; a signal's
+    makes it ``interrupted``, as does a KeyboardInterrupt after the first sample."""
     stop = stop if stop is not None else StopRequest()
-    started_s = time.time()
-    samples: List[Sample] = []
-    index = 0
-    schedule = Schedule(interval_s, count)  # the one clock: a late sample delays no other
-    try:
-        while count <= 0 or index < count:
-            schedule.wait_for(index, stop)
-            if stop.requested or (duration_s and time.time() - started_s >= duration_s):
-                break
-            alive = collector.alive()
-            if not alive and not samples:
-                break
-            late_s, lean = schedule.start(index)
-            samples.append(collector.take_sample(index, late_s=late_s, lean=lean).sample)
-            if on_sample is not None:
-                on_sample(samples[-1])
-            index += 1
-            if not alive:  # that sample recorded the exit
-                break
-    except KeyboardInterrupt:
-        if not samples:
-            raise  # nothing to write: the CLI exits with EXIT_INTERRUPTED
-        return Series(samples, True)
+    recorder = _Recorder(collector, on_sample)
+    options = SeriesOptions(interval_s=interval_s, count=count, duration_s=duration_s)
+    try:  # a KeyboardInterrupt before the first sample propagates: EXIT_INTERRUPTED
+        end = run_series(recorder, options, stop)
     finally:
         collector.close()  # the NVML worker must not outlive the sampling
-    return Series(samples, stop.signum is not None)
+    return Series(recorder.samples, end.interrupted or stop.signum is not None)
 
 
 def captured_bundle(

@@ -1,5 +1,6 @@
-"""When each sample is due, one clock for every way diag samples: ``capture --pid`` and the Slurm
-node collector (``capture.sample_series``) and ``watch`` / ``capture -- CMD`` (the watch loop).
+"""When each sample is due: the clock of the one sampling loop (``commands.sampling``), so of
+every way diag samples - ``capture --pid``, the Slurm node collector, ``watch``, ``capture --
+CMD``.
 
 Sample *i* is due at ``first + i x interval``, ``first`` being when sample 0 started: a sample
 that runs long (a busy host, a slow py-spy) never pushes the later ones back, so a capture keeps

@@ -39,6 +39,7 @@ import msgspec
 
 from diag.bundle.io import JournalWriter
 from diag.bundle.outdir import OutputDir
+from diag.commands.sampling import Hooks, SeriesOptions, run_series
 from diag.commands.schedule import Schedule
 from diag.errors import DiagError
 from diag.model import Bundle, Target, Verdict
@@ -152,8 +153,22 @@ class _Loop:
         if self.launched is not None:
             self.launched.wait(self.options.stop_grace_s)
 
-    def take(self, index: int) -> Verdict:
-        late_s, lean = self.schedule.start(index)
+    def alive(self) -> bool:
+        """``Sampler.alive``: a launched command that exited, or a target gone, ends the watch
+        (after one last sample that records how)."""
+        return not self.child_ended() and (self.result.samples == 0 or self.source.alive())
+
+    def take(self, index: int, late_s: float, lean: bool, ended: bool) -> bool:
+        """``Sampler.take``: journal the sample, judge the recent window, print the status
+        line; True when ``--fail-on`` fired (held ``fail_after`` samples, or at the end)."""
+        verdict = self.take_judged(index, late_s, lean)
+        self.ended_seen = ended
+        opts = self.options
+        if self.result.consecutive >= opts.fail_after or (ended and verdict.state in opts.fail_on):
+            self.result.fail_on_hit = True
+        return self.result.fail_on_hit
+
+    def take_judged(self, index: int, late_s: float = 0.0, lean: bool = False) -> Verdict:
         delta = self.source.take_sample(index, late_s=late_s, lean=lean)
         if self.journal is not None:
             try:  # a failing line stays queued in the journal and is retried
@@ -196,33 +211,23 @@ class _Loop:
         return self.faults.attempt("report", lambda: self.writer(self.current(), False), force)
 
     def run(self) -> None:
-        """Sample until a stop condition; the last sample taken reflects how it stopped."""
+        """Sample until a stop condition (the one loop, ``commands.sampling``); the last
+        sample taken reflects how it stopped."""
         opts = self.options
-        started = time.monotonic()
-        while True:
-            ended = self.child_ended() or (self.result.samples > 0 and not self.source.alive())
-            verdict = self.take(self.result.samples)
-            self.ended_seen = ended
-            if self.result.consecutive >= opts.fail_after or (
-                ended and verdict.state in opts.fail_on
-            ):
-                self.result.fail_on_hit = True
-            if (
-                self.result.fail_on_hit
-                or ended
-                or self.stop.requested
-                or (opts.count is not None and self.result.samples >= opts.count)
-                or (opts.duration_s is not None and time.monotonic() - started >= opts.duration_s)
-            ):
-                return
-            if self.child_ended() or not self.source.alive():
-                continue  # it ended during this sample: the next one, taken now, shows how
-            self._write_live_report(verdict)
-            if self.schedule.wait_for(self.result.samples, self.stop):
-                self.after_stop_request()
-                # loop once more: the final sample shows the state the stop left behind
+        options = SeriesOptions(
+            interval_s=opts.interval_s,
+            count=opts.count or 0,
+            duration_s=opts.duration_s,
+            sample_gone=True,  # a command that exited at once: its sample records the code
+            after_stop=True,
+        )
+        hooks = Hooks(between=self._write_live_report, on_stop=self.after_stop_request)
+        run_series(self, options, self.stop, hooks, self.schedule)
 
-    def _write_live_report(self, verdict: Verdict) -> None:
+    def _write_live_report(self) -> None:
+        verdict = self.result.verdict
+        if verdict is None:
+            return
         now = time.monotonic()
         last = self._reported
         if (
@@ -260,7 +265,7 @@ class _Loop:
             while launched.wait(1.0) is None:
                 pass  # signals arriving meanwhile are forwarded by SignalForwarding
         self.child_ended()
-        self.take(self.result.samples)
+        self.take_judged(self.result.samples)
 
 
 def run_watch(

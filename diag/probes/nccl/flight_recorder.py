@@ -177,17 +177,17 @@ def merge_records(*groups: Iterable[RankCollectives]) -> Tuple[RankCollectives, 
 
 
 class FrTracker:
-    """A watch's view of the dumps: re-read only when one appears or changes (stat per sample).
-
-    torch writes the dumps when the watchdog fires, possibly hours into a watch, so the
-    watch looks each sample; ``attach`` puts the current records on the bundle it is given.
-    """
+    """The dumps as every command reads them: a capture once at its end
+    (``collect.enrich.enrich_bundle``), a watch at each sample - torch writes them when the
+    watchdog fires, possibly hours into a watch - re-reading only when a dump appears or
+    changes (a stat per candidate). ``attach`` puts the current records on a bundle."""
 
     def __init__(self, fr_dirs: Sequence[str] = (), timeout_s: float = 10.0) -> None:
         self.fr_dirs = tuple(fr_dirs)
         self.timeout_s = timeout_s
-        self._seen: Dict[str, Tuple[float, int]] = {}
+        self._seen: Optional[Dict[str, Tuple[float, int]]] = None  # None: never read
         self._records: Tuple[RankCollectives, ...] = ()
+        self.problems: Tuple[str, ...] = ()  # of the last read: one line per unreadable dump
 
     def _changed(self, processes: Sequence[ProcessInfo]) -> bool:
         now: Dict[str, Tuple[float, int]] = {}
@@ -203,15 +203,22 @@ class FrTracker:
 
     def attach(self, bundle: Bundle) -> Bundle:
         calls: List[ProbeCall[Any]] = [
-            ProbeCall("flight-recorder", partial(self._refresh, bundle.processes), self.timeout_s)
+            ProbeCall("flight-recorder", partial(self.refresh, bundle.processes), self.timeout_s)
         ]
         run_all(calls)  # a hung filesystem costs one timeout, the last records are kept
+        return self.apply(bundle)
+
+    def apply(self, bundle: Bundle) -> Bundle:
+        """``bundle`` with the records of the last read merged into its collectives."""
         if not self._records:
             return bundle
         return msgspec.structs.replace(
             bundle, collectives=merge_records(bundle.collectives, self._records)
         )
 
-    def _refresh(self, processes: Sequence[ProcessInfo]) -> None:
+    def refresh(self, processes: Sequence[ProcessInfo]) -> None:
+        """Read the dumps if any appeared or changed since the last read (always the first
+        time). Run it under a timeout: a dump on a hung mount blocks it."""
         if self._changed(processes):
-            self._records = collect(processes, self.fr_dirs)[0]
+            records, problems = collect(processes, self.fr_dirs)
+            self._records, self.problems = records, problems
