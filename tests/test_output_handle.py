@@ -107,3 +107,26 @@ def test_temporary_names_stay_within_name_max(tmp_path: Path) -> None:
         directory.write_atomic(name, b"x")
     assert (tmp_path / name).read_bytes() == b"x"
     assert [p.name for p in tmp_path.iterdir()] == [name]
+
+
+def test_report_beside_a_bundle_in_a_directory_anyone_can_change_is_refused(
+    tmp_path: Path,
+) -> None:
+    """``diag report`` writes beside a bundle someone handed over: that directory is checked
+    as ``-o`` is, and ``-o`` into a safe one is the way out the error names."""
+    bundle = next(Path(__file__).parent.joinpath("golden", "bundles").glob("*.json"))
+    ww = tmp_path / "ww"
+    ww.mkdir()
+    ww.chmod(0o777)  # not sticky: anyone could swap what diag writes
+    handed = ww / "handed.json"
+    handed.write_bytes(bundle.read_bytes())
+    result = run_diag(["report", str(handed)])
+    assert result.returncode == EXIT_OUTPUT, result.stderr
+    line = _one_line(result.stderr)
+    assert f"{ww} is world-writable without the sticky bit" in line and "-o" in line, line
+    assert sorted(p.name for p in ww.iterdir()) == ["handed.json"]
+    safe = tmp_path / "safe"
+    safe.mkdir()
+    result = run_diag(["report", str(handed), "-o", str(safe / "r.html")])
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in safe.iterdir()) == ["r.html", "r.md"]

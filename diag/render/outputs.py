@@ -62,12 +62,19 @@ def write_reports(
     md_data = scrub.scrub_bytes(
         render_markdown(view_of(bundle, verdict_source)).encode("utf-8", "replace")
     )
+    # ``diag report`` writes beside a bundle someone handed over: the directory is walked and
+    # checked as ``-o`` is (``OutputDir.open``), never written into on trust.
+    handle = directory if directory is not None else OutputDir.open(html_out.parent)
     failure: Optional[DiagError] = None
-    for path, data in ((html_out, html_data), (md_out, md_data)):
-        try:  # a full disk that refuses the HTML may still take the (smaller) Markdown
-            atomic_write_bytes(path, data, directory)
-        except DiagError as exc:
-            failure = failure or exc
+    try:
+        for path, data in ((html_out, html_data), (md_out, md_data)):
+            try:  # a full disk that refuses the HTML may still take the (smaller) Markdown
+                atomic_write_bytes(path, data, handle)
+            except DiagError as exc:
+                failure = failure or exc
+    finally:
+        if directory is None:
+            handle.close()
     if failure is not None:
         raise failure
     return html_out, md_out
