@@ -33,7 +33,9 @@ def test_pool_threads_computing_under_one_call_are_named_by_the_call() -> None:
     assert found is not None and found.frame.name == "tokenize_shard"
     assert found.pools == (("python", 2),) and round(found.cpu_pct) == 190
     verdict = classify(bundle)
-    assert verdict.state == "slow", verdict.summary
+    assert (verdict.rule, verdict.state) == ("works_silently", "slow"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [500]
+    # the wording is the feature: the work is named by the Python call, not the threads' name
     assert "CPU-bound in native code called from `tokenize_shard` (prep.py:" in verdict.summary
     assert "2 native threads (`python` x2)" in verdict.summary
     assert "CPU-bound in `python`" not in verdict.summary
