@@ -16,12 +16,12 @@ from diag.verdict.participants import (
     serving_ports,
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
+from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
 )
 from diag.verdict.waits import CHILD
-from diag.verdict.wording import group_by_wait, waits_phrase, where
 
 
 def calls_itself(s: Situation) -> Optional[Decision]:
@@ -40,13 +40,8 @@ def calls_itself(s: Situation) -> Optional[Decision]:
         p = by_node.get(e.src)
         if p is None:
             continue
-        summary = (
-            f"deadlocked: {p.name} waits for its own server - in {where(p)} it {e.evidence}; "
-            "the thread that would accept and answer is the one waiting, so nothing ends it. "
-            "Restart it; the fix: no blocking call to its own port from its event loop "
-            "(await an async client, or call the handler's function directly)"
-        )
-        blame = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason="waits for its own server")
+        summary = words.calls_itself(p, e.evidence)
+        blame = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words.OWN_SERVER_REASON)
         return decided("deadlocked", 0.75, summary, [blame])
     return None
 
@@ -69,17 +64,9 @@ def pipe_outlives_child(s: Situation) -> Optional[Decision]:
         if not pipes or any(k.state not in ("zombie", "exited") for k in kids):
             continue
         holder = nodes[pipes[0].dst]
-        child = f" (pid {kids[0].pid} {kids[0].label.split()[-1]})" if kids else ""
-        summary = (
-            f"deadlocked: {p.name} waits in {where(p)} for EOF on its child's output, but the "
-            f"child{child} has exited and {holder.label} still holds the write end - a process "
-            "it started in the background inherited the pipe, and the call returns only when "
-            f"that one exits. Kill pid {holder.pid} (or send the background command's output "
-            "elsewhere: `cmd > log 2>&1 &`)"
-        )
-        blame = Suspect(
-            pid=holder.pid, host=holder.host, reason=f"holds the pipe: {pipes[0].evidence}"[:200]
-        )
+        summary = words.pipe_outlives_child(p, kids[0] if kids else None, holder)
+        reason = words.pipe_holder_reason(pipes[0].evidence)
+        blame = Suspect(pid=holder.pid, host=holder.host, reason=reason)
         return decided("deadlocked", 0.75, summary, [blame])
     return None
 
@@ -99,17 +86,10 @@ def waits_on_stopped_outsider(s: Situation) -> Optional[Decision]:
             n = by_key.get(key)
             if n is None or not n.label.endswith(OUTSIDE_JOB) or not n.pid:
                 continue
-            if n.state == "stopped":
-                act = ""  # the chain's line ends in its `kill -CONT`
-            elif n.state == "zombie":
-                act = ": restart what it served (its parent must reap it)"
-            else:
+            if n.state not in ("stopped", "zombie"):
                 continue
-            summary = (
-                f"deadlocked: {line} - nothing in the job moves until pid {n.pid} does{act} "
-                "(it is outside the job; killing the job would not help)"
-            )
-            blame = Suspect(pid=n.pid, host=n.host, reason=f"{n.state} outside the job: {n.detail}")
+            summary = words.stopped_outsider(line, n)
+            blame = Suspect(pid=n.pid, host=n.host, reason=words.outsider_reason(n))
             return decided("deadlocked", 0.8, summary, [blame])
     return None
 
@@ -145,12 +125,9 @@ def chains_never_end(s: Situation) -> Optional[Decision]:
         return None
     by_key = {n.key: n for n in g.nodes}
     ends = [by_key[k] for k in g.ends if k in by_key and by_key[k].pid]
-    summary = (
-        "deadlocked: nothing moves and every chain of waits ends where nothing can end it - "
-        + "; ".join(g.chains[:2])
-    )
+    summary = words.chains_never_end(g.chains)
     suspects = [
-        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=f"{n.state}: {n.detail}"[:200])
+        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=words.chain_end_reason(n))
         for n in ends[:4]
     ]
     # A cycle's edges are partly inferred (who holds a queue's other end is a guess without
@@ -181,14 +158,9 @@ def chains_end_at_doors(s: Situation) -> Optional[Decision]:
     if not ends:
         return None
     end = ends[0]
-    summary = (
-        f"idle: nothing moves, and every chain of waits ends at a process something outside "
-        f"can wake - {g.chains[0]}. Healthy if what {end.label} waits for comes (a timer's "
-        f"next poll, a request, input); stuck if it never does: see what it waits for "
-        f"(`py-spy dump --pid {end.pid}`) before killing anything"
-    )
+    summary = words.chains_end_at_doors(g.chains[0], end)
     suspects = [
-        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=f"{n.state}: {n.detail}"[:200])
+        Suspect(pid=n.pid, rank=n.rank, host=n.host, reason=words.chain_end_reason(n))
         for n in ends[:4]
     ]
     return decided("idle", 0.5, summary, suspects)
@@ -197,24 +169,13 @@ def chains_end_at_doors(s: Situation) -> Optional[Decision]:
 def nothing_can_wake(s: Situation) -> Optional[Decision]:
     """Nothing moves and nothing outside can wake it: waiting on each other, or on a peer that
     never answers (the last rule: it always applies)."""
-    groups = group_by_wait(s.alive)
-    summary = (
-        f"deadlocked: nothing moves and nothing can wake it by itself (no listening port, no "
-        f"timer, no wakeups): {waits_phrase(groups[:3])} - waiting on each other, or on a "
-        "peer that never answers"
-    )
     kinds = {p.main_wait.kind for p in s.alive if p.main_wait}
-    if "write-full" in kinds:
-        summary += " (a write blocks on a full pipe or socket: its reader stopped reading)"
-    if "fifo-open" in kinds:
-        summary += " (opening a named pipe (fifo) waits for a process to open its other end)"
-    if "disk" in kinds:
-        summary += " (state D: an uninterruptible kernel wait - storage or NFS not answering)"
+    summary = words.nothing_can_wake(s.alive, kinds)
     # The ends of the chains of waits, not the first few processes: who the others wait on.
     ends = set(s.graph.ends) if s.graph is not None else set()
     blamed = [p for p in s.alive if f"{p.key[0]}/{p.pid}" in ends] or s.alive
     suspects = [
-        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"blocked in {where(p)}")
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words.blocked_in_reason(p))
         for p in blamed[:4]
     ]
     return decided("deadlocked", 0.5, summary, suspects)

@@ -7,6 +7,7 @@ from typing import List, Optional
 
 from diag.model import Suspect
 from diag.verdict.native_work import native_calls
+from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -16,7 +17,6 @@ from diag.verdict.stories import (
     progress_story,
     work_story,
 )
-from diag.verdict.wording import size
 
 
 def answers_requests(s: Situation) -> Optional[Decision]:
@@ -25,15 +25,7 @@ def answers_requests(s: Situation) -> Optional[Decision]:
     is the only sign of a busy server whose threads sit in epoll between requests."""
     if not s.answering or s.progress_logs or s.writers or s.intervals == 0:
         return None
-    parts = []
-    for p in s.answering[:3]:
-        ports = ", ".join(f":{port}" for port in p.listen_ports[:3])
-        rate = p.served_delta_bytes / p.window_s if p.window_s > 0 else 0.0
-        parts.append(
-            f"{p.name} answers requests on {ports} ({size(p.served_delta_bytes)} over "
-            f"{p.served_conns} client connection(s), {size(rate)}/s)"
-        )
-    summary = "progressing: " + "; ".join(parts) + " - no log line needed to see it"
+    summary = words.answers_requests(s.answering)
     suspects: List[Suspect] = []
     return decided("progressing", 0.8, summary, suspects)
 
