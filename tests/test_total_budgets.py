@@ -33,11 +33,13 @@ from diag.probes.env import MAX_KEPT_VARS, bounded_env
 from diag.redact import Redactor
 from diag.redaction import literals
 from diag.redaction.literals import LiteralSet
+from diag.render.output_caps import cut_text
 
 CAPS = {
     "DIAG_MAX_STACK_BYTES": "300000",
     "DIAG_MAX_JSON_BYTES": "200000",
     "DIAG_MAX_HTML_BYTES": "100000",
+    "DIAG_MAX_MD_BYTES": "600",
 }
 
 
@@ -75,6 +77,19 @@ def test_distinct_deep_stacks_stay_under_lowered_caps(spawn: Any, tmp_path: Path
     assert any("the JSON bundle came to" in r for r in reasons), reasons
     html = (tmp_path / "cap.html").read_text()
     assert "the HTML report came to" in html or "the JSON bundle came to" in html
+    md = (tmp_path / "cap.md").read_bytes()
+    assert len(md) <= int(CAPS["DIAG_MAX_MD_BYTES"]), len(md)
+    assert md.decode("utf-8").endswith("the whole report is cap.html)_\n"), md[-200:]
+
+
+def test_markdown_is_cut_at_a_line_under_its_cap() -> None:
+    text = "".join(f"line {i} \u00e9\u00e9\u00e9\n" for i in range(1000)).encode("utf-8")
+    assert cut_text(text, len(text), "r.html") == text
+    cut = cut_text(text, 500, "r.html")
+    assert len(cut) <= 500
+    body, _, note = cut.decode("utf-8").rpartition("\n_(cut at 500 bytes")
+    assert body.endswith("\u00e9\u00e9\u00e9\n") and "the whole report is r.html" in note
+    assert text.startswith(body.encode("utf-8"))
 
 
 def test_environment_flood_is_bounded_and_leaks_nothing(spawn: Any, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The size caps of the files a capture writes (issue #25): PATH.json and PATH.html.
+"""The size caps of the files a capture writes (issue #25): PATH.json, PATH.html, PATH.md.
 
 Why on top of the stack budget (``diag.bundle.stack_budget``): that bounds what the collector
 keeps, but a bundle merged from many hosts, or rendered with a thread table per rank, can
@@ -7,6 +7,11 @@ MAX_JSON_BYTES and MAX_HTML_BYTES - and one that comes out over it is made again
 bundle with its stacks cut shorter (the innermost frames, where a thread waits, stay) until it
 fits; what was cut is recorded in the bundle's failures, which the report lists. A file still
 over its cap after the last step is written as it is, and that is recorded too.
+
+The Markdown is for a bug ticket (GitHub takes 65,536 characters): it is short by design (the
+verdict, the suspects, a few rows), and a target that shapes it long (thousands of ranks with
+5,000-character frame names) gets it cut at a line, under MAX_MD_BYTES, with a last line
+saying so and where the whole report is.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from diag.model import Bundle, ProbeFailure
 
 MAX_JSON_BYTES = 64 << 20
 MAX_HTML_BYTES = 32 << 20
+MAX_MD_BYTES = 256 << 10
 # Each step keeps this many innermost frames of every stack.
 _STEPS = (32, 8, 1)
 
@@ -30,6 +36,21 @@ def json_cap_bytes() -> int:
 
 def html_cap_bytes() -> int:
     return budget_bytes("DIAG_MAX_HTML_BYTES", MAX_HTML_BYTES)
+
+
+def md_cap_bytes() -> int:
+    return budget_bytes("DIAG_MAX_MD_BYTES", MAX_MD_BYTES)
+
+
+def cut_text(data: bytes, cap_bytes: int, whole: str) -> bytes:
+    """``data`` (UTF-8 text) under ``cap_bytes``: cut after its last whole line that fits,
+    then a line saying so and naming ``whole``, where everything is."""
+    if len(data) <= cap_bytes:
+        return data
+    note = f"\n_(cut at {cap_bytes:,} bytes of {len(data):,}: the whole report is {whole})_\n"
+    room = max(0, cap_bytes - len(note.encode("utf-8")))
+    end = data.rfind(b"\n", 0, room)
+    return data[: end + 1 if end >= 0 else 0] + note.encode("utf-8")
 
 
 def fit(

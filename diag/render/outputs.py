@@ -21,7 +21,7 @@ from diag.redact import Redactor
 from diag.render.build import build_view
 from diag.render.html import render_html
 from diag.render.markdown import render_markdown
-from diag.render.output_caps import fit, html_cap_bytes, json_cap_bytes
+from diag.render.output_caps import cut_text, fit, html_cap_bytes, json_cap_bytes, md_cap_bytes
 from diag.render.view import ReportView
 
 
@@ -62,6 +62,7 @@ def write_reports(
     md_data = scrub.scrub_bytes(
         render_markdown(view_of(bundle, verdict_source)).encode("utf-8", "replace")
     )
+    md_data = cut_text(md_data, md_cap_bytes(), html_out.name)
     # ``diag report`` writes beside a bundle someone handed over: the directory is walked and
     # checked as ``-o`` is (``OutputDir.open``), never written into on trust.
     handle = directory if directory is not None else OutputDir.open(html_out.parent)
