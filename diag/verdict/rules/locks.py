@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import Optional
 
 from diag.model import Suspect
-from diag.verdict.file_locks import holder_label, lock_waits
+from diag.verdict.file_locks import lock_waits
 from diag.verdict.fs_waits import fs_stalls, fs_story
 from diag.verdict.participants import (
     door,
     serving_ports,
     strong_rank,
 )
+from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
-from diag.verdict.self_wait import self_wait_text, self_waits
+from diag.verdict.self_wait import self_waits
 from diag.verdict.situation import (
     Situation,
 )
@@ -22,7 +23,6 @@ from diag.verdict.stories import (
     lock_story,
 )
 from diag.verdict.waits import CHILD, PEER
-from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
 
 
 def blocked_on_itself(s: Situation) -> Optional[Decision]:
@@ -35,16 +35,9 @@ def blocked_on_itself(s: Situation) -> Optional[Decision]:
     if not ranks and (s.progressing or s.working or not stuck):
         return None
     chosen = ranks or stuck
-    p = chosen[0]
-    threads = f"all its threads wait in {where(p)} and the like"
-    summary = (
-        f"deadlocked: {who(chosen)} can never wake by itself - {threads}, each untimed on a "
-        "lock, queue or event of its own process (private futexes), so only one of its own "
-        "threads could end a wait, and none runs; nothing outside can help. Kill it; "
-        f"`py-spy dump --pid {p.pid}` shows who waits where (unless it waits for a signal)"
-    )
+    summary = words.blocked_on_itself(chosen)
     suspects = [
-        Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason="blocked on its own locks")
+        Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=words.OWN_LOCKS_REASON)
         for q in chosen[:4]
     ]
     return decided("deadlocked", 0.8 if ranks else 0.75, summary, suspects)
@@ -64,8 +57,8 @@ def waits_on_itself(s: Situation) -> Optional[Decision]:
         return None
     w = (main or found)[0]
     p = next(q for q in s.alive if q.key == w.key)
-    summary = "deadlocked: " + self_wait_text(w, p.name)
-    reason = f"waits on itself: blocked in {w.blocked.name}, held by {w.holder.name} via a {w.kind}"
+    summary = words.waits_on_itself(w, p.name)
+    reason = words.self_wait_reason(w)
     suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
     return decided("deadlocked", 0.85, summary, suspects)
 
@@ -80,10 +73,11 @@ def waits_on_filesystem(s: Situation) -> Optional[Decision]:
         return None
     st = stalls[0]
     others = [p for p in s.alive if p.key != st.proc.key and p.main_wait and p.main_wait.kind]
-    waiting = waits_phrase(group_by_wait(others)[:2])
     peers = [p for p in others if p.main_family == PEER]
-    state, confidence, text, suspects = fs_story(st, waiting, who(peers) if peers else "")
-    return decided(state, confidence, f"{state}: {text}", suspects)
+    state, confidence, text, suspects = fs_story(
+        st, words.fs_waiting(others), words.fs_waiters(peers)
+    )
+    return decided(state, confidence, words.with_state(state, text), suspects)
 
 
 def waits_for_file_lock(s: Situation) -> Optional[Decision]:
@@ -96,44 +90,23 @@ def waits_for_file_lock(s: Situation) -> Optional[Decision]:
     if not waits:
         return None
     w = waits[0]
-    me = who([w.waiter])
-    path = f"`{w.path}`" if w.path else "its lock file"
-    find = f"`fuser -v {w.path}`" if w.path else "`cat /proc/locks`"
     host = w.waiter.key[0]
     if not w.holders:
-        why = "no holder is listed in /proc/locks" if w.read else "/proc/locks was not read"
-        summary = (
-            f"unknown: {me} waits to take a file lock ({w.kind}) on {path} in {where(w.waiter)} "
-            f"and {why} - {find} names who holds it; that process, not this job, decides "
-            "when it goes on"
-        )
+        summary = words.file_lock_unseen(w)
         return decided("unknown", 0.3, summary, [])
     outside = [h for h in w.holders if h.proc is None]
     if not outside:
         return None
     h = outside[0]
-    held = f"{holder_label(h)} (outside the job) holds it"
-    lead = f"{me} waits to take a file lock ({w.kind}) on {path} in {where(w.waiter)}: {held}"
-    blame = [Suspect(pid=max(h.pid, 0), host=host, reason=f"holds the file lock on {path}")]
+    reason = words.file_lock_reason(w)
+    blame = [Suspect(pid=max(h.pid, 0), host=host, reason=reason)]
     if h.state in ("T", "t"):
-        summary = (
-            f"deadlocked: {lead}, and it is stopped (state {h.state}) - nothing moves until "
-            f"`kill -CONT {h.pid}`"
-        )
+        summary = words.file_lock_holder_stopped(w, h)
         return decided("deadlocked", 0.8, summary, blame)
     if h.pid <= 0 or h.state in ("?", "Z", "X"):
-        summary = (
-            f"unknown: {lead}, and it is gone or cannot be read - a process that inherited "
-            f"its fd holds the lock now: {find} names it; that process decides when this job "
-            "goes on"
-        )
+        summary = words.file_lock_holder_gone(w, h)
         return decided("unknown", 0.4, summary, blame)
-    doing = "runs (state R)" if h.state == "R" else f"is asleep (state {h.state}) holding it"
-    summary = (
-        f"slow: {lead}, and it {doing} - this job goes on when it releases the lock; don't "
-        f"kill the job, see what pid {h.pid} does (`py-spy dump --pid {h.pid}`, "
-        f"`cat /proc/{h.pid}/stack`)"
-    )
+    summary = words.file_lock_holder_busy(w, h)
     return decided("slow", 0.6 if h.state == "R" else 0.45, summary, blame)
 
 
@@ -156,16 +129,6 @@ def lock_without_door(s: Situation) -> Optional[Decision]:
     return decided("deadlocked", 0.6, summary, suspects)
 
 
-# Locks that are a file's existence, waited for by polling it: nothing holds them open, so a
-# build killed while it held one leaves it behind for good (frame -> what the lock is).
-_FILE_BATONS = {
-    "FileBaton.wait": (
-        "torch's build lock, a `lock` file in the extension's build directory (under "
-        "`$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`)"
-    ),
-}
-
-
 def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
     """Nothing in the job works and its processes poll for a lock *file* to disappear (torch's
     ``FileBaton``): whoever created it is no process of the job - a build that was killed
@@ -175,7 +138,7 @@ def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
     next run waits on the same file. Deleting the file does."""
     if s.ports:
         return None
-    pollers = [p for p in s.alive if p.main_wait and p.main_wait.label in _FILE_BATONS]
+    pollers = [p for p in s.alive if p.main_wait and p.main_wait.label in words.FILE_BATONS]
     if not pollers:
         return None
     # A process of the job that waits on a child may be the build holding the lock (a rank in
@@ -185,16 +148,9 @@ def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
     ):
         return None
     label = pollers[0].main_wait.label if pollers[0].main_wait else ""
-    summary = (
-        f"deadlocked: {who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
-        f"file to go away - {_FILE_BATONS[label]} - and no process of the job builds: the lock "
-        "was left by a build that was killed (unless a build outside the job holds it: then "
-        "wait for it). If no compiler runs on this host (`pgrep -af 'ninja|cc1plus|nvcc'`), "
-        "delete that `lock` file: the job goes on by itself - killing it would not help, the "
-        "next run waits on the same file"
-    )
+    summary = words.stale_lock_file(pollers, label)
     suspects = [
-        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=f"polls in `{label}` for a lock file")
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words.lock_file_reason(label))
         for p in pollers[:4]
     ]
     return decided("deadlocked", 0.6, summary, suspects)
