@@ -26,7 +26,7 @@ import secrets
 import stat
 import time
 from pathlib import Path
-from typing import BinaryIO, List, Optional, Union
+from typing import List, Optional, Union
 
 from diag.bundle.files import NotRegularFile, kind_of
 from diag.errors import EXIT_OUTPUT, DiagError
@@ -217,10 +217,6 @@ class OutputDir:
             os.close(fd)
             raise
         return fd
-
-    def create_file(self, name: str) -> BinaryIO:
-        """``create`` as a buffered binary file object."""
-        return os.fdopen(self.create(name), "wb")
 
     def reopen(self, name: str, flags: int) -> int:
         """Another fd of ``name`` in this directory (never through a link)."""

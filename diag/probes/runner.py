@@ -163,7 +163,3 @@ def run_all(calls: Sequence[ProbeCall[T]]) -> List[ProbeResult[T]]:
         else:
             results.append(ProbeResult(box.get("value"), None, duration_s))  # type: ignore[arg-type]
     return results
-
-
-def run_one(call: ProbeCall[T]) -> ProbeResult[T]:
-    return run_all([call])[0]

@@ -157,11 +157,7 @@ def node_state(p: ProcSignals, working: bool = False) -> NodeState:
     # collective whose data the verdict measured flowing (megabytes: ``work.output_bytes``)
     # is that collective completing, again and again - a training loop sampled at its
     # ``all_reduce`` line every time - not a ring of ranks that can never end their waits.
-    if (
-        working
-        and state in ("blocked", "sleeping", "serving", "spinning")
-        and not p.stale_requests
-    ):
+    if working and state in ("blocked", "sleeping", "serving", "spinning") and not p.stale_requests:
         return "working"
     return state
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-import msgspec
-
-from diag.model import Bundle, RankPhase, Verdict
+from diag.model import Bundle, RankPhase
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
 from diag.verdict.startup import _label, phase_phrase, startup_phases
@@ -78,17 +76,3 @@ def startup_parts(
                 unique.setdefault((t.who, t.seconds, t.deadline_s), t)
         tail += _hang_tail(list(unique.values()), now_s, sglang_watchdog_blocked(bundle, procs))
     return StartupParts(tuple(phases), tuple(warnings), tail)
-
-
-def with_startup(verdict: Verdict, bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
-    """``verdict`` with its start-up phases, warnings and sentence tail (for a verdict judged
-    elsewhere; the classifier composes its own summary with ``startup_parts``)."""
-    parts = startup_parts(verdict.state, bundle, procs)
-    if not (parts.phases or parts.warnings or parts.tail):
-        return verdict
-    return msgspec.structs.replace(
-        verdict,
-        summary=verdict.summary + parts.tail,
-        phases=parts.phases,
-        warnings=verdict.warnings + parts.warnings,
-    )

@@ -336,8 +336,3 @@ def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:
 
 def family(kind: Optional[str]) -> Optional[str]:
     return FAMILY.get(kind) if kind else None
-
-
-def frame_label(frame: Frame) -> str:
-    """How a frame is named in summaries: ``dequantize_int4`` or ``Queue.get``."""
-    return frame.name

@@ -76,8 +76,3 @@ class WriteFaults:
         """The launch log tee's first failed write (it does not raise: it polls here)."""
         if error is not None:
             self.record(write_error(log_path, error), key="log")
-
-    def raise_first(self) -> None:
-        """End the watch with the first failure, if there was one."""
-        if self.first is not None:
-            raise self.first
