@@ -9,6 +9,7 @@ from typing import Optional
 from diag.model import Suspect
 from diag.verdict.equivalence import odd_classes
 from diag.verdict.rendezvous import mismatch, waiting_agents
+from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -21,7 +22,6 @@ from diag.verdict.stories import (
     pool_story,
 )
 from diag.verdict.waits import RESULT
-from diag.verdict.wording import group_by_wait, waits_phrase, where
 
 
 def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
@@ -36,30 +36,14 @@ def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
     p, settings = agents[0]
     hosts = {q.key[0] for q, _ in agents}
     differ = mismatch(agents) if len(hosts) > 1 else None
-    where_ = f"in {where(p)}"
     if differ:
-        summary = (
-            f"deadlocked: torchrun's agents on {len(hosts)} hosts all wait {where_}, but with "
-            f"different rendezvous settings ({differ}) - they will never meet. Restart them "
-            "with the same --rdzv-endpoint, --rdzv-id and --nnodes"
-        )
+        summary = words.agents_never_meet(p, len(hosts), differ)
         suspects = [
-            Suspect(pid=q.pid, host=q.key[0], reason=f"rendezvous {st.describe()}")
+            Suspect(pid=q.pid, host=q.key[0], reason=words.rendezvous_reason(st))
             for q, st in agents[:4]
         ]
         return decided("deadlocked", 0.75, summary, suspects)
-    joined = (
-        f"{len(hosts)} host(s) of this capture joined"
-        if len(hosts) > 1
-        else ("no rank has started on this host yet")
-    )
-    summary = (
-        f"idle: torchrun (pid {p.pid}) waits {where_} for the other nodes to join its "
-        f"rendezvous ({settings.describe()}) - {joined}, so nothing here is stuck: the "
-        "missing nodes are. Start torchrun on them with the same --rdzv-endpoint and "
-        "--rdzv-id, or see why they did not start (their logs, the scheduler); it gives up by "
-        "itself at the join timeout (default 600 s) - killing it does not help"
-    )
+    summary = words.nodes_to_join(p, settings, len(hosts))
     return decided("idle", 0.7, summary, [])
 
 
@@ -70,10 +54,7 @@ def collective_laggard(s: Situation) -> Optional[Decision]:
     if not culprits:
         return None
     first = culprits[0]
-    summary = (
-        f"deadlocked: {first.evidence.detail} - the other ranks wait for it; see where it "
-        f"is with `py-spy dump --pid {first.suspects[0].pid}`"
-    )
+    summary = words.collective_laggard(first.evidence.detail, first.suspects[0].pid)
     return decided("deadlocked", 0.85, summary, [x for f in culprits for x in f.suspects])
 
 
@@ -99,9 +80,5 @@ def gpu_spins(s: Situation) -> Optional[Decision]:
     """A GPU reads busy at idle power and nothing else moves: a kernel waits on a peer."""
     if STUCK not in s.leans:
         return None
-    summary = (
-        "deadlocked: the GPU reads busy at idle power and nothing "
-        f"else moves ({waits_phrase(group_by_wait(s.alive)[:2])}) - a kernel waits on a "
-        "peer that never arrives; kill the job and restart"
-    )
+    summary = words.gpu_spins(s.alive)
     return decided("deadlocked", 0.65, summary, [])

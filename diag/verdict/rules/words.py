@@ -21,6 +21,7 @@ from diag.model import WaitNode
 from diag.verdict.features import ProcSignals
 from diag.verdict.file_locks import LockHolder, LockWait, holder_label
 from diag.verdict.log_deaths import LogDeath
+from diag.verdict.rendezvous import RdzvSettings
 from diag.verdict.self_wait import SelfWait, self_wait_text
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.vocab import VerdictState
@@ -293,3 +294,55 @@ def fs_waiters(peers: Sequence[ProcSignals]) -> str:
 def with_state(state: VerdictState, text: str) -> str:
     """A story told without its state (``fs_story``) as a rule's sentence: opening with it."""
     return f"{state}: {text}"
+
+
+# --- peers ------------------------------------------------------------------------------------
+
+
+def agents_never_meet(agent: ProcSignals, hosts: int, differ: str) -> str:
+    """``waits_for_nodes_to_join``: torchrun's agents on several hosts wait with different
+    rendezvous settings (``differ`` says which)."""
+    return (
+        f"deadlocked: torchrun's agents on {hosts} hosts all wait in {where(agent)}, but with "
+        f"different rendezvous settings ({differ}) - they will never meet. Restart them "
+        "with the same --rdzv-endpoint, --rdzv-id and --nnodes"
+    )
+
+
+def rendezvous_reason(settings: RdzvSettings) -> str:
+    """A suspect of ``waits_for_nodes_to_join`` (settings differ): its agent's settings."""
+    return f"rendezvous {settings.describe()}"
+
+
+def nodes_to_join(agent: ProcSignals, settings: RdzvSettings, hosts: int) -> str:
+    """``waits_for_nodes_to_join``: torchrun's agent waits for other nodes (``hosts``: how
+    many hosts of the capture joined; 1: no rank has started here)."""
+    joined = (
+        f"{hosts} host(s) of this capture joined"
+        if hosts > 1
+        else ("no rank has started on this host yet")
+    )
+    return (
+        f"idle: torchrun (pid {agent.pid}) waits in {where(agent)} for the other nodes to join "
+        f"its rendezvous ({settings.describe()}) - {joined}, so nothing here is stuck: the "
+        "missing nodes are. Start torchrun on them with the same --rdzv-endpoint and "
+        "--rdzv-id, or see why they did not start (their logs, the scheduler); it gives up by "
+        "itself at the join timeout (default 600 s) - killing it does not help"
+    )
+
+
+def collective_laggard(detail: str, pid: int) -> str:
+    """``collective_laggard``: a collective record (``detail``) names the rank behind (``pid``)."""
+    return (
+        f"deadlocked: {detail} - the other ranks wait for it; see where it is with "
+        f"`py-spy dump --pid {pid}`"
+    )
+
+
+def gpu_spins(alive: Sequence[ProcSignals]) -> str:
+    """``gpu_spins``: a GPU busy at idle power, nothing else moves (what the live wait in)."""
+    return (
+        "deadlocked: the GPU reads busy at idle power and nothing "
+        f"else moves ({waits_phrase(group_by_wait(alive)[:2])}) - a kernel waits on a "
+        "peer that never arrives; kill the job and restart"
+    )
