@@ -43,7 +43,8 @@ from diag.probes.procfs import ProcFS
 from diag.verdict.features import extract
 from diag.verdict.startup_signs import COMPILING, LOADING, last_tqdm, parse_tqdm, shard_of
 from diag.verdict.startup_timeouts import timeouts_of
-from diag.verdict.startup_verdict import with_startup
+from diag.verdict.startup_verdict import startup_parts
+from diag.vocab import VerdictState
 from diag.watch.window import phase_parts, short_eta
 
 MIB = 1 << 20
@@ -168,8 +169,15 @@ def _bundle(
     return Bundle(processes=(info or ProcessInfo(pid=10, rank=0),), samples=tuple(samples))
 
 
-def _judge(bundle: Bundle, state: str = "slow") -> Verdict:
-    return with_startup(Verdict(state=state, summary=f"{state}: x"), bundle, extract(bundle))
+def _judge(bundle: Bundle, state: VerdictState = "slow") -> Verdict:
+    """A ``state`` verdict with what start-up adds to it, as the classifier joins them."""
+    parts = startup_parts(state, bundle, extract(bundle))
+    return Verdict(
+        state=state,
+        summary=f"{state}: x" + parts.tail,
+        phases=parts.phases,
+        warnings=parts.warnings,
+    )
 
 
 def test_read_loader_progress_and_eta() -> None:
