@@ -37,6 +37,9 @@ class Scenario(NamedTuple):
     # Third-party packages (import names) the scenario runs for real, e.g. ("uvicorn",):
     # tests skip cleanly where one is missing. torch is the ``torch`` flag above.
     needs: Tuple[str, ...] = ()
+    # The ids of the rules of the table (diag.vocab.RuleId) that may decide it, where a real run
+    # or its recording (tests/golden/rule_table.txt) showed which: () when not yet confirmed.
+    rules: Tuple[str, ...] = ()
 
     def accepts(self, state: object) -> bool:
         return state in self.expect.split("|")
@@ -49,6 +52,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("rank:2",),
         True,
         "4 gloo ranks; rank 2 sleeps in `rebuild_cache`, ranks 0,1,3 wait in all_reduce",
+        rules=("peers_wait",),
     ),
     Scenario(
         "gloo_mismatched_collective",
@@ -56,6 +60,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("rank:2",),
         True,
         "3 gloo ranks; ranks 0,1 in all_reduce, rank 2 in barrier",
+        rules=("peers_wait",),
     ),
     Scenario(
         "gloo_rank_dies",
@@ -63,6 +68,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("rank:2",),
         True,
         "rank 2 exits with code 3 (zombie); ranks 0,1 wait in the rendezvous",
+        rules=("rank_died",),
     ),
     Scenario(
         "gloo_load_dequant",
@@ -70,6 +76,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("rank:0",),
         True,
         "rank 0 dequantizes in pure Python (RSS growing, log silent); ranks 1-3 in barrier",
+        rules=("works_silently",),
     ),
     Scenario(
         "gloo_train_logs",
@@ -77,6 +84,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         True,
         "2 gloo ranks train with all_reduce; rank 0 logs to train.log",
+        rules=("output_moves",),
     ),
     Scenario(
         "lock_order",
@@ -84,6 +92,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "two threads take two locks in opposite order; main joins them",
+        rules=("blocked_on_itself", "lock_cycle"),
     ),
     Scenario(
         "pipe_deadlock",
@@ -91,6 +100,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         None,
         False,
         "parent and worker each wait in Pipe.recv for the other",
+        rules=("chains_never_end",),
     ),
     Scenario(
         "http_idle",
@@ -98,6 +108,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "HTTP server in select, port listening; 3 worker processes on an empty queue",
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "asyncio_idle",
@@ -105,6 +116,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "asyncio server in epoll, port listening, a task on an empty asyncio.Queue",
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "gil_regex",
@@ -112,6 +124,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "one catastrophic regex match: a single C call holding the GIL at 100% CPU",
+        rules=("works_silently",),
     ),
     Scenario(
         "slow_read",
@@ -119,6 +132,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "reads a file at 8 MB/s from throttled storage, CPU low, no log",
+        rules=("works_silently",),
     ),
     Scenario(
         "stdout_progress",
@@ -126,8 +140,16 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "pure-Python batches, one progress line per batch to stdout (a pipe)",
+        rules=("output_moves",),
     ),
-    Scenario("exits_midway", "exited", (), False, "the job ends 3 s after READY, mid-capture"),
+    Scenario(
+        "exits_midway",
+        "exited",
+        (),
+        False,
+        "the job ends 3 s after READY, mid-capture",
+        rules=("target_exited",),
+    ),
     # Red-team additions: other launchers, other ways to hang, other ways to be slow.
     Scenario(
         "torchrun_allgather",
@@ -142,6 +164,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("rank:1",),
         True,
         "real torchrun; rank 1 is SIGSTOPped (state T) mid-training, ranks 0,2 in all_reduce",
+        rules=("rank_stopped",),
     ),
     Scenario(
         "torchrun_pdb_rank",
@@ -150,6 +173,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         True,
         "real torchrun; a `breakpoint()` left in: rank 1 at the pdb prompt on a silent stdin, "
         "rank 0 in all_reduce",
+        rules=("peers_wait",),
     ),
     Scenario(
         "torchrun_store_wait",
@@ -192,6 +216,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "multiprocessing.Pool worker SIGKILLed mid-task; parent in `AsyncResult.get`",
+        rules=("results_never_come",),
     ),
     Scenario(
         "process_pool_busy",
@@ -213,6 +238,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "two asyncio tasks await each other's futures; epoll with no timer, no port",
+        rules=("nothing_can_wake",),
     ),
     Scenario(
         "abandoned_lock",
@@ -220,6 +246,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "a thread died holding a lock; the next one blocks, main joins it; idle pool threads",
+        rules=("blocked_on_itself",),
     ),
     Scenario(
         "build_extension",
@@ -236,6 +263,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "main waits on an Event only the consumer sets; the consumer on a Queue whose "
         "producer died",
+        rules=("blocked_on_itself",),
     ),
     Scenario(
         "zlib_thread",
@@ -271,6 +299,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         None,
         False,
         "consumer in `Queue.get`; its producer process was SIGKILLed (zombie)",
+        rules=("rank_died",),
     ),
     Scenario(
         "launcher_lost_rank",
@@ -286,6 +315,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "agent daemon, no port: main on a stop Event, heartbeat thread asleep, idle worker",
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "subprocess_pipe_full",
@@ -293,6 +323,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         None,
         False,
         "parent in `Popen.wait()`; the child blocks writing to a full stdout pipe nobody reads",
+        rules=("pipe_full_in_dead_chain",),
     ),
     Scenario(
         "client_no_reply",
@@ -300,6 +331,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "client in a socket read (no timeout) on a server outside the job that never replies",
+        rules=("nothing_can_wake",),
     ),
     # Second red-team round: non-Python children, named server processes, stdin, backoff.
     Scenario(
@@ -315,6 +347,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "`input()` on a stdin pipe whose writer stays open and silent: no port, no timer",
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "retry_backoff",
@@ -322,6 +355,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         False,
         "connects to a refusing port, `time.sleep(5)` between attempts (waits on the outside)",
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "pool_as_completed",
@@ -401,6 +435,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "uvicorn `async def` endpoint calls its own port with urllib: the loop waits for itself",
         ("uvicorn", "fastapi"),
+        rules=("calls_itself",),
     ),
     Scenario(
         "uvicorn_sync_handler_hangs",
@@ -441,6 +476,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "local Ray (gcs_server, raylet, agents, 2 `ray::IDLE`); driver sleeps to its next batch",
         ("ray",),
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "ray_tasks_busy",
@@ -572,6 +608,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "a SIGALRM handler logs through a handler whose plain Lock the interrupted emit holds; "
         "the timer keeps firing, the stack deepens",
+        rules=("waits_on_itself",),
     ),
     Scenario(
         "finalizer_lock",
@@ -580,6 +617,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "a connection's `__del__` takes the pool's plain Lock that the frame it ran on top of "
         "(`Pool.swap`) holds; one thread, no timer",
+        rules=("waits_on_itself",),
     ),
     Scenario(
         "rlock_reentered",
@@ -611,6 +649,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         True,
         "3 gloo ranks; rank 1 reads a file on a FUSE mount whose daemon never answers, ranks "
         "0,2 in all_reduce (needs root and /dev/fuse)",
+        rules=("waits_on_filesystem",),
     ),
 )
 

@@ -102,6 +102,8 @@ def test_scenario_verdict(scenario: Any, tmp_path: Path) -> None:
     bundle: Dict[str, Any] = json.loads(out.read_text())
     verdict = bundle["verdict"]
     assert scenario.accepts(verdict["state"]), verdict["summary"]
+    if scenario.rules:  # the rule of the table that decided, where a run confirmed which
+        assert verdict["rule"] in scenario.rules, (verdict["rule"], verdict["summary"])
     assert done.stdout.strip().splitlines()[-1].startswith(f"verdict: {verdict['state']}")
     implied = graph_state(load_bundle(out).verdict.graph)  # type: ignore[union-attr]
     if implied is not None and scenario.name not in GRAPH_DISAGREES:
