@@ -24,6 +24,7 @@ from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings
 from diag.verdict.self_wait import SelfWait, self_wait_text
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
+from diag.verdict.work import poll_note
 from diag.vocab import VerdictState
 
 # --- deaths -----------------------------------------------------------------------------------
@@ -345,4 +346,115 @@ def gpu_spins(alive: Sequence[ProcSignals]) -> str:
         "deadlocked: the GPU reads busy at idle power and nothing "
         f"else moves ({waits_phrase(group_by_wait(alive)[:2])}) - a kernel waits on a "
         "peer that never arrives; kill the job and restart"
+    )
+
+
+# --- doors ------------------------------------------------------------------------------------
+
+
+def _ports(ports: Sequence[int], most: int) -> str:
+    """ ":8000, :8001" - the first ``most`` ports."""
+    return ", ".join(f":{port}" for port in ports[:most])
+
+
+def still_starting(alive: Sequence[ProcSignals]) -> str:
+    """An idle door rule's job that shows a start-up phase and no sign it is ready."""
+    return (
+        "slow: still starting, not ready yet (no ready line in its log, no request answered)"
+        f" - between two start-up steps nothing moves: {waits_phrase(group_by_wait(alive)[:3])}"
+        "; not idle: let the start-up finish before sending it work, don't kill it"
+    )
+
+
+def fed_by_server(
+    waiters: Sequence[ProcSignals], feeders: Sequence[ProcSignals], ports: Sequence[int]
+) -> str:
+    """``server_feeds_ranks``: every rank waits for work from ``feeders`` (no rank), which
+    wait for requests on ``ports``."""
+    return (
+        f"idle: {who(waiters)} wait for work in {where(waiters[0])}, "
+        f"handed out by {who(feeders[:2])}, which {verb(feeders, 'waits', 'wait')} for "
+        f"requests in {where(feeders[0])} ({_ports(ports, 4)} listening) - healthy, waiting "
+        "for requests"
+    )
+
+
+def server_polls(
+    ports: Sequence[int], alive: Sequence[ProcSignals], pollers: Sequence[ProcSignals]
+) -> str:
+    """``server_feeds_ranks``: ranks wait for server ranks, ``pollers`` among them polling
+    for work behind the job's ``ports`` (which of them busy-polls is noted)."""
+    return (
+        f"idle: {_ports(ports, 4)} listening; {waits_phrase(group_by_wait(alive)[:3])}"
+        f"{poll_note(pollers)} - healthy, waiting for requests"
+    )
+
+
+def server_serves(
+    servers: Sequence[ProcSignals], ports: Sequence[int], alive: Sequence[ProcSignals]
+) -> str:
+    """``server_feeds_ranks``: ``servers`` serve ``ports`` and the other ranks wait for them."""
+    return (
+        f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} {_ports(ports, 4)} and "
+        f"{waits_phrase(group_by_wait(alive)[:3])} - healthy, waiting for requests"
+    )
+
+
+def unanswered_reason(p: ProcSignals) -> str:
+    """A suspect of ``requests_unanswered``: how many requests wait on it, and how long."""
+    return f"{p.stale_requests} request(s) unanswered for {p.stale_age_s:.0f}+ s"
+
+
+def handler_sleeps(p: ProcSignals, total: int) -> str:
+    """``requests_unanswered``: ``total`` requests wait because ``p``'s answering thread
+    sleeps in a handler (a blocking call on the event loop)."""
+    return (
+        f"slow: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
+        f"{p.stale_age_s:.0f}+ s because the thread that answers them sleeps in {where(p)} "
+        f"({who([p])}) - a blocking call inside a handler holds every client until it "
+        "returns. Don't restart it: move the call off the event loop (`await asyncio.sleep`, "
+        "`run_in_executor`)"
+    )
+
+
+def requests_unanswered(p: ProcSignals, total: int) -> str:
+    """``requests_unanswered``: ``total`` requests wait while nothing in the server ``p``
+    moves - a handler waits on what never comes."""
+    return (
+        f"deadlocked: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
+        f"{p.stale_age_s:.0f}+ s while nothing in the server moves ({who([p])} waits in "
+        f"{where(p)}) - a handler waits on something that never comes (an await, a lock, a "
+        f"dead backend); clients wait. See the handlers with `py-spy dump --pid {p.pid}`, "
+        "then restart it (unless that endpoint is a long poll)"
+    )
+
+
+def _outside_tail(ports: Sequence[int], on_stdin: Sequence[ProcSignals]) -> str:
+    if ports:
+        return "healthy, waiting for work"
+    if on_stdin:
+        return (
+            f"{who(on_stdin)} {verb(on_stdin, 'reads', 'read')} stdin (fd 0): it waits for "
+            "input someone must type or pipe in (a prompt?) - answer it, or run the job "
+            "with stdin closed (< /dev/null)"
+        )
+    # A timer wakes it (a poll, a heartbeat, a retry with backoff): the stacks cannot tell
+    # "waits for work" from "retries what never comes".
+    return (
+        "no port to serve, it wakes on a timer (polling, a heartbeat, or retrying "
+        "something outside the job): healthy if it waits for work, stuck if what it "
+        "polls for never comes - its log says which"
+    )
+
+
+def waits_for_outside(
+    alive: Sequence[ProcSignals], ports: Sequence[int], on_stdin: Sequence[ProcSignals]
+) -> str:
+    """``waits_for_outside``: every wait is one a port, stdin (``on_stdin`` read it) or a
+    timer can end; what ends it, and what to do, follows the waits."""
+    port_text = f", {_ports(ports, 4)} listening" if ports else ""
+    return (
+        f"idle: nothing moves, no rank waits on a peer{port_text}; "
+        f"{waits_phrase(group_by_wait(alive)[:3])}{poll_note(alive)} - "
+        f"{_outside_tail(ports, on_stdin)}"
     )
