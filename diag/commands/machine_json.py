@@ -131,6 +131,7 @@ class PsDoc(msgspec.Struct, frozen=True, kw_only=True):
     jobs: Tuple[JsonJob, ...] = ()
     gpu: str = ""  # how GPUs were read: "nvml", or why not
     scan_ms: float = 0.0
+    problems: Tuple[str, ...] = ()  # what could not be read (a /proc read that hung)
 
 
 def json_schema() -> Dict[str, Any]:

@@ -22,6 +22,7 @@ from diag.probes.jobs import Job, find_jobs
 from diag.probes.procfs import ProcFS
 from diag.probes.runner import ProbeError
 from diag.redact import Redactor
+from diag.text.terminal import safe_line
 from diag.text.units import ranges
 
 COMMAND_CHARS = 80  # of a job's command in its line (the JSON keeps COMMAND_JSON_CHARS)
@@ -40,6 +41,7 @@ class PsResult(NamedTuple):
     jobs: Tuple[Job, ...]
     gpu: str  # "nvml" or why GPUs were not read
     scan_ms: float
+    problems: Tuple[str, ...] = ()  # what could not be read, one line each
 
 
 def _gpu_sample() -> Tuple[Optional[GpuSample], str]:
@@ -62,9 +64,12 @@ def scan(
     """The jobs of this host now (``gpu``: ask NVML which processes hold a GPU)."""
     sample, how = _gpu_sample() if gpu else (None, "not asked")
     started = time.perf_counter()
-    jobs = find_jobs(procfs, gpu=sample, cpu_window_s=cpu_window_s, redactor=Redactor())
+    problems: List[str] = []
+    jobs = find_jobs(
+        procfs, gpu=sample, cpu_window_s=cpu_window_s, redactor=Redactor(), problems=problems
+    )
     scan_ms = (time.perf_counter() - started - cpu_window_s) * 1e3
-    return PsResult(tuple(jobs), how, round(max(scan_ms, 0.0), 1))
+    return PsResult(tuple(jobs), how, round(max(scan_ms, 0.0), 1), tuple(problems))
 
 
 def shorten(text: str, limit: int) -> str:
@@ -133,6 +138,7 @@ def ps_doc(result: PsResult) -> PsDoc:
         ),
         gpu=result.gpu,
         scan_ms=result.scan_ms,
+        problems=tuple(safe_line(p) for p in result.problems),
     )
 
 
@@ -142,6 +148,8 @@ def run_ps(out: Callable[[str], None], err: Callable[[str], None], *, gpu: bool 
     result = scan(gpu=gpu)
     for job in result.jobs:
         out(job_line(job))
+    for problem in result.problems:
+        err(safe_line(f"diag: {problem}"))
     if not result.jobs:
         err(
             "diag: no ML job found on this host (no ranks, launchers, serving stacks or GPU "

@@ -17,6 +17,7 @@ import time
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from diag.model import GpuSample
+from diag.probes.bounded_reads import STALL_S, Read, read_all
 from diag.probes.env import parse_environ
 from diag.probes.job_signals import (
     JobKind,
@@ -141,16 +142,35 @@ def _own_tree(stats: Mapping[int, ProcStat], kids: Mapping[int, List[int]]) -> S
     return set(_subtree(me, kids, set())) if me in stats else {me}
 
 
-def _read_seen(procfs: ProcFS, stats: Mapping[int, ProcStat]) -> Dict[int, _Seen]:
+def _read_seen(
+    procfs: ProcFS, stats: Mapping[int, ProcStat], problems: List[str]
+) -> Dict[int, _Seen]:
+    """argv and environment of every process worth reading, each read bounded in bytes and
+    in time (``bounded_reads``: a process stuck in the kernel must not hang ``diag ps``)."""
     root = str(procfs.root)
+    pids = [pid for pid, stat in stats.items() if worth_reading(stat.comm)]
+    reads = [
+        Read(f"{root}/{pid}/{name}", cap)
+        for pid in pids
+        for name, cap in (("cmdline", CMDLINE_MAX_BYTES), ("environ", ENVIRON_MAX_BYTES))
+    ]
+    done = read_all(reads)
+    for i in done.hung:
+        problems.append(
+            f"{reads[i].path}: the read did not return in {STALL_S:g} s (its memory map is "
+            "locked: a thread of it stuck in the kernel, state D?) - left out"
+        )
+    if done.skipped:
+        problems.append(
+            f"{len(done.skipped)} more /proc reads not tried after {len(done.hung)} hung: "
+            "those processes are left out"
+        )
     seen: Dict[int, _Seen] = {}
-    for pid, stat in stats.items():
-        if not worth_reading(stat.comm):
-            continue
-        raw = read_capped(f"{root}/{pid}/cmdline", CMDLINE_MAX_BYTES)
-        argv = parse_cmdline(raw) if raw else ()
-        env_raw = read_capped(f"{root}/{pid}/environ", ENVIRON_MAX_BYTES)
-        seen[pid] = _Seen(argv, parse_environ(env_raw) if env_raw else {})
+    for k, pid in enumerate(pids):
+        raw, env_raw = done.data[2 * k], done.data[2 * k + 1]
+        seen[pid] = _Seen(
+            parse_cmdline(raw) if raw else (), parse_environ(env_raw) if env_raw else {}
+        )
     return seen
 
 
@@ -172,8 +192,10 @@ def find_jobs(
     cpu_window_s: float = 0.1,
     redactor: Optional[Redactor] = None,
     clk_tck: int = 0,
+    problems: Optional[List[str]] = None,
 ) -> List[Job]:
-    """The jobs of this host, oldest root first."""
+    """The jobs of this host, oldest root first; what could not be read goes to
+    ``problems``."""
     procfs = procfs if procfs is not None else ProcFS()
     redactor = redactor if redactor is not None else Redactor()
     clk_tck = clk_tck or os.sysconf("SC_CLK_TCK")
@@ -181,7 +203,7 @@ def find_jobs(
     host = scan_stats(procfs)
     stats = host.stats
     kids = _children(stats)
-    seen = _read_seen(procfs, stats)
+    seen = _read_seen(procfs, stats, problems if problems is not None else [])
     on_gpu = gpu_pids(gpu)
     excluded = _own_tree(stats, kids) | {p for p, s in seen.items() if is_diag(s.argv)}
     members, launchers = _members(stats, seen, on_gpu, excluded, redactor)
