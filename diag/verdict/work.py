@@ -68,7 +68,14 @@ def exchange_only(p: ProcSignals) -> bool:
     """Its bytes are the job's own exchange, not output: a poll loop (an idle scheduler's
     empty batch to its tensor-parallel peers every iteration), or a rank whose main thread sat
     in the collective that hands work out (a broadcast from the source rank) in every sample
-    without computing, in messages of a few dozen bytes - the handout of nothing."""
+    without computing, in messages of a few dozen bytes - the handout of nothing.
+
+    A poll loop's bytes are dropped whole, whatever they went to: a bundle has no per-file
+    write counter (wchar and syscw are the process's; ``open_files`` leaves out /dev and files
+    under 16 MiB), so it cannot tell a socket from a file. An idle SGLang scheduler's wchar
+    is its gloo chatter (~50 bytes a write); its load snapshots in /dev/shm go through an
+    mmap, no write() at all. A loop caught once in its batch pick is still the loop
+    (``polling``'s majority rule), so those bytes stay no output."""
     if p.poll is not None:
         return True
     labels = p.main_wait_labels
