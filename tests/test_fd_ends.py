@@ -441,7 +441,8 @@ def test_a_server_with_unanswered_requests_waits_on_its_backend_over_a_unix_sock
         31: (FdEnd(fd=9, kind="unix", inode=701, peer_inode=700),),
     }
     verdict = classify(_with_ends(build([server, engine]), ends))
-    assert verdict.state == "deadlocked", verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_stopped", "deadlocked"), verdict.summary
+    assert [s.pid for s in verdict.suspects] == [31]
     assert verdict.graph is not None
     edges = {(e.src, e.dst, e.kind): e.evidence for e in verdict.graph.edges}
     assert "hands them to" in edges.get(("/30", "/31", "unix"), ""), edges

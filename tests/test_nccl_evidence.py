@@ -59,7 +59,7 @@ def test_cuda_error_on_a_rank_that_then_exited(spawn: Any, tmp_path: Path) -> No
     assert len(cuda) == 1 and cuda[0].ranks == (1,)
     assert "then exited (exit code 1)" in cuda[0].detail
     assert "illegal memory access" in cuda[0].detail
-    assert verdict.state == "deadlocked", verdict.summary
+    assert (verdict.rule, verdict.state) == ("rank_died", "deadlocked"), verdict.summary
     assert any(s.rank == 1 and s.pid == ranks[1] for s in verdict.suspects)
 
 
