@@ -25,6 +25,7 @@ import time
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from diag.model import FsKind, FsWait
+from diag.probes.fd_ends import MAX_FDS
 from diag.probes.procfs import ProcFS
 from diag.probes.threads import parse_name_state
 
@@ -141,7 +142,7 @@ def fuse_daemons(
     for n, pid in enumerate(pids):
         if n >= pid_budget or time.monotonic() > deadline:
             return found, f"the /dev/fuse scan stopped after {n} of {len(pids)} processes"
-        for fd in procfs.fds(pid):
+        for fd in procfs.fds(pid)[:MAX_FDS]:  # a daemon opens /dev/fuse early: a low fd
             if procfs.readlink(pid, "fd", str(fd)) != "/dev/fuse":
                 continue
             conn = _fuse_connection(procfs, pid, fd)
