@@ -75,6 +75,10 @@ def classify(bundle: Bundle) -> Verdict:
     if not bundle.samples:
         return _unknown(bundle, "no_samples", "no samples were taken - nothing to judge")
     procs = with_job_context(extract(bundle))  # poll-loop followers, in-job clients
+    if not procs and bundle.target.launched and bundle.target.exit_code is not None:
+        # A launched command that exited (and was reaped) before its first sample: no
+        # process to read, but its exit code is known - it exited, it is no mystery.
+        return exited_verdict(bundle, procs)
     if not procs:
         return _unknown(bundle, "nothing_readable", "no process could be read in any sample")
     if not any(ps.status == "alive" for ps in bundle.samples[-1].processes):
