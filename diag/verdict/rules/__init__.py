@@ -7,6 +7,12 @@ decides; every later row is still asked, so the verdict records which would also
 and why each was overruled (``Verdict.also_matched``): whoever adds a row sees its effect on
 every recorded capture in one fast test (``tests/test_rule_table.py``).
 
+Rules only decide (the state, how sure, whom to blame); the sentences they give - a verdict's
+summary, a suspect's reason, why a row outranks the rows after it, a problem line - are
+``rules.words``' functions and constants, one per sentence, so the wording is read, reviewed
+and changed in one place. The longer stories (``diag.verdict.stories``, ``pipe_story``, a
+filesystem's and a self-wait's story) are told by the modules that find them.
+
 A row that raises is recorded as a problem (``Verdict.problems``) and skipped, never fatal: a
 bug in one rule must not cost the verdict. A row that needs the wait-for graph is skipped when
 the graph could not be drawn (recorded by the classifier).
@@ -20,56 +26,69 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from diag.model import RuleMatch
-from diag.verdict.rules import deaths, doors, graph, locks, motion, peers
+from diag.verdict.rules import deaths, doors, graph, locks, motion, peers, words
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.situation import Situation
 
-_STOP = "a stopped or dead process owes its peers what they wait for, whatever they print or burn"
-_MOVES = "output that moves is progress, whatever waits elsewhere"
-_WORK = "work without output (CPU, reads, memory, children) is slow, not stuck"
-_SHAPE = "a named shape of a wait outranks the generic reading of the same stacks"
-_GRAPH = "the graph names who ends the wait, past what the stacks alone show"
-
 TABLE: Tuple[Rule, ...] = (
-    rule("rank_died", "deaths", ["deadlocked"], deaths.rank_died, _STOP),
-    rule("rank_stopped", "deaths", ["deadlocked"], deaths.rank_stopped, _STOP),
-    rule("log_names_dead_rank", "deaths", ["deadlocked"], deaths.log_names_dead_rank, _STOP),
+    rule("rank_died", "deaths", ["deadlocked"], deaths.rank_died, words.STOP_OUTRANKS),
+    rule("rank_stopped", "deaths", ["deadlocked"], deaths.rank_stopped, words.STOP_OUTRANKS),
+    rule(
+        "log_names_dead_rank",
+        "deaths",
+        ["deadlocked"],
+        deaths.log_names_dead_rank,
+        words.STOP_OUTRANKS,
+    ),
     rule(
         "waits_on_itself",
         "locks",
         ["deadlocked"],
         locks.waits_on_itself,
-        "a thread blocked on a lock its own stack holds names both frames: more than any "
-        "reading of the process as a whole",
+        words.SELF_LOCK_OUTRANKS,
     ),
     rule(
         "blocked_on_itself",
         "locks",
         ["deadlocked"],
         locks.blocked_on_itself,
-        "a rank that can never wake by itself hangs the job at its next collective",
+        words.NEVER_WAKES_OUTRANKS,
     ),
     rule(
         "answers_requests",
         "motion",
         ["progressing"],
         motion.answers_requests,
-        "a server answering its clients is progressing, however quiet its log",
+        words.ANSWERS_OUTRANKS,
         needs=["deltas"],
     ),
-    rule("output_moves", "motion", ["progressing"], motion.output_moves, _MOVES, ["deltas"]),
-    rule("works_silently", "motion", ["slow"], motion.works_silently, _WORK),
-    rule("children_work", "motion", ["slow"], motion.children_work, _WORK),
-    rule("calls_itself", "graph", ["deadlocked"], graph.calls_itself, _GRAPH, ["graph"]),
     rule(
-        "pipe_outlives_child", "graph", ["deadlocked"], graph.pipe_outlives_child, _GRAPH, ["graph"]
+        "output_moves",
+        "motion",
+        ["progressing"],
+        motion.output_moves,
+        words.MOVES_OUTRANKS,
+        ["deltas"],
+    ),
+    rule("works_silently", "motion", ["slow"], motion.works_silently, words.WORK_OUTRANKS),
+    rule("children_work", "motion", ["slow"], motion.children_work, words.WORK_OUTRANKS),
+    rule(
+        "calls_itself", "graph", ["deadlocked"], graph.calls_itself, words.GRAPH_OUTRANKS, ["graph"]
+    ),
+    rule(
+        "pipe_outlives_child",
+        "graph",
+        ["deadlocked"],
+        graph.pipe_outlives_child,
+        words.GRAPH_OUTRANKS,
+        ["graph"],
     ),
     rule(
         "waits_on_stopped_outsider",
         "graph",
         ["deadlocked"],
         graph.waits_on_stopped_outsider,
-        _GRAPH,
+        words.GRAPH_OUTRANKS,
         ["graph"],
     ),
     rule(
@@ -77,56 +96,65 @@ TABLE: Tuple[Rule, ...] = (
         "locks",
         ["slow", "deadlocked", "unknown"],
         locks.waits_for_file_lock,
-        "a file lock's holder outside the job decides when it goes on",
+        words.LOCK_HOLDER_OUTRANKS,
     ),
     rule(
         "waits_on_filesystem",
         "locks",
         ["slow", "deadlocked"],
         locks.waits_on_filesystem,
-        "a rank asleep on a FUSE or network mount waits on that filesystem's owner, not on "
-        "its peers: it is no diverged rank",
+        words.FILESYSTEM_OUTRANKS,
     ),
     rule(
         "waits_for_nodes_to_join",
         "peers",
         ["idle", "deadlocked"],
         peers.waits_for_nodes_to_join,
-        "an agent waiting for other nodes is not a diverged rank",
+        words.JOIN_OUTRANKS,
     ),
     rule(
         "collective_laggard",
         "peers",
         ["deadlocked"],
         peers.collective_laggard,
-        "collective records name the rank behind, whatever the stacks show",
+        words.RECORDS_OUTRANKS,
     ),
     rule(
         "server_feeds_ranks",
         "doors",
         ["idle", "slow"],  # slow: still starting, no sign yet it is ready
         doors.server_feeds_ranks,
-        "ranks waiting for a server to hand out work are a ready server, not a diverged rank",
+        words.SERVER_OUTRANKS,
     ),
-    rule("peers_wait", "peers", ["deadlocked"], peers.peers_wait, _SHAPE),
-    rule("results_never_come", "peers", ["deadlocked"], peers.results_never_come, _SHAPE),
-    rule("lock_cycle", "locks", ["deadlocked"], locks.lock_cycle, _SHAPE),
-    rule("gpu_spins", "peers", ["deadlocked"], peers.gpu_spins, _SHAPE),
-    rule("lock_without_door", "locks", ["deadlocked"], locks.lock_without_door, _SHAPE),
-    rule("log_reports_death", "deaths", ["deadlocked"], deaths.log_reports_death, _STOP),
+    rule("peers_wait", "peers", ["deadlocked"], peers.peers_wait, words.SHAPE_OUTRANKS),
+    rule(
+        "results_never_come",
+        "peers",
+        ["deadlocked"],
+        peers.results_never_come,
+        words.SHAPE_OUTRANKS,
+    ),
+    rule("lock_cycle", "locks", ["deadlocked"], locks.lock_cycle, words.SHAPE_OUTRANKS),
+    rule("gpu_spins", "peers", ["deadlocked"], peers.gpu_spins, words.SHAPE_OUTRANKS),
+    rule(
+        "lock_without_door", "locks", ["deadlocked"], locks.lock_without_door, words.SHAPE_OUTRANKS
+    ),
+    rule(
+        "log_reports_death", "deaths", ["deadlocked"], deaths.log_reports_death, words.STOP_OUTRANKS
+    ),
     rule(
         "requests_unanswered",
         "doors",
         ["deadlocked", "slow"],
         doors.requests_unanswered,
-        "clients waiting unanswered past the capture outrank an open port",
+        words.UNANSWERED_OUTRANKS,
     ),
     rule(
         "pipe_full_in_dead_chain",
         "graph",
         ["deadlocked"],
         graph.pipe_full_in_dead_chain,
-        "a cycle through a full pipe is told as its picture: the writer and its reader",
+        words.FULL_PIPE_OUTRANKS,
         ["graph"],
     ),
     rule(
@@ -134,7 +162,7 @@ TABLE: Tuple[Rule, ...] = (
         "graph",
         ["deadlocked"],
         graph.chains_never_end,
-        "chains ending stopped, dead or in a cycle outrank a port or a timer elsewhere",
+        words.DEAD_CHAINS_OUTRANKS,
         ["graph"],
     ),
     rule(
@@ -142,23 +170,22 @@ TABLE: Tuple[Rule, ...] = (
         "locks",
         ["deadlocked"],
         locks.polls_for_stale_lock_file,
-        "polling for a lock file no process of the job holds is not a timer wait",
+        words.LOCK_FILE_OUTRANKS,
     ),
     rule(
         "waits_for_outside",
         "doors",
         ["idle", "slow"],  # slow: still starting, no sign yet it is ready
         doors.waits_for_outside,
-        "waits a port, stdin or a timer can end are idle before they are stuck",
+        words.DOORS_OUTRANKS,
     ),
-    rule("pipe_full", "graph", ["deadlocked"], graph.pipe_full, _SHAPE),
+    rule("pipe_full", "graph", ["deadlocked"], graph.pipe_full, words.SHAPE_OUTRANKS),
     rule(
         "chains_end_at_doors",
         "graph",
         ["idle"],
         graph.chains_end_at_doors,
-        "a chain that ends at a door names who can end the wait, where the ranks' own waits "
-        "see none",
+        words.DOOR_CHAINS_OUTRANKS,
         ["graph"],
     ),
     rule(
@@ -189,7 +216,7 @@ def _ask(row: Rule, s: Situation, problems: List[str]) -> Optional[Decision]:
     try:
         return row.decide(s)
     except Exception as exc:  # a bug in one rule must not cost the verdict
-        problems.append(f"rule {row.id} failed and was skipped: {type(exc).__name__}: {exc}"[:300])
+        problems.append(words.rule_failed(row.id, exc))
         return None
 
 
@@ -210,8 +237,7 @@ def apply(s: Situation, table: Tuple[Rule, ...] = TABLE) -> Outcome:
             also.append(RuleMatch(rule=row.id, state=decision.state, overruled=chosen[0].outranks))
     if chosen is None:  # only if the fallback itself failed
         row = table[-1]
-        text = "nothing moves, and the rules could not say more (see the problems below)"
-        chosen = (row, Decision("unknown", 0.2, text))
+        chosen = (row, Decision("unknown", 0.2, words.NO_RULE_DECIDED))
     return Outcome(chosen[0], chosen[1], tuple(also), tuple(problems))
 
 

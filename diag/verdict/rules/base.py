@@ -2,9 +2,10 @@
 what it needs, why it sits where it does in the table, its ``decide`` function) and its
 ``Decision`` (state, confidence, the sentence, suspects).
 
-The sentence a rule writes starts with its state ("deadlocked: rank 3 ..."): ``decided`` checks
-that the two agree and keeps only the part after the state, so the state is data and the
-summary is composed once, by the classifier, from the state and this text.
+The sentence a rule gives (from ``rules.words``) starts with its state ("deadlocked: rank 3
+..."): ``decided`` checks that the two agree and keeps only the part after the state, so the
+state is data and the summary is composed once, by the classifier, from the state and this
+text.
 """
 
 from __future__ import annotations

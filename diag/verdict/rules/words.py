@@ -10,7 +10,8 @@ shared with the longer stories (who, where, what a group waits in) come from
 Sections follow the table's families: deaths, motion, graph, locks, peers, doors, then the
 table's own lines (why a row outranks the rows after it).
 
-May import ``diag.model`` and ``diag.verdict`` only (never a family module: they import this).
+May import the base (``diag.model``, ``diag.vocab``) and ``diag.verdict`` - never a family
+module of the table: they import this one.
 """
 
 from __future__ import annotations
@@ -118,8 +119,7 @@ def outsider_reason(n: WaitNode) -> str:
 
 
 def chains_never_end(chains: Sequence[str]) -> str:
-    """``chains_never_end``: every chain of waits ends stopped, dead or in a cycle (the first
-    two chains' lines follow)."""
+    """``chains_never_end``: every chain of waits ends stopped, dead or in a cycle (two shown)."""
     return (
         "deadlocked: nothing moves and every chain of waits ends where nothing can end it - "
         + "; ".join(chains[:2])
@@ -132,8 +132,7 @@ def chain_end_reason(n: WaitNode) -> str:
 
 
 def chains_end_at_doors(chain: str, end: WaitNode) -> str:
-    """``chains_end_at_doors``: every chain (``chain``, the first) ends at a process a timer,
-    a request or input can wake (``end``)."""
+    """``chains_end_at_doors``: every chain ends at a process (``end``) something can wake."""
     return (
         f"idle: nothing moves, and every chain of waits ends at a process something outside "
         f"can wake - {chain}. Healthy if what {end.label} waits for comes (a timer's "
@@ -172,8 +171,7 @@ OWN_LOCKS_REASON = "blocked on its own locks"
 
 
 def blocked_on_itself(stuck: Sequence[ProcSignals]) -> str:
-    """``blocked_on_itself``: every thread of ``stuck`` waits untimed on a private futex (the
-    first one's wait and PID are shown)."""
+    """``blocked_on_itself``: every thread of ``stuck`` waits untimed on a private futex."""
     p = stuck[0]
     threads = f"all its threads wait in {where(p)} and the like"
     return (
@@ -229,8 +227,7 @@ def file_lock_holder_stopped(w: LockWait, h: LockHolder) -> str:
 
 
 def file_lock_holder_gone(w: LockWait, h: LockHolder) -> str:
-    """``waits_for_file_lock``: the holder is gone or unreadable (a process that inherited
-    its fd holds the lock now)."""
+    """``waits_for_file_lock``: the holder outside the job is gone or cannot be read."""
     return (
         f"unknown: {_lock_lead(w, h)}, and it is gone or cannot be read - a process that "
         f"inherited its fd holds the lock now: {_lock_finder(w)} names it; that process "
@@ -265,8 +262,7 @@ FILE_BATONS = {
 
 
 def stale_lock_file(pollers: Sequence[ProcSignals], label: str) -> str:
-    """``polls_for_stale_lock_file``: ``pollers`` poll in ``label`` (a key of
-    ``FILE_BATONS``) for a lock file no process of the job holds."""
+    """``polls_for_stale_lock_file``: ``pollers`` poll in ``label`` (of ``FILE_BATONS``)."""
     return (
         f"deadlocked: {who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
         f"file to go away - {FILE_BATONS[label]} - and no process of the job builds: the lock "
@@ -301,8 +297,7 @@ def with_state(state: VerdictState, text: str) -> str:
 
 
 def agents_never_meet(agent: ProcSignals, hosts: int, differ: str) -> str:
-    """``waits_for_nodes_to_join``: torchrun's agents on several hosts wait with different
-    rendezvous settings (``differ`` says which)."""
+    """``waits_for_nodes_to_join``: agents on several hosts wait with different settings."""
     return (
         f"deadlocked: torchrun's agents on {hosts} hosts all wait in {where(agent)}, but with "
         f"different rendezvous settings ({differ}) - they will never meet. Restart them "
@@ -318,11 +313,9 @@ def rendezvous_reason(settings: RdzvSettings) -> str:
 def nodes_to_join(agent: ProcSignals, settings: RdzvSettings, hosts: int) -> str:
     """``waits_for_nodes_to_join``: torchrun's agent waits for other nodes (``hosts``: how
     many hosts of the capture joined; 1: no rank has started here)."""
-    joined = (
-        f"{hosts} host(s) of this capture joined"
-        if hosts > 1
-        else ("no rank has started on this host yet")
-    )
+    joined = "no rank has started on this host yet"
+    if hosts > 1:
+        joined = f"{hosts} host(s) of this capture joined"
     return (
         f"idle: torchrun (pid {agent.pid}) waits in {where(agent)} for the other nodes to join "
         f"its rendezvous ({settings.describe()}) - {joined}, so nothing here is stuck: the "
@@ -369,8 +362,7 @@ def still_starting(alive: Sequence[ProcSignals]) -> str:
 def fed_by_server(
     waiters: Sequence[ProcSignals], feeders: Sequence[ProcSignals], ports: Sequence[int]
 ) -> str:
-    """``server_feeds_ranks``: every rank waits for work from ``feeders`` (no rank), which
-    wait for requests on ``ports``."""
+    """``server_feeds_ranks``: the ranks wait for work from ``feeders``, which are no rank."""
     return (
         f"idle: {who(waiters)} wait for work in {where(waiters[0])}, "
         f"handed out by {who(feeders[:2])}, which {verb(feeders, 'waits', 'wait')} for "
@@ -406,8 +398,7 @@ def unanswered_reason(p: ProcSignals) -> str:
 
 
 def handler_sleeps(p: ProcSignals, total: int) -> str:
-    """``requests_unanswered``: ``total`` requests wait because ``p``'s answering thread
-    sleeps in a handler (a blocking call on the event loop)."""
+    """``requests_unanswered``: requests wait on a thread asleep in a handler of ``p``."""
     return (
         f"slow: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
         f"{p.stale_age_s:.0f}+ s because the thread that answers them sleeps in {where(p)} "
@@ -418,8 +409,7 @@ def handler_sleeps(p: ProcSignals, total: int) -> str:
 
 
 def requests_unanswered(p: ProcSignals, total: int) -> str:
-    """``requests_unanswered``: ``total`` requests wait while nothing in the server ``p``
-    moves - a handler waits on what never comes."""
+    """``requests_unanswered``: requests wait and nothing in the server ``p`` moves."""
     return (
         f"deadlocked: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
         f"{p.stale_age_s:.0f}+ s while nothing in the server moves ({who([p])} waits in "
@@ -458,3 +448,50 @@ def waits_for_outside(
         f"{waits_phrase(group_by_wait(alive)[:3])}{poll_note(alive)} - "
         f"{_outside_tail(ports, on_stdin)}"
     )
+
+
+# --- the table's own lines --------------------------------------------------------------------
+# Why a row outranks the rows after it: what a report prints beside a later rule that also
+# matched ("overruled: ..."). Shared by a family's rows, or one row's own.
+
+STOP_OUTRANKS = (
+    "a stopped or dead process owes its peers what they wait for, whatever they print or burn"
+)
+MOVES_OUTRANKS = "output that moves is progress, whatever waits elsewhere"
+WORK_OUTRANKS = "work without output (CPU, reads, memory, children) is slow, not stuck"
+SHAPE_OUTRANKS = "a named shape of a wait outranks the generic reading of the same stacks"
+GRAPH_OUTRANKS = "the graph names who ends the wait, past what the stacks alone show"
+SELF_LOCK_OUTRANKS = (
+    "a thread blocked on a lock its own stack holds names both frames: more than any "
+    "reading of the process as a whole"
+)
+NEVER_WAKES_OUTRANKS = "a rank that can never wake by itself hangs the job at its next collective"
+ANSWERS_OUTRANKS = "a server answering its clients is progressing, however quiet its log"
+LOCK_HOLDER_OUTRANKS = "a file lock's holder outside the job decides when it goes on"
+FILESYSTEM_OUTRANKS = (
+    "a rank asleep on a FUSE or network mount waits on that filesystem's owner, not on "
+    "its peers: it is no diverged rank"
+)
+JOIN_OUTRANKS = "an agent waiting for other nodes is not a diverged rank"
+RECORDS_OUTRANKS = "collective records name the rank behind, whatever the stacks show"
+SERVER_OUTRANKS = (
+    "ranks waiting for a server to hand out work are a ready server, not a diverged rank"
+)
+UNANSWERED_OUTRANKS = "clients waiting unanswered past the capture outrank an open port"
+FULL_PIPE_OUTRANKS = "a cycle through a full pipe is told as its picture: the writer and its reader"
+DEAD_CHAINS_OUTRANKS = (
+    "chains ending stopped, dead or in a cycle outrank a port or a timer elsewhere"
+)
+LOCK_FILE_OUTRANKS = "polling for a lock file no process of the job holds is not a timer wait"
+DOORS_OUTRANKS = "waits a port, stdin or a timer can end are idle before they are stuck"
+DOOR_CHAINS_OUTRANKS = (
+    "a chain that ends at a door names who can end the wait, where the ranks' own waits see none"
+)
+
+# The verdict's sentence (after "unknown: ") when no row decided: only if the fallback failed.
+NO_RULE_DECIDED = "nothing moves, and the rules could not say more (see the problems below)"
+
+
+def rule_failed(rule_id: str, exc: Exception) -> str:
+    """A problem line: a row raised and was skipped (the verdict went on without it)."""
+    return f"rule {rule_id} failed and was skipped: {type(exc).__name__}: {exc}"[:300]
