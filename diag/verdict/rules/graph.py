@@ -173,7 +173,7 @@ def nothing_can_wake(s: Situation) -> Optional[Decision]:
     summary = words.nothing_can_wake(s.alive, kinds)
     # The ends of the chains of waits, not the first few processes: who the others wait on.
     ends = set(s.graph.ends) if s.graph is not None else set()
-    blamed = [p for p in s.alive if f"{p.key[0]}/{p.pid}" in ends] or s.alive
+    blamed = [p for p in s.alive if node_key(p) in ends] or s.alive
     suspects = [
         Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words.blocked_in_reason(p))
         for p in blamed[:4]
