@@ -593,6 +593,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         True,
         "4 gloo ranks train; rank 2 computes 4x longer per step, ranks 0,1,3 wait for it in "
         "every all_reduce",
+        rules=("output_moves",),
     ),
     Scenario(
         "gloo_balanced_steps",
@@ -600,6 +601,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         (),
         True,
         "the same 4 gloo ranks with equal work per step: no straggler",
+        rules=("output_moves",),
     ),
     Scenario(
         "signal_handler_lock",

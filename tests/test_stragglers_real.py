@@ -34,9 +34,10 @@ def test_the_slow_rank_is_named_with_its_figures_in_verdict_report_and_markdown(
 ) -> None:
     out = _capture("gloo_straggler", tmp_path)
     verdict = json.loads(out.read_text())["verdict"]
-    assert verdict["state"] == "progressing", verdict["summary"]
+    assert (verdict["rule"], verdict["state"]) == ("output_moves", "progressing"), verdict
+    assert [s.get("rank") for s in verdict["suspects"]] == [2]
+    # the wording is the feature: the straggler and its figures, named in the verdict line
     assert "straggler: rank 2 computes" in verdict["summary"], verdict["summary"]
-    assert 2 in [s.get("rank") for s in verdict["suspects"]]
     loads = {r["rank"]: r for r in verdict["stragglers"]["ranks"]}
     assert loads[2]["main_cpu_pct"] >= 2 * max(loads[r]["main_cpu_pct"] for r in (0, 1, 3))
     # Each rank dumps its Flight Recorder every few steps: rank 2 enqueues its all_reduce last.
@@ -54,7 +55,7 @@ def test_the_slow_rank_is_named_with_its_figures_in_verdict_report_and_markdown(
 def test_a_balanced_job_names_no_straggler(tmp_path: Path) -> None:
     out = _capture("gloo_balanced_steps", tmp_path)
     verdict = json.loads(out.read_text())["verdict"]
-    assert verdict["state"] == "progressing", verdict["summary"]
+    assert (verdict["rule"], verdict["state"]) == ("output_moves", "progressing"), verdict
     assert verdict["stragglers"]["summary"].startswith("no straggler"), verdict["stragglers"]
     assert verdict.get("suspects", []) == []
     assert "no straggler" in out.with_suffix(".md").read_text()
