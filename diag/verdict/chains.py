@@ -8,7 +8,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
-from diag.model import Suspect, WaitGraph
+from diag.model import Suspect, WaitGraph, WaitNode
 from diag.verdict.graph_nodes import (
     OUT_CLIENTS,
     OUT_NETWORK,
@@ -51,35 +51,48 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]
     if graph is None or not graph.reasons:
         return None
     by_key = {n.key: n for n in graph.nodes}
-    # A child's exit ends its parent's waitpid: only other waits on a dead process (a peer,
-    # a pipe, a result) are waits it will never answer.
-    waited_on = {e.dst for e in graph.edges if e.kind != "child"}
     doors: Dict[str, Set[str]] = {}
     for e in graph.edges:
         if is_outside(e.dst):
             doors.setdefault(e.src, set()).add(e.dst)
+    dead, work = _ends(graph, by_key)
+    if dead:
+        return _DEADLOCKED
+    if work:
+        return _WORKING
+    return _doors_state(graph, by_key, doors)
+
+
+def _ends(graph: WaitGraph, by_key: Dict[str, WaitNode]) -> Tuple[bool, bool]:
+    """Whether a chain ends where nothing can end it (a stopped process, a dead one waited
+    on other than by waitpid, a dead rank), and whether one ends in work."""
+    # A child's exit ends its parent's waitpid: only other waits on a dead process (a peer,
+    # a pipe, a result) are waits it will never answer.
+    waited_on = {e.dst for e in graph.edges if e.kind != "child"}
     lock_holders = {  # file locks' holders outside the job
         e.dst
         for e in graph.edges
         if e.kind == "file-lock" and e.dst in by_key and by_key[e.dst].label.endswith(OUTSIDE_JOB)
     }
-    dead = stopped = work = False
+    dead = work = False
     for key in graph.ends:
         n = by_key.get(key)
         if n is None:
             continue
-        if n.state == "stopped":
-            stopped = True
-        elif n.state in ("zombie", "exited") and (key in waited_on or n.rank is not None):
+        gone = n.state in ("zombie", "exited") and (key in waited_on or n.rank is not None)
+        if n.state == "stopped" or gone:
             dead = True
         elif n.state in ("computing", "working", "disk", "spinning"):
             work = work or n.state != "spinning"
         elif key in lock_holders and n.state in ("sleeping", "blocked"):
             work = True  # a file lock's holder outside the job, about its own business
-    if stopped or dead:
-        return _DEADLOCKED
-    if work:
-        return _WORKING
+    return dead, work
+
+
+def _doors_state(
+    graph: WaitGraph, by_key: Dict[str, WaitNode], doors: Dict[str, Set[str]]
+) -> Optional[FrozenSet[VerdictState]]:
+    """No chain ends dead or in work: requests waiting, doors that will open, or none."""
     served = {e.dst for e in graph.edges if e.src == OUT_CLIENTS}
     if served and all(
         k in by_key and by_key[k].state == "sleeping" and OUT_TIMER in doors.get(k, set())
