@@ -393,6 +393,8 @@ def test_eight_nodes_merged_and_the_odd_node_named(eight_nodes: Cluster, tmp_pat
     odd = [c for c in bundle.verdict.classes if c.ranks == (5,)]
     assert len(odd) == 1 and odd[0].hosts == (nodes[5],), bundle.verdict.classes
     assert "Queue.get" in odd[0].label
+    # every rank waits on its own futexes: the one that waits elsewhere is the first suspect
+    assert [s.rank for s in bundle.verdict.suspects][:1] == [5], bundle.verdict.summary
     assert stopped.returncode == 0, stopped.stderr + slurm_said
     bundle = load_bundle(tmp_path / "stopped.json")
     assert bundle.verdict is not None

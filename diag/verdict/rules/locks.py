@@ -3,9 +3,10 @@ lock whose process has no door, a lock *file* a killed build left behind."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, List, Optional, Sequence
 
 from diag.model import Suspect
+from diag.verdict.features import ProcSignals
 from diag.verdict.file_locks import lock_waits
 from diag.verdict.fs_waits import fs_stalls, fs_story
 from diag.verdict.participants import (
@@ -23,6 +24,7 @@ from diag.verdict.stories import (
     lock_story,
 )
 from diag.verdict.waits import CHILD, PEER
+from diag.verdict.wording import where
 
 
 def blocked_on_itself(s: Situation) -> Optional[Decision]:
@@ -34,13 +36,23 @@ def blocked_on_itself(s: Situation) -> Optional[Decision]:
     ranks = [p for p in stuck if strong_rank(p)]
     if not ranks and (s.progressing or s.working or not stuck):
         return None
-    chosen = ranks or stuck
+    chosen = _odd_first(ranks or stuck)
     summary = words.blocked_on_itself(chosen)
     suspects = [
         Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=words.OWN_LOCKS_REASON)
         for q in chosen[:4]
     ]
     return decided("deadlocked", 0.8 if ranks else 0.75, summary, suspects)
+
+
+def _odd_first(stuck: Sequence[ProcSignals]) -> List[ProcSignals]:
+    """Those that wait where fewest others do come first: when every rank is stuck, the one
+    whose wait differs (a data loader's queue among ranks waiting for peers) is the one to
+    look at - and the suspects keep only the first four."""
+    places: Dict[str, int] = {}
+    for p in stuck:
+        places[where(p)] = places.get(where(p), 0) + 1
+    return sorted(stuck, key=lambda p: places[where(p)])
 
 
 def waits_on_itself(s: Situation) -> Optional[Decision]:

@@ -173,9 +173,11 @@ OWN_LOCKS_REASON = "blocked on its own locks"
 def blocked_on_itself(stuck: Sequence[ProcSignals]) -> str:
     """``blocked_on_itself``: every thread of ``stuck`` waits untimed on a private futex."""
     p = stuck[0]
-    threads = f"all its threads wait in {where(p)} and the like"
+    threads = verb(stuck, "all its threads wait", "all their threads wait (the first's")
+    threads += f" in {where(p)} and the like" + verb(stuck, "", ")")
+    can = verb(stuck, "can never wake by itself", "can each never wake by itself")
     return (
-        f"deadlocked: {who(stuck)} can never wake by itself - {threads}, each untimed on a "
+        f"deadlocked: {who(stuck)} {can} - {threads}, each untimed on a "
         "lock, queue or event of its own process (private futexes), so only one of its own "
         "threads could end a wait, and none runs; nothing outside can help. Kill it; "
         f"`py-spy dump --pid {p.pid}` shows who waits where (unless it waits for a signal)"
