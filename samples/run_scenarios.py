@@ -326,6 +326,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("pipe_full_in_dead_chain",),
     ),
     Scenario(
+        "http_request_cycle",
+        "deadlocked",
+        ("root",),
+        False,
+        "two single-threaded HTTP services of one job call each other (api -> tokenizer -> "
+        "api /config) while a client of the job waits on /generate",
+        rules=("requests_unanswered",),
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

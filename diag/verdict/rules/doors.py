@@ -3,9 +3,11 @@ requests that wait unanswered, a port, stdin or a timer."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
-from diag.model import Suspect
+from diag.model import Suspect, WaitGraph
+from diag.verdict.features import ProcSignals
+from diag.verdict.graph_nodes import node_key
 from diag.verdict.participants import (
     door,
     is_helper,
@@ -92,8 +94,24 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
         # (time.sleep in an async def) - every client waits until it returns, then it goes on.
         summary = words.handler_sleeps(p, total)
         return decided("slow", 0.55, summary, suspects)
+    cycle = _cycle_through(s.graph, p)
+    if cycle:  # its handler waits on a service that waits on it: no timeout ends that
+        return decided("deadlocked", 0.8, words.request_cycle(p, total, cycle), suspects)
     summary = words.requests_unanswered(p, total)
     return decided("deadlocked", 0.65, summary, suspects)
+
+
+def _cycle_through(graph: Optional[WaitGraph], p: ProcSignals) -> List[str]:
+    """The labels of the wait-for cycle ``p`` is in (its handler calls a service of the job
+    that calls back into it), or none."""
+    if graph is None:
+        return []
+    key = node_key(p)
+    labels = {n.key: n.label for n in graph.nodes}
+    for reason, members in zip(graph.reasons, graph.line_ends):
+        if reason == "cycle" and key in members:
+            return [labels.get(k, k) for k in members]
+    return []
 
 
 def waits_for_outside(s: Situation) -> Optional[Decision]:

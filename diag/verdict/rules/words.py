@@ -421,6 +421,19 @@ def requests_unanswered(p: ProcSignals, total: int) -> str:
     )
 
 
+def request_cycle(p: ProcSignals, total: int, members: Sequence[str]) -> str:
+    """``requests_unanswered`` when the server's handler is in a wait-for cycle with another
+    process of the job (its handler calls a service that calls back into it)."""
+    among = ", ".join(members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
+    return (
+        f"deadlocked: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
+        f"{p.stale_age_s:.0f}+ s, and the handler is in a cycle of requests among {among} - "
+        "each waits for another's answer, and only a timeout or a kill ends it. Restart it; the "
+        "fix is in the code: a handler must not call a service that calls back into it "
+        "(or serve that callback from another thread)"
+    )
+
+
 def _outside_tail(ports: Sequence[int], on_stdin: Sequence[ProcSignals]) -> str:
     if ports:
         return "healthy, waiting for work"
