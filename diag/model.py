@@ -626,7 +626,7 @@ class WaitGraph(Record, frozen=True):
     line_ends: Tuple[Tuple[str, ...], ...] = ()
 
 
-StragglerBasis = Literal["samples", "flight-recorder", "none"]
+StragglerBasis = Literal["samples", "own-wait", "flight-recorder", "none"]
 
 
 class RankLoad(Record, frozen=True):
@@ -642,6 +642,10 @@ class RankLoad(Record, frozen=True):
     peer_wait_samples: int = 0  # in a collective/barrier/rendezvous wait
     compute_samples: int = 0  # outside any known wait
     wait_op: str = ""  # the collective it waited in most, e.g. "all_reduce"
+    # In a wait of its own, not on its peers (a data loader's queue, a sleep, a read): the rank
+    # the others wait for may be waiting too - on its input.
+    own_wait_samples: int = 0
+    own_wait_op: str = ""  # the frame it waited in most there, e.g. "fetch_batch"
     main_cpu_pct: float = 0.0  # its main thread, % of one core over the capture
     cpu_pct: float = 0.0  # the whole process, % of one core
     fr_last_seq: Optional[int] = None  # highest collective sequence id it enqueued
@@ -656,6 +660,10 @@ class RankLoad(Record, frozen=True):
     @property
     def compute_share(self) -> float:
         return self.compute_samples / self.samples if self.samples else 0.0
+
+    @property
+    def own_wait_share(self) -> float:
+        return self.own_wait_samples / self.samples if self.samples else 0.0
 
 
 class Stragglers(Record, frozen=True):

@@ -171,3 +171,36 @@ def test_flight_recorder_duration_is_read_from_a_dump_entry() -> None:
     bad = {"entries": [dict(entry, duration_ms="soon"), dict(entry, duration_ms=-1.0)]}
     (rec,) = summarize_dump(bad, rank=0)
     assert [c.duration_ms for c in rec.recent] == [None, None]
+
+
+LOADER = (
+    ("get", "/usr/lib/python3.11/queue.py"),
+    ("fetch_batch", "/job/data.py"),
+    ("main", "/job/train.py"),
+)
+
+
+def test_a_rank_waiting_on_its_own_input_while_the_others_wait_for_it_is_named() -> None:
+    """The most common straggler burns no CPU: one rank waits on its data loader in every
+    sample while the others wait in the all-reduce it has not joined yet."""
+    procs = [_rank(r, [ALLREDUCE] * 3, 2.0, 4) for r in (0, 1, 3)]
+    procs.append(_rank(2, [LOADER] * 3, 1.0, 4))
+    result = straggler_analysis(b := build(procs, n=3), extract(b))
+    assert result is not None
+    assert result.suspects == (2,) and result.basis == "own-wait"
+    assert result.summary.startswith("straggler: rank 2 waits on its own work in `fetch_batch`")
+    assert result.ranks[0].rank == 2 and result.ranks[0].own_wait_samples == 3
+
+
+def test_ranks_that_each_wait_on_their_input_by_turns_name_no_straggler() -> None:
+    phases = [LOADER, ALLREDUCE, ALLREDUCE]
+    procs = [_rank(r, phases[r % 3 :] + phases[: r % 3], 5.0, 3) for r in range(3)]
+    result = straggler_analysis(b := build(procs, n=3), extract(b))
+    assert result is not None and result.suspects == () and result.basis == "none"
+
+
+def test_a_rank_on_its_input_is_no_straggler_when_nobody_waits_for_it() -> None:
+    procs = [_rank(r, [COMPUTE] * 3, 60.0, 4) for r in (0, 1, 3)]
+    procs.append(_rank(2, [LOADER] * 3, 1.0, 4))
+    result = straggler_analysis(b := build(procs, n=3), extract(b))
+    assert result is not None and result.suspects == ()

@@ -16,6 +16,7 @@ from diag.render.view_stragglers import StragglerRow, StragglersView
 
 _BASIS = {
     "samples": "main-thread samples and CPU",
+    "own-wait": "main-thread samples: where it waits, not on its peers",
     "flight-recorder": "Flight Recorder enqueue times",
     "none": "main-thread samples and CPU",
 }

@@ -59,7 +59,9 @@ class _Tally:
     samples: int = 0
     peer: int = 0
     compute: int = 0
+    own: int = 0  # in a wait of its own (its input, a sleep), not on its peers
     ops: Dict[str, int] = field(default_factory=dict)
+    own_ops: Dict[str, int] = field(default_factory=dict)
     first: Optional[Tuple[float, int]] = None  # (t_s, main-thread ticks)
     last: Optional[Tuple[float, int]] = None
 
@@ -83,6 +85,10 @@ def _tally(bundle: Bundle, ranks: Sequence[ProcSignals]) -> List[_Tally]:
                     tally.ops[op] = tally.ops.get(op, 0) + 1
             elif tw.kind is None:
                 tally.compute += 1
+            else:
+                tally.own += 1
+                op = f"`{short_name(tw.caller or tw.label)}`"
+                tally.own_ops[op] = tally.own_ops.get(op, 0) + 1
             point = (ps.t_s or sample.t_s, main.utime_ticks + main.stime_ticks)
             tally.first = tally.first or point
             tally.last = point
@@ -161,6 +167,7 @@ def rank_loads(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankLoad]:
             continue
         last_seq, lag, dur = fr.get(p.rank, (None, None, None))
         op = max(tally.ops, key=lambda k: tally.ops[k]) if tally.ops else ""
+        own_op = max(tally.own_ops, key=lambda k: tally.own_ops[k]) if tally.own_ops else ""
         out.append(
             RankLoad(
                 rank=p.rank,
@@ -170,6 +177,8 @@ def rank_loads(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankLoad]:
                 peer_wait_samples=tally.peer,
                 compute_samples=tally.compute,
                 wait_op=op,
+                own_wait_samples=tally.own,
+                own_wait_op=own_op,
                 main_cpu_pct=round(_main_cpu_pct(tally, clk), 1),
                 cpu_pct=round(p.cpu_pct, 1),
                 fr_last_seq=last_seq,
@@ -208,6 +217,36 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
     if median(r.peer_wait_share for r in others) < WAITER_WAIT_SHARE and not collective():
         return []
     return cands
+
+
+def _by_own_wait(loads: Sequence[RankLoad]) -> List[RankLoad]:
+    """The ranks that wait on something of their own (a data loader's queue, a slow read, a
+    sleep) in most samples and almost never on their peers, while the others wait on their
+    peers in most samples: the others wait for them, and they wait for their input - the
+    most common straggler, which burns no CPU and so escapes ``_by_samples``."""
+    cands = [
+        r
+        for r in loads
+        if r.own_wait_share >= STRAGGLER_COMPUTE_SHARE and r.peer_wait_share <= STRAGGLER_WAIT_SHARE
+    ]
+    if not cands or len(cands) > max(1, len(loads) // 4):
+        return []
+    others = [r for r in loads if r not in cands]
+    if median(r.peer_wait_share for r in others) < STRAGGLER_COMPUTE_SHARE:
+        return []
+    return cands
+
+
+def _own_wait_summary(slow: Sequence[RankLoad], others: Sequence[RankLoad]) -> str:
+    shares = [r.own_wait_share * 100 for r in slow]
+    ops = sorted({r.own_wait_op for r in slow if r.own_wait_op})
+    where = f" in {', '.join(ops[:2])}" if ops else ""
+    verb = "waits" if len(slow) == 1 else "wait"
+    return (
+        f"straggler: {_who(slow)} {verb} on {'its' if len(slow) == 1 else 'their'} own "
+        f"work{where} (not on its peers) {_pct_span(shares)} of the samples - its input, a "
+        f"read or a sleep; {_waiters_text(others)}"
+    )
 
 
 def _by_flight_recorder(loads: Sequence[RankLoad]) -> List[RankLoad]:
@@ -312,12 +351,16 @@ def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional
     kind: StragglerBasis = "samples"
     slow = _by_samples(loads, lambda: _collective_backend(bundle, procs))
     if not slow:
+        slow, kind = _by_own_wait(loads), "own-wait"
+    if not slow:
         slow, kind = _by_flight_recorder(loads), "flight-recorder"
     others = [r for r in loads if r not in slow]
     if not slow:
         summary, kind = _none_summary(loads), "none"
     elif kind == "samples":
         summary = _sample_summary(slow, others) + _fr_confirms(slow, others)
+    elif kind == "own-wait":
+        summary = _own_wait_summary(slow, others) + _fr_confirms(slow, others)
     else:
         summary = _fr_summary(slow[0], others)
     multi_host = len({r.host for r in loads}) > 1
