@@ -605,6 +605,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "gloo_input_straggler",
+        "progressing|slow",
+        ("rank:1",),
+        True,
+        "3 gloo ranks train; rank 1 waits ~1.5 s per step on its input (`fetch_batch`), "
+        "ranks 0,2 wait for it in every all_reduce",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "gloo_balanced_steps",
         "progressing",
         (),
