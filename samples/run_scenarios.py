@@ -335,6 +335,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("requests_unanswered",),
     ),
     Scenario(
+        "mp_queue_join_before_get",
+        "deadlocked",
+        None,
+        False,
+        "parent joins a child before reading the 4 MB it put on a multiprocessing.Queue; the "
+        "child's queue feeder blocks on the full pipe",
+        rules=("chains_never_end",),
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

@@ -119,11 +119,26 @@ def outsider_reason(n: WaitNode) -> str:
 
 
 def chains_never_end(chains: Sequence[str]) -> str:
-    """``chains_never_end``: every chain of waits ends stopped, dead or in a cycle (two shown)."""
+    """``chains_never_end``: every chain of waits ends stopped, dead or in a cycle (two shown),
+    with the fix where the cycle is a known pitfall."""
     return (
         "deadlocked: nothing moves and every chain of waits ends where nothing can end it - "
         + "; ".join(chains[:2])
+        + _known_cycle(chains[:2])
     )
+
+
+def _known_cycle(chains: Sequence[str]) -> str:
+    """multiprocessing's "joining processes that use queues": a child whose queue feeder
+    still writes does not exit until the parent reads, and the parent joins it before
+    reading - the cycle the graph shows (child, pipe), and its one-line fix."""
+    text = " ".join(chains)
+    if "QueueFeederThread" in text and ".join` " in text:
+        return (
+            ". This is multiprocessing's 'join before get' pitfall: the child cannot exit "
+            "until what it put on the queue is read - call `q.get()` before `p.join()`"
+        )
+    return ""
 
 
 def chain_end_reason(n: WaitNode) -> str:
