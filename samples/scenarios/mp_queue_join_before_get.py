@@ -10,13 +10,13 @@ import multiprocessing as mp
 import time
 
 
-def featurize(q: "mp.Queue[bytes]") -> None:
+def featurize(q: mp.Queue[bytes]) -> None:
     q.put(b"x" * (4 << 20))  # far more than a pipe holds
 
 
 if __name__ == "__main__":
     mp.set_start_method("fork")
-    q: "mp.Queue[bytes]" = mp.Queue()
+    q: mp.Queue[bytes] = mp.Queue()
     child = mp.Process(target=featurize, args=(q,), name="featurize")
     child.start()
     time.sleep(0.5)  # the feeder is in its write by now
