@@ -127,6 +127,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("works_silently",),
     ),
     Scenario(
+        "cpu_in_wait_named_fn4",
+        "slow",
+        ("root",),
+        False,
+        "one process, no peers: a pure-Python `all_reduce()` of its own at 100% CPU, its hot "
+        "loop on one line (same frame and line in every sample)",
+        rules=("works_silently",),
+    ),
+    Scenario(
         "slow_read",
         "slow",
         ("root",),

@@ -345,7 +345,8 @@ def work_story(
         else:
             text = f"{who([p])} grows memory ({size(p.rss_delta_bytes)} RSS) in `{hot or '?'}`"
         parts.append(text)
-        reason = "the bottleneck its peers wait for - " if peer_waiters else ""
+        waited_for = any(w.key != p.key for w in peer_waiters)  # by others, not itself
+        reason = "the bottleneck its peers wait for - " if waited_for else ""
         suspects.append(_suspect(p, reason + text))
     if not parts:
         parts.append("the GPU computes (see the gpu evidence) while the CPU side waits")

@@ -9,14 +9,15 @@ into). A rank's C call that blocks straight from user code is a wait on its peer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from diag.frames import is_library
-from diag.model import Bundle, Frame, ProcessInfo, Stack, ThreadSample
+from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, Stack, ThreadSample
 from diag.verdict.waits import (
     STDIN,
     STOPPED,
     WRAPPERS,
+    comm_module,
     kernel_wait,
     short_name,
     stack_wait,
@@ -55,19 +56,70 @@ def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
     if not _memo_of or _memo_of[0] is not bundle.stacks or len(_memo) > _MEMO_MAX:
         _memo.clear()
         _memo_of[:] = [bundle.stacks]
+    peers = thread.tid in peer_tids(bundle)
     key = (thread.stack_id, thread.state, thread.wchan, thread.syscall, thread.syscall_fd,
-           thread.wait_timed, thread.py_thread_name, thread.name)  # fmt: skip
+           thread.wait_timed, thread.py_thread_name, thread.name, peers)  # fmt: skip
     hit = _memo.get(key)
     if hit is None:
-        hit = _memo[key] = _thread_wait(bundle, thread)
+        hit = _memo[key] = _thread_wait(bundle, thread, peers)
     return hit
 
 
-def _thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
+# Threads a collective backend starts: gloo's (``pt_gloo_runloop``, ``gloo_tcp_loop``),
+# torch's NCCL watchdog and heartbeat (``pt_nccl_*``), NCCL's own proxy threads, c10d's store.
+_BACKEND_THREADS = ("pt_gloo", "gloo_", "pt_nccl", "NCCL ", "pt_tcpstore")
+_peers_of: List[Tuple[object, object, FrozenSet[int]]] = []  # (samples, processes, tids)
+
+
+def peer_tids(bundle: Bundle) -> FrozenSet[int]:
+    """The threads (by tid) of processes that have peers to wait on: a declared rank of a
+    multi-rank job, or a process running a collective backend (its threads, or a
+    torch.distributed / comm-module frame on any of its stacks). Only there is a bare
+    ``all_reduce``/``barrier`` in the job's own code a collective (``waits.BARE_COLLECTIVES``):
+    a lone process's own ``all_reduce()`` has no one to wait for. Keyed by tid: in a merged
+    bundle two hosts' tids may clash, and then either one's peers count for both (a process
+    that is no rank of a distributed job rarely names its own functions like collectives)."""
+    if _peers_of and _peers_of[0][0] is bundle.samples and _peers_of[0][1] is bundle.processes:
+        return _peers_of[0][2]
+    ranks = {(p.host, p.pid) for p in bundle.processes if _declared_rank(p)}
+    comm_stacks: Dict[str, bool] = {}
+    with_peers: Set[Tuple[str, int]] = set(ranks)
+    tids: Dict[Tuple[str, int], Set[int]] = {}
+    for sample in bundle.samples:
+        for ps in sample.processes:
+            key = (ps.host, ps.pid)
+            tids.setdefault(key, set()).update(t.tid for t in ps.threads)
+            if key not in with_peers and _backend(bundle, ps, comm_stacks):
+                with_peers.add(key)
+    found = frozenset(tid for key in with_peers for tid in tids.get(key, ()))
+    _peers_of[:] = [(bundle.samples, bundle.processes, found)]
+    return found
+
+
+def _declared_rank(info: ProcessInfo) -> bool:
+    declared = not (info.rank_source or "").startswith("inferred")
+    return info.rank is not None and (info.world_size or 0) > 1 and declared
+
+
+def _backend(bundle: Bundle, ps: ProcessSample, comm_stacks: Dict[str, bool]) -> bool:
+    """A collective backend runs in this process sample: its threads, or a comm frame."""
+    for t in ps.threads:
+        if t.name.startswith(_BACKEND_THREADS):
+            return True
+        sid = t.stack_id
+        if sid is not None:
+            if sid not in comm_stacks:
+                comm_stacks[sid] = any(map(comm_module, frames_of(bundle, sid)))
+            if comm_stacks[sid]:
+                return True
+    return False
+
+
+def _thread_wait(bundle: Bundle, thread: ThreadSample, peers: bool) -> ThreadWait:
     frames = frames_of(bundle, thread.stack_id)
     if thread.state in ("T", "t"):
         return ThreadWait(STOPPED, frames[0].name if frames else thread.name or "?", "")
-    found = stack_wait(frames)
+    found = stack_wait(frames, peers)
     caller = ""
     if found is not None:
         found_kind, index = found
@@ -102,11 +154,8 @@ def rank_wait(bundle: Bundle, info: ProcessInfo, thread: ThreadSample) -> Thread
     poll, recv or futex. Elsewhere the same kernel wait keeps its plain meaning."""
     tw = thread_wait(bundle, thread)
     frames = frames_of(bundle, thread.stack_id)
-    multi_rank = info.rank is not None and (info.world_size or 0) > 1
-    declared = not (info.rank_source or "").startswith("inferred")
     if (
-        multi_rank
-        and declared
+        _declared_rank(info)
         and tw.native
         and tw.kind in _OPAQUE_KINDS
         and frames

@@ -138,7 +138,6 @@ class _Rule(NamedTuple):
 
 _RULES: Tuple[_Rule, ...] = (
     _Rule(_COLLECTIVES, ("distributed_c10d.py", "c10d_logger.py", "distributed.py"), "collective"),
-    _Rule(frozenset({"all_reduce", "barrier", "all_gather", "broadcast"}), (), "collective"),
     # Inference servers' own collectives (vLLM's TP ops, its CPU shared-memory all-reduce, the
     # custom all-reduce kernels): a rank spinning in one waits on its peers, it does not work.
     _Rule(
@@ -290,26 +289,53 @@ def short_name(frame_name: str) -> str:
     return frame_name.rsplit(".", 1)[-1] if "." in frame_name else frame_name
 
 
-def frame_kind(frame: Frame) -> Optional[str]:
-    """The wait kind a single frame names, or None when it is not a known wait."""
+# Collective names with no file to restrict them to: a framework's own ``all_reduce`` (vLLM's
+# ``GroupCoordinator.all_reduce``, DeepSpeed's ``comm.barrier``) is a wait on its peers. The
+# name alone says nothing: a single process's pure-Python gradient averaging named
+# ``all_reduce()`` computes, and read as a collective its 100% CPU became "spins in a wait"
+# and the job "deadlocked". So the name counts only with a cause for a peer: the frame is in
+# library code or a framework's comm module (``comm_module``), or the process has peers - a
+# collective backend or a declared rank of a multi-rank job (``diag.verdict.thread_wait``).
+BARE_COLLECTIVES = frozenset({"all_reduce", "barrier", "all_gather", "broadcast"})
+# Where frameworks keep their collectives: torch.distributed, vLLM's and SGLang's
+# ``distributed`` packages (device communicators, parallel_state), DeepSpeed's ``comm``.
+_COMM_MODULES = ("/distributed/", "/comm/", "/communication/", "/device_communicators/")
+_SITE_DIRS = ("site-packages/", "dist-packages/")
+
+
+def comm_module(frame: Frame) -> bool:
+    """The frame is torch.distributed or an installed framework's comm module - not the job's
+    own source file, however its directory is named."""
+    name = frame.filename
+    if "torch/distributed/" in name:
+        return True
+    return any(site in name for site in _SITE_DIRS) and any(m in name for m in _COMM_MODULES)
+
+
+def frame_kind(frame: Frame, peers: bool = False) -> Optional[str]:
+    """The wait kind a single frame names, or None when it is not a known wait. ``peers``:
+    the process has peers to wait on (then a bare collective name in its own code counts)."""
     name = short_name(frame.name)
     for rule in _RULES:
         if name in rule.names and (
             not rule.file_suffixes or frame.filename.endswith(rule.file_suffixes)
         ):
             return rule.kind
+    if name in BARE_COLLECTIVES and (peers or is_library(frame) or comm_module(frame)):
+        return "collective"
     return None
 
 
-def stack_wait(frames: Sequence[Frame]) -> Optional[Tuple[str, int]]:
+def stack_wait(frames: Sequence[Frame], peers: bool = False) -> Optional[Tuple[str, int]]:
     """(kind, frame index) of the most specific known wait near the top of a stack, or None.
 
     Frames are innermost first. Scanning covers the library frames at the top plus the first
-    user frame below them (a user's own ``barrier`` wrapper still counts), then stops.
+    user frame below them (a user's own ``barrier`` wrapper still counts when the process has
+    ``peers``), then stops.
     """
     best: Optional[Tuple[str, int]] = None
     for index, frame in enumerate(frames):
-        kind = frame_kind(frame)
+        kind = frame_kind(frame, peers)
         # Equal priority: keep the outer frame (`Connection.recv`, not its `_recv` helper).
         if kind is not None and (best is None or _PRIORITY[kind] >= _PRIORITY[best[0]]):
             best = (kind, index)
