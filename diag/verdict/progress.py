@@ -3,14 +3,16 @@
 Silence proves little (logs come in bursts, a model load is silent for minutes), but growth
 does - unless the new lines are a heartbeat: one repeated template that talks about waiting
 ("still waiting for rank 3", NCCL watchdog timeouts). Those are written *because* the job is
-stuck and must not read as progress.
+stuck and must not read as progress. Nor is a log that moves without progressing: a monitor
+thread reprinting a frozen step with a new ``elapsed=`` - a log that moves is not a log that
+progresses.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
@@ -68,46 +70,64 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
     repeats one template on a timer; when its values are all zero, or the same as the last
     time that template was printed (``before``: the lines seen earlier), it reports that
     nothing changed - a heartbeat. New values (a step, a count, a request more) are progress.
-    One or two templates about waiting ("still waiting for rank 3 after 60 s") are heartbeats
-    even as their seconds grow. A crash's last words (ERROR lines, a traceback) are the cause
-    of a hang, never progress. Lines that report no quantity are events (an access log's
-    "GET / 200", "step 10 loss 1.2"), progress even when identical."""
+    A clock or a duration (``elapsed=9.0s``, ``uptime: 31``) is no such value: it moves
+    whether or not anything else does. A line with a position counter (``step 45/10000``,
+    ``docs=0/100``) is judged by that counter alone: a monitor thread reprints a frozen
+    step with a new loss or a decaying average. One or two templates about
+    waiting ("still waiting for rank 3 after 60 s") are heartbeats even as their seconds
+    grow. A crash's last words (ERROR lines, a traceback) are the cause of a hang, never
+    progress. Other lines that report no quantity are events (an access log's "GET / 200",
+    "step 10 loss 1.2"), progress even when identical."""
     lines = [line for line in new_lines if line.strip()]
     if not lines:
         return False
-    shapes = [_report_shape(line) for line in lines]
+    shapes = [_shape(line) for line in lines]
+    if _keepalive(lines, shapes):
+        return True
+    earlier: Dict[str, _Shape] = {}  # template -> its shape the last time before
+    for line in before:
+        if line.strip() and not is_error_line(line):
+            shape = _shape(line)
+            if shape.values is not None or shape.counters:
+                earlier[shape.template] = shape
+    printed: Dict[str, List[_Shape]] = {}  # template -> its new shapes, in order
+    for line, shape in zip(lines, shapes):
+        if not is_error_line(line):
+            printed.setdefault(shape.template, []).append(shape)
+    return all(_unchanged(earlier.get(t), seq) for t, seq in printed.items())
+
+
+def _keepalive(lines: List[str], shapes: List[_Shape]) -> bool:
+    """One or two templates, each about waiting, reporting no quantity and no position
+    counter: "still waiting for rank 3 after 60 s". Their seconds grow because time passes,
+    not work."""
     templates = {_template(line) for line in lines}
-    if (
+    return (
         len(templates) <= 2
         and all(_WAITING_WORDS.search(t) for t in templates)
-        and not any(shapes)  # a report's "Waiting: 3 reqs" is judged by its values below
-    ):
-        return True
-    earlier: Dict[str, Tuple[str, ...]] = {}  # template -> its values the last time before
-    for line in before:
-        shape = _report_shape(line)
-        if shape is not None:
-            earlier[shape[0]] = shape[1]
-    printed: Dict[str, List[Tuple[str, ...]]] = {}  # template -> its new values, in order
-    for line, shape in zip(lines, shapes):
-        if is_error_line(line):
-            continue
-        if shape is None:
-            return False  # an event, not a report of quantities: progress
-        printed.setdefault(shape[0], []).append(shape[1])
-    return all(_unchanged(earlier.get(t), values) for t, values in printed.items())
+        # a report's "Waiting: 3 reqs" is judged by its values, a step by its counter
+        and all(s.values is None and not s.counters for s in shapes)
+    )
 
 
-def _unchanged(earlier: Optional[Tuple[str, ...]], new: List[Tuple[str, ...]]) -> bool:
-    """Every new report of one template says nothing moved: all its values zero (nothing
-    running), or the same as the report before it (the first one, with none before it: the
-    same as the next). A report printed once, with something in it, is work reported."""
+def _unchanged(earlier: Optional[_Shape], new: List[_Shape]) -> bool:
+    """Every new line of one template says nothing moved: its position counter the same as
+    the line before it; without a counter, all its values zero (nothing running), or the
+    same as the report before it (the first one, with none before it: the same as the next).
+    A report printed once, with something in it, is work reported; an event is progress."""
     seq = ([earlier] if earlier is not None else []) + new
     for i in range(len(seq) - len(new), len(seq)):
-        if all(float(v) == 0 for v in seq[i]):
-            continue
+        cur = seq[i]
         other = seq[i - 1] if i > 0 else (seq[1] if len(seq) > 1 else None)
-        if other != seq[i]:
+        if cur.counters:
+            if other is None or other.counters != cur.counters:
+                return False
+            continue
+        if cur.values is None:
+            return False  # an event, not a report of quantities: progress
+        if all(float(v) == 0 for v in cur.values):
+            continue
+        if other is None or other.values != cur.values:
             return False
     return True
 
@@ -133,15 +153,55 @@ def is_idle_stats(line: str) -> bool:
 # A quantity a line reports: a word, ":" or "=", a number that is not part of an address or a
 # clock ("Running: 4 reqs", "loss=0.31"; not "INFO: 127.0.0.1:5000").
 _REPORTED = re.compile(r"[A-Za-z_%)\]][ \t]*[:=][ \t]*(-?\d+(?:\.\d+)?)(?![\d.:])")
+_KEY_BEFORE = re.compile(r"([A-Za-z_][\w.-]*)[^\w]*$")
+# Keys of a time, not of work: a clock or a duration moves whether or not the job does.
+_TIME_KEYS = frozenset(
+    {"elapsed", "uptime", "time", "age", "wall", "walltime", "duration", "runtime", "since",
+     "eta", "timestamp", "ts", "clock", "took"}
+)  # fmt: skip
+# A number with a unit of time stuck to it: "9.0s", "120ms", "3min" (not "3.9it/s").
+_TIME_UNIT = re.compile(r"(?:s|ms|us|ns|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b")
+# Where the work is: a position that advances with it. Always a position: a step, an
+# iteration, documents or items done. Only as "n/total" (else a size: "batch=32",
+# "tokens: 4096"): batches, samples, tokens, shards, chunks, files.
+_POSITION = re.compile(
+    r"\b(?:(?P<key>global_step|steps?|iters?|iterations?|updates?|docs|documents|done|processed"
+    r"|completed|finished|items)|(?P<part>batch(?:es)?|samples|tokens|examples|sequences"
+    r"|shards?|chunks?|files|records))\b[ \t]*[:=#]?[ \t]*(?P<n>\d+)"
+    r"(?:[ \t]*/[ \t]*(?P<total>\d+))?(?![\d.])",
+    re.IGNORECASE,
+)
 
 
-def _report_shape(line: str) -> Optional[Tuple[str, Tuple[str, ...]]]:
-    """(template, reported values) of a line that reports quantities, or None."""
+class _Shape(NamedTuple):
+    """What a line reports, to compare with the same template's line before it."""
+
+    template: str
+    values: Optional[Tuple[str, ...]]  # quantities reported, times left out; None: an event
+    counters: Tuple[str, ...]  # position counters (a step, docs done)
+
+
+def _shape(line: str) -> _Shape:
+    """The template, reported values and position counters of one line."""
     text = _strip_time(line)
-    values = tuple(_REPORTED.findall(text))
-    if not values:
-        return None
-    return _template(text), values
+    found = list(_REPORTED.finditer(text))
+    values = tuple(m.group(1) for m in found if not _time_like(text, m))
+    counters = tuple(
+        f"{m.group('n')}/{m.group('total') or ''}"
+        for m in _POSITION.finditer(text)
+        if m.group("key") or m.group("total")
+    )
+    return _Shape(_template(text), values if found else None, counters)
+
+
+def _time_like(text: str, m: re.Match[str]) -> bool:
+    """A reported value that is a time: its key names one (``elapsed``, ``step_time``,
+    ``uptime_s``) or a unit of time follows it (``9.0s``)."""
+    if _TIME_UNIT.match(text, m.end(1)):
+        return True
+    key = _KEY_BEFORE.search(text, max(0, m.start(1) - 64), m.start(1))
+    parts = re.split(r"[_.-]", key.group(1).lower()) if key else []
+    return any(part in _TIME_KEYS for part in parts)
 
 
 _ERROR_LINE = re.compile(

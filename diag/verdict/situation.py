@@ -145,7 +145,7 @@ def _output(
     for lg in ctx.logs:
         if lg.grew and (not lg.progress or lg in bars):
             for pid in lg.pids:
-                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + lg.grew_bytes
+                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + _written_into(lg)
     # Bytes a compiler or its cache writes during start-up are that phase's work, not output;
     # so are a bar's redraws (a few hundred bytes, not all caught in the log's size between
     # two samples), unless far more flows.
@@ -154,6 +154,15 @@ def _output(
     not_output |= {p.pid for p in alive if p.pid in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
     writers = [p for p in alive if p.pid not in not_output and output_bytes(p, heartbeat_bytes)]
     return progress_logs, writers
+
+
+def _written_into(lg: LogGrowth) -> int:
+    """The bytes a writer's wchar may have risen by for this log's growth: what it grew by,
+    and up to one of its lines more at each end of the capture - a sample reads the writer's
+    wchar and the log's size at two instants, and a line written between the two reads counts
+    in one and not the other (a monitor's heartbeat line read as "keeps writing output")."""
+    line = max((len(x.encode()) + 1 for x in (*lg.new_lines, *lg.tail[-1:])), default=0)
+    return lg.grew_bytes + 2 * line
 
 
 def _phase_bar(lg: LogGrowth, phase_pids: Set[int]) -> bool:
