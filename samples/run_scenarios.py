@@ -136,6 +136,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("works_silently",),
     ),
     Scenario(
+        "sleep0_scheduler",
+        "idle",
+        (),
+        False,
+        "HTTP front end thread; the main thread busy-polls an empty deque with `time.sleep(0)` "
+        "(no Python frame for it: one line in every sample), no traffic",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
+        "shm_yield_engine_idle",
+        "idle",
+        (),
+        False,
+        "HTTP front end; an engine process spins on an empty shared-memory slot with "
+        "`os.sched_yield()` (running, one line, ~100% CPU mostly in the kernel), no traffic",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "slow_read",
         "slow",
         ("root",),

@@ -13,6 +13,7 @@ whose poll call adds no Python frame (``time.sleep(0)``, ``os.sched_yield()``) i
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from pathlib import Path
@@ -25,6 +26,7 @@ from diag.bundle.io import load_bundle
 from diag.model import Bundle, Frame, main_thread
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
+from diag.verdict.polling import poll_loops, yield_loop
 from diag.verdict.stories import work_story
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import frame_kind, stack_wait
@@ -125,3 +127,83 @@ def test_a_worker_is_no_bottleneck_of_its_own_wait() -> None:
     (q,) = extract(build([Proc(pid=401, role="process", stack=RANK_BARRIER)]))
     _, waited = work_story([p], [], [], [p, q], [p, q])
     assert waited[0].reason.startswith("the bottleneck its peers wait for")
+
+
+# --- 2. poll loops the kernel shows ---------------------------------------------------------
+
+SLEEP0_TID = 19587  # the scheduler (main thread) of sleep0_scheduler
+ENGINE_PID = 25368  # the engine process of shm_yield_engine_idle
+
+
+def test_a_sleep0_poll_loop_is_idle() -> None:
+    bundle = load_bundle(BUNDLES / "explore_sleep0_scheduler.json")
+    v = classify(bundle)
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    assert "CPU-bound" not in v.summary and "busy-poll" in v.summary
+    (p,) = extract(bundle)
+    assert p.poll is not None and p.poll.markers == ("kernel-yield",)
+    assert p.compute_pct < 1.0  # its CPU is the poll's, not work
+
+
+def test_a_sched_yield_poll_loop_is_idle() -> None:
+    bundle = load_bundle(BUNDLES / "explore_shm_yield_engine_idle.json")
+    v = classify(bundle)
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    engine = next(p for p in extract(bundle) if p.pid == ENGINE_PID)
+    assert engine.poll is not None and engine.poll.markers == ("kernel-yield",)
+    assert engine.poll.wait.label == "engine"
+
+
+def test_one_long_computing_call_is_no_yield_loop() -> None:
+    """Same frame and line in every sample, but its CPU is the user's: it computes."""
+    bundle = load_bundle(BUNDLES / "explore_cpu_in_wait_named_fn4.json")
+    alive = [s.processes[0] for s in bundle.samples]
+    assert poll_loops(bundle, alive) == {}
+
+
+def _user_time(data: Json, tid: int) -> Json:
+    """The same thread with its kernel time moved to user time: work between short sleeps."""
+    out = copy.deepcopy(data)
+    for t in _threads(out, tid):
+        t["utime_ticks"], t["stime_ticks"] = t["stime_ticks"] * 3, t["utime_ticks"] // 3
+    return out
+
+
+def test_work_between_short_sleeps_is_no_poll_loop(tmp_path: Path) -> None:
+    """Thousands of sleeps a second on one line, but the CPU goes to user code: a compute
+    step between ``sleep(0)`` calls - work, not polling (its CPU stays compute)."""
+    bundle = _load(_user_time(_json("sleep0_scheduler"), SLEEP0_TID), tmp_path)
+    (p,) = extract(bundle)
+    assert p.poll is None
+    assert classify(bundle).state != "idle"
+
+
+def test_a_running_loop_in_user_space_is_no_yield_loop(tmp_path: Path) -> None:
+    bundle = _load(_user_time(_json("shm_yield_engine_idle"), ENGINE_PID), tmp_path)
+    engine = next(p for p in extract(bundle) if p.pid == ENGINE_PID)
+    assert engine.poll is None and engine.compute_pct > 50
+
+
+def test_kernel_time_that_moves_bytes_is_work(tmp_path: Path) -> None:
+    """Kernel-heavy on one line while the process reads megabytes: a read loop, not a poll."""
+    data = _json("shm_yield_engine_idle")
+    for n, sample in enumerate(data["samples"]):
+        for ps in sample["processes"]:
+            if ps["pid"] == ENGINE_PID:
+                ps["io"]["rchar"] = ps["io"].get("rchar", 0) + n * (20 << 20)
+    bundle = _load(data, tmp_path)
+    engine = next(p for p in extract(bundle) if p.pid == ENGINE_PID)
+    assert engine.poll is None
+
+
+def test_a_loop_whose_line_moves_is_no_yield_loop(tmp_path: Path) -> None:
+    """A sample on another line of the loop (the work between polls): not one poll call."""
+    data = _json("sleep0_scheduler")
+    stack = data["stacks"][next(iter(_threads(data, SLEEP0_TID)))["stack_id"]]
+    moved = copy.deepcopy(stack)
+    moved["frames"][0]["line"] = 27
+    data["stacks"]["moved"] = moved
+    list(_threads(data, SLEEP0_TID))[1]["stack_id"] = "moved"
+    bundle = _load(data, tmp_path)
+    alive = [s.processes[0] for s in bundle.samples]
+    assert yield_loop(bundle, alive, SLEEP0_TID) is None

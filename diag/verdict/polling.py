@@ -28,7 +28,9 @@ A loop whose samples leave that path for a ``forward``, a ``run_batch`` or a mod
 real work between polls and is no poll loop: a busy server stays busy. A loop caught *once* in
 the rest of its own iteration (SGLang's ``get_next_batch_to_run`` picking no batch) still polls:
 the *majority rule* (``_strays_in_iteration``) lets a minority of samples sit elsewhere in the
-iteration of the loop that calls the receive step. Pure functions of stacks.
+iteration of the loop that calls the receive step. Pure functions of stacks - but for a loop
+whose poll call adds no Python frame (``time.sleep(0)``, ``os.sched_yield()``): its stack is one
+line of the job's own code, and only the kernel's view tells it from work (``yield_loop``).
 """
 
 from __future__ import annotations
@@ -44,15 +46,19 @@ from diag.verdict.thread_wait import ThreadWait, frames_of
 from diag.verdict.waits import (
     FAMILY,
     PEER,
+    SLEEP,
     WRAPPERS,
     YIELDS,
     frame_kind,
+    kernel_wait,
     short_name,
     stack_wait,
 )
 
 # What a marker says the loop polls for.
-PollMarker = Literal["idle-hook", "nonblocking", "receive", "yield", "completion", "handout"]
+PollMarker = Literal[
+    "idle-hook", "nonblocking", "receive", "yield", "completion", "handout", "kernel-yield"
+]
 
 # How a sentence names each marker.
 MARKER_WORDS: Dict[PollMarker, str] = {
@@ -62,6 +68,7 @@ MARKER_WORDS: Dict[PollMarker, str] = {
     "yield": "yields",
     "completion": "completion polls",
     "handout": "the empty batch its poll loop hands out",
+    "kernel-yield": "a call on one line that hands the CPU back at once (sleep(0), sched_yield)",
 }
 
 POLL_KIND = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
@@ -384,10 +391,81 @@ def thread_samples(alive: Sequence[ProcessSample]) -> Dict[int, List[Tuple[Optio
 
 
 def poll_loops(bundle: Bundle, alive: Sequence[ProcessSample]) -> Dict[int, PollLoop]:
-    """{tid: poll loop} for the threads of one process that poll in every alive sample."""
+    """{tid: poll loop} for the threads of one process that poll in every alive sample: by
+    their stacks (``poll_loop``), or by the kernel when the poll call adds no Python frame
+    (``yield_loop``)."""
     out: Dict[int, PollLoop] = {}
     for tid, seen in thread_samples(alive).items():
-        found = poll_loop(bundle, seen)
+        found = poll_loop(bundle, seen) or yield_loop(bundle, alive, tid)
         if found is not None:
             out[tid] = found
     return out
+
+
+# ``time.sleep(0)`` and ``os.sched_yield()`` are C calls: a loop polling with them shows only
+# its own frame, one line, in every sample - what one long computing call looks like. What
+# tells them apart is where the CPU goes and what it moves (``yield_loop``).
+KERNEL_SHARE = 0.5  # the thread's own CPU spent in the kernel (stime over utime + stime)
+YIELD_SWITCHES_PER_S = 1000.0  # voluntary context switches a second: it sleeps every iteration
+STILL_IO_BYTES_PER_S = 64 << 10  # rchar + wchar a second of the process: no I/O to speak of
+STILL_RSS_BYTES = 16 << 20  # RSS change over the capture: no memory being filled
+_MIN_CPU = 0.05  # of one core: below it nothing burns and there is nothing to explain
+
+
+def yield_loop(bundle: Bundle, alive: Sequence[ProcessSample], tid: int) -> Optional[PollLoop]:
+    """A thread that polls by giving the CPU up each iteration, read from the kernel.
+
+    Every sample shows the same stack, line included, in the job's own code and outside any
+    known wait; the thread is running or in a timer sleep at each; and over the capture
+
+    - its CPU goes mostly to the kernel (``KERNEL_SHARE``): each iteration is a syscall that
+      does nothing (``sched_yield``, a zero ``nanosleep``) around a few bytecodes of "empty?";
+    - it gives the CPU up each iteration: thousands of voluntary switches a second
+      (``sleep(0)``: a zero sleep still sleeps the timer slack), or it is running in every
+      sample (``sched_yield``: a yield leaves the thread runnable - no voluntary switch, and
+      no syscall /proc can read from a running thread);
+    - and the kernel time moves nothing: no bytes read or written, no memory filled.
+
+    Real work is not that. Work between short sleeps runs in user space (bytecode, numpy),
+    so its CPU is the user's and its samples land on the work's frames and lines, not the
+    sleep's; a long C call on one line computes in user space too; work done in the kernel
+    (reads, writes, page faults of filled memory) moves rchar/wchar or RSS. A thread whose
+    process has a collective in flight is that collective's poll (``collective_spin``)."""
+    series = [next((t for t in ps.threads if t.tid == tid), None) for ps in alive]
+    threads = [t for t in series if t is not None]
+    if len(threads) < 2 or len(threads) != len(alive) or collective_in_flight(alive):
+        return None
+    first, last = threads[0], threads[-1]
+    frames = frames_of(bundle, first.stack_id)
+    if not frames or any(t.stack_id != first.stack_id for t in threads):
+        return None
+    if stack_wait(frames) is not None or is_library(frames[0]):
+        return None
+    if not all(t.state == "R" or kernel_wait(t.wchan, t.syscall) == SLEEP for t in threads):
+        return None
+    dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
+    if dt_s <= 0 or not _moves_nothing(alive, dt_s):
+        return None
+    clk = bundle.host.clk_tck or 100
+    user = last.utime_ticks - first.utime_ticks
+    kernel = last.stime_ticks - first.stime_ticks
+    if (user + kernel) / clk / dt_s < _MIN_CPU or kernel < KERNEL_SHARE * (user + kernel):
+        return None
+    switches = (last.voluntary_ctxt_switches or 0) - (first.voluntary_ctxt_switches or 0)
+    sleeps = switches / dt_s >= YIELD_SWITCHES_PER_S
+    if not (sleeps or all(t.state == "R" for t in threads)):
+        return None
+    caller = next((f.name for f in frames[1:] if short_name(f.name) not in WRAPPERS), "")
+    wait = ThreadWait(POLL_KIND, frames[0].name, caller, timed=True)
+    return PollLoop(wait=wait, markers=("kernel-yield",), samples=len(threads))
+
+
+def _moves_nothing(alive: Sequence[ProcessSample], dt_s: float) -> bool:
+    """The process read and wrote next to nothing and filled no memory over the capture."""
+    first, last = alive[0], alive[-1]
+    if abs(last.rss_bytes - first.rss_bytes) >= STILL_RSS_BYTES:
+        return False
+    if first.io is None or last.io is None:
+        return True
+    moved = (last.io.rchar - first.io.rchar) + (last.io.wchar - first.io.wchar)
+    return moved / dt_s < STILL_IO_BYTES_PER_S
