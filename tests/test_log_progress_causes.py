@@ -3,6 +3,7 @@ while stuck, exactly as captured (``/tmp/explore``), and the progress logs besid
 
 - a monitor thread reprints a frozen step with a new ``elapsed=`` and a decaying average;
 - a status thread reprints frozen counts (``docs=0/100``) with a new ``elapsed=``;
+- a supervisor logs its worker's pings ("worker N alive (ping K)"), no key=value at all;
 """
 
 from __future__ import annotations
@@ -106,3 +107,28 @@ def test_the_monitor_thread_of_a_dead_prefetcher_is_no_output() -> None:
     proc = Proc(30, role="process", stack=main, threads=[monitor], wchar_per_s=207.0)
     verdict = classify(_written_by(build([proc], logs={"/job/train.log": log}), 30))
     assert verdict.state != "progressing" and verdict.rule != "output_moves", verdict.summary
+
+
+# --- 2: one template of liveness, a counter moving ----------------------------------------
+
+
+PINGS = tuple(
+    f"13:50:{3 + k // 2:02d} supervisor: worker 19992 alive (ping {21 + k})" for k in range(23)
+)
+
+
+def test_a_supervisors_ping_log_is_a_heartbeat() -> None:
+    """``heartbeat_pingpong``: no key=value, one template, a ping count and a clock moving."""
+    assert PINGS[0] == "13:50:03 supervisor: worker 19992 alive (ping 21)"
+    assert is_heartbeat(PINGS[4:], before=PINGS[:4])
+    for words in ("keepalive #{} ok", "heartbeat {}", "tick {} - still running", "pong {}"):
+        assert is_heartbeat(tuple(words.format(k) for k in range(5))), words
+
+
+def test_one_template_with_a_step_moving_is_progress() -> None:
+    """Contrast: the same shape with a step counter, or without liveness words, is work."""
+    assert not is_heartbeat(tuple(f"worker 3 alive, step {k}" for k in range(45, 50)))
+    assert not is_heartbeat(tuple(f"13:50:0{k} trained shard {k} of 9" for k in range(5)))
+    assert not is_heartbeat(("step 45 done", "step 46 done", "step 47 done"))
+    # "mapping", "shipping": no liveness word inside another word
+    assert not is_heartbeat(tuple(f"shipping batch {k}" for k in range(4)))

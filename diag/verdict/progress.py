@@ -4,8 +4,8 @@ Silence proves little (logs come in bursts, a model load is silent for minutes),
 does - unless the new lines are a heartbeat: one repeated template that talks about waiting
 ("still waiting for rank 3", NCCL watchdog timeouts). Those are written *because* the job is
 stuck and must not read as progress. Nor is a log that moves without progressing: a monitor
-thread reprinting a frozen step with a new ``elapsed=`` - a log that moves is not a log that
-progresses.
+thread reprinting a frozen step with a new ``elapsed=``, a supervisor logging its worker's
+pings - a log that moves is not a log that progresses.
 """
 
 from __future__ import annotations
@@ -74,10 +74,11 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
     whether or not anything else does. A line with a position counter (``step 45/10000``,
     ``docs=0/100``) is judged by that counter alone: a monitor thread reprints a frozen
     step with a new loss or a decaying average. One or two templates about
-    waiting ("still waiting for rank 3 after 60 s") are heartbeats even as their seconds
-    grow. A crash's last words (ERROR lines, a traceback) are the cause of a hang, never
-    progress. Other lines that report no quantity are events (an access log's "GET / 200",
-    "step 10 loss 1.2"), progress even when identical."""
+    waiting or liveness ("still waiting for rank 3 after 60 s", "worker 7 alive (ping 12)")
+    are heartbeats even as their numbers grow. A crash's last words (ERROR lines, a
+    traceback) are the cause of a hang, never progress. Other lines that report no quantity
+    are events (an access log's "GET / 200", "step 10 loss 1.2"), progress even when
+    identical."""
     lines = [line for line in new_lines if line.strip()]
     if not lines:
         return False
@@ -98,13 +99,13 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
 
 
 def _keepalive(lines: List[str], shapes: List[_Shape]) -> bool:
-    """One or two templates, each about waiting, reporting no quantity and no position
-    counter: "still waiting for rank 3 after 60 s". Their seconds grow because time passes,
-    not work."""
+    """One or two templates, each about waiting or liveness, reporting no quantity and no
+    position counter: "still waiting for rank 3 after 60 s", a supervisor's "worker 7 alive
+    (ping 12)". Their numbers (seconds, a ping count) grow because time passes, not work."""
     templates = {_template(line) for line in lines}
     return (
         len(templates) <= 2
-        and all(_WAITING_WORDS.search(t) for t in templates)
+        and all(_WAITING_WORDS.search(t) or _LIVENESS_WORDS.search(t) for t in templates)
         # a report's "Waiting: 3 reqs" is judged by its values, a step by its counter
         and all(s.values is None and not s.counters for s in shapes)
     )
@@ -169,6 +170,11 @@ _POSITION = re.compile(
     r"|completed|finished|items)|(?P<part>batch(?:es)?|samples|tokens|examples|sequences"
     r"|shards?|chunks?|files|records))\b[ \t]*[:=#]?[ \t]*(?P<n>\d+)"
     r"(?:[ \t]*/[ \t]*(?P<total>\d+))?(?![\d.])",
+    re.IGNORECASE,
+)
+# Words of a line that says a process lives, not that its work moves.
+_LIVENESS_WORDS = re.compile(
+    r"\b(?:alive|ping|pong|keep-?alive|healthy|health ?check|tick|still running)\b",
     re.IGNORECASE,
 )
 
