@@ -4,18 +4,23 @@ while stuck, exactly as captured (``/tmp/explore``), and the progress logs besid
 - a monitor thread reprints a frozen step with a new ``elapsed=`` and a decaying average;
 - a status thread reprints frozen counts (``docs=0/100``) with a new ``elapsed=``;
 - a supervisor logs its worker's pings ("worker N alive (ping K)"), no key=value at all;
+- a tqdm bar redrawn with ``\\r`` at the same n (a keep-alive refresh), or advancing while
+  its percentage stays at 0%.
 """
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import List, Tuple
 
 import msgspec
 from series import QUEUE, THREADING, Proc, Thr, build
 
 from diag.model import Bundle
 from diag.verdict.classify import classify
-from diag.verdict.progress import is_heartbeat
+from diag.verdict.features import extract
+from diag.verdict.progress import is_heartbeat, log_growth
+from diag.verdict.startup import startup_phases
+from diag.verdict.startup_signs import LOADING
 
 STEP = (
     "2026-12-02 13:50:{:02d},465 INFO step 45/10000 loss=1.7597 elapsed={:.1f}s "
@@ -132,3 +137,98 @@ def test_one_template_with_a_step_moving_is_progress() -> None:
     assert not is_heartbeat(("step 45 done", "step 46 done", "step 47 done"))
     # "mapping", "shipping": no liveness word inside another word
     assert not is_heartbeat(tuple(f"shipping batch {k}" for k in range(4)))
+
+
+# --- 3: tqdm bars: n/total only -------------------------------------------------------------
+
+
+EPOCH = "epoch 3:  45%|\u2588\u2588\u2588\u2588\u258c     | 9/20 [00:{:02d}<00:00, 19.09it/s]"
+SCORE = "scoring:   0%|          | {}/100000 [00:{:02d}<6:5{}:07,  3.98it/s]"
+LOAD = (
+    "Loading safetensors checkpoint shards:  45%|\u2588\u2588\u2588\u2588\u258c     | "
+    "{}/20 [00:{:02d}<00:01,  6.68it/s]"
+)
+CRASH = ('    raise RuntimeError("fetch thread crashed")', "RuntimeError: fetch thread crashed")
+
+
+def test_a_bar_redrawn_at_the_same_n_is_a_heartbeat() -> None:
+    """``tqdm_stuck_epoch``: a keep-alive thread refreshes the bar, its elapsed time moves."""
+    assert is_heartbeat((EPOCH.format(9),), before=(*CRASH, EPOCH.format(5)))
+    # a redraw of the very same text (nothing new in the tail at all)
+    assert is_heartbeat((EPOCH.format(9),), before=(EPOCH.format(9),))
+    # with the redraws still in one line, as the file holds them
+    joined = "\r".join(EPOCH.format(s) for s in (7, 8, 9))
+    assert is_heartbeat((joined,), before=(EPOCH.format(5),))
+
+
+def test_a_bar_whose_n_moves_is_progress_even_at_zero_percent() -> None:
+    """``tqdm_advancing``: 100,000 items, 0% all along, n 14 -> 22 -> 30."""
+    assert not is_heartbeat((SCORE.format(30, 7, 7),), before=("READY", SCORE.format(14, 3, 9)))
+    joined = "\r".join(SCORE.format(n, 5, 8) for n in (20, 21, 22))
+    assert not is_heartbeat((joined,), before=(SCORE.format(14, 3, 9),))
+    pct = "scoring:  10%|\u2588         | 30/300 [00:07<01:08,  3.97it/s]"
+    assert not is_heartbeat((pct,), before=("scoring:   5%|         | 14/300 [00:03<01:12]",))
+
+
+def _bar_logs(bars: List[str]) -> Bundle:
+    """One process: main waits untimed on an Event, a keep-alive thread sleeps; its log
+    (stderr, a file) ends in a bar, redrawn in place (bytes, no new line)."""
+    main = (("wait", THREADING), ("fetch", "/job/load.py"), ("<module>", "/job/load.py"))
+    keepalive = Thr(
+        1,
+        stack=(("keepalive", "/job/load.py"), ("run", THREADING)),
+        syscall="clock_nanosleep",
+        wchan="hrtimer_nanosleep",
+        wait_timed=True,
+    )
+    log = [(2140 + 384 * k, 11, (*CRASH, bar)) for k, bar in enumerate(bars)]
+    proc = Proc(30, role="process", stack=main, threads=[keepalive], futex_op=0x80)
+    return build([proc], logs={"/job/load.out": log})
+
+
+def test_a_loading_bar_that_never_moves_is_no_start_up_phase() -> None:
+    """``tqdm_stuck_refresh``: "Loading safetensors checkpoint shards" redrawn at 9/20 in every
+    sample (a keep-alive refresh: its elapsed time moves), no loader frame, no weights file, no
+    CPU: no sign the job still starts - neither "still starting, don't kill it" nor
+    progress."""
+    bundle = _bar_logs([LOAD.format(9, 8), LOAD.format(9, 12), LOAD.format(9, 12)])
+    phases, _ = startup_phases(bundle, extract(bundle))
+    assert [p.phase for p in phases] == []
+    (growth,) = log_growth(bundle)
+    assert growth.grew and growth.heartbeat and not growth.progress
+    verdict = classify(bundle)
+    assert verdict.state != "progressing" and "still starting" not in verdict.summary
+
+
+def test_a_loading_bar_that_moves_is_a_start_up_phase() -> None:
+    """Contrast: the same bar advancing 9 -> 11 -> 13 of 20 is the loading phase's progress."""
+    bundle = _bar_logs([LOAD.format(9, 8), LOAD.format(11, 10), LOAD.format(13, 12)])
+    phases, _ = startup_phases(bundle, extract(bundle))
+    assert [p.phase for p in phases] == [LOADING]
+    assert classify(bundle).state in ("slow", "progressing")
+
+
+def test_a_bar_left_as_it_was_stays_a_phase_parked_between_steps() -> None:
+    """Contrast: the bar not redrawn at all (the log does not grow) is where a start-up that
+    paused between two steps left it - the phase stands, as the readiness guard needs."""
+    bundle = _bar_logs([LOAD.format(9, 8)] * 3)
+    bundle = msgspec.structs.replace(
+        bundle,
+        samples=tuple(
+            msgspec.structs.replace(
+                s, logs=tuple(msgspec.structs.replace(lg, size_bytes=2140) for lg in s.logs)
+            )
+            for s in bundle.samples
+        ),
+    )
+    phases, _ = startup_phases(bundle, extract(bundle))
+    assert [p.phase for p in phases] == [LOADING]
+
+
+def test_a_bar_redrawn_identically_is_judged_as_a_bar_not_an_event() -> None:
+    """The log grew by a redraw that left its text as it was (no new line, no new text): the
+    bar is compared with itself - unchanged n, a heartbeat - not read as a new event."""
+    bar = EPOCH.format(9)
+    log = [(1400 + 132 * k, 11, (*CRASH, bar)) for k in range(3)]
+    (growth,) = log_growth(build([Proc(30, role="process")], logs={"/job/x.out": log}))
+    assert growth.grew and growth.new_lines == (bar,) and growth.heartbeat

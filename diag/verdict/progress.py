@@ -5,7 +5,7 @@ does - unless the new lines are a heartbeat: one repeated template that talks ab
 ("still waiting for rank 3", NCCL watchdog timeouts). Those are written *because* the job is
 stuck and must not read as progress. Nor is a log that moves without progressing: a monitor
 thread reprinting a frozen step with a new ``elapsed=``, a supervisor logging its worker's
-pings - a log that moves is not a log that progresses.
+pings, a tqdm bar redrawn at the same n - a log that moves is not a log that progresses.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
+from diag.verdict.startup_signs import parse_tqdm
 
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(\.\d+)?")
 _WAITING_WORDS = re.compile(
@@ -62,6 +63,15 @@ def _template(line: str) -> str:
     return _NUMBERS.sub("#", line).strip()
 
 
+def _last_redraw(line: str) -> str:
+    """What a terminal shows of a line redrawn with ``\\r`` (a progress bar): its last
+    segment - the earlier ones are states it already left."""
+    if "\r" not in line:
+        return line
+    segments = [s for s in line.split("\r") if s.strip()]
+    return segments[-1] if segments else ""
+
+
 def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bool:
     """New lines that say nothing happened: stuck or idle, not progress - by their shape,
     whatever their wording or framework.
@@ -72,14 +82,15 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
     nothing changed - a heartbeat. New values (a step, a count, a request more) are progress.
     A clock or a duration (``elapsed=9.0s``, ``uptime: 31``) is no such value: it moves
     whether or not anything else does. A line with a position counter (``step 45/10000``,
-    ``docs=0/100``) is judged by that counter alone: a monitor thread reprints a frozen
-    step with a new loss or a decaying average. One or two templates about
+    ``docs=0/100``, a tqdm bar's n/total) is judged by that counter alone: a monitor thread
+    reprints a frozen step with a new loss or a decaying average. One or two templates about
     waiting or liveness ("still waiting for rank 3 after 60 s", "worker 7 alive (ping 12)")
     are heartbeats even as their numbers grow. A crash's last words (ERROR lines, a
     traceback) are the cause of a hang, never progress. Other lines that report no quantity
     are events (an access log's "GET / 200", "step 10 loss 1.2"), progress even when
     identical."""
-    lines = [line for line in new_lines if line.strip()]
+    lines = [_last_redraw(line) for line in new_lines]
+    lines = [line for line in lines if line.strip()]
     if not lines:
         return False
     shapes = [_shape(line) for line in lines]
@@ -87,6 +98,7 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
         return True
     earlier: Dict[str, _Shape] = {}  # template -> its shape the last time before
     for line in before:
+        line = _last_redraw(line)
         if line.strip() and not is_error_line(line):
             shape = _shape(line)
             if shape.values is not None or shape.counters:
@@ -184,11 +196,15 @@ class _Shape(NamedTuple):
 
     template: str
     values: Optional[Tuple[str, ...]]  # quantities reported, times left out; None: an event
-    counters: Tuple[str, ...]  # position counters (a step, docs done)
+    counters: Tuple[str, ...]  # position counters (a step, docs done, a bar's n and total)
 
 
 def _shape(line: str) -> _Shape:
-    """The template, reported values and position counters of one line."""
+    """The template, reported values and position counters of one line. A tqdm bar is its
+    description and n/total only: its elapsed time, ETA and rate move on every redraw."""
+    bar = parse_tqdm(line)
+    if bar is not None:
+        return _Shape("tqdm " + _template(bar.desc), (), (f"{bar.n:g}", f"{bar.total:g}"))
     text = _strip_time(line)
     found = list(_REPORTED.finditer(text))
     values = tuple(m.group(1) for m in found if not _time_like(text, m))
@@ -236,7 +252,8 @@ def _new_lines(first: LogSample, last: LogSample, grew_lines: int) -> Tuple[str,
     ``grew_lines`` lines, so a heartbeat printed identically each time is new each time. When
     that is the whole tail, the part that overlaps the end of the first tail is not new (a
     log cut short, a count off); no newline counted (a ``\\r`` progress bar): the lines of
-    the last tail not in the first."""
+    the last tail not in the first - or, none differing (a bar redrawn as it was), its last
+    line, to be judged against the same line before it rather than read as an event."""
     if 0 < grew_lines < len(last.tail):
         return last.tail[-grew_lines:]
     if grew_lines > 0:
@@ -246,7 +263,7 @@ def _new_lines(first: LogSample, last: LogSample, grew_lines: int) -> Tuple[str,
                 return tail[k:]
         return tail
     seen = set(first.tail)
-    return tuple(line for line in last.tail if line not in seen)
+    return tuple(line for line in last.tail if line not in seen) or last.tail[-1:]
 
 
 def _history(first: LogSample, last: LogSample, new: Tuple[str, ...]) -> Tuple[str, ...]:

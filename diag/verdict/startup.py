@@ -65,10 +65,10 @@ from diag.verdict.startup_signs import (
     Tqdm,
     _done,
     eta_words,
+    file_totals,
     is_weights,
     last_tqdm,
     looks_downloaded,
-    shard_of,
 )
 from diag.verdict.waits import PEER, SERVE, short_name
 
@@ -318,39 +318,11 @@ class Progress(NamedTuple):
     elapsed_s: Optional[float]  # how long the phase has run, as far as can be told
 
 
-def _file_totals(files: Sequence[OpenFile]) -> Tuple[int, int, str]:
-    """(done, total, note) over the weight files of one sample; shard names extend the total
-    to the whole checkpoint (the shards not open yet counted at the open ones' mean size)."""
-    done = sum(_done(f) for f in files)
-    total = sum(f.size_bytes for f in files)
-    shards = [shard_of(f.path) for f in files]
-    known = [s for s in shards if s is not None]
-    if known and len(known) == len(files) and len({n for _, n in known}) == 1:
-        n = known[0][1]
-        indexes = {i for i, _ in known}
-        mean = total / len(files)
-        before = (
-            min(indexes)
-            - 1
-            + sum(1 for i in range(min(indexes), max(indexes) + 1) if i not in indexes)
-        )
-        done += int(before * mean)
-        total = int(mean * n)
-        first = min(indexes)
-        note = (
-            f"shard {first} of {n}"
-            if len(indexes) == 1
-            else f"shards {first}-{max(indexes)} of {n}"
-        )
-        return done, total, note
-    return done, total, ""
-
-
 def _file_progress(p: _Proc) -> Optional[Progress]:
     last_files = _weight_files(p.last)
     if not last_files:
         return None
-    done, total, note = _file_totals(last_files)
+    done, total, note = file_totals(last_files)
     if total <= 0:
         return None
     pct = 100.0 * done / total
@@ -395,13 +367,31 @@ def _bar_for(logs: Sequence[LogSample]) -> Tuple[Optional[Tqdm], Optional[LogSam
     return None, None
 
 
+def _working(sig: ProcSignals) -> bool:
+    return bool(sig.compute_intervals or sig.read_delta_bytes or sig.rss_delta_bytes > 0)
+
+
+def _bar_shows_phase(p: _Proc, bar: Optional[Tqdm], log: Optional[LogSample]) -> bool:
+    """A bar is evidence of a start-up phase unless the capture saw it redrawn (its log grew,
+    its elapsed time moved) at the same n while its process did nothing: a keep-alive thread
+    refreshing the bar of a load that stopped - no sign the job is still starting, and
+    "don't kill it" would be a guess. A bar left as it was is a phase parked between steps."""
+    if bar is None or log is None or len(p.alive) < 2:
+        return bar is not None
+    first = [lg for lg in p.logs_first if lg.path == log.path]
+    before, _ = _bar_for(first)
+    if before is None or (before.n, before.total) != (bar.n, bar.total):
+        return True
+    redrawn = before.text != bar.text or any(lg.size_bytes < log.size_bytes for lg in first)
+    return not redrawn or _working(p.sig)
+
+
 def _tqdm_progress(p: _Proc, bar: Tqdm, log: LogSample, t_last: float) -> Progress:
     before, _ = _bar_for([lg for lg in p.logs_first if lg.path == log.path])
     moved = before is not None and bar.n > before.n and len(p.alive) > 1
     per_item = bar.elapsed_s / bar.n if bar.n > 0 else None
     stale_s = max(0.0, t_last - log.mtime_s) if log.mtime_s else 0.0
-    sig = p.sig
-    working = bool(sig.compute_intervals or sig.read_delta_bytes or sig.rss_delta_bytes > 0)
+    working = _working(p.sig)
     fresh = per_item is not None and stale_s <= max(2 * per_item, 5.0) and working
     text = f"tqdm {int(bar.n)}/{int(bar.total)}"
     if bar.remaining_s is None or not (moved or (fresh and len(p.alive) > 1)):
@@ -444,7 +434,7 @@ def startup_phases(
     elapsed: Dict[int, Optional[float]] = {}
     for p in _procs(bundle, procs):
         bar, log = _bar_for(p.logs_last)
-        phase, evidence = _phase(p, bar)
+        phase, evidence = _phase(p, bar if _bar_shows_phase(p, bar, log) else None)
         base = RankPhase(rank=p.sig.rank, pid=p.sig.pid, host=p.sig.key[0])
         if phase:
             prog = _progress(p, phase, bar, log, p.alive[-1][0] or t_last)

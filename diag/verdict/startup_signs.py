@@ -248,3 +248,31 @@ def is_weights(path: str) -> bool:
 def _done(f: OpenFile) -> int:
     value = f.resident_bytes if f.kind == "mmap" else f.pos_bytes
     return max(0, min(f.size_bytes, value or 0))
+
+
+def file_totals(files: Sequence[OpenFile]) -> Tuple[int, int, str]:
+    """(done, total, note) over the weight files of one sample; shard names extend the total
+    to the whole checkpoint (the shards not open yet counted at the open ones' mean size)."""
+    done = sum(_done(f) for f in files)
+    total = sum(f.size_bytes for f in files)
+    shards = [shard_of(f.path) for f in files]
+    known = [s for s in shards if s is not None]
+    if known and len(known) == len(files) and len({n for _, n in known}) == 1:
+        n = known[0][1]
+        indexes = {i for i, _ in known}
+        mean = total / len(files)
+        before = (
+            min(indexes)
+            - 1
+            + sum(1 for i in range(min(indexes), max(indexes) + 1) if i not in indexes)
+        )
+        done += int(before * mean)
+        total = int(mean * n)
+        first = min(indexes)
+        note = (
+            f"shard {first} of {n}"
+            if len(indexes) == 1
+            else f"shards {first}-{max(indexes)} of {n}"
+        )
+        return done, total, note
+    return done, total, ""
