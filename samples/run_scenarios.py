@@ -371,6 +371,33 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("chains_never_end",),
     ),
     Scenario(
+        "threadpool_nested_submit",
+        "deadlocked",
+        ("root",),
+        False,
+        "document tasks submit their chunks to the same 2-worker pool and wait on them; a "
+        "status thread logs frozen counts with a new `elapsed=`",
+        rules=("results_never_come",),
+    ),
+    Scenario(
+        "heartbeat_pingpong",
+        "deadlocked",
+        None,  # the suspect is the worker child, not the supervisor (root)
+        False,
+        "worker's main and loader threads in a lock-order cycle; its heartbeat thread pings "
+        "the supervisor, which logs `worker N alive (ping K)`",
+        rules=("lock_cycle",),
+    ),
+    Scenario(
+        "tqdm_advancing",
+        "progressing",
+        (),
+        False,
+        "a 100,000-item tqdm bar in the log at 0% while its n advances ~4 items/s, CPU ~0",
+        ("tqdm",),
+        rules=("output_moves",),
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

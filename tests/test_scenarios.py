@@ -49,6 +49,12 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "no Python wait the graph knows, no CPU): the graph reads it blocked or computing by "
         "the sample; the rules know Ray's idle workers and read idle"
     ),
+    "threadpool_nested_submit": (
+        "the pool's workers wait on chunk futures queued behind them, the main thread on "
+        "theirs; a status thread sleeps between two log lines: to the graph that timer can end "
+        "the wait (idle); that the thread only reprints frozen counts is the rules' judgment "
+        "(its log is a heartbeat: results_never_come, deadlocked)"
+    ),
     "gloo_diverge_sleep": _SLEEPING_LAGGARD,
     "torchrun_store_wait": _SLEEPING_LAGGARD,
     "mp_spawn_barrier": _SLEEPING_LAGGARD,
