@@ -10,7 +10,7 @@ peer connections.
 from __future__ import annotations
 
 import os
-from typing import List, Sequence, Set
+from typing import List, Optional, Sequence, Set
 
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
@@ -106,16 +106,36 @@ def is_rank_helper(p: ProcSignals) -> bool:
     return p.info.role == "helper" and p.rank is not None
 
 
+def _finished_tool(p: ProcSignals, procs: Sequence[ProcSignals]) -> bool:
+    """A child that exited 0 and was reaped finished its job (a compiler, `sh -c`). So did a
+    non-Python child no rank that a living parent of the job reaped (gone from /proc, its code
+    unread): a compiler inductor ran, a shell - nobody can wait on it any more, and whether it
+    failed is its parent's to say. Only the wait-for graph reads waits on it through a pipe."""
+    if not p.dead or p.rank is not None or p.statuses[-1] != "exited":
+        return False
+    if p.exit_code == 0:
+        return True
+    if p.exit_code is not None or p.py_ok:
+        return False
+    by_key = {q.key: q for q in procs}
+
+    def parent(q: ProcSignals) -> Optional[ProcSignals]:
+        return by_key.get((q.key[0], q.info.ppid)) if q.info.ppid is not None else None
+
+    up = parent(p)
+    for _ in range(16):  # its nearest living ancestor in the job (g++ -> cc1plus: both gone)
+        if up is None or not up.dead:
+            break
+        up = parent(up)
+    return up is not None and not up.dead
+
+
 def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     """The processes whose state is the job's state (ranks first; never launchers/helpers)."""
     procs = [p for p in procs if not is_rank_helper(p)] or list(procs)
     # A child that exited 0 and was reaped finished its job (a compiler, `sh -c`): no event,
     # no participant. An unreaped one (a zombie) is still on show.
-    procs = [
-        p
-        for p in procs
-        if not (p.dead and p.exit_code == 0 and p.rank is None and p.statuses[-1] == "exited")
-    ] or procs
+    procs = [p for p in procs if not _finished_tool(p, procs)] or procs
     ranked = [p for p in procs if p.rank is not None]
     if any(strong_rank(p) for p in ranked):
         parents = {p.info.ppid for p in ranked if p.info.ppid}

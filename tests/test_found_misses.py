@@ -1,0 +1,46 @@
+"""Misses found on programs the suite had not seen (or in CI), each pinned by the smallest
+input that shows it: a known pitfall's fix beside "kill it" (the sentence is the feature; the
+live program is the scenario mp_queue_join_before_get), compilers reaped by their parent read
+as dead ranks."""
+
+from __future__ import annotations
+
+from diag.verdict.rules import words
+
+JOIN_BEFORE_GET = (
+    "pid 10 python, pid 11 python: a cycle - they wait on each other (child, pipe), nothing "
+    "else ends it: pid 10 python waits for its children in `BaseProcess.join` ← `<module>`; "
+    "pid 11 python its thread QueueFeederThread writes fd 4 (pipe:[1]); pid 10 python holds "
+    "its read end (fd 3) - kill it, nothing will end these waits"
+)
+
+
+def test_join_before_get_names_the_fix() -> None:
+    text = words.chains_never_end([JOIN_BEFORE_GET])
+    assert text.endswith("call `q.get()` before `p.join()`")
+
+
+def test_another_cycle_gets_no_pitfall_line() -> None:
+    other = JOIN_BEFORE_GET.replace("QueueFeederThread", "writer")
+    assert "pitfall" not in words.chains_never_end([other])
+
+
+def test_compilers_their_parent_reaped_are_no_dead_ranks() -> None:
+    """torch.compile's g++ and cc1plus come and go, each reaped (gone from /proc, code unread)
+    while the parent waits on its compile futures: slow, never "they will never finish; kill
+    the job" (CI once read this capture as rank_died)."""
+    from series import Proc, build
+
+    from diag.verdict.classify import classify
+
+    result = (("result", "/usr/lib/python3.11/concurrent/futures/_base.py"),)
+    parent = Proc(
+        pid=100, role="launcher", stack=(*result, ("<module>", "/job/c.py")), children_pct=90.0
+    )
+    gone = ["alive", "exited", "exited"]
+    gxx = Proc(pid=101, ppid=100, role="worker", cmdline=("g++", "x.cpp"), python=False,
+               status=gone, cpu_pct=5.0)  # fmt: skip
+    cc1 = Proc(pid=102, ppid=101, role="worker", cmdline=("cc1plus",), python=False,
+               status=gone, cpu_pct=90.0)  # fmt: skip
+    verdict = classify(build([parent, gxx, cc1], n=3))
+    assert verdict.rule != "rank_died" and verdict.state == "slow", verdict.summary
