@@ -14,7 +14,7 @@ from diag.verdict.participants import (
     serving_ports,
     strong_rank,
 )
-from diag.verdict.rules import words
+from diag.verdict.rules import words, words_files
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.self_wait import self_waits
 from diag.verdict.situation import (
@@ -104,21 +104,21 @@ def waits_for_file_lock(s: Situation) -> Optional[Decision]:
     w = waits[0]
     host = w.waiter.key[0]
     if not w.holders:
-        summary = words.file_lock_unseen(w)
+        summary = words_files.file_lock_unseen(w)
         return decided("unknown", 0.3, summary, [])
     outside = [h for h in w.holders if h.proc is None]
     if not outside:
         return None
     h = outside[0]
-    reason = words.file_lock_reason(w)
+    reason = words_files.file_lock_reason(w)
     blame = [Suspect(pid=max(h.pid, 0), host=host, reason=reason)]
     if h.state in ("T", "t"):
-        summary = words.file_lock_holder_stopped(w, h)
+        summary = words_files.file_lock_holder_stopped(w, h)
         return decided("deadlocked", 0.8, summary, blame)
     if h.pid <= 0 or h.state in ("?", "Z", "X"):
-        summary = words.file_lock_holder_gone(w, h)
+        summary = words_files.file_lock_holder_gone(w, h)
         return decided("unknown", 0.4, summary, blame)
-    summary = words.file_lock_holder_busy(w, h)
+    summary = words_files.file_lock_holder_busy(w, h)
     return decided("slow", 0.6 if h.state == "R" else 0.45, summary, blame)
 
 
@@ -150,7 +150,7 @@ def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
     next run waits on the same file. Deleting the file does."""
     if s.ports:
         return None
-    pollers = [p for p in s.alive if p.main_wait and p.main_wait.label in words.FILE_BATONS]
+    pollers = [p for p in s.alive if p.main_wait and p.main_wait.label in words_files.FILE_BATONS]
     if not pollers:
         return None
     # A process of the job that waits on a child may be the build holding the lock (a rank in
@@ -160,9 +160,9 @@ def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:
     ):
         return None
     label = pollers[0].main_wait.label if pollers[0].main_wait else ""
-    summary = words.stale_lock_file(pollers, label)
+    summary = words_files.stale_lock_file(pollers, label)
     suspects = [
-        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words.lock_file_reason(label))
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words_files.lock_file_reason(label))
         for p in pollers[:4]
     ]
     return decided("deadlocked", 0.6, summary, suspects)

@@ -1,0 +1,100 @@
+"""The rules' words for file locks: who holds a lock file the job waits to take, and a lock
+file nobody holds that the job polls for. Part of ``rules.words`` (which re-exports every name
+here); apart only to keep each module short.
+
+May import the base and ``diag.verdict`` - never a family module of the table.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from diag.verdict.features import ProcSignals
+from diag.verdict.file_locks import LockHolder, LockWait, holder_label
+from diag.verdict.wording import verb, where, who
+
+
+def _lock_path(w: LockWait) -> str:
+    return f"`{w.path}`" if w.path else "its lock file"
+
+
+def _lock_finder(w: LockWait) -> str:
+    return f"`fuser -v {w.path}`" if w.path else "`cat /proc/locks`"
+
+
+def file_lock_unseen(w: LockWait) -> str:
+    """``waits_for_file_lock``, no holder known: where to look for the one that decides."""
+    why = "no holder is listed in /proc/locks" if w.read else "/proc/locks was not read"
+    return (
+        f"unknown: {who([w.waiter])} waits to take a file lock ({w.kind}) on {_lock_path(w)} "
+        f"in {where(w.waiter)} and {why} - {_lock_finder(w)} names who holds it; that "
+        "process, not this job, decides when it goes on"
+    )
+
+
+def _lock_lead(w: LockWait, h: LockHolder) -> str:
+    held = f"{holder_label(h)} (outside the job) holds it"
+    return (
+        f"{who([w.waiter])} waits to take a file lock ({w.kind}) on {_lock_path(w)} in "
+        f"{where(w.waiter)}: {held}"
+    )
+
+
+def file_lock_holder_stopped(w: LockWait, h: LockHolder) -> str:
+    """``waits_for_file_lock``: the holder outside the job is stopped (state T or t)."""
+    return (
+        f"deadlocked: {_lock_lead(w, h)}, and it is stopped (state {h.state}) - nothing moves "
+        f"until `kill -CONT {h.pid}`"
+    )
+
+
+def file_lock_holder_gone(w: LockWait, h: LockHolder) -> str:
+    """``waits_for_file_lock``: the holder outside the job is gone or cannot be read."""
+    return (
+        f"unknown: {_lock_lead(w, h)}, and it is gone or cannot be read - a process that "
+        f"inherited its fd holds the lock now: {_lock_finder(w)} names it; that process "
+        "decides when this job goes on"
+    )
+
+
+def file_lock_holder_busy(w: LockWait, h: LockHolder) -> str:
+    """``waits_for_file_lock``: the holder runs or sleeps holding the lock - wait for it."""
+    doing = "runs (state R)" if h.state == "R" else f"is asleep (state {h.state}) holding it"
+    return (
+        f"slow: {_lock_lead(w, h)}, and it {doing} - this job goes on when it releases the "
+        f"lock; don't kill the job, see what pid {h.pid} does (`py-spy dump --pid {h.pid}`, "
+        f"`cat /proc/{h.pid}/stack`)"
+    )
+
+
+def file_lock_reason(w: LockWait) -> str:
+    """The suspect of ``waits_for_file_lock``: the holder outside the job."""
+    return f"holds the file lock on {_lock_path(w)}"
+
+
+# Locks that are a file's existence, waited for by polling it: nothing holds them open, so a
+# build killed while it held one leaves it behind for good (frame -> what the lock is; the
+# frames are what ``polls_for_stale_lock_file`` looks for).
+FILE_BATONS = {
+    "FileBaton.wait": (
+        "torch's build lock, a `lock` file in the extension's build directory (under "
+        "`$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`)"
+    ),
+}
+
+
+def stale_lock_file(pollers: Sequence[ProcSignals], label: str) -> str:
+    """``polls_for_stale_lock_file``: ``pollers`` poll in ``label`` (of ``FILE_BATONS``)."""
+    return (
+        f"deadlocked: {who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
+        f"file to go away - {FILE_BATONS[label]} - and no process of the job builds: the lock "
+        "was left by a build that was killed (unless a build outside the job holds it: then "
+        "wait for it). If no compiler runs on this host (`pgrep -af 'ninja|cc1plus|nvcc'`), "
+        "delete that `lock` file: the job goes on by itself - killing it would not help, the "
+        "next run waits on the same file"
+    )
+
+
+def lock_file_reason(label: str) -> str:
+    """A suspect of ``polls_for_stale_lock_file``: where it polls."""
+    return f"polls in `{label}` for a lock file"
