@@ -398,6 +398,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "stopped_sidecar",
+        "progressing",
+        (),
+        False,
+        "a trainer computes and logs steps; a metrics-uploader child it feeds through an "
+        "unbounded queue is SIGSTOPped - nobody waits on it",
+        rules=("output_moves",),
+    ),
+    Scenario(
+        "lock_held_in_backoff",
+        "idle|slow",
+        None,
+        False,
+        "an uploader thread sleeps 20 s inside `with client_lock:` (a 429 backoff); three "
+        "loaders and the main loop wait on the lock, untimed",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

@@ -55,38 +55,49 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]
     for e in graph.edges:
         if is_outside(e.dst):
             doors.setdefault(e.src, set()).add(e.dst)
-    dead, work = _ends(graph, by_key)
+    dead, work, stopped_aside = _ends(graph, by_key)
     if dead:
         return _DEADLOCKED
     if work:
         return _WORKING
+    if stopped_aside:
+        return _DEADLOCKED  # nothing works: a stopped process is all there is to see
     return _doors_state(graph, by_key, doors)
 
 
-def _ends(graph: WaitGraph, by_key: Dict[str, WaitNode]) -> Tuple[bool, bool]:
-    """Whether a chain ends where nothing can end it (a stopped process, a dead one waited
-    on other than by waitpid, a dead rank), and whether one ends in work."""
+def _ends(graph: WaitGraph, by_key: Dict[str, WaitNode]) -> Tuple[bool, bool, bool]:
+    """Whether a chain ends where nothing can end it (a stopped process someone waits on or a
+    stopped rank, a dead one waited on other than by waitpid, a dead rank), whether one ends
+    in work, and whether a stopped process nobody waits on is there (a sidecar: it owes the
+    job nothing while the job works - as the rule ``rank_stopped`` reads it)."""
     # A child's exit ends its parent's waitpid: only other waits on a dead process (a peer,
     # a pipe, a result) are waits it will never answer.
     waited_on = {e.dst for e in graph.edges if e.kind != "child"}
+    waited_into = {e.dst for e in graph.edges if e.src != e.dst}
+    # Clients waiting unanswered may wait on a stopped engine the graph drew no edge to (a
+    # framework's own IPC: vLLM's front end and its EngineCore): then it is owed.
+    clients_wait = any(e.src == OUT_CLIENTS for e in graph.edges)
     lock_holders = {  # file locks' holders outside the job
         e.dst
         for e in graph.edges
         if e.kind == "file-lock" and e.dst in by_key and by_key[e.dst].label.endswith(OUTSIDE_JOB)
     }
-    dead = work = False
+    dead = work = aside = False
     for key in graph.ends:
         n = by_key.get(key)
         if n is None:
             continue
         gone = n.state in ("zombie", "exited") and (key in waited_on or n.rank is not None)
-        if n.state == "stopped" or gone:
+        owed = key in waited_into or n.rank is not None or clients_wait
+        if (n.state == "stopped" and owed) or gone:
             dead = True
+        elif n.state == "stopped":
+            aside = True
         elif n.state in ("computing", "working", "disk", "spinning"):
             work = work or n.state != "spinning"
         elif key in lock_holders and n.state in ("sleeping", "blocked"):
             work = True  # a file lock's holder outside the job, about its own business
-    return dead, work
+    return dead, work, aside
 
 
 def _doors_state(

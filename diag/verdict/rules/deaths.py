@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from typing import Optional
 
+from diag.verdict.features import ProcSignals
+from diag.verdict.graph_nodes import node_key
 from diag.verdict.participants import (
+    framework_rank,
     is_helper,
     is_rank_helper,
+    strong_rank,
 )
 from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
@@ -65,6 +69,12 @@ def rank_stopped(s: Situation) -> Optional[Decision]:
     ]
     if not stopped:
         return None
+    # A stopped process nobody waits on (a sidecar, a monitor) owes the job nothing: while the
+    # job's output moves or it computes, that decides - the graph's warning names the stopped
+    # one ("part of the job can never wake ... kill -CONT").
+    owed = [p for p in stopped if strong_rank(p) or framework_rank(p) or _waited_on(s, p)]
+    if not owed and (s.progressing or s.workers):
+        return None
     # Stopped in every sample outranks what the others show: whatever it owes them (a
     # collective, a reply on a queue, a health check's real work) will not come, and a
     # front end that keeps logging its stats or a peer spinning in a busy-wait collective
@@ -72,6 +82,15 @@ def rank_stopped(s: Situation) -> Optional[Decision]:
     summary, suspects = stopped_story(stopped, s.alive)
     sure = 0.85 if not (s.progressing or s.workers) else 0.75
     return decided("deadlocked", sure, summary, suspects)
+
+
+def _waited_on(s: Situation, p: ProcSignals) -> bool:
+    """Another process's wait ends at ``p`` in the wait-for graph (a queue, a pipe, a peer, a
+    waitpid); without a graph, assume so."""
+    if s.graph is None:
+        return True
+    key = node_key(p)
+    return any(e.dst == key and e.src != key for e in s.graph.edges)
 
 
 def log_names_dead_rank(s: Situation) -> Optional[Decision]:

@@ -133,8 +133,14 @@ def lock_cycle(s: Situation) -> Optional[Decision]:
 
 def lock_without_door(s: Situation) -> Optional[Decision]:
     """Only a thread of the same process can release a lock: a locker whose own process has
-    no door (timer, port, input) waits forever, whatever doors other processes have."""
-    stuck_lockers = [p for p in s.lockers if not door(p, serving_ports([p]))]
+    no door (timer, port, input) - its main thread's or a thread asleep on a timer, which
+    may hold the lock - waits forever, whatever doors other processes have."""
+    # A thread of the locker's own process asleep on a timer may be the lock's holder (an
+    # uploader backing off inside ``with lock:``): when it wakes it releases - no door of the
+    # process, not none at all.
+    stuck_lockers = [
+        p for p in s.lockers if not door(p, serving_ports([p])) and not p.timer_threads
+    ]
     if not stuck_lockers:
         return None
     summary, suspects = lock_story(stuck_lockers, s.alive)
