@@ -63,7 +63,9 @@ class ProcSignals:
     main_wakeups: int = 0  # voluntary context switches of the main thread
     timer_threads: int = 0  # other Python threads that sleep, wait with a timeout, or woke
     py_ok: bool = False
-    stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample
+    stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample, or frozen
+    traced: bool = False  # ... in state t every time: held by a tracer, not by SIGSTOP
+    frozen: bool = False  # every thread in its cgroup freezer's wait in every alive sample
     # CPU of the children it reaped during the window (cutime + cstime), % of one core:
     # compilers and other short-lived helpers that no sample may catch alive.
     reaped_children_pct: float = 0.0
@@ -333,6 +335,12 @@ def _window(
         sig.main_wait = sig.poll.wait
     # Two samples at least: py-spy's attach shows as a brief tracing stop ("t").
     sig.stopped = len(alive) >= 2 and all(ps.state in ("T", "t") for _, ps in alive)
+    # A tracer holds it (gdb, strace, a hung py-spy: "t" in every sample): SIGCONT does not
+    # resume it, only the tracer does. Frozen by its cgroup (docker pause, Slurm suspend: every
+    # thread in the freezer's wait): as stopped, thawed not continued.
+    sig.traced = sig.stopped and all(ps.state == "t" for _, ps in alive)
+    sig.frozen = len(alive) >= 2 and all(_frozen(ps) for _, ps in alive)
+    sig.stopped = sig.stopped or sig.frozen
     sig.rss_last_bytes = last.rss_bytes
     if sig.window_s > 0:
         reaped = max(0, last.children_ticks - first.children_ticks)
@@ -463,6 +471,15 @@ def _lock_waiters(
             continue
         out.append((t.tid, t.futex_addr, tw.label))
     return out
+
+
+# The kernel functions a task frozen by its cgroup sleeps in: cgroup v1's freezer
+# (``__refrigerator``, state D) and cgroup v2's (``do_freezer_trap``).
+FREEZER_WCHANS = frozenset({"__refrigerator", "do_freezer_trap"})
+
+
+def _frozen(ps: ProcessSample) -> bool:
+    return bool(ps.threads) and all(t.wchan in FREEZER_WCHANS for t in ps.threads)
 
 
 def _timer_threads(bundle: Bundle, first: ProcessSample, last: ProcessSample) -> int:

@@ -178,7 +178,11 @@ def _end_text(
     n = nodes[chain.end]
     p = procs.get(chain.end)
     main = _main_text(p, n, short)
-    if chain.reason == "stopped":
+    if chain.reason == "stopped" and p is not None and p.frozen:
+        text = "frozen by its cgroup (docker pause, a Slurm suspend) - thaw it, not kill -CONT"
+    elif chain.reason == "stopped" and p is not None and p.traced:
+        text = f"held by a tracer (state t) - let the tracer go (TracerPid in /proc/{n.pid}/status)"
+    elif chain.reason == "stopped":
         text = f"stopped (SIGSTOP or a debugger) - `kill -CONT {n.pid}`"
     elif chain.reason == "dead" and chain.steps and chain.steps[-1][0] == "child":
         text = f"{main} - the parent's waitpid returns with it (it reaps the child, runs on)"

@@ -218,14 +218,39 @@ def stopped_story(
     others = [p for p in alive if p not in stopped]
     waiting = waits_phrase(group_by_wait(others)[:2])
     pids = " ".join(str(p.pid) for p in stopped[:8])
+    how, until, state = _how_stopped(stopped, pids)
     summary = (
-        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} stopped (state T: SIGSTOP, "
-        f"^Z or a debugger) in {where(stopped[0])}"
+        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} {how} in {where(stopped[0])}"
         + (f" while {waiting}" if waiting else "")
-        + f" - nothing moves until `kill -CONT {pids}` (or kill the job)"
+        + f" - nothing moves until {until}"
     )
-    suspects = [_suspect(p, f"stopped (state T in every sample) in {where(p)}") for p in stopped]
+    suspects = [_suspect(p, f"{state} in {where(p)}") for p in stopped]
     return summary, suspects
+
+
+def _how_stopped(stopped: Sequence[ProcSignals], pids: str) -> Tuple[str, str, str]:
+    """(how it is stopped, what ends it, its state) - SIGCONT resumes a stopped process, not
+    one a tracer holds (``kill -CONT`` leaves it in state t) nor one its cgroup froze."""
+    if all(p.frozen for p in stopped):
+        return (
+            "frozen by its cgroup (the freezer: `docker pause`, a Slurm suspend, a scheduler)",
+            "its cgroup is thawed (`docker unpause`, `scontrol resume`, or THAWED into its "
+            "freezer.state / 0 into cgroup.freeze) - kill -CONT does not resume it",
+            "frozen by its cgroup in every sample",
+        )
+    if all(p.traced for p in stopped):
+        return (
+            "held by a tracer (state t: gdb, strace or another ptrace user stopped it)",
+            "the tracer lets it go: find it (`grep TracerPid /proc/"
+            f"{stopped[0].pid}/status`) and continue or quit it - `kill -CONT {pids}` does not "
+            "resume a traced process",
+            "held by a tracer (state t in every sample)",
+        )
+    return (
+        "stopped (state T: SIGSTOP, ^Z or a debugger)",
+        f"`kill -CONT {pids}` (or kill the job)",
+        "stopped (state T in every sample)",
+    )
 
 
 def pool_story(
