@@ -416,6 +416,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_for_outside",),
     ),
     Scenario(
+        "thread_died_poll",
+        "deadlocked",
+        ("root",),
+        False,
+        "the prefetch thread died with an exception; the training loop, the only thread left, "
+        "polls its queue with `get(timeout=1)` for ever",
+        rules=("blocked_on_itself",),
+    ),
+    Scenario(
         "client_no_reply",
         "deadlocked",
         ("root",),

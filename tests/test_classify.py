@@ -160,7 +160,11 @@ def _idle_server_procs() -> List[Proc]:
             pid=201 + k,
             ppid=200,
             role="worker",
-            stack=[("wait", THREADING), ("Queue.get", QUEUE), ("worker_loop", "/srv/app.py")],
+            # a worker process waits for work from another process: a multiprocessing queue
+            stack=[
+                ("Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py"),
+                ("worker_loop", "/srv/app.py"),
+            ],
         )
         for k in range(3)
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from series import QUEUE, SELECTORS, THREADING, TORCH, Proc, Thr, build
+from series import SELECTORS, THREADING, TORCH, Proc, Thr, build
 
 from diag.model import ServedConn
 from diag.verdict.classify import classify, graph_state
@@ -87,7 +87,9 @@ def test_a_crashed_rank_outranks_its_peers_error_lines() -> None:
 def test_a_log_that_reports_a_death_names_it() -> None:
     """A TP worker killed and reaped before the first sample: only its peers' ERROR lines
     are left, and nothing moves."""
-    api = Proc(100, role="process", stack=(("get", QUEUE), ("main", "/job/serve.py")))
+    # the API process waits on its engine (another process): a multiprocessing queue
+    mp_queue = "/usr/lib/python3.11/multiprocessing/queues.py"
+    api = Proc(100, role="process", stack=(("get", mp_queue), ("main", "/job/serve.py")))
     line = "ERROR 12-01 [multiproc_executor.py:120] Worker proc VllmWorker-1 died unexpectedly"
     log = {
         "/tmp/vllm.log": [

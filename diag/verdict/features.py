@@ -20,7 +20,13 @@ from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
 from diag.text.roles import framework_role, named
 from diag.verdict.polling import PollLoop, collective_spin, poll_loops
-from diag.verdict.thread_wait import ThreadWait, frames_of, rank_wait, thread_wait
+from diag.verdict.thread_wait import (
+    ThreadWait,
+    alone_on_own_queue,
+    frames_of,
+    rank_wait,
+    thread_wait,
+)
 from diag.verdict.waits import PEER, family
 
 __all__ = ["ProcSignals", "ThreadWait", "extract", "frames_of", "thread_wait"]
@@ -353,7 +359,8 @@ def _window(
     _served(sig, first, last)
     sig.thread_names = tuple(sorted({t.name for t in last.threads if t.name}))
     sig.file_progress_bytes = _file_progress(first, last)
-    sig.self_blocked = _self_blocked([ps for _, ps in alive])
+    samples = [ps for _, ps in alive]
+    sig.self_blocked = _self_blocked(samples) or alone_on_own_queue(bundle, samples)
     sig.lock_waiters = _lock_waiters(bundle, [ps for _, ps in alive])
     sig.timer_threads = _timer_threads(bundle, first, last)
 

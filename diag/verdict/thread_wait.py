@@ -163,3 +163,18 @@ def rank_wait(bundle: Bundle, info: ProcessInfo, thread: ThreadSample) -> Thread
     ):
         return ThreadWait("native-peer", NATIVE_PEER_LABEL, frames[0].name, tw.timed, True)
     return tw
+
+
+def alone_on_own_queue(bundle: Bundle, alive: List[ProcessSample]) -> bool:
+    """A process of one thread, waiting in a ``queue.Queue`` (``get`` or ``put``) in every
+    sample, timed or not, with no port: a thread queue is filled and drained only by threads of
+    its own process, and there is no other - nothing can ever end the wait (the producer thread
+    died: "Exception in thread prefetch" in the log, and a ``get(timeout=1)`` loop that polls
+    for ever). One OS thread, not one Python thread: a native thread could call back in."""
+    if len(alive) < 2 or any(ps.listen_ports or len(ps.threads) != 1 for ps in alive):
+        return False
+    for ps in alive:
+        frames = frames_of(bundle, ps.threads[0].stack_id)[:6]
+        if not any(f.filename.endswith("/queue.py") for f in frames):
+            return False
+    return True

@@ -193,7 +193,7 @@ def blocked_on_itself(stuck: Sequence[ProcSignals]) -> str:
     threads += f" in {where(p)} and the like" + verb(stuck, "", ")")
     can = verb(stuck, "can never wake by itself", "can each never wake by itself")
     return (
-        f"deadlocked: {who(stuck)} {can} - {threads}, each untimed on a "
+        f"deadlocked: {who(stuck)} {can} - {threads}, each on a "
         "lock, queue or event of its own process (private futexes), so only one of its own "
         "threads could end a wait, and none runs; nothing outside can help. Kill it; "
         f"`py-spy dump --pid {p.pid}` shows who waits where (unless it waits for a signal)"
