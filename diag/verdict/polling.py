@@ -208,9 +208,12 @@ def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> O
     first - or None."""
     if len(samples) < 2 or any(s is None for s, _ in samples):
         return None
-    frames = [frames_of(bundle, s) for s, _ in samples]
-    if any(not f for f in frames):
+    # A sample whose stack came back empty (py-spy caught the thread between frames) says
+    # nothing either way: judged on the others, two at least.
+    samples = [s for s in samples if frames_of(bundle, s[0])]
+    if len(samples) < 2:
         return None
+    frames = [frames_of(bundle, s) for s, _ in samples]
     found = [sample_markers(fr, state == "R") for fr, (_, state) in zip(frames, samples)]
     markers = [m for marks in found for m, _ in marks]
     if not markers:
@@ -459,7 +462,9 @@ def yield_loop(
         return None
     if stack_wait(frames) is not None or is_library(frames[0]):
         return None
-    if not all(t.state == "R" or kernel_wait(t.wchan, t.syscall) == SLEEP for t in threads):
+    # Asleep with no wait the kernel names counts too: a thread caught going to sleep (state
+    # S read, then its syscall as "running") between two of its million iterations.
+    if not all(t.state == "R" or kernel_wait(t.wchan, t.syscall) in (SLEEP, None) for t in threads):
         return None
     dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
     if dt_s <= 0 or not _moves_nothing(alive, dt_s):
