@@ -60,6 +60,9 @@ SGLANG: Dict[str, Expect] = {
     # one scheduler caught once in get_next_batch_to_run, between two poll samples (it read
     # "progressing" 3 captures in 20 before the poll-loop majority rule)
     "sglang_real_tp2_idle_midstep": Expect(("idle",), "waits_for_outside", None, IDLE),
+    # py-spy returned one empty stack of the TP 1 scheduler: judged on the samples with one
+    # (it read "slow: CPU-bound in get_loads" in a fresh clone's run)
+    "sglang_real_idle_empty_stack": Expect(("idle",), "waits_for_outside", None, IDLE),
     "sglang_real_tp2_rank_sigstop": Expect(
         ("deadlocked",), "rank_stopped", "sglang::scheduler_TP1", STOPPED
     ),

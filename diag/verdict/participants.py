@@ -146,8 +146,8 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     python = [p for p in cands if p.py_ok or p.dead]
     # Only non-Python children left (a compiler a build runs): the Python process that waits
     # on them is the job, they are its tools.
-    parents = [p for p in procs if p.py_ok and not p.dead and p.main_family == CHILD]
-    return python or parents or cands or list(procs)
+    builders = [p for p in procs if p.py_ok and not p.dead and p.main_family == CHILD]
+    return python or builders or cands or list(procs)
 
 
 # Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
