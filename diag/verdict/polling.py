@@ -456,24 +456,25 @@ def yield_loop(
     if len(threads) < 2 or len(threads) != len(alive):
         return None
     first, last = threads[0], threads[-1]
+    # The cheap tests first (every thread of every rank comes here): CPU, stack, state.
+    dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
+    clk = bundle.host.clk_tck or 100
+    user = last.utime_ticks - first.utime_ticks
+    kernel = last.stime_ticks - first.stime_ticks
+    if dt_s <= 0 or (user + kernel) / clk / dt_s < _MIN_CPU:
+        return None
     if any(t.stack_id != first.stack_id for t in threads):
+        return None
+    # Asleep with no wait the kernel names counts too: a thread caught going to sleep (state
+    # S read, then its syscall as "running") between two of its million iterations.
+    if not all(t.state == "R" or kernel_wait(t.wchan, t.syscall) in (SLEEP, None) for t in threads):
         return None
     frames = frames_of(bundle, first.stack_id)
     if not frames:
         return None
     if stack_wait(frames) is not None or is_library(frames[0]):
         return None
-    # Asleep with no wait the kernel names counts too: a thread caught going to sleep (state
-    # S read, then its syscall as "running") between two of its million iterations.
-    if not all(t.state == "R" or kernel_wait(t.wchan, t.syscall) in (SLEEP, None) for t in threads):
-        return None
-    dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
-    if dt_s <= 0 or not _moves_nothing(alive, dt_s):
-        return None
-    clk = bundle.host.clk_tck or 100
-    user = last.utime_ticks - first.utime_ticks
-    kernel = last.stime_ticks - first.stime_ticks
-    if (user + kernel) / clk / dt_s < _MIN_CPU:
+    if not _moves_nothing(alive, dt_s):
         return None
     switches = (last.voluntary_ctxt_switches or 0) - (first.voluntary_ctxt_switches or 0)
     sleeps = switches / dt_s >= YIELD_SWITCHES_PER_S
