@@ -10,7 +10,7 @@ peer connections.
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Sequence, Set
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
@@ -106,7 +106,7 @@ def is_rank_helper(p: ProcSignals) -> bool:
     return p.info.role == "helper" and p.rank is not None
 
 
-def _finished_tool(p: ProcSignals, procs: Sequence[ProcSignals]) -> bool:
+def _finished_tool(p: ProcSignals, by_key: Dict[Tuple[str, int], ProcSignals]) -> bool:
     """A child that exited 0 and was reaped finished its job (a compiler, `sh -c`). So did a
     non-Python child no rank that a living parent of the job reaped (gone from /proc, its code
     unread): a compiler inductor ran, a shell - nobody can wait on it any more, and whether it
@@ -117,7 +117,6 @@ def _finished_tool(p: ProcSignals, procs: Sequence[ProcSignals]) -> bool:
         return True
     if p.exit_code is not None or p.py_ok:
         return False
-    by_key = {q.key: q for q in procs}
 
     def parent(q: ProcSignals) -> Optional[ProcSignals]:
         return by_key.get((q.key[0], q.info.ppid)) if q.info.ppid is not None else None
@@ -135,7 +134,8 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
     procs = [p for p in procs if not is_rank_helper(p)] or list(procs)
     # A child that exited 0 and was reaped finished its job (a compiler, `sh -c`): no event,
     # no participant. An unreaped one (a zombie) is still on show.
-    procs = [p for p in procs if not _finished_tool(p, procs)] or procs
+    by_key = {p.key: p for p in procs}  # once: every dead child walks up its parents
+    procs = [p for p in procs if not _finished_tool(p, by_key)] or procs
     ranked = [p for p in procs if p.rank is not None]
     if any(strong_rank(p) for p in ranked):
         parents = {p.info.ppid for p in ranked if p.info.ppid}

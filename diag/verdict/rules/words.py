@@ -340,12 +340,18 @@ def handler_sleeps(p: ProcSignals, total: int) -> str:
     )
 
 
+def _unanswered(p: ProcSignals, total: int) -> str:
+    """ "3 request(s) to :8000 unanswered for 12+ s" - how every unanswered-requests sentence
+    opens."""
+    return f"{total} request(s) to {_ports(p.stale_ports, 3)} unanswered for {p.stale_age_s:.0f}+ s"
+
+
 def requests_unanswered(p: ProcSignals, total: int) -> str:
     """``requests_unanswered``: requests wait and nothing in the server ``p`` moves."""
     return (
-        f"deadlocked: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
-        f"{p.stale_age_s:.0f}+ s while nothing in the server moves ({who([p])} waits in "
-        f"{where(p)}) - a handler waits on something that never comes (an await, a lock, a "
+        f"deadlocked: {_unanswered(p, total)} while nothing in the server moves "
+        f"({who([p])} waits in {where(p)}) - a handler waits on something that never comes "
+        "(an await, a lock, a "
         f"dead backend); clients wait. See the handlers with `py-spy dump --pid {p.pid}`, "
         "then restart it (unless that endpoint is a long poll)"
     )
@@ -356,8 +362,8 @@ def request_cycle(p: ProcSignals, total: int, members: Sequence[str]) -> str:
     process of the job (its handler calls a service that calls back into it)."""
     among = ", ".join(members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
     return (
-        f"deadlocked: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
-        f"{p.stale_age_s:.0f}+ s, and the handler is in a cycle of requests among {among} - "
+        f"deadlocked: {_unanswered(p, total)}, and the handler is in a cycle of requests among "
+        f"{among} - "
         "each waits for another's answer, and only a timeout or a kill ends it. Restart it; the "
         "fix is in the code: a handler must not call a service that calls back into it "
         "(or serve that callback from another thread)"
