@@ -55,11 +55,15 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
     """Listening ports that suggest a service waiting for work: not launchers', not the job's
     rendezvous port (MASTER_PORT), which every torch.distributed job holds open, and not a
     rank's ephemeral ports (gloo/NCCL listen on one per rank)."""
-    ports: Set[int] = set()
+    ports: Dict[int, bool] = {}  # port -> held by a rank (a rank's store, not the door)
     for p in procs:
         # A parent of ranks is a "launcher" only while it waits on them; one that serves
-        # (an HTTP front end whose workers look like ranks) keeps its port.
-        launcher = p.info.role == "launcher" and p.main_family in (CHILD, None)
+        # (an HTTP front end whose workers look like ranks) keeps its port, and so does a
+        # framework's API server caught running at the last sample (no wait to read: CI
+        # once dropped SGLang's HTTP port and named only the scheduler's store port).
+        launcher = (
+            p.info.role == "launcher" and p.main_family in (CHILD, None) and not _api_server(p)
+        )
         if p.dead or launcher or p.info.name in _LAUNCHER_NAMES:
             continue
         argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
@@ -73,13 +77,18 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
         # Many ephemeral listeners in one process are a communication library's (gloo opens
         # one per peer pair: vLLM's TP=1 worker holds 13), rank or not.
         comm = rank or len(ephemeral) >= 3
-        ports.update(
-            port
-            for port in p.listen_ports
-            if str(port) != master and not (comm and port in EPHEMERAL_PORTS)
-        )
-    # Well-known ports first (:8000 before a stray ephemeral one): summaries show the first.
-    return sorted(ports, key=lambda port: (port in EPHEMERAL_PORTS, port))
+        for port in p.listen_ports:
+            if str(port) != master and not (comm and port in EPHEMERAL_PORTS):
+                ports[port] = ports.get(port, True) and rank
+    # The door before a rank's own port (SGLang's HTTP port before scheduler TP0's store),
+    # well-known ports before ephemeral ones (:8000 first): summaries show the first.
+    return sorted(ports, key=lambda port: (ports[port], port in EPHEMERAL_PORTS, port))
+
+
+def _api_server(p: ProcSignals) -> bool:
+    """The process its framework serves HTTP from (SGLang's main, ``vllm serve``)."""
+    role = framework_role(p.info.cmdline, p.info.name)
+    return role is not None and role.role == "API server"
 
 
 def strong_rank(p: ProcSignals) -> bool:
