@@ -10,7 +10,7 @@ peer connections.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals

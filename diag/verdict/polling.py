@@ -381,7 +381,11 @@ def collective_spin(
     return PollLoop(wait=wait, markers=("completion",), samples=len(alive))
 
 
-def thread_samples(alive: Sequence[ProcessSample]) -> Dict[int, List[Tuple[Optional[str], str]]]:
+ThreadSeries = Tuple[Tuple[Optional[str], str], ...]  # (stack id, state) in each sample
+PollMemo = Dict[ThreadSeries, Optional[PollLoop]]
+
+
+def thread_samples(alive: Sequence[ProcessSample]) -> Dict[int, ThreadSeries]:
     """{tid: (stack id, state) in each sample} for the threads seen in every alive sample."""
     out: Dict[int, List[Tuple[Optional[str], str]]] = {}
     for n, ps in enumerate(alive):
@@ -390,22 +394,30 @@ def thread_samples(alive: Sequence[ProcessSample]) -> Dict[int, List[Tuple[Optio
                 out[t.tid] = [(t.stack_id, t.state)]
             elif t.tid in out and len(out[t.tid]) == n:
                 out[t.tid].append((t.stack_id, t.state))
-    return {tid: seen for tid, seen in out.items() if len(seen) == len(alive)}
+    return {tid: tuple(seen) for tid, seen in out.items() if len(seen) == len(alive)}
 
 
-def poll_loops(bundle: Bundle, alive: Sequence[ProcessSample]) -> Dict[int, PollLoop]:
+def poll_loops(
+    bundle: Bundle, alive: Sequence[ProcessSample], memo: Optional[PollMemo] = None
+) -> Dict[int, PollLoop]:
     """{tid: poll loop} for the threads of one process that poll in every alive sample: by
     their stacks (``poll_loop``), or by the kernel when the poll call adds no Python frame
-    (``yield_loop``)."""
+    (``yield_loop``). ``memo``: the stack reading by a thread's samples, shared by the
+    caller across one bundle's processes (4,096 ranks x 300 threads are mostly alike)."""
     out: Dict[int, PollLoop] = {}
+    memo = {} if memo is None else memo
     # Once per process, not per thread: at 300 threads a rank a per-thread scan of every
     # thread is 90,000 looks a sample (4,096 ranks: classify went from 5 s to 35 s).
     in_flight = collective_in_flight(alive)
-    by_tid = [{t.tid: t for t in ps.threads} for ps in alive]
+    by_tid: List[Dict[int, ThreadSample]] = []
     for tid, seen in thread_samples(alive).items():
-        found = poll_loop(bundle, seen)
+        found = memo[seen] if seen in memo else memo.setdefault(seen, poll_loop(bundle, seen))
         if found is None and not in_flight:
-            found = yield_loop(bundle, alive, tid, [m.get(tid) for m in by_tid])
+            if not by_tid:
+                by_tid = [{t.tid: t for t in ps.threads} for ps in alive]
+            # Most threads burn nothing: the yield loop's first test, before its series.
+            if _burns(bundle, alive, by_tid[0][tid], by_tid[-1][tid]):
+                found = yield_loop(bundle, alive, tid, [m.get(tid) for m in by_tid])
         if found is not None:
             out[tid] = found
     return out
@@ -457,12 +469,11 @@ def yield_loop(
         return None
     first, last = threads[0], threads[-1]
     # The cheap tests first (every thread of every rank comes here): CPU, stack, state.
+    if not _burns(bundle, alive, first, last):
+        return None
     dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
-    clk = bundle.host.clk_tck or 100
     user = last.utime_ticks - first.utime_ticks
     kernel = last.stime_ticks - first.stime_ticks
-    if dt_s <= 0 or (user + kernel) / clk / dt_s < _MIN_CPU:
-        return None
     if any(t.stack_id != first.stack_id for t in threads):
         return None
     # Asleep with no wait the kernel names counts too: a thread caught going to sleep (state
@@ -489,6 +500,15 @@ def yield_loop(
     caller = next((f.name for f in frames[1:] if short_name(f.name) not in WRAPPERS), "")
     wait = ThreadWait(POLL_KIND, frames[0].name, caller, timed=True)
     return PollLoop(wait=wait, markers=("kernel-yield",), samples=len(threads))
+
+
+def _burns(
+    bundle: Bundle, alive: Sequence[ProcessSample], first: ThreadSample, last: ThreadSample
+) -> bool:
+    """The thread used ``_MIN_CPU`` of a core or more between the first and last sample."""
+    dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
+    ticks = last.utime_ticks + last.stime_ticks - first.utime_ticks - first.stime_ticks
+    return dt_s > 0 and ticks / (bundle.host.clk_tck or 100) / dt_s >= _MIN_CPU
 
 
 def _moves_nothing(alive: Sequence[ProcessSample], dt_s: float) -> bool:
