@@ -98,3 +98,39 @@ def test_keyboard_interrupt_after_the_first_sample_ends_it_before_propagates() -
     later.on_take = lambda index: interrupt(index) if index == 1 else None
     end = run_series(later, SeriesOptions(0.01, 3), StopRequest())
     assert end.samples == 1 and end.interrupted
+
+
+def test_warm_up_runs_once_and_only_in_a_long_gap() -> None:
+    """A capture loads the verdict and the report template in its first long gap between
+    samples (issue 27: after the last sample every CPU second counts); never twice, and not
+    when the next sample is due sooner than ``WARM_GAP_S`` (it would make it late)."""
+    import time
+    from types import SimpleNamespace
+    from typing import Any, List
+
+    from diag.commands import capture
+    from diag.commands.schedule import Schedule
+
+    calls: List[int] = []
+    recorder: Any = SimpleNamespace(samples=[object()])
+    long_gap = Schedule(interval_s=capture.WARM_GAP_S + 1.0, count=3)
+    long_gap.first = time.monotonic()
+    between = capture._once_in_a_gap(lambda: calls.append(1), long_gap, recorder)
+    between()
+    between()
+    assert calls == [1]
+    short = Schedule(interval_s=capture.WARM_GAP_S / 4, count=3)
+    short.first = time.monotonic()
+    capture._once_in_a_gap(lambda: calls.append(2), short, recorder)()
+    assert calls == [1]
+
+
+def test_warm_up_loads_the_verdict_and_the_template() -> None:
+    import sys
+
+    from diag.commands.capture import warm_up
+    from diag.render.html import environment
+
+    warm_up()
+    assert "diag.verdict.classify" in sys.modules
+    assert environment().cache is not None and len(environment().cache) >= 1

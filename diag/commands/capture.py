@@ -25,7 +25,8 @@ from diag.collect.target import PTRACE_REMEDY, check_target, require_pyspy
 from diag.commands.judge import judged
 from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
-from diag.commands.sampling import SeriesOptions, run_series
+from diag.commands.sampling import Hooks, SeriesOptions, run_series
+from diag.commands.schedule import Schedule
 from diag.commands.stopping import StopRequest, StopSignals
 from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
@@ -69,6 +70,11 @@ class _Recorder:
         return False
 
 
+# The first gap between samples must leave this long for the warm-up (imports, a template):
+# under it (a short --interval) the warm-up would make the next sample late; it is skipped.
+WARM_GAP_S = 1.0
+
+
 def sample_series(
     collector: Collector,
     *,
@@ -77,19 +83,49 @@ def sample_series(
     stop: Optional[StopRequest] = None,
     duration_s: Optional[float] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
+    warm: Optional[Callable[[], None]] = None,
 ) -> Series:
     """A capture's samples, taken by the one sampling loop (``commands.sampling``): ``count``
     samples (0: until ``stop`` or ``duration_s``), or until the target is gone - one last
     sample records the exit. A stop request ends it after the sample in flight; a signal's
-    makes it ``interrupted``, as does a KeyboardInterrupt after the first sample."""
+    makes it ``interrupted``, as does a KeyboardInterrupt after the first sample. ``warm``
+    runs once, in the first gap between samples when it is ``WARM_GAP_S`` long or more."""
     stop = stop if stop is not None else StopRequest()
     recorder = _Recorder(collector, on_sample)
     options = SeriesOptions(interval_s=interval_s, count=count, duration_s=duration_s)
+    schedule = Schedule(interval_s, count)
+    hooks = Hooks(between=_once_in_a_gap(warm, schedule, recorder)) if warm else None
     try:  # a KeyboardInterrupt before the first sample propagates: EXIT_INTERRUPTED
-        end = run_series(recorder, options, stop)
+        end = run_series(recorder, options, stop, hooks, schedule)
     finally:
         collector.close()  # the NVML worker must not outlive the sampling
     return Series(recorder.samples, end.interrupted or stop.signum is not None)
+
+
+def _once_in_a_gap(
+    warm: Callable[[], None], schedule: Schedule, recorder: _Recorder
+) -> Callable[[], None]:
+    """``warm``, the first time there is ``WARM_GAP_S`` before the next sample is due."""
+    done: List[bool] = []
+
+    def between() -> None:
+        if done or schedule.due(len(recorder.samples)) - time.monotonic() < WARM_GAP_S:
+            return
+        done.append(True)
+        warm()
+
+    return between
+
+
+def warm_up() -> None:
+    """Load what the verdict and the reports need while the capture waits for its next
+    sample, not after the last one: the imports and the report template are the part of
+    ``_finish`` that does not depend on the samples, and on a saturated host (issue 27)
+    every CPU second diag spends after the last sample is several seconds to the verdict."""
+    import diag.verdict.classify  # noqa: F401 - imported for its side effect: loaded
+    from diag.render.outputs import warm_templates
+
+    warm_templates()
 
 
 def captured_bundle(
@@ -141,7 +177,12 @@ def run_capture(
     created_s = time.time()
     with StopSignals(StopRequest()) as stop:
         series = sample_series(
-            collector, count=count, interval_s=interval_s, stop=stop, on_sample=on_sample
+            collector,
+            count=count,
+            interval_s=interval_s,
+            stop=stop,
+            on_sample=on_sample,
+            warm=warm_up,
         )
         if stop.requested and not series.samples:
             raise KeyboardInterrupt  # nothing to write: the CLI exits with EXIT_INTERRUPTED

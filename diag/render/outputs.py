@@ -19,7 +19,7 @@ from diag.errors import DiagError
 from diag.model import Bundle
 from diag.redact import Redactor
 from diag.render.build import build_view
-from diag.render.html import render_html
+from diag.render.html import environment, render_html
 from diag.render.markdown import render_markdown
 from diag.render.output_caps import cut_text, fit, html_cap_bytes, json_cap_bytes, md_cap_bytes
 from diag.render.view import ReportView
@@ -113,3 +113,9 @@ def write_outputs(
     if failure is not None:
         raise failure
     return (json_path, *reports)
+
+
+def warm_templates() -> None:
+    """Load the report template (from jinja2's bytecode cache, or compiled) ahead of the first
+    report: a capture does it while it waits between samples (``commands.capture.warm_up``)."""
+    environment().get_template("report.html.j2")
