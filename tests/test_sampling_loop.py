@@ -106,7 +106,7 @@ def test_warm_up_runs_once_and_only_in_a_long_gap() -> None:
     when the next sample is due sooner than ``WARM_GAP_S`` (it would make it late)."""
     import time
     from types import SimpleNamespace
-    from typing import Any, List
+    from typing import Any
 
     from diag.commands import capture
     from diag.commands.schedule import Schedule
