@@ -133,4 +133,5 @@ def test_warm_up_loads_the_verdict_and_the_template() -> None:
 
     warm_up()
     assert "diag.verdict.classify" in sys.modules
-    assert environment().cache is not None and len(environment().cache) >= 1
+    cache = environment().cache
+    assert cache is not None and len(cache) >= 1
