@@ -41,16 +41,18 @@ from diag.collect.priority import Boost, BoostPolicy, Burst, policy_from_env
 from diag.collect.process_table import ProcessTable
 from diag.collect.process_work import ProcessReader, ProcessWork
 from diag.collect.round_records import RoundRecords, StackBook, StackOutcome
-from diag.collect.shards import ShardPool
+from diag.collect.shards import Pending, ShardPool
 from diag.model import (
     Bundle,
     FdHolder,
     FileLock,
     FsWait,
+    GpuSample,
     HostInfo,
     LogSample,
     ProcessInfo,
     ProcessSample,
+    RasSnapshot,
     Sample,
     Stack,
     Target,
@@ -72,7 +74,7 @@ from diag.probes.mounts import job_fs_waits, waits_on_filesystem
 from diag.probes.nccl.ras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, Tree
-from diag.probes.runner import ProbeCall, run_all
+from diag.probes.runner import ProbeCall, ProbeResult, run_all
 from diag.probes.sockets import SocketView, socket_views
 from diag.probes.stacks import (
     KIND_NOT_PYTHON,
@@ -90,6 +92,15 @@ _STACKS_GRACE_S = 2.0
 # host scan for holders outside the job of an end a thread waits on, and /proc/locks. The
 # verdict reads these from the first and last samples (files) or the latest that has them.
 OPTIONAL_PROBES: Tuple[str, ...] = ("open_files", "fd_holders", "file_locks", "fs_waits")
+
+
+class _Probed(NamedTuple):
+    """One sample's answers from the probes that run beside the workers."""
+
+    ports: Dict[int, SocketView]
+    logs: Tuple[LogSample, ...]
+    gpu: Optional[GpuSample]
+    ras: Optional[RasSnapshot]
 
 
 class SampleDelta(NamedTuple):
@@ -265,32 +276,9 @@ class Collector:
         tree = walked.pids
         reused = self.table.learn_newcomers(walked.reused)  # before anything is read or written
         self.table.relearn(tree)  # an exec or a rewritten environ: its secrets, learned again
-        # Every process's share of the work (what identifies a new one, its /proc, its stacks)
-        # is handed to the workers now, and discovery waits for what identifies them; without
-        # workers it is all done in one thread of this process (``diag.collect.shards``).
-        self._shards.start(tree)
-        burst.add_workers(self._shards.worker_pids)
-        burst.add_helpers([self.gpu_probe.worker_pid])
-        weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
-        pending = self._shards.submit(self._jobs(tree, lean), weights)
-        timeout_s = self.probe_timeout_s
-        known: Dict[int, Identity] = {}
-        if pending.workers:
-            self.host_info()  # (read once) while the workers read
-            found = self._shards.collect_identities(pending, timeout_s + _STACKS_GRACE_S)
-            known = {pid: ident for pid, ident in found.items() if ident is not None}
-        new_processes = self.table.discover(tree, index, known)
+        pending, new_processes = self._dispatch(tree, index, lean, burst)
         live = [pid for pid in tree if pid in self.processes]
-        # The workers already read; here their answers are collected (in this thread: the call
-        # keeps its own deadline) while the other probes run on threads of their own.
-        budget_s = timeout_s + 2 * _STACKS_GRACE_S
-        run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S, budget_s)
-        calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, budget_s, bounded=True)]
-        calls.append(self.gpu_probe.call())
-        if self.ras_probe.available():
-            calls.append(self.ras_probe.call())
-        calls.append(ProbeCall("sockets", partial(socket_views, self.procfs, live), timeout_s))
-        calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
+        calls = self._probe_calls(pending, live)
         results = run_all(calls)
         burst.add_helpers([self.gpu_probe.worker_pid])  # one started by this sample's read
         rec = RoundRecords(self.host, index)
@@ -305,9 +293,96 @@ class Collector:
                 "(and its children) is not sampled, so nothing of it is filed under the old",
                 pid,
             )
+        probed = self._sort_results(calls, results, rec, index)
+        self.stack_errors = rec.stack_errors
+        in_tree = set(tree)
+        gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
+        self._marked_gone.update(gone)
+        samples, new_stacks = self._process_samples(live, rec, probed.ports, t0, index)
+        samples, fd_holders, fd_note = self._with_fd_ends(samples, probed.ports, rec, tree, lean)
+        file_locks, file_locks_note = self._file_locks(samples, rec) if not lean else ((), "")
+        fs_waits, fs_waits_note = self._fs_waits(samples, rec) if not lean else ((), "")
+        samples.extend(
+            ProcessSample(
+                pid=pid,
+                host=self.host,
+                t_s=t0,
+                status="exited",
+                exit_code=self._exit_codes.get(pid),
+            )
+            for pid in gone
+        )
+        inferred: Dict[int, ProcessInfo] = {}
+        if self.pyspy:  # groups are told from worker pools by their stacks
+            inferred = {i.pid: i for i in self.table.infer_start_order(samples, self.stacks)}
+        if inferred:
+            kept = tuple(info for info in new_processes if info.pid not in inferred)
+            new_processes = (*kept, *inferred.values())
+        self._last_samples = {p.pid: p for p in samples}
+        result_sample = Sample(
+            index=index,
+            t_s=t0,
+            duration_s=round(time.monotonic() - started, 4),
+            processes=tuple(sorted(samples, key=lambda s: s.pid)),
+            logs=probed.logs,
+            gpu=probed.gpu,
+            failures=tuple(rec.failures),
+            probe_timings_s=rec.timings,
+            ras=probed.ras,
+            fd_holders=fd_holders,
+            fd_scan_note=fd_note,
+            file_locks=file_locks,
+            file_locks_note=file_locks_note,
+            fs_waits=fs_waits,
+            fs_waits_note=fs_waits_note,
+        )
+        return SampleDelta(result_sample, new_processes, new_stacks)
+
+    def _dispatch(
+        self, tree: List[int], index: int, lean: bool, burst: Burst
+    ) -> Tuple[Pending, Tuple[ProcessInfo, ...]]:
+        """Hand every process's share of the work (what identifies a new one, its /proc, its
+        stacks) to the workers now, and discover the new processes from what identifies
+        them; without workers it is all done in one thread of this process
+        (``diag.collect.shards``)."""
+        self._shards.start(tree)
+        burst.add_workers(self._shards.worker_pids)
+        burst.add_helpers([self.gpu_probe.worker_pid])
+        weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
+        pending = self._shards.submit(self._jobs(tree, lean), weights)
+        known: Dict[int, Identity] = {}
+        if pending.workers:
+            self.host_info()  # (read once) while the workers read
+            found = self._shards.collect_identities(pending, self.probe_timeout_s + _STACKS_GRACE_S)
+            known = {pid: ident for pid, ident in found.items() if ident is not None}
+        return pending, self.table.discover(tree, index, known)
+
+    def _probe_calls(self, pending: Pending, live: List[int]) -> List[ProbeCall[Any]]:
+        """The workers already read; their answers are collected in this thread (the call
+        keeps its own deadline) while the other probes run on threads of their own."""
+        timeout_s = self.probe_timeout_s
+        budget_s = timeout_s + 2 * _STACKS_GRACE_S
+        run = partial(self._shards.collect, pending, timeout_s + _STACKS_GRACE_S, budget_s)
+        calls: List[ProbeCall[Any]] = [ProbeCall("workers", run, budget_s, bounded=True)]
+        calls.append(self.gpu_probe.call())
+        if self.ras_probe.available():
+            calls.append(self.ras_probe.call())
+        calls.append(ProbeCall("sockets", partial(socket_views, self.procfs, live), timeout_s))
+        calls.append(ProbeCall("logs", partial(self._read_logs, live), timeout_s))
+        return calls
+
+    def _sort_results(
+        self,
+        calls: Sequence[ProbeCall[Any]],
+        results: Sequence[ProbeResult[Any]],
+        rec: RoundRecords,
+        index: int,
+    ) -> _Probed:
+        """Each probe's answer to its place, its time and failure on record."""
         ports: Dict[int, SocketView] = {}
         logs: Tuple[LogSample, ...] = ()
-        gpu = ras = None
+        gpu: Optional[GpuSample] = None
+        ras: Optional[RasSnapshot] = None
         for call, result in zip(calls, results):
             rec.time(call.probe, result.duration_s)
             value = result.value
@@ -330,11 +405,18 @@ class Collector:
                 gpu = value
             elif call.probe == "ncclras":
                 ras = value
-        self.stack_errors = rec.stack_errors
-        in_tree = set(tree)
-        gone = [pid for pid in self.processes if pid not in in_tree and self._keep_marking(pid)]
-        self._marked_gone.update(gone)
+        return _Probed(ports, logs, gpu, ras)
 
+    def _process_samples(
+        self,
+        live: List[int],
+        rec: RoundRecords,
+        ports: Dict[int, SocketView],
+        t0: float,
+        index: int,
+    ) -> Tuple[List[ProcessSample], Dict[str, Stack]]:
+        """Each live process's sample: the workers' reading (or "unreadable"), its stacks
+        filed (new ones collected), its sockets."""
         samples: List[ProcessSample] = []
         new_stacks: Dict[str, Stack] = {}
         for pid in live:
@@ -354,44 +436,7 @@ class Collector:
                     served_more=view.served_more,
                 )
             )
-        samples, fd_holders, fd_note = self._with_fd_ends(samples, ports, rec, tree, lean)
-        file_locks, file_locks_note = self._file_locks(samples, rec) if not lean else ((), "")
-        fs_waits, fs_waits_note = self._fs_waits(samples, rec) if not lean else ((), "")
-        for pid in gone:
-            samples.append(
-                ProcessSample(
-                    pid=pid,
-                    host=self.host,
-                    t_s=t0,
-                    status="exited",
-                    exit_code=self._exit_codes.get(pid),
-                )
-            )
-        inferred: Dict[int, ProcessInfo] = {}
-        if self.pyspy:  # groups are told from worker pools by their stacks
-            inferred = {i.pid: i for i in self.table.infer_start_order(samples, self.stacks)}
-        if inferred:
-            kept = tuple(info for info in new_processes if info.pid not in inferred)
-            new_processes = (*kept, *inferred.values())
-        self._last_samples = {p.pid: p for p in samples}
-        result_sample = Sample(
-            index=index,
-            t_s=t0,
-            duration_s=round(time.monotonic() - started, 4),
-            processes=tuple(sorted(samples, key=lambda s: s.pid)),
-            logs=logs,
-            gpu=gpu,
-            failures=tuple(rec.failures),
-            probe_timings_s=rec.timings,
-            ras=ras,
-            fd_holders=fd_holders,
-            fd_scan_note=fd_note,
-            file_locks=file_locks,
-            file_locks_note=file_locks_note,
-            fs_waits=fs_waits,
-            fs_waits_note=fs_waits_note,
-        )
-        return SampleDelta(result_sample, new_processes, new_stacks)
+        return samples, new_stacks
 
     def _with_fd_ends(
         self,
