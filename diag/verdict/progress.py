@@ -267,9 +267,17 @@ def _new_lines(first: LogSample, last: LogSample, grew_lines: int) -> Tuple[str,
 
 
 def _history(first: LogSample, last: LogSample, new: Tuple[str, ...]) -> Tuple[str, ...]:
-    """The lines seen before the new ones: the first tail, then the last tail's older part."""
+    """The lines seen before the new ones, oldest first: the first tail, then what the last
+    tail's older part adds to it. Its leading lines the first tail holds are those very lines,
+    not later ones: appended after the first tail they would stand as the latest state - a
+    bar's last full line before the one redrawn in place (``44/100``, then ``ready``) would
+    hide its redraw the first sample saw (``45/100``), and a bar redrawn at 45 read as moved."""
     older = last.tail[: len(last.tail) - len(new)] if new else last.tail
-    return (*first.tail, *older)
+    seen = set(first.tail)
+    k = 0
+    while k < len(older) and older[k] in seen:
+        k += 1
+    return (*first.tail, *older[k:])
 
 
 def _writers_dead(bundle: Bundle, pids: Tuple[int, ...]) -> bool:
