@@ -17,11 +17,10 @@ import pytest
 
 from diag.model import Bundle, FdEnd, ThreadSample
 from diag.probes import fd_ends as fe
+from diag.probes import fd_holders as fh
 from diag.probes.fd_ends import (
     FdLinks,
-    HolderCache,
     JobFds,
-    Wanted,
     blocked_fds,
     job_fd_ends,
     other_modes,
@@ -29,9 +28,8 @@ from diag.probes.fd_ends import (
     parse_link,
     parse_proc_net_unix,
     read_fd_links,
-    scan_holders,
-    unmatched_waits,
 )
+from diag.probes.fd_holders import HolderCache, Wanted, scan_holders, unmatched_waits
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import (
     SOCK_DIAG_BY_FAMILY,
@@ -329,13 +327,13 @@ def test_holder_cache_checks_instead_of_rescanning(
 ) -> None:
     r, inode, holder = _pipe_held_outside(procs)
     calls: List[int] = []
-    real = fe.scan_holders
+    real = fh.scan_holders
 
-    def counting(*args: object, **kw: object) -> fe.HolderScan:
+    def counting(*args: object, **kw: object) -> fh.HolderScan:
         calls.append(1)
         return real(*args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(fe, "scan_holders", counting)
+    monkeypatch.setattr(fh, "scan_holders", counting)
     cache = HolderCache()
     wanted = [Wanted(inode, "pipe", other_modes("r"))]
     try:

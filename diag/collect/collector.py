@@ -58,14 +58,8 @@ from diag.model import (
     Target,
 )
 from diag.probes.discovery import TreeDiscovery
-from diag.probes.fd_ends import (
-    HolderCache,
-    JobFds,
-    blocked_fds,
-    job_fd_ends,
-    polled_pipe_fds,
-    unmatched_waits,
-)
+from diag.probes.fd_ends import JobFds, blocked_fds, job_fd_ends, polled_pipe_fds
+from diag.probes.fd_holders import HolderCache, unmatched_waits
 from diag.probes.file_locks import job_file_locks, waits_on_file_lock
 from diag.probes.gpu.probe import GpuProbe
 from diag.probes.host import read_host_info

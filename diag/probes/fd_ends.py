@@ -7,7 +7,7 @@ path); the same inode in two processes is the same pipe. This module turns one b
 readlink pass per process (shared with ``diag.probes.sockets``, which needs the socket inodes
 anyway) into ``model.FdEnd`` records, and - when a wait's other end is held by no process of the
 job - scans the host's /proc/*/fd once, within a PID and a time budget, for who holds it
-(``model.FdHolder``).
+(``model.FdHolder``, in ``diag.probes.fd_holders``).
 
 What is read, per process: the readlink pass (at most ``MAX_FDS`` fds); ``fdinfo`` (its
 ``flags:``: the open mode) of the pipes and fifos recorded, nothing for other fds; ``stat`` of
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
-import time
 from typing import (
     Callable,
     Dict,
@@ -37,17 +36,13 @@ from typing import (
     Tuple,
 )
 
-from diag.model import FdEnd, FdHolder, FdKind, FdMode, ThreadSample
+from diag.model import FdEnd, FdKind, FdMode, ThreadSample
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import UnixSock, unix_peers
-from diag.probes.threads import parse_name_state
 
 MAX_FDS = 4096  # fds read per process (a server may hold 100k sockets)
 MAX_ENDS = 64  # ends recorded per process: blocked fds first, then pipes/fifos, unix, tcp
 MAX_PATH = 256  # characters of a fifo's path kept
-HOLDER_PID_BUDGET = 20_000  # processes the host scan looks at
-HOLDER_TIME_BUDGET_S = 0.2  # and for how long
-MAX_HOLDERS = 64  # holders recorded per sample (a pipe inherited by a whole pool)
 _O_ACCMODE = 0o3
 _MODES: Dict[int, FdMode] = {0: "r", 1: "w", 2: "rw"}
 
@@ -140,7 +135,7 @@ def polled_pipe_fds(ends: Iterable[FdEnd], threads: Iterable[ThreadSample]) -> L
     return [e.fd for e in ends if e.kind in ("pipe", "fifo") and e.mode == "r" and e.fd >= 3]
 
 
-def _stat_inode(procfs: ProcFS, pid: int, fd: int) -> Optional[int]:
+def stat_fd_inode(procfs: ProcFS, pid: int, fd: int) -> Optional[int]:
     """st_ino of a fifo an fd names; None when it is not one (or is gone)."""
     try:
         st = os.stat(procfs.path(pid, "fd", str(fd)))
@@ -149,7 +144,7 @@ def _stat_inode(procfs: ProcFS, pid: int, fd: int) -> Optional[int]:
     return st.st_ino if stat_mod.S_ISFIFO(st.st_mode) else None
 
 
-def _read_mode(procfs: ProcFS, pid: int, fd: int, inode: int) -> FdMode:
+def read_fd_mode(procfs: ProcFS, pid: int, fd: int, inode: int) -> FdMode:
     text = procfs.try_read_text(pid, "fdinfo", str(fd))
     if text is None:
         return "?"
@@ -206,6 +201,19 @@ def parse_proc_net_unix(text: str) -> Set[int]:
 UnixLookup = Callable[[Iterable[int]], Dict[int, UnixSock]]
 
 
+class _Scan:
+    """What the blocked fds of a job point at, gathered before any socket is looked up."""
+
+    def __init__(self, job: Mapping[int, JobFds]) -> None:
+        self.links: Dict[int, Dict[int, str]] = {pid: dict(j.links.links) for pid, j in job.items()}
+        self.blocked: Dict[int, List[int]] = {}
+        self.fifo_paths: Dict[str, Set[int]] = {}  # path -> inodes of fifos a thread blocks on
+        self.fifo_of: Dict[Tuple[int, int], int] = {}  # (pid, fd) -> fifo inode (stat'ed)
+        self.unix_own: Set[int] = set()
+        self.unix_other: Dict[int, Set[int]] = {}  # pid -> inodes to look up in its net/unix
+        self.unix_served: Set[int] = set()  # a server's sockets (asked after the blocked ones)
+
+
 def job_fd_ends(
     procfs: ProcFS,
     job: Mapping[int, JobFds],
@@ -213,320 +221,136 @@ def job_fd_ends(
     cap: int = MAX_ENDS,
 ) -> Dict[int, Tuple[Tuple[FdEnd, ...], int]]:
     """{pid: (its recorded ends, the ends past ``cap``)} for every process of ``job``."""
-    links: Dict[int, Dict[int, str]] = {pid: dict(j.links.links) for pid, j in job.items()}
-    blocked: Dict[int, List[int]] = {}
-    fifo_paths: Dict[str, Set[int]] = {}  # path -> inodes of fifos some thread blocks on
-    fifo_of: Dict[Tuple[int, int], int] = {}  # (pid, fd) -> fifo inode (stat'ed)
-    unix_own: Set[int] = set()
-    unix_other: Dict[int, Set[int]] = {}  # pid -> socket inodes to look up in /proc/P/net/unix
-    unix_served: Set[int] = set()  # a server's sockets (asked after the blocked ones)
+    scan = _Scan(job)
     for pid, j in job.items():
-        if j.serves:
-            sockets = [
-                parsed[1]
-                for _, link in sorted(links[pid].items())
-                if (parsed := parse_link(link)) is not None
-                and parsed[0] == "socket"
-                and parsed[1] not in j.tcp
-            ][:MAX_SERVER_SOCKETS]
-            if j.own_netns and procfs.live:
-                unix_served.update(sockets)
-            else:
-                unix_other.setdefault(pid, set()).update(sockets)
-        mine = blocked[pid] = blocked_fds(j.threads)
-        for fd in mine:
-            link = links[pid].get(fd)
-            if link is None:  # past the readlink cap (or opened since): read it now
-                link = procfs.readlink(pid, "fd", str(fd))
-                if link is None:
-                    continue
-                links[pid][fd] = link
-            parsed = parse_link(link)
-            if parsed is not None and parsed[0] == "socket" and parsed[1] not in j.tcp:
-                (
-                    unix_own if j.own_netns and procfs.live else unix_other.setdefault(pid, set())
-                ).add(parsed[1])
-            elif parsed is None and is_path(link):
-                ino = _stat_inode(procfs, pid, fd)
-                if ino is not None:
-                    fifo_of[pid, fd] = ino
-                    fifo_paths.setdefault(link[:MAX_PATH], set()).add(ino)
-    unix: Dict[int, UnixSock] = {}
-    if unix_own:
-        try:
-            unix = (unix_lookup or unix_peers)(unix_own)
-        except OSError:
-            text = procfs.read_global("net", "unix") or ""
-            unix = {i: UnixSock(None) for i in parse_proc_net_unix(text) & unix_own}
-    unix_served -= unix_own
-    if unix_served:
-        try:
-            unix.update((unix_lookup or unix_peers)(unix_served))
-        except OSError:
-            pass  # the blocked ones decided; a server's backends are a bonus
-    for pid, inodes in unix_other.items():
-        text = procfs.try_read_text(pid, "net", "unix") or ""
-        unix.update({i: UnixSock(None) for i in parse_proc_net_unix(text) & inodes})
+        _scan_process(procfs, scan, pid, j)
+    unix = _unix_sockets(procfs, scan, unix_lookup)
     peers: Dict[int, int] = {u.peer_inode: i for i, u in unix.items() if u.peer_inode}
     out: Dict[int, Tuple[Tuple[FdEnd, ...], int]] = {}
     for pid, j in job.items():
-        waits_on = set(blocked[pid])
-        cands: List[_Cand] = []
-        for fd, link in sorted(links[pid].items()):
-            top = 0 if fd in waits_on else None
-            parsed = parse_link(link)
-            if parsed is not None:
-                kind, inode = parsed
-                if kind == "pipe":
-                    cands.append(_Cand(1 if top is None else 0, fd, "pipe", inode))
-                elif inode in unix:
-                    u = unix[inode]
-                    cands.append(
-                        _Cand(2 if top is None else 0, fd, "unix", inode, u.path, u.peer_inode)
-                    )
-                elif inode in peers:
-                    cands.append(
-                        _Cand(2 if top is None else 0, fd, "unix", inode, peer=peers[inode])
-                    )
-                elif inode in j.tcp:
-                    local, remote = j.tcp[inode]
-                    cands.append(
-                        _Cand(
-                            3 if top is None else 0,
-                            fd,
-                            "tcp",
-                            inode,
-                            peer=j.tcp_peers.get(inode),
-                            local=local,
-                            remote=remote,
-                        )
-                    )
-                continue
-            if not is_path(link):
-                continue
-            path = link[:MAX_PATH]
-            ino = fifo_of.get((pid, fd))
-            if ino is None and path in fifo_paths:
-                ino = _stat_inode(procfs, pid, fd)
-                if ino not in fifo_paths[path]:
-                    ino = None
-            if ino is not None:
-                cands.append(_Cand(1 if top is None else 0, fd, "fifo", ino, path))
-        chosen, more = select_ends(cands, cap)
-        ends = []
-        for c in chosen:
-            mode: FdMode = "?"
-            if c.kind in ("pipe", "fifo"):
-                mode = _read_mode(procfs, pid, c.fd, c.inode)
-            elif c.kind in ("unix", "tcp"):
-                mode = "rw"
-            ends.append(
-                FdEnd(
-                    fd=c.fd,
-                    kind=c.kind,
-                    inode=c.inode,
-                    mode=mode,
-                    peer_inode=c.peer,
-                    local=c.local,
-                    remote=c.remote,
-                    path=c.path,
-                )
-            )
-        out[pid] = (tuple(ends), more)
+        chosen, more = select_ends(_candidates(procfs, scan, pid, j, unix, peers), cap)
+        out[pid] = (tuple(_end_of(procfs, pid, c) for c in chosen), more)
     return out
 
 
-# Holders outside the job ----------------------------------------------------------------
-
-
-class Wanted(NamedTuple):
-    """An end a thread of the job waits on that no process of the job can end: look for its
-    holders on the host. ``modes``: the modes that count (a writer for a blocked reader)."""
-
-    inode: int
-    kind: FdKind
-    modes: Tuple[str, ...] = ("r", "w", "rw", "?")
-    path: str = ""  # a fifo's: a holder's fd names the same path (confirmed by stat)
-
-
-def unmatched_waits(
-    ends: Mapping[int, Tuple[FdEnd, ...]],
-    blocked: Mapping[int, Sequence[int]],
-    links: Mapping[int, Iterable[str]] = {},
-) -> List[Wanted]:
-    """The pipe/fifo/unix/TCP ends some thread of the job blocks on whose other end no process
-    of the job holds (the blocked process itself counts: it may hold the write end itself); a
-    TCP end only when the other end is a socket of this host (``FdEnd.peer_inode``)."""
-    holders: Dict[int, Set[str]] = {}  # inode -> the modes the job holds it in
-    sockets: Set[int] = set()
-    for mine in ends.values():
-        for e in mine:
-            holders.setdefault(e.inode, set()).add(e.mode)
-            if e.kind in ("unix", "tcp"):
-                sockets.add(e.inode)
-    for texts in links.values():
-        for link in texts:
-            parsed = parse_link(link)
-            if parsed is not None and parsed[0] == "socket":
-                sockets.add(parsed[1])
-    out: Dict[int, Wanted] = {}
-    for pid, mine in ends.items():
-        fds = set(blocked.get(pid, ()))
-        for e in mine:
-            if e.fd not in fds or e.inode in out:
-                continue
-            if e.kind in ("pipe", "fifo"):
-                modes = other_modes(e.mode)
-                if not holders.get(e.inode, set()) & set(modes):
-                    out[e.inode] = Wanted(e.inode, e.kind, modes, e.path)
-            elif e.kind in ("unix", "tcp") and e.peer_inode and e.peer_inode not in sockets:
-                out[e.peer_inode] = Wanted(e.peer_inode, e.kind)
-    return list(out.values())
-
-
-class HolderScan(NamedTuple):
-    holders: Tuple[FdHolder, ...]
-    note: str = ""
-    # Where each holder's end was found, (pid, fd) per holder: how a later sample checks it.
-    fds: Tuple[Tuple[int, int], ...] = ()
-
-
-def _holder_record(
-    procfs: ProcFS, pid: int, inode: int, kind: FdKind, mode: FdMode
-) -> Optional[FdHolder]:
-    text = procfs.try_read_text(pid, "stat")
-    if text is None:
-        return None
-    name, state = parse_name_state(text)
-    return FdHolder(inode=inode, pid=pid, name=name, state=state, mode=mode, kind=kind)
-
-
-def _merge_mode(a: FdMode, b: FdMode) -> FdMode:
-    if a == b or b == "?":
-        return a
-    if a == "?":
-        return b
-    return "rw"
-
-
-def scan_holders(
-    procfs: ProcFS,
-    wanted: Sequence[Wanted],
-    skip: Iterable[int] = (),
-    pid_budget: int = HOLDER_PID_BUDGET,
-    time_budget_s: float = HOLDER_TIME_BUDGET_S,
-) -> HolderScan:
-    """The processes of the host (but ``skip``: the job's, and diag's own) that hold an end in
-    ``wanted``: one pass over /proc/*/fd, readlinks only (plus, for a match, its fdinfo, and
-    a stat of an fd whose path is a wanted fifo's). Kernel threads have no fds: an empty fd
-    directory costs one listdir. Stops at ``pid_budget`` processes or ``time_budget_s``; the
-    note says so."""
-    if not wanted:
-        return HolderScan(())
-    started = time.monotonic()
-    by_inode = {w.inode: w for w in wanted if w.kind != "fifo"}
-    by_path = {w.path: w for w in wanted if w.kind == "fifo" and w.path}
-    skipped = set(skip) | {os.getpid()}
-    pids = [p for p in procfs.pids() if p not in skipped]
-    found: Dict[Tuple[int, int], Tuple[FdMode, int]] = {}  # (inode, pid) -> (mode, fd)
-    note = ""
-    scanned = 0
-    for pid in pids:
-        if scanned >= pid_budget:
-            note = (
-                f"host fd scan stopped after {scanned} of {len(pids)} processes "
-                f"(PID budget {pid_budget})"
-            )
-            break
-        if time.monotonic() - started > time_budget_s:
-            note = (
-                f"host fd scan stopped after {scanned} of {len(pids)} processes "
-                f"(time budget {time_budget_s * 1000:.0f} ms)"
-            )
-            break
-        scanned += 1
-        for fd in procfs.fds(pid)[:MAX_FDS]:
+def _scan_process(procfs: ProcFS, scan: _Scan, pid: int, j: JobFds) -> None:
+    """One process's blocked fds (their links read past the cap), the unix sockets to look
+    up (a server's too) and the fifos stat'ed."""
+    links = scan.links[pid]
+    if j.serves:
+        sockets = [
+            parsed[1]
+            for _, link in sorted(links.items())
+            if (parsed := parse_link(link)) is not None
+            and parsed[0] == "socket"
+            and parsed[1] not in j.tcp
+        ][:MAX_SERVER_SOCKETS]
+        if j.own_netns and procfs.live:
+            scan.unix_served.update(sockets)
+        else:
+            scan.unix_other.setdefault(pid, set()).update(sockets)
+    mine = scan.blocked[pid] = blocked_fds(j.threads)
+    for fd in mine:
+        link = links.get(fd)
+        if link is None:  # past the readlink cap (or opened since): read it now
             link = procfs.readlink(pid, "fd", str(fd))
             if link is None:
                 continue
-            w: Optional[Wanted] = None
-            parsed = parse_link(link)
-            if parsed is not None:
-                w = by_inode.get(parsed[1])
-                if w is not None and (w.kind == "pipe") != (parsed[0] == "pipe"):
-                    w = None
-            elif link in by_path:
-                w = by_path[link]
-                if _stat_inode(procfs, pid, fd) != w.inode:
-                    w = None
-            if w is None:
-                continue
-            sock = w.kind in ("unix", "tcp")
-            mode: FdMode = "rw" if sock else _read_mode(procfs, pid, fd, w.inode)
-            if mode not in w.modes:
-                continue
-            key = (w.inode, pid)
-            prev = found.get(key)
-            found[key] = (_merge_mode(prev[0], mode) if prev else mode, prev[1] if prev else fd)
-    holders: List[FdHolder] = []
-    where: List[Tuple[int, int]] = []
-    for (inode, pid), (mode, fd) in sorted(found.items())[:MAX_HOLDERS]:
-        kind = next(w.kind for w in wanted if w.inode == inode)
-        rec = _holder_record(procfs, pid, inode, kind, mode)
-        if rec is not None:
-            holders.append(rec)
-            where.append((pid, fd))
-    return HolderScan(tuple(holders), note, tuple(where))
+            links[fd] = link
+        parsed = parse_link(link)
+        if parsed is not None and parsed[0] == "socket" and parsed[1] not in j.tcp:
+            own = j.own_netns and procfs.live
+            (scan.unix_own if own else scan.unix_other.setdefault(pid, set())).add(parsed[1])
+        elif parsed is None and is_path(link):
+            ino = stat_fd_inode(procfs, pid, fd)
+            if ino is not None:
+                scan.fifo_of[pid, fd] = ino
+                scan.fifo_paths.setdefault(link[:MAX_PATH], set()).add(ino)
 
 
-class HolderCache:
-    """Holders found in earlier samples, by inode: a wait still unmatched in the next sample
-    is answered by checking that each holder's fd still names the same end (a readlink) and
-    reading its state again, not by scanning the host again."""
+def _unix_sockets(
+    procfs: ProcFS, scan: _Scan, unix_lookup: Optional[UnixLookup]
+) -> Dict[int, UnixSock]:
+    """The unix sockets found: by sock_diag in diag's namespace (the blocked ones first, a
+    server's after), else by each process's /proc/P/net/unix (no peers there)."""
+    unix: Dict[int, UnixSock] = {}
+    if scan.unix_own:
+        try:
+            unix = (unix_lookup or unix_peers)(scan.unix_own)
+        except OSError:
+            text = procfs.read_global("net", "unix") or ""
+            unix = {i: UnixSock(None) for i in parse_proc_net_unix(text) & scan.unix_own}
+    served = scan.unix_served - scan.unix_own
+    if served:
+        try:
+            unix.update((unix_lookup or unix_peers)(served))
+        except OSError:
+            pass  # the blocked ones decided; a server's backends are a bonus
+    for pid, inodes in scan.unix_other.items():
+        text = procfs.try_read_text(pid, "net", "unix") or ""
+        unix.update({i: UnixSock(None) for i in parse_proc_net_unix(text) & inodes})
+    return unix
 
-    def __init__(self) -> None:
-        self._by_inode: Dict[int, List[Tuple[FdHolder, int, str]]] = {}
 
-    def _still(self, procfs: ProcFS, inode: int) -> Optional[List[FdHolder]]:
-        cached = self._by_inode.get(inode)
-        if not cached:
-            return None
-        out: List[FdHolder] = []
-        for h, fd, link in cached:
-            if procfs.readlink(h.pid, "fd", str(fd)) != link:
-                return None  # closed or reused: scan again
-            fresh = _holder_record(procfs, h.pid, h.inode, h.kind, h.mode)
-            if fresh is None:
-                return None
-            out.append(fresh)
-        return out
+def _candidates(
+    procfs: ProcFS,
+    scan: _Scan,
+    pid: int,
+    j: JobFds,
+    unix: Dict[int, UnixSock],
+    peers: Dict[int, int],
+) -> List[_Cand]:
+    """Every end of one process worth recording, ranked: the blocked ones first (0), then
+    pipes and fifos, unix sockets, TCP."""
+    waits_on = set(scan.blocked[pid])
+    cands: List[_Cand] = []
+    for fd, link in sorted(scan.links[pid].items()):
+        top = 0 if fd in waits_on else None
+        parsed = parse_link(link)
+        if parsed is not None:
+            kind, inode = parsed
+            if kind == "pipe":
+                cands.append(_Cand(1 if top is None else 0, fd, "pipe", inode))
+            elif inode in unix:
+                u = unix[inode]
+                cands.append(
+                    _Cand(2 if top is None else 0, fd, "unix", inode, u.path, u.peer_inode)
+                )
+            elif inode in peers:
+                cands.append(_Cand(2 if top is None else 0, fd, "unix", inode, peer=peers[inode]))
+            elif inode in j.tcp:
+                local, remote = j.tcp[inode]
+                peer = j.tcp_peers.get(inode)
+                rank = 3 if top is None else 0
+                cands.append(_Cand(rank, fd, "tcp", inode, peer=peer, local=local, remote=remote))
+            continue
+        if not is_path(link):
+            continue
+        path = link[:MAX_PATH]
+        ino = scan.fifo_of.get((pid, fd))
+        if ino is None and path in scan.fifo_paths:
+            ino = stat_fd_inode(procfs, pid, fd)
+            if ino not in scan.fifo_paths[path]:
+                ino = None
+        if ino is not None:
+            cands.append(_Cand(1 if top is None else 0, fd, "fifo", ino, path))
+    return cands
 
-    def holders(
-        self,
-        procfs: ProcFS,
-        wanted: Sequence[Wanted],
-        skip: Iterable[int] = (),
-        pid_budget: int = HOLDER_PID_BUDGET,
-        time_budget_s: float = HOLDER_TIME_BUDGET_S,
-    ) -> Tuple[Tuple[FdHolder, ...], str]:
-        """The holders of ``wanted`` (cached ones checked, the rest scanned for) and the
-        scan's note."""
-        out: List[FdHolder] = []
-        todo: List[Wanted] = []
-        for w in wanted:
-            still = self._still(procfs, w.inode)
-            if still is None:
-                todo.append(w)
-            else:
-                out.extend(still)
-        keep = {w.inode for w in wanted}
-        self._by_inode = {i: v for i, v in self._by_inode.items() if i in keep}
-        note = ""
-        if todo:
-            scan = scan_holders(procfs, todo, skip, pid_budget, time_budget_s)
-            note = scan.note
-            for h, (pid, fd) in zip(scan.holders, scan.fds):
-                link = procfs.readlink(pid, "fd", str(fd)) or ""
-                self._by_inode.setdefault(h.inode, []).append((h, fd, link))
-            out.extend(scan.holders)
-        return tuple(out[:MAX_HOLDERS]), note
+
+def _end_of(procfs: ProcFS, pid: int, c: _Cand) -> FdEnd:
+    """The recorded end: a pipe's or fifo's mode read from its fdinfo, a socket's both ways."""
+    mode: FdMode = "?"
+    if c.kind in ("pipe", "fifo"):
+        mode = read_fd_mode(procfs, pid, c.fd, c.inode)
+    elif c.kind in ("unix", "tcp"):
+        mode = "rw"
+    return FdEnd(
+        fd=c.fd,
+        kind=c.kind,
+        inode=c.inode,
+        mode=mode,
+        peer_inode=c.peer,
+        local=c.local,
+        remote=c.remote,
+        path=c.path,
+    )
