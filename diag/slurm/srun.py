@@ -78,76 +78,102 @@ def run_srun(
             "run diag on a login node of the cluster",
             EXIT_MISSING_TOOL,
         ) from None
-    lines: Lines = queue.Queue()
-    errors: Lines = queue.Queue()
-    threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
-    threading.Thread(target=_pump, args=(proc.stderr, errors), daemon=True).start()
-    gathered = Gathered(nodes)
+    step = _Step(proc, Gathered(nodes), echo)
+    step.gather(started + timeout_s if timeout_s is not None else None)
+    step.finish()
+    step.gathered.elapsed_s = time.monotonic() - started
+    return step.gathered
 
-    def send(text: str) -> None:
-        if proc.stdin is not None and not proc.stdin.closed:
+
+class _Step:
+    """One srun step as diag drives it: its output pumped into queues, the nodes pinged,
+    a Ctrl-C turned into a stop request."""
+
+    def __init__(
+        self, proc: subprocess.Popen[str], gathered: Gathered, echo: Optional[Callable[[str], None]]
+    ) -> None:
+        self.proc = proc
+        self.gathered = gathered
+        self.echo = echo
+        self.lines: Lines = queue.Queue()
+        self.errors: Lines = queue.Queue()
+        self.stopping = False
+        self.shown = 0
+        threading.Thread(target=_pump, args=(proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=_pump, args=(proc.stderr, self.errors), daemon=True).start()
+
+    def send(self, text: str) -> None:
+        stdin = self.proc.stdin
+        if stdin is not None and not stdin.closed:
             try:
-                proc.stdin.write(text + "\n")
-                proc.stdin.flush()
+                stdin.write(text + "\n")
+                stdin.flush()
             except (BrokenPipeError, OSError, ValueError):
                 pass
 
-    deadline = started + timeout_s if timeout_s is not None else None
-    stopping = False
-    shown = 0
-    eof = False
-    while not eof and not gathered.all_done():
-        try:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                gathered.timed_out = True
-                break
-            wait_s = 1.0 if deadline is None else min(deadline - now, 1.0)
+    def gather(self, deadline: Optional[float]) -> None:
+        """Every line until all nodes are done, srun's output ends, or the deadline."""
+        gathered = self.gathered
+        while not gathered.all_done():
             try:
-                recv_s, line = lines.get(timeout=wait_s)
-            except queue.Empty:
-                continue
-            if line is None:
-                eof = True
-                break
-            event = gathered.feed(line, recv_s)
-            if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
-                send(f"{PING} {time.time():.6f}")
-            progress = gathered.progress()
-            if echo is not None and event == "tick" and progress and progress[0] > shown:
-                shown = progress[0]
-                echo(f"sample {shown}: {progress[1]} node(s), {progress[2]} process(es) alive")
-        except KeyboardInterrupt:
-            if stopping:
-                proc.kill()
-                raise
-            stopping = True
-            send(STOP)
-            deadline = time.monotonic() + _STOP_GRACE_S
-            if echo is not None:
-                echo(
-                    f"stopping: waiting up to {_STOP_GRACE_S:g}s for every node's samples "
-                    "(Ctrl-C again to abort)"
-                )
-    if proc.stdin is not None:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-    if gathered.timed_out:
-        proc.terminate()
-    if gathered.all_done() and not stopping:
-        # Every node sent its last line, and what each sent is decoded already (a node's
-        # failure came on the wire): the merge need not wait the ~0.2 s srun takes to tear
-        # the step down. It is reaped in the background; srun's stderr so far is kept.
-        threading.Thread(target=_reap, args=(proc,), daemon=True).start()
-        _drain(errors, gathered, wait_s=0.0)
-    else:
-        _reap(proc)
-        _drain(errors, gathered, wait_s=0.5)
-        gathered.returncode = proc.returncode
-    gathered.elapsed_s = time.monotonic() - started
-    return gathered
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    gathered.timed_out = True
+                    return
+                wait_s = 1.0 if deadline is None else min(deadline - now, 1.0)
+                try:
+                    recv_s, line = self.lines.get(timeout=wait_s)
+                except queue.Empty:
+                    continue
+                if line is None:
+                    return  # srun's output ended
+                self._on_line(line, recv_s)
+            except KeyboardInterrupt:
+                if self.stopping:
+                    self.proc.kill()
+                    raise
+                self.stopping = True
+                self.send(STOP)
+                deadline = time.monotonic() + _STOP_GRACE_S
+                if self.echo is not None:
+                    self.echo(
+                        f"stopping: waiting up to {_STOP_GRACE_S:g}s for every node's samples "
+                        "(Ctrl-C again to abort)"
+                    )
+
+    def _on_line(self, line: str, recv_s: float) -> None:
+        """A node's line: answer its hello (and its first pongs) with a ping, echo progress."""
+        gathered = self.gathered
+        event = gathered.feed(line, recv_s)
+        if event == "hello" or (event == "pong" and gathered.min_pongs() < _MAX_PONGS):
+            self.send(f"{PING} {time.time():.6f}")
+        progress = gathered.progress()
+        if self.echo is not None and event == "tick" and progress and progress[0] > self.shown:
+            self.shown = progress[0]
+            self.echo(
+                f"sample {self.shown}: {progress[1]} node(s), {progress[2]} process(es) alive"
+            )
+
+    def finish(self) -> None:
+        """Close srun's stdin, stop it if the deadline passed, reap it, keep its stderr."""
+        proc, gathered = self.proc, self.gathered
+        if proc.stdin is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        if gathered.timed_out:
+            proc.terminate()
+        if gathered.all_done() and not self.stopping:
+            # Every node sent its last line, and what each sent is decoded already (a node's
+            # failure came on the wire): the merge need not wait the ~0.2 s srun takes to tear
+            # the step down. It is reaped in the background; srun's stderr so far is kept.
+            threading.Thread(target=_reap, args=(proc,), daemon=True).start()
+            _drain(self.errors, gathered, wait_s=0.0)
+        else:
+            _reap(proc)
+            _drain(self.errors, gathered, wait_s=0.5)
+            gathered.returncode = proc.returncode
 
 
 def _reap(proc: subprocess.Popen[str]) -> None:
