@@ -61,29 +61,8 @@ def ranks_text(procs: Sequence[Proc]) -> str:
 def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
     samples = [s.index for s in index.bundle.samples]
     procs = [p for p in index.procs if p.samples]
-    grid: List[List[Key]] = []
-    stack_of: Dict[Key, str] = {}
-    for proc in procs:
-        by_index = dict(proc.samples)
-        row = []
-        for i in samples:
-            key, stack_id = _cell_key(by_index.get(i), reg)
-            row.append(key)
-            if stack_id is not None:
-                stack_of[key] = stack_id
-        grid.append(row)
-    # Collapse runs of samples where no row changed.
-    spans: List[Tuple[int, int]] = []
-    for c in range(len(samples)):
-        if spans and all(row[c] == row[spans[-1][0]] for row in grid):
-            spans[-1] = (spans[-1][0], c)
-        else:
-            spans.append((c, c))
-    note = ""
-    if len(spans) > MAX_COLUMNS:
-        step = len(spans) / MAX_COLUMNS
-        note = f"showing {MAX_COLUMNS} of {len(spans)} distinct columns, evenly spaced"
-        spans = [spans[int(k * step)] for k in range(MAX_COLUMNS)]
+    grid, stack_of = _grid(procs, samples, reg)
+    spans, note = _spans(grid, len(samples))
     counts: Dict[Key, int] = {}
     for row in grid:
         for key in row:
@@ -92,10 +71,10 @@ def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
     order = sorted(counts, key=lambda k: -counts[k])  # stable: first seen wins ties
     letters = {k: _letter(n) for n, k in enumerate(order)}
     css = {k: f"c{n % PALETTE}" for n, k in enumerate(order)}
-    peers = _peers(procs)
-    majority = [_majority([row[a] for p, row in zip(procs, grid) if p in peers]) for a, _ in spans]
     holders: Dict[Key, List[Proc]] = {}
     rows = []
+    peers = _peers(procs)
+    majority = [_majority([row[a] for p, row in zip(procs, grid) if p in peers]) for a, _ in spans]
     for proc, row in zip(procs, grid):
         cells = []
         for col, (a, b) in enumerate(spans):
@@ -122,6 +101,60 @@ def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
                 badge=proc.badge,
             )
         )
+    return Matrix(
+        columns=tuple(_column_label(samples, a, b) for a, b in spans),
+        rows=tuple(rows),
+        legend=_legend(order, (letters, css), stack_of, holders, reg),
+        classes=_classes(index, reg),
+        note=note,
+    )
+
+
+def _grid(
+    procs: Sequence[Proc], samples: Sequence[int], reg: StackRegistry
+) -> Tuple[List[List[Key]], Dict[Key, str]]:
+    """Each process's cell key in each sample, and the stack each stack key stands for."""
+    grid: List[List[Key]] = []
+    stack_of: Dict[Key, str] = {}
+    for proc in procs:
+        by_index = dict(proc.samples)
+        row = []
+        for i in samples:
+            key, stack_id = _cell_key(by_index.get(i), reg)
+            row.append(key)
+            if stack_id is not None:
+                stack_of[key] = stack_id
+        grid.append(row)
+    return grid, stack_of
+
+
+def _spans(grid: Sequence[Sequence[Key]], columns: int) -> Tuple[List[Tuple[int, int]], str]:
+    """Runs of samples where no row changed, collapsed into one column each; past
+    ``MAX_COLUMNS`` of them, evenly spaced ones (and a note saying so)."""
+    spans: List[Tuple[int, int]] = []
+    for c in range(columns):
+        if spans and all(row[c] == row[spans[-1][0]] for row in grid):
+            spans[-1] = (spans[-1][0], c)
+        else:
+            spans.append((c, c))
+    note = ""
+    if len(spans) > MAX_COLUMNS:
+        step = len(spans) / MAX_COLUMNS
+        note = f"showing {MAX_COLUMNS} of {len(spans)} distinct columns, evenly spaced"
+        spans = [spans[int(k * step)] for k in range(MAX_COLUMNS)]
+    return spans, note
+
+
+def _legend(
+    order: Sequence[Key],
+    style: Tuple[Dict[Key, str], Dict[Key, str]],
+    stack_of: Dict[Key, str],
+    holders: Dict[Key, List[Proc]],
+    reg: StackRegistry,
+) -> Tuple[LegendEntry, ...]:
+    """One entry per stack (its letter, colour, top frame, who was in it), then the
+    special cells shown (absent, dead, ...)."""
+    letters, css = style
     legend = []
     for key in order:
         stack = reg.get(stack_of.get(key))
@@ -144,14 +177,7 @@ def build_matrix(index: BundleIndex, reg: StackRegistry) -> Matrix:
                     letter=letter, css="sp", top=text, where="", ranks_text=ranks_text(holders[key])
                 )
             )
-    columns = tuple(_column_label(samples, a, b) for a, b in spans)
-    return Matrix(
-        columns=columns,
-        rows=tuple(rows),
-        legend=tuple(legend),
-        classes=_classes(index, reg),
-        note=note,
-    )
+    return tuple(legend)
 
 
 def _peers(procs: Sequence[Proc]) -> Set[Proc]:
