@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from diag.bundle import outdir
 from diag.bundle.io import write_error
@@ -330,6 +330,65 @@ def launch(
         raise DiagError("no command given after --", "write: diag watch -- CMD ARGS...", EXIT_USAGE)
     path = Path(log_path)
     own = directory is None
+    files = _open_files(path, directory)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=files.out_fd,
+            stderr=files.err_fd,
+            start_new_session=True,
+            env=env,
+        )
+    except OSError as exc:
+        files.log.close()
+        files.out_read.close()
+        files.err_read.close()
+        for leftover in (path.name, *files.spools):
+            try:
+                files.directory.unlink(leftover)  # no command ran: leave no empty log behind
+            except OSError:
+                pass
+        if own:
+            files.directory.close()
+        raise DiagError(
+            f"cannot run {argv[0]}: {exc.strerror or exc}",
+            "check the command after -- (is it installed, on PATH, executable?)",
+            EXIT_NO_TARGET,
+        ) from exc
+    finally:
+        os.close(files.out_fd)
+        os.close(files.err_fd)
+    out = terminal_out if terminal_out is not None else sys.stdout.buffer
+    err = terminal_err if terminal_err is not None else sys.stderr.buffer
+    tees = [
+        _Tee(files.out_read, out, files.log, scrub),
+        _Tee(files.err_read, err, files.log, scrub),
+    ]
+    for tee in tees:
+        tee.thread.start()
+    return LaunchedCommand(
+        proc, argv, path, files.log, tees, list(files.spools), files.directory, own, rescrub
+    )
+
+
+class _Files(NamedTuple):
+    """What a launch writes into: the log, and one spool per stream (the child's write fd,
+    diag's read handle)."""
+
+    directory: OutputDir
+    log: _Log
+    out_fd: int
+    out_read: IO[bytes]
+    err_fd: int
+    err_read: IO[bytes]
+    spools: Tuple[str, ...]
+
+
+def _open_files(path: Path, directory: Optional[OutputDir]) -> _Files:
+    """The log and the two spools, created relative to ``directory`` (opened here from
+    ``path``'s parent when None); on a failure, nothing is left behind."""
+    own = directory is None
     fds: List[int] = []
     spools: List[str] = []
     try:
@@ -351,40 +410,7 @@ def launch(
             if own:
                 directory.close()
         raise write_error(path, exc) from exc  # ENOSPC: exit 11, as for every write
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=out_fd,
-            stderr=err_fd,
-            start_new_session=True,
-            env=env,
-        )
-    except OSError as exc:
-        log.close()
-        out_read.close()
-        err_read.close()
-        for leftover in (path.name, *spools):
-            try:
-                directory.unlink(leftover)  # no command ran: leave no empty log behind
-            except OSError:
-                pass
-        if own:
-            directory.close()
-        raise DiagError(
-            f"cannot run {argv[0]}: {exc.strerror or exc}",
-            "check the command after -- (is it installed, on PATH, executable?)",
-            EXIT_NO_TARGET,
-        ) from exc
-    finally:
-        os.close(out_fd)
-        os.close(err_fd)
-    out = terminal_out if terminal_out is not None else sys.stdout.buffer
-    err = terminal_err if terminal_err is not None else sys.stderr.buffer
-    tees = [_Tee(out_read, out, log, scrub), _Tee(err_read, err, log, scrub)]
-    for tee in tees:
-        tee.thread.start()
-    return LaunchedCommand(proc, argv, path, log, tees, spools, directory, own, rescrub)
+    return _Files(directory, log, out_fd, out_read, err_fd, err_read, tuple(spools))
 
 
 def describe_exit(code: Optional[int]) -> str:
