@@ -1,0 +1,30 @@
+"""The one versioned bundle: a whole capture (``diag.model``)."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from diag.model.base import SCHEMA_VERSION, Record
+from diag.model.identity import HostEntry, HostInfo, ProcessInfo, Target
+from diag.model.judged import RankCollectives, RankNcclLog, Verdict
+from diag.model.samples import ProbeFailure, Sample, Stack
+
+
+class Bundle(Record, frozen=True, omit_defaults=False):
+    """The whole capture: what `diag report` renders and `diag merge` combines."""
+
+    schema_version: int = SCHEMA_VERSION
+    created_s: float = 0.0
+    host: HostInfo = HostInfo()
+    target: Target = Target()
+    processes: Tuple[ProcessInfo, ...] = ()
+    stacks: Dict[str, Stack] = {}
+    samples: Tuple[Sample, ...] = ()
+    failures: Tuple[ProbeFailure, ...] = ()
+    verdict: Optional[Verdict] = None
+    collectives: Tuple[RankCollectives, ...] = ()  # Flight Recorder dumps found
+    nccl_logs: Tuple[RankNcclLog, ...] = ()
+    # Multi-node: one entry per host (diag merge / --slurm-job); empty for a single host.
+    hosts: Tuple[HostEntry, ...] = ()
+    # False when a watch was cut short (SIGKILL, full disk) and rebuilt from its journal.
+    complete: bool = True

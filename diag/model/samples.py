@@ -1,0 +1,361 @@
+"""What one sample holds: threads, processes, logs, GPUs, the ends of waits, probe
+failures (``diag.model``)."""
+
+from __future__ import annotations
+
+from typing import Dict, Literal, Optional, Tuple
+
+from diag.model.base import Record
+
+
+class Frame(Record, frozen=True):
+    """One Python frame as py-spy reports it (innermost first in a stack)."""
+
+    name: str
+    filename: str = ""
+    line: int = 0
+    module: Optional[str] = None
+
+
+class Stack(Record, frozen=True):
+    """A Python call stack, innermost frame first, shared by id between threads and samples."""
+
+    frames: Tuple[Frame, ...] = ()
+
+
+class IoCounters(Record, frozen=True):
+    """/proc/P/io: rchar/wchar count every read()/write() (page cache too); *_bytes hit storage."""
+
+    rchar: int = 0
+    wchar: int = 0
+    syscr: int = 0
+    syscw: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
+
+
+class ServedConn(Record, frozen=True):
+    """A client connection to one of a process's listening ports, from the kernel's tcp_info.
+
+    ``/proc/P/io`` never sees ``send``/``recv``: a server answering requests over sockets shows
+    no wchar. These counters do, and their ages say whether a request waits for its answer
+    (data arrived after the last byte was sent back, or nothing was ever sent back).
+    """
+
+    port: int
+    remote: str = ""
+    inode: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    recv_age_ms: int = 0
+    send_age_ms: int = 0
+    rqueue_bytes: int = 0  # received and not yet read by the server
+    internal: bool = False  # the client is a process of the job itself (an RPC peer)
+
+    @property
+    def pending(self) -> bool:
+        """A request arrived and no answer has gone out since."""
+        if self.bytes_in <= 0:
+            return False
+        return self.bytes_out == 0 or self.rqueue_bytes > 0 or self.recv_age_ms < self.send_age_ms
+
+
+class OpenFile(Record, frozen=True):
+    """A big regular file a process holds open or has mapped (weights, checkpoints, downloads).
+
+    ``read``/``write``: an open fd, ``pos_bytes`` its offset (/proc/P/fdinfo/N ``pos:``), the
+    progress of a read() loader or a download. ``mmap``: a file-backed mapping, ``size_bytes``
+    the mapping's length and ``resident_bytes`` its Rss (/proc/P/smaps), the progress of an mmap
+    loader (safetensors). ``path`` is capped in length."""
+
+    path: str
+    size_bytes: int = 0
+    pos_bytes: Optional[int] = None
+    resident_bytes: Optional[int] = None
+    kind: Literal["read", "write", "mmap"] = "read"
+    fd: Optional[int] = None
+
+
+FdKind = Literal["pipe", "fifo", "unix", "tcp", "udp"]
+FdMode = Literal["r", "w", "rw", "?"]
+
+
+class FdEnd(Record, frozen=True):
+    """One fd of a process through which another process can end a wait: a pipe or fifo end,
+    a unix or TCP socket (``diag.probes.fd_ends``). A wait on a pipe is ended by whoever holds
+    its other end, found by matching ``inode`` across processes; a unix socket's other end is
+    ``peer_inode`` (sock_diag ``UNIX_DIAG_PEER``); a TCP socket's is its 4-tuple, and its
+    ``peer_inode`` the other end's socket on this host (the accepted one, or the listener).
+
+    ``mode``: pipes and fifos, from /proc/P/fdinfo/N ``flags`` (O_RDONLY/O_WRONLY/O_RDWR).
+    ``path``: a fifo's or a named unix socket's path, capped in length."""
+
+    fd: int
+    kind: FdKind
+    inode: int = 0
+    mode: FdMode = "?"
+    peer_inode: Optional[int] = None
+    local: str = ""  # tcp/udp: "10.0.0.1:29500"
+    remote: str = ""
+    path: str = ""
+
+
+class FdHolder(Record, frozen=True):
+    """A process *outside* the job that holds an end (``inode``) of a pipe, fifo or unix socket
+    a thread of the job blocks on - found by a bounded scan of the host's /proc/*/fd, so the
+    chain of waits can go on past the job (``cat`` reading the other end, a stopped logger)."""
+
+    inode: int
+    pid: int
+    name: str = ""
+    state: str = "?"  # /proc/P/stat state: R S D T Z ...
+    mode: FdMode = "?"
+    kind: FdKind = "pipe"
+
+
+FileLockKind = Literal["flock", "posix", "ofd", "lease", "?"]
+
+
+class FileLock(Record, frozen=True):
+    """A line of /proc/locks that concerns the job (``probes.file_locks``): a file lock a
+    thread of the job waits for (``blocked``), or a lock held on the same file - whose holder
+    is who ends the wait, in the job or outside it."""
+
+    pid: int  # -1: an open file description lock (no owning process); 0: another PID namespace
+    ordinal: int  # a waiter's is its blocker's
+    blocked: bool
+    kind: FileLockKind = "?"
+    write: bool = True
+    dev: str = ""  # "fe:00"
+    inode: int = 0
+    path: str = ""  # a waiter's: the file, as its fd names it
+    name: str = ""  # /proc/PID/stat comm
+    state: str = "?"  # /proc/PID/stat state
+
+
+FsKind = Literal["fuse", "network", "local"]
+
+
+class FsWait(Record, frozen=True):
+    """A thread of the job asleep in a filesystem that answers over a wire (``probes.mounts``):
+    the file its blocked fd names, the mount it lies on (from the process's own mountinfo),
+    and for a FUSE mount served on this host the daemon holding ``/dev/fuse`` for it - who
+    can end the wait. ``daemon_pid`` None: no daemon found (another host, another namespace,
+    or the scan's budget ran out)."""
+
+    pid: int
+    tid: int
+    host: str = ""  # set by diag merge, like every record's host
+    path: str = ""
+    mount_point: str = ""
+    fstype: str = ""  # "fuse.gcsfuse", "nfs4"
+    source: str = ""  # "bucket", "server:/export"
+    kind: FsKind = "local"
+    daemon_pid: Optional[int] = None
+    daemon_name: str = ""
+    daemon_state: str = "?"  # /proc/PID/stat state of the daemon
+
+
+class ThreadSample(Record, frozen=True):
+    """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
+
+    tid: int
+    name: str = ""
+    state: str = "?"  # R S D Z T t X I, "?" when unreadable
+    utime_ticks: int = 0
+    stime_ticks: int = 0
+    wchan: Optional[str] = None
+    # /proc/P/task/T/syscall: "running", "none" (not in a syscall), a name ("futex") or "nr_N".
+    syscall: Optional[str] = None
+    syscall_nr: Optional[int] = None
+    futex_addr: Optional[str] = None  # hex string: addresses exceed JSON's safe integers
+    futex_op: Optional[int] = None
+    syscall_fd: Optional[int] = None  # read/write: the fd it blocks on (0: waits on stdin)
+    # The blocking syscall has a timeout (wakes by itself); False: waits until someone acts.
+    wait_timed: Optional[bool] = None
+    voluntary_ctxt_switches: Optional[int] = None
+    nonvoluntary_ctxt_switches: Optional[int] = None
+    # Joined from `py-spy dump` by OS thread id; None for native-only threads.
+    py_thread_name: Optional[str] = None
+    stack_id: Optional[str] = None
+    py_active: Optional[bool] = None
+    owns_gil: Optional[bool] = None
+
+
+class ProcessSample(Record, frozen=True):
+    """One process at one instant. ``status`` is alive | zombie | exited | unreadable."""
+
+    pid: int
+    host: str = ""
+    t_s: float = 0.0
+    status: str = "alive"
+    state: str = "?"
+    utime_ticks: int = 0
+    stime_ticks: int = 0
+    # cutime + cstime: CPU of the children it has reaped - a rank waiting on short-lived
+    # compilers (inductor's g++, nvcc) works through them even when no sample sees one.
+    children_ticks: int = 0
+    rss_bytes: int = 0
+    vms_bytes: int = 0
+    num_threads: int = 0
+    io: Optional[IoCounters] = None
+    threads: Tuple[ThreadSample, ...] = ()
+    listen_ports: Tuple[int, ...] = ()
+    # Client connections to those ports (at most MAX_SERVED a process; ``served_more`` counts
+    # the rest): traffic and pending requests that /proc/P/io cannot see.
+    served: Tuple[ServedConn, ...] = ()
+    served_more: int = 0
+    # Python stacks: ok | not-python | failed (see the sample's failures) | skipped
+    py_status: str = "skipped"
+    # The stacks are the previous dump's: no thread ran since it (diag.probes.quiescence).
+    stacks_reused: bool = False
+    # Who read the stacks: "diag" (in-process, CPython 3.11-3.13) or "py-spy"; None: nobody.
+    stack_reader: Optional[str] = None
+    exit_code: Optional[int] = None
+    # Big files open or mapped (diag.probes.open_files): what a loading job reads, how far.
+    open_files: Tuple[OpenFile, ...] = ()
+    # Pipe/fifo/socket ends (bounded: the fds a thread blocks on first); ``fd_ends_more``: the
+    # ends past the cap, counted, not recorded.
+    fd_ends: Tuple[FdEnd, ...] = ()
+    fd_ends_more: int = 0
+
+
+class LogSample(Record, frozen=True):
+    """One log file at one instant; ``tail`` lines are already redacted."""
+
+    path: str
+    host: str = ""
+    pids: Tuple[int, ...] = ()
+    exists: bool = True
+    size_bytes: int = 0
+    lines: int = 0
+    # False: the file was already huge when first seen, so ``lines`` counts from diag's first
+    # sample (deltas stay exact; the absolute number is "lines since diag attached").
+    lines_exact: bool = True
+    mtime_s: float = 0.0
+    inode: int = 0
+    head: Tuple[str, ...] = ()
+    tail: Tuple[str, ...] = ()
+    # Lines written since the previous sample that say a process died (redacted, at most 16):
+    # a worker's death line can scroll out of reach before the next tail is read.
+    deaths: Tuple[str, ...] = ()
+    # Why the file was not read this sample (not a regular file, a symlink, unreadable).
+    error: Optional[str] = None
+
+
+class GpuProcess(Record, frozen=True):
+    pid: int
+    used_memory_bytes: Optional[int] = None
+
+
+class GpuDevice(Record, frozen=True):
+    index: int
+    host: str = ""  # set by diag merge: device indexes repeat on every host
+    uuid: str = ""
+    name: str = ""
+    util_gpu_pct: Optional[float] = None
+    util_mem_pct: Optional[float] = None
+    mem_used_bytes: Optional[int] = None
+    mem_total_bytes: Optional[int] = None
+    power_w: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    sm_clock_mhz: Optional[int] = None
+    temperature_c: Optional[float] = None
+    processes: Tuple[GpuProcess, ...] = ()
+    pci_bus_id: str = ""
+    error: Optional[str] = None  # e.g. "GPU is lost": the device answered nothing else
+
+
+class GpuSample(Record, frozen=True):
+    """NVML at one instant. ``available`` False (no driver, no GPU) is normal, not a failure."""
+
+    available: bool = False
+    reason: Optional[str] = None
+    driver_version: Optional[str] = None
+    devices: Tuple[GpuDevice, ...] = ()
+
+
+class RasRank(Record, frozen=True):
+    """One rank of a communicator as NCCL RAS reports it (``missing``: it did not answer)."""
+
+    rank: int
+    host: str = ""
+    pid: Optional[int] = None
+    cuda_dev: Optional[int] = None
+    missing: bool = False
+    dead: bool = False
+    async_error: int = 0
+    aborted: bool = False
+    coll_counts: Dict[str, int] = {}
+
+
+class RasCommunicator(Record, frozen=True):
+    comm_hash: str
+    size: int = 0
+    missing_ranks: int = 0
+    ranks: Tuple[RasRank, ...] = ()
+
+
+class RasSnapshot(Record, frozen=True):
+    """One `ncclras` query. Old NCCL (no ``-f json``) leaves only the redacted ``text``."""
+
+    nccl_version: str = ""
+    communicators: Tuple[RasCommunicator, ...] = ()
+    text: str = ""
+
+
+class ProbeFailure(Record, frozen=True):
+    """A probe that failed or timed out; the rest of the sample is kept."""
+
+    probe: str
+    reason: str
+    duration_s: float = 0.0
+    pid: Optional[int] = None
+    host: str = ""
+    sample: Optional[int] = None
+
+
+class Sample(Record, frozen=True):
+    """Everything read in one sampling round; each process record has its own timestamp."""
+
+    index: int
+    t_s: float
+    duration_s: float = 0.0
+    processes: Tuple[ProcessSample, ...] = ()
+    logs: Tuple[LogSample, ...] = ()
+    gpu: Optional[GpuSample] = None
+    failures: Tuple[ProbeFailure, ...] = ()
+    probe_timings_s: Dict[str, float] = {}
+    ras: Optional[RasSnapshot] = None
+    # Host processes outside the job holding the other end of a wait (``FdHolder``), and
+    # why that scan stopped short when it did (its PID or time budget ran out).
+    fd_holders: Tuple[FdHolder, ...] = ()
+    fd_scan_note: str = ""
+    # Read only when a thread of the job waits on a file lock (flock, fcntl F_SETLKW).
+    file_locks: Tuple[FileLock, ...] = ()
+    file_locks_note: str = ""
+    # Read only when a thread of the job sleeps in a filesystem wait (D state, FUSE, NFS).
+    fs_waits: Tuple[FsWait, ...] = ()
+    fs_waits_note: str = ""
+    # A saturated host (issue 27): how long after its scheduled time this sample started (0:
+    # on time; rates read the real timestamps), the optional probes a late sample skipped,
+    # and the priority its burst ran at ("nice" / "rr"; "": the normal one).
+    late_s: float = 0.0
+    skipped_probes: Tuple[str, ...] = ()
+    boost: str = ""
+
+
+def main_thread(ps: ProcessSample) -> Optional[ThreadSample]:
+    """The thread whose stack and state stand for the process, one definition for the verdict,
+    the wait-for graph and the report: the thread whose id is the pid; else Python's
+    ``MainThread``; else the first thread with a Python stack; else the first thread."""
+    named: Optional[ThreadSample] = None
+    first_py: Optional[ThreadSample] = None
+    for t in ps.threads:
+        if t.tid == ps.pid:
+            return t
+        if named is None and t.py_thread_name == "MainThread":
+            named = t
+        if first_py is None and t.stack_id is not None:
+            first_py = t
+    return named or first_py or (ps.threads[0] if ps.threads else None)
