@@ -233,6 +233,42 @@ _BUNDLE_KNOWN = {"schema_version", "created_s", "host", "target", "processes", "
                  "samples", "failures", "verdict", "hosts", "complete"}  # fmt: skip
 
 
+def _pooled(
+    parts: Sequence[HostPart], labels: Sequence[str]
+) -> Tuple[Dict[Tuple[str, int], ProcessInfo], Dict[str, Stack], List[ProbeFailure]]:
+    """Every host's processes (keyed by host and pid), stacks (interned by content, so one
+    stack seen on many hosts is kept once) and failures, each labelled with its host."""
+    processes: Dict[Tuple[str, int], ProcessInfo] = {}
+    stacks: Dict[str, Stack] = {}
+    failures: List[ProbeFailure] = []
+    for part, label in zip(parts, labels):
+        for info in part.bundle.processes:
+            info = _label(info, label)
+            processes.setdefault((info.host, info.pid), info)
+        for stack_id, stack in part.bundle.stacks.items():
+            stacks.setdefault(stack_id, stack)
+        failures.extend(_label(f, label) for f in part.bundle.failures)
+    return processes, stacks, failures
+
+
+def _merged_target(parts: Sequence[HostPart], entries: Sequence[HostEntry]) -> Target:
+    """The first host's command; a root pid only for one host (pids differ per host); every
+    host's logs, each once."""
+    first = parts[0].bundle
+    log_paths: List[str] = []
+    for part in parts:
+        for path in part.bundle.target.log_paths:
+            if path not in log_paths:
+                log_paths.append(path)
+    return Target(
+        root_pid=first.target.root_pid if len(parts) == 1 else None,
+        command=first.target.command,
+        launched=any(p.bundle.target.launched for p in parts),
+        log_paths=tuple(log_paths),
+        hosts=tuple(e.name for e in entries),
+    )
+
+
 def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()) -> Bundle:
     """One bundle from per-host bundles; ``missing`` hosts are recorded, not fatal.
 
@@ -251,16 +287,7 @@ def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()
     with_samples = [len(p.bundle.samples) for p in parts if p.bundle.samples]
     kept = min(with_samples) if with_samples else 0
 
-    processes: Dict[Tuple[str, int], ProcessInfo] = {}
-    stacks: Dict[str, Stack] = {}
-    failures: List[ProbeFailure] = []
-    for part, label in zip(parts, labels):
-        for info in part.bundle.processes:
-            info = _label(info, label)
-            processes.setdefault((info.host, info.pid), info)
-        for stack_id, stack in part.bundle.stacks.items():
-            stacks.setdefault(stack_id, stack)
-        failures.extend(_label(f, label) for f in part.bundle.failures)
+    processes, stacks, failures = _pooled(parts, labels)
     failures.extend(
         ProbeFailure(probe="host", reason=m.reason, duration_s=m.duration_s, host=m.name)
         for m in missing
@@ -275,18 +302,7 @@ def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()
     entries.extend(HostEntry(name=m.name, status="failed", reason=m.reason) for m in missing)
 
     first = parts[0].bundle
-    log_paths: List[str] = []
-    for part in parts:
-        for path in part.bundle.target.log_paths:
-            if path not in log_paths:
-                log_paths.append(path)
-    target = Target(
-        root_pid=first.target.root_pid if len(parts) == 1 else None,
-        command=first.target.command,
-        launched=any(p.bundle.target.launched for p in parts),
-        log_paths=tuple(log_paths),
-        hosts=tuple(e.name for e in entries),
-    )
+    target = _merged_target(parts, entries)
     extra = {
         name: _combine([(lb, getattr(p.bundle, name)) for p, lb in zip(parts, labels)], default)
         for name, default in _field_defaults(Bundle).items()
