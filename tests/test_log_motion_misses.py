@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from series import THREADING, Proc, Thr, build
+from series import SELECTORS, THREADING, Proc, Thr, build
 
 from diag.model import Bundle
 from diag.verdict.classify import classify
-from diag.verdict.progress import log_growth
+from diag.verdict.progress import is_heartbeat, log_growth
 
 BAR = "Epoch 3:  {pct}%|\u2588\u2588\u2588\u2588\u258c     | {n}/100 [00:{s:02d}<00:00, 99.36it/s]"
 
@@ -54,4 +54,79 @@ def test_a_bar_redrawn_at_a_new_count_is_progress() -> None:
     bundle = _stuck_bar([(45, 2), (50, 4), (55, 6)])
     (growth,) = log_growth(bundle)
     assert growth.progress
+    assert classify(bundle).state == "progressing"
+
+
+# --- 2: a status file rewritten in place ----------------------------------------------------
+
+STATUS = '{{"status": "{}", "t": {}}}'
+LOOP = (
+    ("select", SELECTORS),
+    ("_run_once", "/usr/lib/python3.11/asyncio/base_events.py"),
+    ("run_forever", "/usr/lib/python3.11/asyncio/base_events.py"),
+    ("run_until_complete", "/usr/lib/python3.11/asyncio/base_events.py"),
+    ("<module>", "/job/status.py"),
+)
+
+
+def test_a_status_record_with_only_its_unix_time_new_is_a_heartbeat() -> None:
+    """JSON's quoted keys report quantities as ``key=value`` does, and a Unix time is a clock
+    whatever its key: the record says nothing moved. A step in it that moves is progress."""
+    idle = tuple(STATUS.format("idle", t) for t in ("1796231947.733", "1796231949.74"))
+    assert is_heartbeat(idle[1:], before=idle[:1])
+    assert is_heartbeat(idle[1:])
+    ms = tuple(STATUS.format("idle", t) for t in ("1796231947733", "1796231949740"))
+    assert is_heartbeat(ms[1:], before=ms[:1])
+    step = '{{"status": "train", "step": {}, "t": {}}}'
+    moving = (step.format(11, "1796231949.74"), step.format(12, "1796231951.75"))
+    assert not is_heartbeat(moving[1:], before=moving[:1])
+
+
+def _status_job(cpu_pct: float, wchar_per_s: float, wcalls_per_s: float) -> Proc:
+    return Proc(
+        50,
+        role="process",
+        cmdline=("python", "status.py"),
+        stack=LOOP,
+        syscall="epoll_wait",
+        wchan="do_epoll_wait",
+        wait_timed=True,
+        cpu_pct=cpu_pct,
+        wchar_per_s=wchar_per_s,
+        wcalls_per_s=wcalls_per_s,
+    )
+
+
+def test_a_status_file_rewritten_in_place_is_no_output() -> None:
+    """``asyncio_periodic_idle`` followed with ``--log``: 39 B, 38 B (the clock lost a digit:
+    truncated, a "rotation"), 39 B - the same record each time, its clock new."""
+    tails = [
+        STATUS.format("idle", t) for t in ("1796231947.733", "1796231949.74", "1796231951.747")
+    ]
+    log: List[Tuple[int, int, Tuple[str, ...]]] = [(len(t), 1, (t,)) for t in tails]
+    bundle = build([_status_job(0.25, 39 * 2, 2)], logs={"/run/status.json": log})
+    (growth,) = log_growth(bundle)
+    assert growth.grew and growth.heartbeat and not growth.progress
+    assert classify(bundle).state == "idle"
+
+
+def test_a_timers_small_writes_in_a_job_where_nothing_works_are_no_output() -> None:
+    """The same loop with the file not followed: 311 B in 8 writes over 4 s, 0.25% of a core,
+    its stack the loop's every time. Nothing computed anything those bytes could report."""
+    bundle = build([_status_job(0.25, 39 * 2, 2)])
+    verdict = classify(bundle)
+    assert verdict.state == "idle", verdict.summary
+
+
+def test_small_writes_with_cpu_behind_them_are_output() -> None:
+    """Contrast (``stdout_progress``): a line per batch of work too brief for a sample to
+    catch - 2.8% of a core spent between the writes - is the job's output."""
+    bundle = build([_status_job(2.8, 220, 18)])
+    assert classify(bundle).state == "progressing"
+
+
+def test_megabytes_appended_are_output() -> None:
+    """Contrast (``file_grows``): results appended and checkpoints written, 3.3 MiB in 4 s,
+    from a process whose stack sits in ``time.sleep`` between the writes."""
+    bundle = build([_status_job(0.5, 850_000, 7)])
     assert classify(bundle).state == "progressing"

@@ -163,15 +163,19 @@ def is_idle_stats(line: str) -> bool:
     return all(float(v) == 0 for v in _KEYED_NUMBER.findall(_strip_time(line)))
 
 
-# A quantity a line reports: a word, ":" or "=", a number that is not part of an address or a
-# clock ("Running: 4 reqs", "loss=0.31"; not "INFO: 127.0.0.1:5000").
-_REPORTED = re.compile(r"[A-Za-z_%)\]][ \t]*[:=][ \t]*(-?\d+(?:\.\d+)?)(?![\d.:])")
+# A quantity a line reports: a word (quoted, as JSON writes it, or not), ":" or "=", a number
+# that is not part of an address or a clock ("Running: 4 reqs", "loss=0.31", '"step": 7'; not
+# "INFO: 127.0.0.1:5000").
+_REPORTED = re.compile(r"[A-Za-z_%)\]][\"']?[ \t]*[:=][ \t]*(-?\d+(?:\.\d+)?)(?![\d.:])")
 _KEY_BEFORE = re.compile(r"([A-Za-z_][\w.-]*)[^\w]*$")
 # Keys of a time, not of work: a clock or a duration moves whether or not the job does.
 _TIME_KEYS = frozenset(
     {"elapsed", "uptime", "time", "age", "wall", "walltime", "duration", "runtime", "since",
      "eta", "timestamp", "ts", "clock", "took"}
 )  # fmt: skip
+# A Unix time, in seconds (2017-2033, with or without a fraction) or milliseconds: a status
+# file's ``"t": 1796231951.7`` is a clock whatever its key is called.
+_EPOCH = re.compile(r"1[5-9]\d{8}(?:\.\d+)?|1[5-9]\d{11}")
 # A number with a unit of time stuck to it: "9.0s", "120ms", "3min" (not "3.9it/s").
 _TIME_UNIT = re.compile(r"(?:s|ms|us|ns|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?)\b")
 # Where the work is: a position that advances with it. Always a position: a step, an
@@ -218,8 +222,8 @@ def _shape(line: str) -> _Shape:
 
 def _time_like(text: str, m: re.Match[str]) -> bool:
     """A reported value that is a time: its key names one (``elapsed``, ``step_time``,
-    ``uptime_s``) or a unit of time follows it (``9.0s``)."""
-    if _TIME_UNIT.match(text, m.end(1)):
+    ``uptime_s``), a unit of time follows it (``9.0s``), or it is a Unix time."""
+    if _TIME_UNIT.match(text, m.end(1)) or _EPOCH.fullmatch(m.group(1)):
         return True
     key = _KEY_BEFORE.search(text, max(0, m.start(1) - 64), m.start(1))
     parts = re.split(r"[_.-]", key.group(1).lower()) if key else []

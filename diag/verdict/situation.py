@@ -39,6 +39,12 @@ RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 
 HELPER_WORK_PCT = 25.0  # children's CPU (% of a core) that makes their parent's wait work
 BAR_MAX_BYTES = 64 << 10  # what a start-up progress bar's redraws write over a capture, at most
+TIMER_MAX_BYTES = 64 << 10  # what a timer's status writes add up to over a capture, at most
+TIMER_BYTES_PER_WRITE = 512  # a status record or a keep-alive line a write, not data
+# CPU (% of a core) of a process that only wakes to write on a timer: an asyncio loop
+# rewriting a status file twice a second burns 0.25%; a job printing a line per batch of real
+# work too brief for any sample to catch burns more (stdout_progress: 2.8%).
+TIMER_CPU_PCT = 1.0
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,12 @@ def measure(
     alive = [p for p in parts if not p.dead]
     dead = [p for p in parts if p.dead]
     leans = frozenset(f.lean for f in findings)
-    progress_logs, writers = _output(ctx, alive)
     workers = [p for p in alive if computes(p)]
     readers = [p for p in alive if reads_input(p)]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
+    helped = child_work(ctx.procs, parts)
+    quiet = not (workers or readers or growers or helped or WORK in leans)
+    progress_logs, writers = _output(ctx, alive, quiet)
     ports = serving_ports(ctx.procs)
     # Waits only the job itself can end: peers, locks, results, its own queues.
     waiting_on_others = [
@@ -99,7 +107,7 @@ def measure(
     )
     answering = [p for p in ctx.procs if not p.dead and not is_rank_helper(p) and answers(p)]
     return Situation(
-        helped=child_work(ctx.procs, parts),
+        helped=helped,
         answering=answering,
         ctx=ctx,
         findings=findings,
@@ -124,11 +132,12 @@ def measure(
 
 
 def _output(
-    ctx: Context, alive: Sequence[ProcSignals]
+    ctx: Context, alive: Sequence[ProcSignals], quiet: bool = False
 ) -> Tuple[List[LogGrowth], List[ProcSignals]]:
     """The job's output that moves: logs that grew with progress, and processes writing bytes
     that are no heartbeat, no start-up phase's bar or compiler artefacts, no exchange among
-    the job's own ranks (``diag.verdict.work``)."""
+    the job's own ranks (``diag.verdict.work``) - and, in a ``quiet`` job (nothing computes,
+    reads, grows or runs on a GPU), no timer's status writes (``_timer_writes``)."""
     # A log counts when the job writes it: not one only helpers and framework daemons hold.
     part_keys = {p.key for p in ctx.participants}
     helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
@@ -152,8 +161,27 @@ def _output(
     not_output = {r.pid for r in phases if r.phase == COMPILING}
     drawing = {pid for lg in bars for pid in lg.pids}
     not_output |= {p.pid for p in alive if p.pid in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
+    if quiet:
+        not_output |= {p.pid for p in alive if _timer_writes(p)}
     writers = [p for p in alive if p.pid not in not_output and output_bytes(p, heartbeat_bytes)]
     return progress_logs, writers
+
+
+def _timer_writes(p: ProcSignals) -> bool:
+    """Its bytes are a timer's, not output: small records (a status file rewritten in place,
+    ``{"status": "idle", "t": ...}``; a keep-alive line to a terminal) from a process none of
+    whose Python stacks moved and that burnt almost no CPU, in a job where nothing else works
+    either (the caller's ``quiet``) - no work was done that they could report. A file rewritten
+    in place does not grow, and one closed between writes is in no sample's open files: its
+    writer's wchar is all the capture sees of it."""
+    written = p.write_delta_bytes
+    return (
+        p.py_ok
+        and not p.stacks_moved
+        and p.cpu_pct < TIMER_CPU_PCT
+        and 0 < written <= TIMER_MAX_BYTES
+        and written <= TIMER_BYTES_PER_WRITE * max(1, p.write_calls_delta)
+    )
 
 
 def _written_into(lg: LogGrowth) -> int:
