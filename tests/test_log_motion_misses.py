@@ -14,6 +14,7 @@ from series import SELECTORS, THREADING, Proc, Thr, build
 from diag.model import Bundle
 from diag.verdict.classify import classify
 from diag.verdict.progress import is_heartbeat, log_growth
+from diag.verdict.wording import log_moved
 
 BAR = "Epoch 3:  {pct}%|\u2588\u2588\u2588\u2588\u258c     | {n}/100 [00:{s:02d}<00:00, 99.36it/s]"
 
@@ -130,3 +131,33 @@ def test_megabytes_appended_are_output() -> None:
     from a process whose stack sits in ``time.sleep`` between the writes."""
     bundle = build([_status_job(0.5, 850_000, 7)])
     assert classify(bundle).state == "progressing"
+
+
+# --- 3: what the sentences say of a bar redrawn in place -------------------------------------
+
+
+def test_a_bar_redrawn_at_the_same_count_is_said_so() -> None:
+    """Not "only repeats a waiting line" (no line is about waiting), nor "grew 0 lines"."""
+    verdict = classify(_stuck_bar([(45, 2), (45, 4), (45, 6)]))
+    (log,) = [e.detail for e in verdict.evidence if e.signal == "log"]
+    assert log == (
+        "log train.out only redrew its progress bar at the same count (45/100): not progress"
+    )
+
+
+def test_a_bar_that_advances_by_redraws_alone_says_its_counts() -> None:
+    """``tqdm_advancing`` within one long epoch: no new line, the bar's n moves."""
+    verdict = classify(_stuck_bar([(45, 2), (50, 4), (55, 6)]))
+    assert "log train.out's progress bar went 45/100 -> 55/100 (redrawn in place)" in (
+        verdict.summary
+    )
+    assert "grew 0 lines" not in verdict.summary
+
+
+def test_a_last_line_rewritten_without_a_bar_diag_reads_is_said_so() -> None:
+    """SGLang's ``50% Completed | 4/8`` bar (its own bar_format) or a line still being
+    written: no new line, no count diag reads - the line was rewritten, not "0 lines"."""
+    assert log_moved("serve.log", 0, 225, ()) == (
+        "log serve.log rewrote its last line in place (225 B, no new line)"
+    )
+    assert log_moved("serve.log", 4, 160, ()) == "log serve.log grew 4 lines (160 B)"

@@ -13,7 +13,7 @@ from diag.text.units import rank_set
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.progress import LogGrowth
 from diag.verdict.sources import Context
-from diag.verdict.wording import short_label, size, who
+from diag.verdict.wording import log_moved, short_label, size, who
 from diag.vocab import EvidenceSignal
 
 _LIST_RANKS = 16  # more ranks than this in a class are named as ranges
@@ -104,11 +104,13 @@ def _process_evidence(p: ProcSignals) -> List[Evidence]:
 
 def _log_evidence(lg: LogGrowth) -> Evidence:
     name = lg.path.rsplit("/", 1)[-1]
-    if lg.heartbeat:
+    if lg.heartbeat and lg.redrawn:
+        detail = log_moved(name, lg.grew_lines, lg.grew_bytes, lg.redrawn) + ": not progress"
+    elif lg.heartbeat:
         detail = f"log {name} only repeats a waiting line: not progress"
     elif lg.grew:
         detail = (
-            f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)}) in "
+            f"{log_moved(name, lg.grew_lines, lg.grew_bytes, lg.redrawn)} in "
             f"{len(lg.samples)} of {lg.intervals} intervals"
         )
     else:

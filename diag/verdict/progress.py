@@ -44,6 +44,10 @@ class LogGrowth:
     # not the last: a server shutting down on the death writes more than a tail of
     # traceback after the line that says why.
     deaths: Tuple[str, ...] = ()
+    # It grew by no new line, only its last one redrawn as a progress bar: the bar's count
+    # before and after ("45/100", "45/100"), for sentences that say so rather than "grew 0
+    # lines"; empty otherwise.
+    redrawn: Tuple[str, ...] = ()
 
     @property
     def errors(self) -> Tuple[str, ...]:
@@ -284,6 +288,20 @@ def _history(first: LogSample, last: LogSample, new: Tuple[str, ...]) -> Tuple[s
     return (*first.tail, *older[k:])
 
 
+def _redrawn(grew_lines: int, new: Tuple[str, ...], history: Tuple[str, ...]) -> Tuple[str, ...]:
+    """A log that grew by its last line redrawn in place as a tqdm bar, no new line: the bar's
+    n/total before (its last state in ``history`` with the same description) and after."""
+    after = parse_tqdm(_last_redraw(new[-1])) if grew_lines == 0 and len(new) == 1 else None
+    if after is None:
+        return ()
+    count = f"{after.n:g}/{after.total:g}"
+    for line in reversed(history):
+        bar = parse_tqdm(_last_redraw(line))
+        if bar is not None and bar.desc == after.desc:
+            return (f"{bar.n:g}/{bar.total:g}", count)
+    return (count, count)
+
+
 def _writers_dead(bundle: Bundle, pids: Tuple[int, ...]) -> bool:
     last = {ps.pid: ps.status for ps in bundle.samples[-1].processes} if bundle.samples else {}
     ranked = {p.pid for p in bundle.processes if p.rank is not None}
@@ -348,6 +366,7 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 writers_dead=_writers_dead(bundle, pids),
                 tail=present[-1][1].tail if present else (),
                 deaths=_death_lines(log for _, log in present),
+                redrawn=_redrawn(grew_lines, new, history),
             )
         )
     return out

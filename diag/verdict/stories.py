@@ -18,6 +18,7 @@ from diag.verdict.sources import Context
 from diag.verdict.waits import PEER, STDIN
 from diag.verdict.wording import (
     group_by_wait,
+    log_moved,
     short_label,
     size,
     verb,
@@ -388,7 +389,7 @@ def progress_story(
     bits: List[str] = []
     for lg in progress_logs[:2]:
         name = lg.path.rsplit("/", 1)[-1]
-        bits.append(f"log {name} grew {lg.grew_lines} lines ({size(lg.grew_bytes)})")
+        bits.append(log_moved(name, lg.grew_lines, lg.grew_bytes, lg.redrawn))
     exchangers = [p for p in writers if p.main_family == PEER and not p.main_moved]
     others = [p for p in writers if p not in exchangers]
     if others and not progress_logs:

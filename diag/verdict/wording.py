@@ -112,3 +112,17 @@ def group_by_wait(procs: Sequence[ProcSignals]) -> List[List[ProcSignals]]:
 
 def pct(value: Optional[float]) -> str:
     return f"{value:.0f}%" if value is not None else "?"
+
+
+def log_moved(name: str, grew_lines: int, grew_bytes: int, redrawn: Sequence[str]) -> str:
+    """How a log that grew moved: by lines, or - none new - by its progress bar redrawn in
+    place (``redrawn``: its count before and after) or its last line rewritten (a bar diag
+    cannot read, a line still being written) - never "grew 0 lines"."""
+    if not redrawn and grew_lines == 0:
+        return f"log {name} rewrote its last line in place ({size(grew_bytes)}, no new line)"
+    if not redrawn:
+        return f"log {name} grew {grew_lines} lines ({size(grew_bytes)})"
+    before, after = redrawn
+    if before == after:
+        return f"log {name} only redrew its progress bar at the same count ({after})"
+    return f"log {name}'s progress bar went {before} -> {after} (redrawn in place)"
