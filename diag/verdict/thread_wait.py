@@ -14,6 +14,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 from diag.frames import is_library
 from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, Stack, ThreadSample
 from diag.verdict.waits import (
+    SLEEP,
     STDIN,
     STOPPED,
     WRAPPERS,
@@ -33,6 +34,9 @@ class ThreadWait:
     caller: str  # the first user frame below the wait, "" if none
     timed: Optional[bool] = None  # the blocking syscall has a timeout (see ThreadSample)
     native: bool = False  # the kind came from the kernel: Python code called into C and blocked
+    # It waits for a signal (``signal.pause()``, ``sigwait``, ``sigsuspend``): only a
+    # ``kill`` from outside - or a timer it armed itself (``alarm``) - ends the wait.
+    signal: bool = False
 
 
 def frames_of(bundle: Bundle, stack_id: Optional[str]) -> Tuple[Frame, ...]:
@@ -133,6 +137,8 @@ def _thread_wait(bundle: Bundle, thread: ThreadSample, peers: bool) -> ThreadWai
         )
         return ThreadWait(found_kind, frames[index].name, caller, thread.wait_timed)
     label = frames[0].name if frames else (thread.py_thread_name or thread.name or "?")
+    if thread.state == "S" and signal_wait(thread):
+        return ThreadWait(SLEEP, label, "", thread.wait_timed, native=True, signal=True)
     if thread.state in ("S", "D", "I"):
         kind = kernel_wait(thread.wchan, thread.syscall)
         if thread.state == "D":
@@ -141,6 +147,24 @@ def _thread_wait(bundle: Bundle, thread: ThreadSample, peers: bool) -> ThreadWai
             kind = STDIN  # input() or sys.stdin.read(): waits for someone to type or pipe in
         return ThreadWait(kind or "blocked", label, "", thread.wait_timed, native=True)
     return ThreadWait(None, label, "")
+
+
+# Where the kernel parks a thread that waits for a signal: ``pause(2)`` (``signal.pause()``),
+# ``rt_sigsuspend`` (``sigsuspend``) and ``rt_sigtimedwait`` (``signal.sigwait``,
+# ``sigtimedwait``, ``sigwaitinfo``); the latter two by their x86_64 numbers too, which the
+# probe records only as ``nr_N`` (the wait channel names them on every architecture).
+_SIGNAL_WCHANS = ("__do_sys_pause", "sys_pause", "sigsuspend", "__do_sys_rt_sigsuspend",
+                  "do_sigtimedwait", "__do_sys_rt_sigtimedwait")  # fmt: skip
+_SIGNAL_SYSCALLS = frozenset({"pause", "rt_sigsuspend", "rt_sigtimedwait", "nr_128", "nr_130"})
+
+
+def signal_wait(thread: ThreadSample) -> bool:
+    """The thread sleeps until a signal comes: a supervisor waiting for SIGTERM, a worker
+    parked in ``signal.pause()``. Read as a timer ("it wakes on a timer, polling") that sent
+    users looking for a poll loop; nothing in the process acts - only a ``kill`` does."""
+    if thread.syscall in _SIGNAL_SYSCALLS:
+        return True
+    return bool(thread.wchan) and str(thread.wchan).startswith(_SIGNAL_WCHANS)
 
 
 NATIVE_PEER_LABEL = "<C call>"

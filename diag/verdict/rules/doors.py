@@ -120,5 +120,11 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
     if not (s.ports or doors):
         return None
     on_stdin = [p for p in doors if p.main_wait and p.main_wait.kind == STDIN]
-    summary = words.waits_for_outside(s.alive, s.ports, on_stdin)
+    # Waiting for a signal is told as such only when no timer of the job may act instead.
+    on_signal = [p for p in doors if p.main_wait and p.main_wait.signal]
+    if any(p.timer_threads for p in s.alive) or any(
+        p.main_wait and p.main_wait.kind == SLEEP and not p.main_wait.signal for p in doors
+    ):
+        on_signal = []
+    summary = words.waits_for_outside(s.alive, s.ports, on_stdin, on_signal)
     return idle_if_ready(s, 0.8 if s.ports else 0.6, summary)

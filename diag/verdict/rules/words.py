@@ -370,7 +370,9 @@ def request_cycle(p: ProcSignals, total: int, members: Sequence[str]) -> str:
     )
 
 
-def _outside_tail(ports: Sequence[int], on_stdin: Sequence[ProcSignals]) -> str:
+def _outside_tail(
+    ports: Sequence[int], on_stdin: Sequence[ProcSignals], on_signal: Sequence[ProcSignals]
+) -> str:
     if ports:
         return "healthy, waiting for work"
     if on_stdin:
@@ -379,6 +381,8 @@ def _outside_tail(ports: Sequence[int], on_stdin: Sequence[ProcSignals]) -> str:
             "input someone must type or pipe in (a prompt?) - answer it, or run the job "
             "with stdin closed (< /dev/null)"
         )
+    if on_signal:
+        return signal_tail(on_signal)
     # A timer wakes it (a poll, a heartbeat, a retry with backoff): the stacks cannot tell
     # "waits for work" from "retries what never comes".
     return (
@@ -388,16 +392,32 @@ def _outside_tail(ports: Sequence[int], on_stdin: Sequence[ProcSignals]) -> str:
     )
 
 
+def signal_tail(on_signal: Sequence[ProcSignals]) -> str:
+    """``waits_for_outside``: the main threads of ``on_signal`` wait for a signal."""
+    p = on_signal[0]
+    return (
+        f"{who(on_signal)} {verb(on_signal, 'waits', 'wait')} for a signal (`signal.pause()`, "
+        "`sigwait`, `sigsuspend`), not on a timer: nothing inside acts until a `kill` comes - "
+        "healthy if something is meant to signal it (a supervisor's SIGTERM, a `kill -USR1` "
+        f"to reload), stuck if nothing will; `grep SigCgt /proc/{p.pid}/status` shows the "
+        "signals it handles"
+    )
+
+
 def waits_for_outside(
-    alive: Sequence[ProcSignals], ports: Sequence[int], on_stdin: Sequence[ProcSignals]
+    alive: Sequence[ProcSignals],
+    ports: Sequence[int],
+    on_stdin: Sequence[ProcSignals],
+    on_signal: Sequence[ProcSignals] = (),
 ) -> str:
-    """``waits_for_outside``: every wait is one a port, stdin (``on_stdin`` read it) or a
-    timer can end; what ends it, and what to do, follows the waits."""
+    """``waits_for_outside``: every wait is one a port, stdin (``on_stdin`` read it), a
+    signal (``on_signal`` wait for one) or a timer can end; what ends it, and what to do,
+    follows the waits."""
     port_text = f", {_ports(ports, 4)} listening" if ports else ""
     return (
         f"idle: nothing moves, no rank waits on a peer{port_text}; "
         f"{waits_phrase(group_by_wait(alive)[:3])}{poll_note(alive)} - "
-        f"{_outside_tail(ports, on_stdin)}"
+        f"{_outside_tail(ports, on_stdin, on_signal)}"
     )
 
 

@@ -1,0 +1,117 @@
+"""Waits read by their cause, on programs recorded in samples/bundles as ``explore_*``: who waits
+on whom, and who can end each wait - not what the kernel state alone suggests.
+
+- ``signal_pause`` / ``signal_sigwait``: a supervisor parked in ``signal.pause()`` read "it
+  wakes on a timer", one in ``signal.sigwait`` read "deadlocked, nothing can wake it": both
+  wait for a signal - idle, said so.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, Optional
+
+import pytest
+from conftest import REPO, run_diag, start_ready
+from series import Proc, build
+
+from diag.bundle.io import load_bundle
+from diag.model import Bundle, ThreadSample
+from diag.verdict.classify import classify
+from diag.verdict.thread_wait import signal_wait
+
+BUNDLES = REPO / "samples" / "bundles"
+Json = Dict[str, Any]
+
+
+def _json(name: str) -> Json:
+    data: Json = json.loads((BUNDLES / f"explore_{name}.json").read_text())
+    data.pop("verdict", None)
+    return data
+
+
+def _load(data: Json, tmp_path: Path) -> Bundle:
+    path = tmp_path / "variant.json"
+    path.write_text(json.dumps(data))
+    return load_bundle(path)
+
+
+def _threads(data: Json, tid: int) -> Iterator[Json]:
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            for t in ps["threads"]:
+                if t["tid"] == tid:
+                    yield t
+
+
+# --- 2. a wait for a signal --------------------------------------------------------------
+
+
+def test_signal_pause_and_sigwait_wait_for_a_signal_not_a_timer() -> None:
+    for name in ("signal_pause", "signal_sigwait"):
+        v = classify(load_bundle(BUNDLES / f"explore_{name}.json"))
+        assert (v.state, v.rule) == ("idle", "waits_for_outside"), (name, v.summary)
+        assert "waits for a signal" in v.summary and "wakes on a timer" not in v.summary, v.summary
+        assert "SigCgt" in v.summary
+
+
+@pytest.mark.parametrize(
+    "wchan,syscall",
+    [("__do_sys_pause", "pause"), ("sigsuspend", "nr_130"), ("do_sigtimedwait.isra.0", "nr_128"),
+     ("do_sigtimedwait", None), ("0", "pause")],
+)  # fmt: skip
+def test_each_signal_syscall_is_a_wait_for_a_signal(wchan: str, syscall: Optional[str]) -> None:
+    t = ThreadSample(tid=7, state="S", wchan=wchan, syscall=syscall)
+    assert signal_wait(t)
+    sup = Proc(pid=700, role="process", stack=[("<module>", "/job/supervisor.py")], wchan=wchan,
+               syscall=syscall)  # fmt: skip
+    v = classify(build([sup], n=3))
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    assert "pid 700 waits for a signal" in v.summary
+
+
+def test_a_timer_beside_a_signal_wait_keeps_the_timer_words() -> None:
+    """A process waiting for a signal while another sleeps on a timer: "waits for a signal"
+    would hide the poll that may be what ends it."""
+    assert not signal_wait(ThreadSample(tid=7, state="S", wchan="hrtimer_nanosleep"))
+    sup = Proc(pid=700, role="process", stack=[("<module>", "/job/supervisor.py")],
+               wchan="__do_sys_pause", syscall="pause")  # fmt: skip
+    poller = Proc(pid=701, role="process", stack=[("poll", "/job/poller.py")],
+                  wchan="hrtimer_nanosleep", syscall="clock_nanosleep",
+                  wait_timed=True)  # fmt: skip
+    v = classify(build([sup, poller], n=3))
+    assert v.state == "idle" and "wakes on a timer" in v.summary, v.summary
+
+
+# --- real processes --------------------------------------------------------------------------
+
+PAUSE = """
+import signal
+print("READY", flush=True)
+while True:
+    signal.pause()
+"""
+
+
+def _verdict(code: str, tmp_path: Path) -> Json:
+    started = start_ready([sys.executable, "-c", code], timeout_s=30)
+    try:
+        time.sleep(0.5)  # in the wait, not just before it
+        out = tmp_path / "bundle.json"
+        args = ["capture", "--pid", str(started.pid), "--count", "3", "--interval", "1"]
+        done = run_diag([*args, "-o", str(out)])
+    finally:
+        started.stop()
+    assert done.returncode == 0, done.stderr
+    verdict: Json = json.loads(out.read_text())["verdict"]
+    return verdict
+
+
+@pytest.mark.slow
+def test_real_signal_pause_waits_for_a_signal(tmp_path: Path) -> None:
+    v = _verdict(PAUSE, tmp_path)
+    assert (v["state"], v["rule"]) == ("idle", "waits_for_outside"), v["summary"]
+    assert "waits for a signal" in v["summary"]
