@@ -4,6 +4,12 @@ on whom, and who can end each wait - not what the kernel state alone suggests.
 - ``signal_pause`` / ``signal_sigwait``: a supervisor parked in ``signal.pause()`` read "it
   wakes on a timer", one in ``signal.sigwait`` read "deadlocked, nothing can wake it": both
   wait for a signal - idle, said so.
+- ``bounded_queue_self_put``: the main thread fills a ``queue.Queue(maxsize=2)`` it was meant
+  to drain itself and blocks in ``put``; a heartbeat thread logs every second. Read as "a timer
+  may end the wait": "idle". The heartbeat woke four times and the put never woke - no ``get``
+  freed a slot: deadlocked. Beside it, a heartbeat that takes an item every 3 s
+  (``bounded_queue_consumer``) and a consumer that sleeps 10 s per item
+  (``bounded_queue_slow_consumer``) must never read deadlocked.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from series import Proc, build
 from diag.bundle.io import load_bundle
 from diag.model import Bundle, ThreadSample
 from diag.verdict.classify import classify
+from diag.verdict.features import extract
+from diag.verdict.self_wait import undrained_puts
 from diag.verdict.thread_wait import signal_wait
 
 BUNDLES = REPO / "samples" / "bundles"
@@ -45,6 +53,53 @@ def _threads(data: Json, tid: int) -> Iterator[Json]:
             for t in ps["threads"]:
                 if t["tid"] == tid:
                     yield t
+
+
+# --- 1. a put on a full queue no thread drains ---------------------------------------------
+
+
+def test_a_put_on_a_full_queue_beside_a_heartbeat_is_deadlocked() -> None:
+    bundle = load_bundle(BUNDLES / "explore_bounded_queue_self_put.json")
+    v = classify(bundle)
+    assert (v.state, v.rule) == ("deadlocked", "waits_on_itself"), v.summary
+    assert [s.pid for s in v.suspects] == [bundle.target.root_pid]
+    assert "`Queue.put`" in v.summary and "`produce_all`" in v.summary
+    assert "`heartbeat`" in v.summary and "queue.Full" in v.summary
+
+
+def test_a_put_that_woke_or_a_heartbeat_that_did_not_cycle_is_no_undrained_put(
+    tmp_path: Path,
+) -> None:
+    """The proof is two counters: the putter never woke, the other thread woke twice or
+    more. Either one otherwise and a ``get`` may have freed a slot - or may yet."""
+    data = _json("bounded_queue_self_put")
+    pid = data["target"]["root_pid"]
+    assert undrained_puts(_load(data, tmp_path), extract(_load(data, tmp_path)))
+    woke = _json("bounded_queue_self_put")
+    for i, t in enumerate(_threads(woke, pid)):
+        t["voluntary_ctxt_switches"] += i
+    bundle = _load(woke, tmp_path)
+    assert undrained_puts(bundle, extract(bundle)) == []
+    assert classify(bundle).state != "deadlocked"
+    quiet = _json("bounded_queue_self_put")
+    heartbeat = None
+    for sample in quiet["samples"]:
+        for ps in sample["processes"]:
+            for t in ps["threads"]:
+                if t["tid"] != pid:
+                    heartbeat = t["tid"]
+                    t["voluntary_ctxt_switches"] = 7  # never woke during the capture
+    assert heartbeat is not None
+    bundle = _load(quiet, tmp_path)
+    assert undrained_puts(bundle, extract(bundle)) == []
+
+
+def test_a_queue_some_thread_drains_is_never_deadlocked() -> None:
+    for name in ("bounded_queue_consumer", "bounded_queue_slow_consumer"):
+        bundle = load_bundle(BUNDLES / f"explore_{name}.json")
+        assert undrained_puts(bundle, extract(bundle)) == [], name
+        v = classify(bundle)
+        assert v.state in ("idle", "progressing", "slow"), (name, v.summary)
 
 
 # --- 2. a wait for a signal --------------------------------------------------------------
@@ -88,6 +143,20 @@ def test_a_timer_beside_a_signal_wait_keeps_the_timer_words() -> None:
 
 # --- real processes --------------------------------------------------------------------------
 
+SELF_PUT = """
+import queue, sys, threading, time
+q = queue.Queue(maxsize=2)
+def heartbeat():
+    while True:
+        time.sleep(0.2)
+        sys.stderr.write("tick\\n")
+threading.Thread(target=heartbeat, name="heartbeat", daemon=True).start()
+def fill(n):
+    for i in range(n):
+        q.put(i)
+print("READY", flush=True)
+fill(10)
+"""
 PAUSE = """
 import signal
 print("READY", flush=True)
@@ -108,6 +177,13 @@ def _verdict(code: str, tmp_path: Path) -> Json:
     assert done.returncode == 0, done.stderr
     verdict: Json = json.loads(out.read_text())["verdict"]
     return verdict
+
+
+@pytest.mark.slow
+def test_real_put_on_a_full_queue_beside_a_heartbeat_is_deadlocked(tmp_path: Path) -> None:
+    v = _verdict(SELF_PUT, tmp_path)
+    assert (v["state"], v["rule"]) == ("deadlocked", "waits_on_itself"), v["summary"]
+    assert "`Queue.put`" in v["summary"] and "`fill`" in v["summary"]
 
 
 @pytest.mark.slow

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 from diag.frames import is_library
-from diag.model import Bundle, Frame, ThreadSample
+from diag.model import Bundle, Frame, ProcessSample, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
-from diag.verdict.thread_wait import frames_of
-from diag.verdict.waits import short_name
+from diag.verdict.thread_wait import frames_of, thread_wait
+from diag.verdict.waits import SLEEP, short_name
 
 Boundary = Literal["signal handler", "finalizer", "GC callback", "logging handler", "re-entered"]
 
@@ -326,4 +326,148 @@ def self_wait_text(w: SelfWait, who: str) -> str:
         f"holds: {_frame_text(w.boundary)}, {via}, ran in between and took the same lock"
         f"{copies}{growth}. No other thread can release it: kill it; the fix: "
         f"{_REMEDY[w.kind]}"
+    )
+
+
+# --- a put on a full queue that no thread drains ----------------------------------------------
+#
+# ``queue.Queue(maxsize=N).put()`` blocks until a ``get`` frees a slot - and only a thread of
+# the same process can call it. A main thread that fills the queue it was meant to drain itself
+# (or whose consumer thread died) waits for ever, while a heartbeat thread keeps waking: read as
+# "a timer may end the wait", that was "idle, healthy". A timer thread ends the put only if
+# what it does on waking takes from the queue, and a ``get`` that frees a slot wakes the putter
+# (``not_full.notify()``): so a putter that never woke while every other thread woke twice or
+# more did not get its slot from any of them. A consumer that sleeps between items wakes
+# twice in a capture only if it takes an item each time - and then the putter wakes too.
+
+QUEUE_DEPTH = 4  # frames from the top a ``Queue.put`` is looked for (Condition.wait <- put)
+MIN_CYCLES = 2  # wakes of each other thread during the capture: each cycled past the put
+
+
+@dataclass(frozen=True)
+class UndrainedPut:
+    """A main thread blocked in ``Queue.put`` on a full queue no thread of its process drains."""
+
+    key: Tuple[str, int]
+    put: Frame  # the ``Queue.put`` frame
+    caller: Frame  # the first frame below it outside the queue module: who puts
+    others: Tuple[Tuple[str, int], ...]  # (thread name, wakes during the capture)
+
+
+def _put_frames(frames: Sequence[Frame]) -> Optional[Tuple[Frame, Frame]]:
+    for i, f in enumerate(frames[:QUEUE_DEPTH]):
+        if short_name(f.name) == "put" and f.filename.endswith("/queue.py"):
+            below = [g for g in frames[i + 1 :] if not g.filename.endswith("/queue.py")]
+            return f, below[0] if below else f
+    return None
+
+
+def _cycled_without_draining(
+    bundle: Bundle, series: Sequence[ThreadSample]
+) -> Optional[Tuple[str, int]]:
+    """(name, wakes) of another thread that woke ``MIN_CYCLES`` times on a timer and never
+    stood in a queue method; None when it could be the consumer (or a native thread that ran:
+    it could call back in)."""
+    first, last = series[0], series[-1]
+    name = last.py_thread_name or last.name or str(last.tid)
+    if all(t.stack_id is None for t in series):
+        ran = (last.utime_ticks + last.stime_ticks) - (first.utime_ticks + first.stime_ticks)
+        return (name, 0) if ran == 0 else None
+    if any(f.filename.endswith("/queue.py") for t in series for f in frames_of(bundle, t.stack_id)):
+        return None
+    waits = [thread_wait(bundle, t) for t in series if t.stack_id is not None]
+    if not any(tw.kind == SLEEP or tw.timed is True for tw in waits):
+        return None  # never caught on its timer: it may be waiting for the queue another way
+    wakes = (last.voluntary_ctxt_switches or 0) - (first.voluntary_ctxt_switches or 0)
+    return (name, wakes) if wakes >= MIN_CYCLES else None
+
+
+def _main_series(alive: Sequence[ProcessSample]) -> List[ThreadSample]:
+    """The main thread at each sample, when it is one thread blocked untimed on a futex with
+    one stack throughout; else empty."""
+    mains = [main_thread(ps) for ps in alive]
+    last = mains[-1]
+    if last is None or last.stack_id is None:
+        return []
+    out = [t for t in mains if t is not None and t.tid == last.tid]
+    if len(out) != len(mains) or any(
+        t.stack_id != last.stack_id or not _blocked_on_lock(t) for t in out
+    ):
+        return []
+    return out
+
+
+def _undrained_put(
+    bundle: Bundle, p: ProcSignals, alive: Sequence[ProcessSample]
+) -> Optional[UndrainedPut]:
+    mains = _main_series(alive)
+    found = _put_frames(frames_of(bundle, mains[-1].stack_id)) if mains else None
+    if found is None or mains[0].voluntary_ctxt_switches is None:
+        return None
+    if mains[-1].voluntary_ctxt_switches != mains[0].voluntary_ctxt_switches:
+        return None  # it woke: a get freed a slot, or something signalled it
+    others: Dict[int, List[ThreadSample]] = {}
+    for ps in alive:
+        for t in ps.threads:
+            if t.tid != mains[0].tid:
+                others.setdefault(t.tid, []).append(t)
+    cycled = []
+    for series in others.values():
+        if len(series) != len(alive):
+            return None  # a thread came or went during the capture: it may be the consumer
+        seen = _cycled_without_draining(bundle, series)
+        if seen is None:
+            return None
+        if seen[1]:
+            cycled.append(seen)
+    if not cycled:
+        return None  # no thread cycled: ``alone_on_own_queue`` and the lock rules read it
+    return UndrainedPut(p.key, found[0], found[1], tuple(cycled))
+
+
+def undrained_puts(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[UndrainedPut]:
+    """Processes whose main thread waits in ``Queue.put`` in every sample (three at least),
+    never woken, while each other thread cycled on its timer and none touched a queue; no
+    listening port (a request handler could drain it). Cheap at 4,096 ranks: only a process
+    whose main stack never changed and holds a ``Queue.put`` (judged once per stack) is
+    followed through the samples."""
+    if len(bundle.samples) < 3:
+        return []
+    shape: Dict[str, bool] = {}
+    wanted: Dict[Tuple[str, int], ProcSignals] = {}
+    for p in procs:
+        sids = set(p.main_stack_ids)
+        if p.dead or p.listen_ports or len(sids) != 1 or len(p.main_stack_ids) < 3:
+            continue
+        sid = next(iter(sids))
+        if sid is None:
+            continue
+        if sid not in shape:
+            shape[sid] = _put_frames(frames_of(bundle, sid)) is not None
+        if shape[sid]:
+            wanted[p.key] = p
+    alive: Dict[Tuple[str, int], List[ProcessSample]] = {key: [] for key in wanted}
+    for sample in bundle.samples:
+        for ps in sample.processes:
+            if (ps.host, ps.pid) in alive and ps.status == "alive":
+                alive[(ps.host, ps.pid)].append(ps)
+    found = (_undrained_put(bundle, wanted[key], alive[key]) for key in wanted)
+    return [w for w in found if w is not None]
+
+
+def undrained_put_text(w: UndrainedPut, who: str) -> str:
+    """The sentence after "deadlocked: ": the put, the threads that cycled past it, the fix."""
+    names = ", ".join(f"`{n}` ({k} wakes)" for n, k in w.others[:3])
+    them = "its other thread" if len(w.others) == 1 else "its other threads"
+    return (
+        f"{who}'s main thread blocks in {_frame_text(w.put)} on a full bounded queue, called "
+        f"from {_frame_text(w.caller)}, and no thread of it drains that queue: it never woke "
+        f"during the capture while {them} {names} woke on a timer and took nothing from "
+        "it. Only a `get` in the same process frees a slot: the thread "
+        "meant to drain it is the one blocked putting (a producer that is also the consumer), "
+        "or the consumer thread is gone (unless one of those threads takes from it only "
+        "after a long step of its own, a retry with backoff). Nothing outside can end the "
+        "wait: kill it; the fix: "
+        "drain the queue from another thread, or `put(timeout=...)`/`put_nowait` and handle "
+        "`queue.Full`"
     )

@@ -16,7 +16,7 @@ from diag.verdict.participants import (
 )
 from diag.verdict.rules import words, words_files
 from diag.verdict.rules.base import Decision, decided
-from diag.verdict.self_wait import self_waits
+from diag.verdict.self_wait import self_waits, undrained_puts
 from diag.verdict.situation import (
     Situation,
 )
@@ -62,7 +62,7 @@ def waits_on_itself(s: Situation) -> Optional[Decision]:
     timer". Decides when the stuck thread is a main thread, or nothing else moves."""
     found = self_waits(s.ctx.bundle, s.alive)
     if not found:
-        return None
+        return _put_never_drained(s)
     mains = {(p.key, p.pid) for p in s.alive}
     main = [w for w in found if (w.key, w.tid) in mains]
     if not main and (s.progressing or s.working):
@@ -73,6 +73,22 @@ def waits_on_itself(s: Situation) -> Optional[Decision]:
     reason = words.self_wait_reason(w)
     suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
     return decided("deadlocked", 0.85, summary, suspects)
+
+
+def _put_never_drained(s: Situation) -> Optional[Decision]:
+    """A main thread blocked in ``Queue.put`` on a full queue that no thread of its process
+    drains (``self_wait.undrained_puts``): its other threads woke on their timers and took
+    nothing, so "a timer may end the wait" does not hold - it waits on itself."""
+    found = undrained_puts(s.ctx.bundle, s.alive)
+    if not found:
+        return None
+    w = found[0]
+    p = next(q for q in s.alive if q.key == w.key)
+    if not strong_rank(p) and (s.progressing or s.working):
+        return None
+    summary = words.put_never_drained(w, p.name)
+    suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words.PUT_REASON)]
+    return decided("deadlocked", 0.75, summary, suspects)
 
 
 def waits_on_filesystem(s: Situation) -> Optional[Decision]:

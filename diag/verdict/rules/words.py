@@ -24,7 +24,7 @@ from diag.model import WaitNode
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings
-from diag.verdict.self_wait import SelfWait, self_wait_text
+from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undrained_put_text
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.verdict.work import poll_note
 from diag.vocab import VerdictState
@@ -208,6 +208,14 @@ def waits_on_itself(w: SelfWait, name: str) -> str:
 def self_wait_reason(w: SelfWait) -> str:
     """The suspect of ``waits_on_itself``: the two frames and what joins them."""
     return f"waits on itself: blocked in {w.blocked.name}, held by {w.holder.name} via a {w.kind}"
+
+
+PUT_REASON = "blocked putting on a full queue no thread of it drains"
+
+
+def put_never_drained(w: UndrainedPut, name: str) -> str:
+    """``waits_on_itself``: a main thread's ``Queue.put`` that no thread of ``name`` drains."""
+    return "deadlocked: " + undrained_put_text(w, name)
 
 
 def fs_waiting(others: Sequence[ProcSignals]) -> str:
