@@ -1,15 +1,17 @@
 """Waits read by their cause, on programs recorded in samples/bundles as ``explore_*``: who waits
 on whom, and who can end each wait - not what the kernel state alone suggests.
 
-- ``signal_pause`` / ``signal_sigwait``: a supervisor parked in ``signal.pause()`` read "it
-  wakes on a timer", one in ``signal.sigwait`` read "deadlocked, nothing can wake it": both
-  wait for a signal - idle, said so.
 - ``bounded_queue_self_put``: the main thread fills a ``queue.Queue(maxsize=2)`` it was meant
   to drain itself and blocks in ``put``; a heartbeat thread logs every second. Read as "a timer
   may end the wait": "idle". The heartbeat woke four times and the put never woke - no ``get``
   freed a slot: deadlocked. Beside it, a heartbeat that takes an item every 3 s
   (``bounded_queue_consumer``) and a consumer that sleeps 10 s per item
   (``bounded_queue_slow_consumer``) must never read deadlocked.
+- ``signal_pause`` / ``signal_sigwait``: a supervisor parked in ``signal.pause()`` read "it
+  wakes on a timer", one in ``signal.sigwait`` read "deadlocked, nothing can wake it": both
+  wait for a signal - idle, said so.
+- ``filelock_holder``: process B polls ``filelock.FileLock.acquire`` while A of the same job
+  holds it; ``flock_blocking``: B blocked in ``flock`` on A's lock. The verdict names A.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, Optional
 
+import msgspec
 import pytest
 from conftest import REPO, run_diag, start_ready
 from series import Proc, build
 
 from diag.bundle.io import load_bundle
-from diag.model import Bundle, ThreadSample
+from diag.model import Bundle, FileLock, Frame, ThreadSample
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
+from diag.verdict.file_locks import lock_waits, polled_lock
 from diag.verdict.self_wait import undrained_puts
 from diag.verdict.thread_wait import signal_wait
 
@@ -139,6 +143,58 @@ def test_a_timer_beside_a_signal_wait_keeps_the_timer_words() -> None:
                   wait_timed=True)  # fmt: skip
     v = classify(build([sup, poller], n=3))
     assert v.state == "idle" and "wakes on a timer" in v.summary, v.summary
+
+
+# --- 3. a file lock another process of the job holds -----------------------------------------
+
+
+def test_a_polling_acquirer_is_a_file_lock_wait_and_says_how_to_find_the_holder() -> None:
+    """No waiter line in /proc/locks (a poller sleeps between ``flock(LOCK_NB)`` tries), and
+    the collector reads /proc/locks only for a blocked waiter: the holder is not in the
+    bundle, so the verdict names the wait and ``lslocks`` - not "it wakes on a timer". No
+    "unknown" either: it waits on a process of the job asleep on its timer (the graph's idle).
+    """
+    bundle = load_bundle(BUNDLES / "explore_filelock_holder.json")
+    waits = lock_waits(bundle, extract(bundle))
+    assert [w.polled for w in waits] == ["BaseFileLock.acquire"]
+    v = classify(bundle)
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    assert "polls to take a file lock" in v.summary and "lslocks" in v.summary
+    assert "wakes on a timer" not in v.summary
+
+
+def test_a_polling_acquirer_names_the_holder_of_the_job_proc_locks_lists() -> None:
+    bundle = load_bundle(BUNDLES / "explore_filelock_holder.json")
+    procs = {p.info.cmdline[-1]: p.info.pid for p in extract(bundle) if p.info.cmdline}
+    holder = next(pid for code, pid in procs.items() if "lk.acquire()" in code)
+    held = FileLock(pid=holder, ordinal=1, blocked=False, kind="flock", dev="fe:00", inode=9,
+                    name="python", state="S")  # fmt: skip
+    samples = list(bundle.samples)
+    samples[-1] = msgspec.structs.replace(samples[-1], file_locks=(held,))
+    v = classify(msgspec.structs.replace(bundle, samples=tuple(samples)))
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    assert [s.pid for s in v.suspects] == [holder]
+    assert f"pid {holder} `python`, of this job, holds it" in v.summary
+
+
+def test_a_blocked_flock_on_a_lock_held_in_the_job_names_the_holder() -> None:
+    bundle = load_bundle(BUNDLES / "explore_flock_blocking.json")
+    holder = next(lk.pid for s in bundle.samples for lk in s.file_locks if not lk.blocked)
+    v = classify(bundle)
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    assert [s.pid for s in v.suspects] == [holder]
+    assert "`/tmp/explore_wait/fb.lock`" in v.summary and "of this job, holds it" in v.summary
+
+
+def test_polled_lock_frames() -> None:
+    site = "/venv/lib/python3.11/site-packages/"
+    stack = [
+        Frame(name="LockAcquisition._poll_until_acquired", filename=site + "filelock/_core/a.py"),
+        Frame(name="BaseFileLock.acquire", filename=site + "filelock/_core/_lock.py"),
+        Frame(name="main", filename="/job/train.py"),
+    ]
+    assert polled_lock(stack) == "BaseFileLock.acquire"
+    assert polled_lock([Frame(name="acquire", filename="/job/mylock.py")]) == ""
 
 
 # --- real processes --------------------------------------------------------------------------

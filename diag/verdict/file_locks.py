@@ -5,16 +5,22 @@ the process holding a lock on the same file ends the wait when it releases it (o
 the job's state is that holder's: stopped -> nothing moves until it is continued; running or
 asleep in its own work (a download, a build, another job under ``flock(1)``) -> the job waits
 its turn, and killing the job would not help; gone -> a process that inherited its fd holds it.
+
+A lock library that polls (``filelock``, ``portalocker``, ``fasteners``: ``flock(LOCK_NB)``,
+then sleep, then again) waits just the same, but the kernel shows a sleep and /proc/locks no
+waiter line: its stack names the wait, and its holder can only be a lock /proc/locks lists as
+held by another process of the job (the file it polls for is not open between its tries).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from diag.model import Bundle, FileLock
+from diag.model import Bundle, FileLock, Frame
 from diag.verdict.features import ProcSignals
-from diag.verdict.waits import FILE_LOCK
+from diag.verdict.thread_wait import frames_of
+from diag.verdict.waits import FILE_LOCK, SLEEP, short_name
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,28 @@ class LockWait:
     kind: str  # flock / posix / ofd / lease
     holders: Tuple[LockHolder, ...]
     read: bool  # /proc/locks was read for it (False: an older bundle, or the probe failed)
+    polled: str = ""  # the lock library's frame when it polls (no waiter line in /proc/locks)
+
+
+# Lock libraries that poll for a file lock: (a directory of their package, the functions that
+# loop trying it). The sleep between tries is theirs, under these frames.
+_POLLED_LOCKS: Tuple[Tuple[str, FrozenSet[str]], ...] = (
+    ("/filelock/", frozenset({"acquire", "_poll_until_acquired", "_acquire_level"})),
+    ("/portalocker/", frozenset({"acquire", "_get_lock", "lock"})),
+    ("/fasteners/", frozenset({"acquire", "_do_acquire", "_try_acquire"})),
+)
+POLL_DEPTH = 8  # frames from the top the lock library's retry loop is looked for in
+
+
+def polled_lock(frames: Sequence[Frame]) -> str:
+    """The outermost frame of a polling file-lock library's retry loop near the top of a stack
+    (``BaseFileLock.acquire``), or ""."""
+    found = ""
+    for f in frames[:POLL_DEPTH]:
+        for package, names in _POLLED_LOCKS:
+            if package in f.filename and short_name(f.name) in names:
+                found = f.name
+    return found
 
 
 def _last_locks(bundle: Bundle, host: str) -> Tuple[FileLock, ...]:
@@ -47,7 +75,14 @@ def lock_waits(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[LockWait]:
     by_key: Dict[Tuple[str, int], ProcSignals] = {p.key: p for p in procs}
     out: List[LockWait] = []
     for p in procs:
-        if p.dead or p.main_wait is None or p.main_wait.kind != FILE_LOCK:
+        if p.dead or p.main_wait is None:
+            continue
+        if p.main_wait.kind == SLEEP and p.main_stack_ids:
+            polled = polled_lock(frames_of(bundle, p.main_stack_ids[-1]))
+            if polled:
+                out.append(_polled_wait(bundle, p, polled, by_key))
+            continue
+        if p.main_wait.kind != FILE_LOCK:
             continue
         locks = _last_locks(bundle, p.key[0])
         mine = next((lk for lk in locks if lk.blocked and lk.pid == p.pid), None)
@@ -65,6 +100,19 @@ def lock_waits(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[LockWait]:
         )
         out.append(LockWait(p, mine.path, mine.kind, holders, True))
     return out
+
+
+def _polled_wait(
+    bundle: Bundle, p: ProcSignals, polled: str, by_key: Dict[Tuple[str, int], ProcSignals]
+) -> LockWait:
+    """A polling acquirer's wait: its holders are the locks /proc/locks lists as held by
+    other processes of the job - no waiter line ties it to one file, and a lock held outside
+    the job is on any file of the host."""
+    host = p.key[0]
+    locks = _last_locks(bundle, host)
+    held = [lk for lk in locks if not lk.blocked and lk.pid != p.pid and (host, lk.pid) in by_key]
+    holders = tuple(LockHolder(lk.pid, lk.name, lk.state, by_key[(host, lk.pid)]) for lk in held)
+    return LockWait(p, "", held[0].kind if held else "flock", holders, bool(locks), polled)
 
 
 def holder_label(h: LockHolder) -> str:

@@ -3,10 +3,11 @@ requests that wait unanswered, a port, stdin or a timer."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from diag.model import Suspect, WaitGraph
 from diag.verdict.features import ProcSignals
+from diag.verdict.file_locks import lock_waits
 from diag.verdict.graph_nodes import node_key
 from diag.verdict.participants import (
     door,
@@ -15,7 +16,7 @@ from diag.verdict.participants import (
     serves,
 )
 from diag.verdict.readiness import not_ready
-from diag.verdict.rules import words
+from diag.verdict.rules import words, words_files
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -126,5 +127,30 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
         p.main_wait and p.main_wait.kind == SLEEP and not p.main_wait.signal for p in doors
     ):
         on_signal = []
+    told = _file_lock_in_job(s)
+    if told is not None:
+        summary, blame = told
+        decision = idle_if_ready(s, 0.55, summary)
+        return decision if decision.state != "idle" else decided("idle", 0.55, summary, blame)
     summary = words.waits_for_outside(s.alive, s.ports, on_stdin, on_signal)
     return idle_if_ready(s, 0.8 if s.ports else 0.6, summary)
+
+
+def _file_lock_in_job(s: Situation) -> Optional[Tuple[str, List[Suspect]]]:
+    """A process waits to take a file lock that another process of the job holds while that
+    one waits on a door itself (a timer, a port): it goes on when the holder releases, so the
+    holder - not the waiter, nor "a timer" - is the one to name. A polling acquirer
+    (``filelock``) whose holder was not recorded is told as a lock wait too, with how to find
+    the holder. (A holder outside the job, or stuck, was the rules above.)"""
+    waits = lock_waits(s.ctx.bundle, s.alive)
+    for w in waits:
+        for h in w.holders:
+            q = h.proc
+            if q is not None and (door(q, s.ports) or q.timer_threads):
+                reason = words_files.file_lock_reason(w)
+                blame = [Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=reason)]
+                return words_files.file_lock_held_in_job(w, h, q), blame
+    polled = [w for w in waits if w.polled and not w.holders]
+    if polled and not s.ports:
+        return words_files.polled_lock_unseen(polled[0]), []
+    return None

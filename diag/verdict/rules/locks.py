@@ -114,7 +114,9 @@ def waits_for_file_lock(s: Situation) -> Optional[Decision]:
     a lock of its own, that wait looked like a deadlock to kill while the holder - a download,
     a build, another job under ``flock(1)`` - was busy; killing the job would not help. A lock
     held inside the job is left to the rules below (its holder's own wait decides)."""
-    waits = lock_waits(s.ctx.bundle, s.alive)
+    # A polling acquirer sleeps between its tries: its holder can only be a process of the job
+    # (``file_locks._polled_wait``), whose own wait decides - the doors tell it.
+    waits = [w for w in lock_waits(s.ctx.bundle, s.alive) if not w.polled]
     if not waits:
         return None
     w = waits[0]

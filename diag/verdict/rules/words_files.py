@@ -22,13 +22,49 @@ def _lock_finder(w: LockWait) -> str:
     return f"`fuser -v {w.path}`" if w.path else "`cat /proc/locks`"
 
 
+def _takes(w: LockWait) -> str:
+    """How the waiter takes the lock: blocked in the kernel, or a library's retry loop."""
+    if w.polled:
+        return (
+            f"polls to take a file lock in `{w.polled}` (flock with LOCK_NB, a sleep, again: "
+            "no waiter line in /proc/locks)"
+        )
+    return f"waits to take a file lock ({w.kind}) on {_lock_path(w)} in {where(w.waiter)}"
+
+
+def polled_lock_unseen(w: LockWait) -> str:
+    """``waits_for_outside``: a polling acquirer whose holder the bundle does not name."""
+    why = (
+        "no other process of the job holds a lock in /proc/locks"
+        if w.read
+        else "diag recorded no holder (/proc/locks is read for blocked waiters only)"
+    )
+    return (
+        f"idle: {who([w.waiter])} {_takes(w)}, and {why} - it goes on when the holder "
+        "releases the lock, not on a timer of its own: `lslocks -o PID,PATH` names the "
+        "holder, and that process decides (`py-spy dump` it; kill the job only if the holder "
+        "is gone)"
+    )
+
+
 def file_lock_unseen(w: LockWait) -> str:
     """``waits_for_file_lock``, no holder known: where to look for the one that decides."""
     why = "no holder is listed in /proc/locks" if w.read else "/proc/locks was not read"
     return (
-        f"unknown: {who([w.waiter])} waits to take a file lock ({w.kind}) on {_lock_path(w)} "
-        f"in {where(w.waiter)} and {why} - {_lock_finder(w)} names who holds it; that "
-        "process, not this job, decides when it goes on"
+        f"unknown: {who([w.waiter])} {_takes(w)} and {why} - {_lock_finder(w)} names who "
+        "holds it; that process, not this job, decides when it goes on"
+    )
+
+
+def file_lock_held_in_job(w: LockWait, h: LockHolder, holder: ProcSignals) -> str:
+    """``waits_for_file_lock``: another process of the job holds the lock and waits on a door
+    (a timer, a port) itself - the waiter goes on when it releases."""
+    return (
+        f"idle: {who([w.waiter])} {_takes(w)}: {holder_label(h)}, of this job, holds it and "
+        f"waits in {where(holder)} (it wakes by itself, or a request or a timer wakes it) - "
+        f"{who([w.waiter])} goes on when it releases the lock. Healthy if it holds it for a "
+        "reason (a download, a build it waits for); if it should have let go by now, it is "
+        f"the one to look at: `py-spy dump --pid {h.pid}`"
     )
 
 
