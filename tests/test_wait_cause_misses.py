@@ -5,8 +5,9 @@ on whom, and who can end each wait - not what the kernel state alone suggests.
   to drain itself and blocks in ``put``; a heartbeat thread logs every second. Read as "a timer
   may end the wait": "idle". The heartbeat woke four times and the put never woke - no ``get``
   freed a slot: deadlocked. Beside it, a heartbeat that takes an item every 3 s
-  (``bounded_queue_consumer``) and a consumer that sleeps 10 s per item
-  (``bounded_queue_slow_consumer``) must never read deadlocked.
+  (``bounded_queue_consumer``), a consumer that sleeps 10 s per item
+  (``bounded_queue_slow_consumer``) and one retrying its upload with a sleep
+  (``bounded_queue_retry_consumer``) must never read deadlocked.
 - ``signal_pause`` / ``signal_sigwait``: a supervisor parked in ``signal.pause()`` read "it
   wakes on a timer", one in ``signal.sigwait`` read "deadlocked, nothing can wake it": both
   wait for a signal - idle, said so.
@@ -99,7 +100,17 @@ def test_a_put_that_woke_or_a_heartbeat_that_did_not_cycle_is_no_undrained_put(
 
 
 def test_a_queue_some_thread_drains_is_never_deadlocked() -> None:
-    for name in ("bounded_queue_consumer", "bounded_queue_slow_consumer"):
+    """A heartbeat that takes an item every 3 s, a consumer asleep 10 s per item, and one
+    that took an item and retries its upload every 0.5 s for ever (it woke eight times, the
+    put never: but it sleeps in ``upload`` under its loop, not in its own loop - it drains
+    the queue once that returns; its wait is the service's, "stuck if what it polls for
+    never comes")."""
+    names = (
+        "bounded_queue_consumer",
+        "bounded_queue_slow_consumer",
+        "bounded_queue_retry_consumer",
+    )
+    for name in names:
         bundle = load_bundle(BUNDLES / f"explore_{name}.json")
         assert undrained_puts(bundle, extract(bundle)) == [], name
         v = classify(bundle)

@@ -33,7 +33,7 @@ from typing import Dict, List, Literal, Optional, Sequence, Tuple
 from diag.frames import is_library
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
-from diag.verdict.thread_wait import frames_of, thread_wait
+from diag.verdict.thread_wait import ThreadWait, frames_of, thread_wait
 from diag.verdict.waits import SLEEP, short_name
 
 Boundary = Literal["signal handler", "finalizer", "GC callback", "logging handler", "re-entered"]
@@ -375,11 +375,30 @@ def _cycled_without_draining(
         return (name, 0) if ran == 0 else None
     if any(f.filename.endswith("/queue.py") for t in series for f in frames_of(bundle, t.stack_id)):
         return None
-    waits = [thread_wait(bundle, t) for t in series if t.stack_id is not None]
-    if not any(tw.kind == SLEEP or tw.timed is True for tw in waits):
+    timed = [t for t in series if t.stack_id is not None and _on_timer(thread_wait(bundle, t))]
+    if not timed:
         return None  # never caught on its timer: it may be waiting for the queue another way
+    if not all(_sleeps_in_entry(frames_of(bundle, t.stack_id)) for t in timed):
+        return None  # asleep inside a step of its loop (a retry with backoff): a consumer?
     wakes = (last.voluntary_ctxt_switches or 0) - (first.voluntary_ctxt_switches or 0)
     return (name, wakes) if wakes >= MIN_CYCLES else None
+
+
+def _on_timer(tw: ThreadWait) -> bool:
+    return tw.kind == SLEEP or tw.timed is True
+
+
+def _sleeps_in_entry(frames: Sequence[Frame]) -> bool:
+    """The thread sleeps in its own entry function - a ticker's ``while True: sleep(); tick()``
+    (the target, or a ``Thread.run`` override) - not in a call below it: a consumer that took
+    an item and retries its upload with backoff sleeps in ``upload`` under its loop, and
+    drains the queue once that returns. Only threading's frames wrap the entry (a wait's
+    ``Event.wait`` above it, ``Thread.run``/``_bootstrap`` below)."""
+    user = [i for i, f in enumerate(frames) if not f.filename.endswith("/threading.py")]
+    if not user:
+        return False
+    rest = frames[user[0] + 1 :]
+    return bool(rest) and all(f.filename.endswith("/threading.py") for f in rest)
 
 
 def _main_series(alive: Sequence[ProcessSample]) -> List[ThreadSample]:
