@@ -57,7 +57,14 @@ from diag.verdict.waits import (
 
 # What a marker says the loop polls for.
 PollMarker = Literal[
-    "idle-hook", "nonblocking", "receive", "yield", "completion", "handout", "kernel-yield"
+    "idle-hook",
+    "nonblocking",
+    "receive",
+    "yield",
+    "completion",
+    "handout",
+    "kernel-yield",
+    "check",
 ]
 
 # How a sentence names each marker.
@@ -69,6 +76,7 @@ MARKER_WORDS: Dict[PollMarker, str] = {
     "completion": "completion polls",
     "handout": "the empty batch its poll loop hands out",
     "kernel-yield": "a call on one line that hands the CPU back at once (sleep(0), sched_yield)",
+    "check": "a check that returns at once (a file's existence, an event, a queue's size)",
 }
 
 POLL_KIND = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
@@ -88,9 +96,25 @@ _COMPLETION: Tuple[Tuple[frozenset, Tuple[str, ...]], ...] = (  # type: ignore[t
 )
 
 
+# Checks that return at once: a yes/no (or a size) about the world, microseconds each. One in
+# every sample, called from one line, is a loop asking it again and again (``while not
+# os.path.exists(flag): pass``), never one long call: a stat has nothing to compute.
+_CHECKS: Tuple[Tuple[frozenset, Tuple[str, ...]], ...] = (  # type: ignore[type-arg]
+    (
+        frozenset({"exists", "lexists", "isfile", "isdir", "islink", "getsize", "getmtime"}),
+        ("/genericpath.py", "/posixpath.py", "<frozen genericpath>", "<frozen posixpath>"),
+    ),
+    (frozenset({"is_set", "isSet"}), ("/threading.py",)),
+    (frozenset({"empty", "qsize", "full"}), ("/queue.py", "/multiprocessing/queues.py")),
+)
+
+
 def frame_marker(frame: Frame) -> Optional[PollMarker]:
     """The poll marker one frame is, or None."""
     name = short_name(frame.name)
+    for names, files in _CHECKS:
+        if name in names and frame.filename.endswith(files):
+            return "check"
     if frame.filename.endswith(_NONBLOCKING_FILES) or name in _NONBLOCKING_NAMES:
         return "nonblocking"
     if name in YIELDS or name == "sched_yield":

@@ -151,9 +151,18 @@ def _diverged_sentence(text: str, alive: Sequence[ProcSignals], suspects: Sequen
             "and remove the prompt"
         )
     odd_text = waits_phrase(group_by_wait(culprits)[:2])
+    # A diverged rank may burn a core asking the same thing (``while not exists(flag)``):
+    # its CPU is no progress, and the sentence must not say it has none.
+    spinning = [p for p in culprits if p.spin_pct >= SPIN_PCT]
+    still = (
+        f"{who(spinning)} {verb(spinning, 'spins', 'spin')} a core asking the same thing "
+        "again and again (a poll loop, not progress), no I/O or log progress"
+        if spinning
+        else "no CPU, I/O or log progress"
+    )
     return (
         f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
-        f"{verb(culprits, 'diverged', 'diverged')}; no CPU, I/O or log progress: "
+        f"{verb(culprits, 'diverged', 'diverged')}; {still}: "
         f"kill the job and look at {who(culprits)}"
     )
 
