@@ -5,6 +5,13 @@ no peer wait of a rank - the processes that end it are the *other nodes'* agents
 capture of one host never holds. Its command line says how many nodes it waits for and where
 they meet (``--nnodes``, ``--rdzv-endpoint``, ``--rdzv-id``); across the hosts of a merged
 bundle, agents that wait with different settings will never meet.
+
+A rank does the same in ``init_process_group`` when it builds its TCPStore: one that does not
+host the store connects to MASTER_ADDR:MASTER_PORT and retries while nothing accepts there.
+No collective has begun - none can be mismatched - and the process that ends the wait (rank
+0, or torchrun's agent, the store's host) is not up or not reachable; if it is only late,
+killing the rank loses its place for nothing. The store's host, when captured, listens on
+that port: then the store is up and the peer rules judge who is missing.
 """
 
 from __future__ import annotations
@@ -12,7 +19,10 @@ from __future__ import annotations
 import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from diag.model import Bundle
 from diag.verdict.features import ProcSignals
+from diag.verdict.thread_wait import frames_of
+from diag.verdict.waits import PEER
 
 # What torchrun is started as: the script, or the modules behind ``python -m``.
 _AGENT_ARGV = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
@@ -109,3 +119,52 @@ def mismatch(agents: Sequence[Tuple[ProcSignals, RdzvSettings]]) -> Optional[str
                 + "; ".join(f"{v or '(none)'} on {', '.join(h[:3])}" for v, h in seen.items())
             )
     return ", ".join(parts) if parts else None
+
+
+# A rank's own rendezvous: ``init_process_group`` builds its TCPStore here and, on a rank that
+# does not host it, connects to MASTER_ADDR:MASTER_PORT - retrying (a sleep) while nothing
+# accepts there. The store's host (rank 0, or torchrun's agent) listens on that port.
+_STORE_FRAMES = frozenset({"_create_c10d_store", "TCPStore.__init__", "_tcp_rendezvous_handler"})
+
+
+class StoreJoin(NamedTuple):
+    """Ranks that wait to reach the c10d store no process of the capture listens for."""
+
+    joiners: List[ProcSignals]
+    addr: str  # MASTER_ADDR from their environment, "" when not there
+    port: str  # MASTER_PORT, "" when not there (the script set it itself)
+
+    def endpoint(self) -> str:
+        return f"{self.addr or '?'}:{self.port or '?'}"
+
+
+def _in_store(bundle: Bundle, p: ProcSignals) -> bool:
+    """Its main thread stood in the store's construction at every alive sample."""
+    ids = p.main_stack_ids
+    return bool(ids) and all(
+        any(f.name in _STORE_FRAMES for f in frames_of(bundle, sid)) for sid in ids
+    )
+
+
+def store_joins(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[StoreJoin]:
+    """Ranks in ``init_process_group`` still building their TCPStore while no process of the
+    capture listens on its port: the store's host is not up (rank 0 not started, failed, on
+    another host, or the address is wrong). None when a peer wait of another kind exists (a
+    started job, judged by the peer rules) or when the port is listened on here (rank 0 holds
+    it: the store is up, the missing rank is what the peer rules name)."""
+    alive = [p for p in procs if not p.dead]
+    joiners = [
+        p
+        for p in alive
+        if p.main_wait is not None and p.main_wait.kind == "rendezvous" and _in_store(bundle, p)
+    ]
+    if not joiners or any(p.main_family == PEER and p not in joiners for p in alive):
+        return None
+    env = next((p.info.env for p in joiners if p.info.env.get("MASTER_PORT")), {})
+    addr, port = env.get("MASTER_ADDR", "")[:100], env.get("MASTER_PORT", "")[:8]
+    if port.isdigit():
+        if any(int(port) in p.listen_ports for p in alive):
+            return None
+    elif any(p.listen_ports for p in joiners):
+        return None  # the store's host is among them: it listens, the others are late
+    return StoreJoin(joiners, addr, port)

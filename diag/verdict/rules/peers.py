@@ -8,7 +8,7 @@ from typing import Optional
 
 from diag.model import Suspect
 from diag.verdict.equivalence import odd_classes
-from diag.verdict.rendezvous import mismatch, waiting_agents
+from diag.verdict.rendezvous import mismatch, store_joins, waiting_agents
 from diag.verdict.rules import words
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
@@ -29,10 +29,17 @@ def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
     nodes' agents end that wait, and a capture of this host holds none of them - nothing
     here is stuck, the missing nodes are (not started, failed, or told another endpoint or
     id). It gives up by itself at the join timeout. Across the hosts of a merged bundle,
-    agents that all wait with different settings will never meet."""
+    agents that all wait with different settings will never meet.
+
+    A rank in ``init_process_group`` that still connects to its TCPStore, with no process of
+    the capture listening on the store's port, waits the same way: for the store's host (rank
+    0, or the agent) to come up - idle, not a deadlock: no collective has begun, and a late
+    rank 0 ends it. Idle rather than slow: nothing works, and it waits on something outside
+    the capture, as the agent does."""
     agents = waiting_agents(s.ctx.procs)
     if not agents or any(p.rank is not None and not p.dead for p in s.ctx.procs):
-        return None
+        join = store_joins(s.ctx.bundle, s.ctx.procs)
+        return decided("idle", 0.7, words.rank_joins_store(join), []) if join else None
     p, settings = agents[0]
     hosts = {q.key[0] for q, _ in agents}
     differ = mismatch(agents) if len(hosts) > 1 else None

@@ -23,7 +23,7 @@ from typing import AbstractSet, Optional, Sequence
 from diag.model import WaitNode
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath
-from diag.verdict.rendezvous import RdzvSettings
+from diag.verdict.rendezvous import RdzvSettings, StoreJoin
 from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undrained_put_text
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.verdict.work import poll_note
@@ -265,6 +265,33 @@ def nodes_to_join(agent: ProcSignals, settings: RdzvSettings, hosts: int) -> str
     )
 
 
+def rank_joins_store(join: StoreJoin) -> str:
+    """``waits_for_nodes_to_join``: ranks in ``init_process_group`` still connect to their
+    TCPStore and no process of the capture listens on its port - the store's host is not up."""
+    first, many = join.joiners[0], len(join.joiners) > 1
+    if join.port:
+        at = (
+            f"{join.endpoint()} (MASTER_ADDR:MASTER_PORT), where no process of this capture listens"
+        )
+        check = f"`ss -ltn | grep :{join.port}` on {join.addr or 'its host'}"
+    else:
+        at = (
+            "MASTER_ADDR:MASTER_PORT - not in the environment it started with (set by the "
+            "script, or an init_method) - and no process of this capture hosts the store"
+        )
+        check = "`ss -ltn` on MASTER_ADDR's host"
+    return (
+        f"idle: {who(join.joiners)} {verb(join.joiners, 'waits', 'wait')} in {where(first)} to "
+        f"join the rendezvous: {'they connect' if many else 'it connects'} to the c10d store at "
+        f"{at}. No collective has begun, so none is mismatched: the store's host (rank 0, or "
+        "torchrun's agent) is not started, failed, or is told another address. Check that rank "
+        f"0 / the master runs and listens ({check}) and that every rank has the same "
+        "MASTER_ADDR and MASTER_PORT; it fails by itself when init_process_group's timeout runs "
+        "out (its `timeout=`, 30 min by default, 10 for NCCL) - if rank 0 is only late, killing "
+        f"{'them' if many else 'it'} does not help"
+    )
+
+
 def collective_laggard(detail: str, pid: int) -> str:
     """``collective_laggard``: a collective record (``detail``) names the rank behind (``pid``)."""
     return (
@@ -451,7 +478,7 @@ FILESYSTEM_OUTRANKS = (
     "a rank asleep on a FUSE or network mount waits on that filesystem's owner, not on "
     "its peers: it is no diverged rank"
 )
-JOIN_OUTRANKS = "an agent waiting for other nodes is not a diverged rank"
+JOIN_OUTRANKS = "an agent or a rank waiting to join its rendezvous is not a diverged rank"
 RECORDS_OUTRANKS = "collective records name the rank behind, whatever the stacks show"
 SERVER_OUTRANKS = (
     "ranks waiting for a server to hand out work are a ready server, not a diverged rank"
