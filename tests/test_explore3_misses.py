@@ -3,6 +3,9 @@
 - A rank started alone, waiting in ``init_process_group`` for a TCPStore nobody hosts, read
   'deadlocked: ... a mismatched collective; kill the job'. It waits to join the rendezvous:
   idle, naming MASTER_ADDR:MASTER_PORT and what to check (``rendezvous.store_joins``).
+- A training loop waiting for batches while its DataLoader workers sleep inside the dataset's
+  ``__getitem__`` (a slow remote fetch) read 'idle: ... it wakes on a timer'. It is
+  data-starved: slow, naming the workers and the dataset frame (``work.data_starved``).
 """
 
 from __future__ import annotations
@@ -93,3 +96,88 @@ def test_mismatched_collective_stays_deadlocked() -> None:
     bundle: Bundle = load_bundle(BUNDLES / "gloo_mismatched_collective.json")
     v = classify(bundle)
     assert (v.state, v.rule) == ("deadlocked", "peers_wait"), v.summary
+
+
+DATA = "/venv/lib/python3.11/site-packages/torch/utils/data"
+LOADER_GET: Tuple[Tuple[str, str], ...] = (
+    ("Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py"),
+    ("_MultiProcessingDataLoaderIter._try_get_data", f"{DATA}/dataloader.py"),
+    ("_MultiProcessingDataLoaderIter._get_data", f"{DATA}/dataloader.py"),
+    ("_BaseDataLoaderIter.__next__", f"{DATA}/dataloader.py"),
+    ("<module>", "/job/train.py"),
+)
+WORKER_LOOP: Tuple[Tuple[str, str], ...] = (
+    ("_worker_loop", f"{DATA}/_utils/worker.py"),
+    ("BaseProcess._bootstrap", "/usr/lib/python3.11/multiprocessing/process.py"),
+)
+IN_DATASET: Tuple[Tuple[str, str], ...] = (
+    ("RemoteShards.__getitem__", "/job/train.py"),
+    ("_MapDatasetFetcher.fetch", f"{DATA}/_utils/fetch.py"),
+    *WORKER_LOOP,
+)
+IDLE_WORKER = (("Queue.get", "/usr/lib/python3.11/multiprocessing/queues.py"), *WORKER_LOOP)
+SLEEPING = {"wchan": "hrtimer_nanosleep", "syscall": "clock_nanosleep", "wait_timed": True}
+
+
+def _loop(stack: object = LOADER_GET) -> Proc:
+    return Proc(pid=100, role="process", stack=stack, wait_timed=True)  # type: ignore[arg-type]
+
+
+def _worker(pid: int, stack: object = IN_DATASET, **kw: object) -> Proc:
+    return Proc(pid=pid, ppid=100, role="worker", stack=stack, **{**SLEEPING, **kw})  # type: ignore[arg-type]
+
+
+def test_recorded_loop_starved_by_slow_dataset_workers_is_slow() -> None:
+    v = classify(load_bundle(BUNDLES / "explore_dataloader_slow.json"))
+    assert (v.state, v.rule) == ("slow", "children_work"), v.summary
+    assert "`RemoteShards.__getitem__`" in v.summary and "data-starved" in v.summary
+    assert "don't kill it" in v.summary and "num_workers" in v.summary
+    assert {s.pid for s in v.suspects} == {13842, 13844}
+
+
+def test_workers_asleep_in_the_dataset_starve_the_loop() -> None:
+    v = _judge([_loop(), _worker(101), _worker(102)])
+    assert (v.state, v.rule) == ("slow", "children_work"), v.summary
+    assert "2 DataLoader workers (pids 101,102) are inside the dataset's" in v.summary
+    assert "asleep there" in v.summary
+
+
+def test_one_worker_fetching_beside_one_idle_in_its_loop_still_starves() -> None:
+    """Batches come in order: the others may have their prefetch done and wait for indices."""
+    v = _judge(
+        [
+            _loop(),
+            _worker(101),
+            _worker(102, stack=IDLE_WORKER, **{"wchan": "futex_wait_queue", "syscall": "futex"}),
+        ]
+    )
+    assert (v.state, v.rule) == ("slow", "children_work"), v.summary
+    assert "pid 101" in v.summary and "pid 102" not in v.summary
+
+
+def test_workers_idle_in_their_own_loop_are_not_slow() -> None:
+    """Workers wait in ``_worker_loop`` for indices: nobody asks them for data - no fetch."""
+    idle = {"wchan": "futex_wait_queue", "syscall": "futex", "wait_timed": True}
+    v = _judge(
+        [_loop(), _worker(101, stack=IDLE_WORKER, **idle), _worker(102, stack=IDLE_WORKER, **idle)]
+    )
+    assert v.state != "slow", v.summary
+    asleep = _loop(stack=(("sleep_a_bit", "/job/train.py"), ("<module>", "/job/train.py")))
+    v = _judge([Proc(**{**asleep.__dict__, **SLEEPING}), _worker(101, stack=IDLE_WORKER, **idle)])
+    assert v.state != "slow", v.summary
+
+
+def test_a_worker_on_a_lock_in_the_dataset_is_no_slow_fetch() -> None:
+    """A lock in a forked worker may be one its parent held at fork: never 'slow'."""
+    locked = {"wchan": "futex_wait_queue", "syscall": "futex", "futex_op": 0x189}
+    lock_stack = (("Lock.acquire", "/usr/lib/python3.11/threading.py"), *IN_DATASET)
+    v = _judge([_loop(), _worker(101, stack=lock_stack, **locked), _worker(102)])
+    assert v.rule != "children_work", v.summary
+
+
+def test_a_rank_in_a_collective_beside_fetching_workers_stays_deadlocked() -> None:
+    allreduce = (("all_reduce", TORCH), ("step", "/job/train.py"), ("<module>", "/job/train.py"))
+    rank0 = Proc(pid=100, rank=0, world_size=2, ppid=99, stack=allreduce)
+    rank1 = Proc(pid=200, rank=1, world_size=2, ppid=99, stack=allreduce)
+    v = _judge([rank0, rank1, _worker(101), _worker(102)])
+    assert v.state == "deadlocked", v.summary

@@ -21,12 +21,14 @@ read these predicates, never their own copy. Pure functions of ``ProcSignals``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Collection, FrozenSet, List, Mapping, Sequence
+from typing import Collection, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence
 
+from diag.frames import is_library
+from diag.model import Bundle, Frame
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_helper, is_receive_collective, serving_ports
 from diag.verdict.polling import MARKER_WORDS, POLL_KIND, PollLoop
-from diag.verdict.thread_wait import ThreadWait
+from diag.verdict.thread_wait import ThreadWait, frames_of
 from diag.verdict.waits import LOCK, PEER
 from diag.verdict.wording import verb, who
 
@@ -236,3 +238,80 @@ def poll_note(procs: Sequence[ProcSignals]) -> str:
         f" ({who(pollers)} {verb(pollers, 'busy-polls', 'busy-poll')} with nothing to receive "
         f"- {how} - at up to {busiest:.0f}% of a core: motion, not work)"
     )
+
+
+# --- a data-starved training loop --------------------------------------------------------------
+# The loop's main thread waits in the DataLoader for its next batch; the batch comes from the
+# worker processes, each in ``_worker_loop`` calling the dataset. A worker asleep or reading
+# *inside the dataset's own code* (a remote fetch, a slow disk) makes batches, slowly: the
+# loop is starved, not stuck. One idle in ``_worker_loop`` itself waits for indices - the
+# loop does not ask; one blocked on a lock in the dataset may be a fork-inherited deadlock.
+_LOADER_FRAMES = ("._try_get_data", "._get_data", "._next_data", ".__next__")
+_WORKER_LOOP = "_worker_loop"
+_FETCH_WAITS = frozenset({None, "sleep", "socket-read", "event-loop", POLL_KIND})
+
+
+class Starved(NamedTuple):
+    """A loop waiting for batches (``loader``), its workers inside the dataset, and where."""
+
+    loader: ProcSignals
+    workers: List[ProcSignals]
+    dataset_frame: str  # the job's frame the worker loop called (``RemoteShards.__getitem__``)
+
+
+def _is_torch_data(frame: Frame) -> bool:
+    return "utils/data" in frame.filename
+
+
+def _waits_for_batch(bundle: Bundle, p: ProcSignals) -> bool:
+    """Its main thread waits in a DataLoader's get at the last sample."""
+    return p.main_wait is not None and any(
+        _is_torch_data(f) and f.name.endswith(_LOADER_FRAMES) for f in _frames(bundle, p)
+    )
+
+
+def _dataset_frame(frames: Sequence[Frame]) -> str:
+    """The job's frame the worker loop called, or "" (it waits in the loop itself)."""
+    loop = next((i for i, f in enumerate(frames) if f.name == _WORKER_LOOP), None)
+    if loop is None:
+        return ""
+    own = [f for f in frames[:loop] if not is_library(f)]
+    return own[-1].name if own else ""  # innermost first: the last is the one called
+
+
+def _fetching(bundle: Bundle, w: ProcSignals) -> str:
+    """The dataset frame a worker stood in at most of its samples and the last one, waiting
+    on a door (a sleep, a socket, a file) or working, never on a lock or a queue."""
+    if w.dead or w.stopped or (w.main_wait is not None and w.main_wait.kind not in _FETCH_WAITS):
+        return ""
+    seen = [_dataset_frame(frames_of(bundle, sid)) for sid in w.main_stack_ids]
+    inside = [f for f in seen if f]
+    return seen[-1] if seen and seen[-1] and 2 * len(inside) > len(seen) else ""
+
+
+def data_starved(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Starved]:
+    """A process waits for batches while its DataLoader workers are all inside the dataset's
+    own code: the input pipeline is the bottleneck (slow), not a wait that never ends."""
+    alive = [p for p in procs if not p.dead]
+    for p in alive:
+        if not _waits_for_batch(bundle, p):
+            continue
+        kids = [w for w in alive if (w.key[0], w.info.ppid) == p.key]
+        loaders = [w for w in kids if _WORKER_LOOP in _frame_names(bundle, w)]
+        fetching = [(frame, w) for w in loaders for frame in [_fetching(bundle, w)] if frame]
+        # A worker in the dataset on a lock or a queue: maybe a fork-inherited deadlock.
+        odd = [
+            w for w in loaders if _dataset_frame(_frames(bundle, w)) and not _fetching(bundle, w)
+        ]
+        if fetching and not odd:
+            return Starved(p, [w for _, w in fetching], fetching[0][0])
+    return None
+
+
+def _frames(bundle: Bundle, p: ProcSignals) -> Sequence[Frame]:
+    """Its main thread's frames at the last sample, innermost first."""
+    return frames_of(bundle, p.main_stack_ids[-1] if p.main_stack_ids else None)
+
+
+def _frame_names(bundle: Bundle, p: ProcSignals) -> FrozenSet[str]:
+    return frozenset(f.name for f in _frames(bundle, p))

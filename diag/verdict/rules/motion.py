@@ -17,6 +17,7 @@ from diag.verdict.stories import (
     progress_story,
     work_story,
 )
+from diag.verdict.work import data_starved
 
 
 def answers_requests(s: Situation) -> Optional[Decision]:
@@ -50,8 +51,20 @@ def works_silently(s: Situation) -> Optional[Decision]:
 def children_work(s: Situation) -> Optional[Decision]:
     """A process waits on child processes that compute (inductor's g++/cc1plus, nvcc): its own
     threads sleep in ``waitpid``/``Popen.wait`` and each compiler lives a second, so neither
-    the parent's CPU nor any one sample shows the work - the reaped children's CPU does."""
+    the parent's CPU nor any one sample shows the work - the reaped children's CPU does.
+
+    A training loop waiting for batches whose DataLoader workers wait inside the dataset's
+    own code (a sleep, a socket, a file read: a remote fetch, slow storage) works through
+    them too, without CPU: the job is data-starved - slow, never idle (``work.data_starved``).
+    Workers idle in their own loop (nobody asks) or on a lock in the dataset are not."""
     if not s.helped:
-        return None
+        starved = data_starved(s.ctx.bundle, s.alive)
+        if starved is None:
+            return None
+        suspects = [
+            Suspect(pid=w.pid, host=w.key[0], reason=words.starved_reason(starved))
+            for w in starved.workers[:4]
+        ]
+        return decided("slow", 0.65, words.data_starved(starved), suspects)
     summary, suspects = helper_work_story(s.helped, s.alive)
     return decided("slow", 0.7, summary, suspects)

@@ -26,7 +26,7 @@ from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings, StoreJoin
 from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undrained_put_text
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
-from diag.verdict.work import poll_note
+from diag.verdict.work import Starved, poll_note
 from diag.vocab import VerdictState
 
 # --- deaths -----------------------------------------------------------------------------------
@@ -68,6 +68,34 @@ def answers_requests(servers: Sequence[ProcSignals]) -> str:
             f"{p.served_conns} client connection(s), {size(rate)}/s)"
         )
     return "progressing: " + "; ".join(parts) + " - no log line needed to see it"
+
+
+_FETCH_HOW = {
+    "sleep": "asleep there (a throttled or remote fetch, a retry)",
+    "socket-read": "on the network there (a remote fetch)",
+    "event-loop": "on the network there (a remote fetch)",
+}
+
+
+def data_starved(st: Starved) -> str:
+    """``children_work``: a loop waits for batches its DataLoader workers make slowly inside
+    the dataset's own code - the input pipeline is the bottleneck."""
+    kinds = {w.main_wait.kind if w.main_wait else None for w in st.workers}
+    how = _FETCH_HOW.get(next(iter(kinds)) or "", "reading there (storage, a decode)")
+    n = len(st.workers)
+    return (
+        f"slow: {who([st.loader])} waits in the DataLoader for its next batch, and its "
+        f"{n} DataLoader worker{'s' if n > 1 else ''} ({who(st.workers)}) "
+        f"{verb(st.workers, 'is', 'are')} inside the dataset's `{st.dataset_frame}`, {how} - "
+        "the job is data-starved, not stuck: don't kill it. See where the dataset spends its "
+        f"time (`py-spy dump --pid {st.workers[0].pid}`), check the storage or network it "
+        "reads, raise num_workers / prefetch_factor or cache the data"
+    )
+
+
+def starved_reason(st: Starved) -> str:
+    """A suspect of ``data_starved``: a worker, in the dataset's frame."""
+    return f"DataLoader worker in the dataset's `{st.dataset_frame}`: the loop waits for it"
 
 
 # --- graph ------------------------------------------------------------------------------------
