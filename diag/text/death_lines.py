@@ -3,7 +3,8 @@
 Shared by the log probe (which keeps such lines from the bytes written between two samples,
 so one that scrolls past before a tail is read is not lost) and the verdict (which names the
 dead rank from them). "Worker proc VllmWorker-1 died unexpectedly", torchrun's
-"failed (exitcode: -9) local_rank: 1", a segfault's "core dumped", vLLM's EngineDeadError.
+"failed (exitcode: -9) local_rank: 1", a segfault's "core dumped", vLLM's EngineDeadError,
+SGLang's "Subprocess scheduler_1 (pid=4242) crashed with exit code -9".
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 
 PROCESS_DEATH_PATTERN = (
     r"died unexpectedly|(?:worker|process|engine|rank|child)\w*\s[^.\n]{0,40}?"
-    r"(?:died|is dead|exited unexpectedly|was killed|terminated unexpectedly)|"
+    r"(?:died|is dead|exited unexpectedly|was killed|terminated unexpectedly|crashed)|"
     r"EngineDeadError|Segmentation fault|core dumped|exitcode\s*:\s*-\d+"
 )
 PROCESS_DEATH = re.compile(PROCESS_DEATH_PATTERN, re.IGNORECASE)
@@ -29,6 +30,7 @@ DEATH_KEYWORDS = (
     b"segmentation fault",
     b"core dumped",
     b"exitcode",
+    b"crashed",
 )
 
 

@@ -25,6 +25,7 @@ _SPEAKER = re.compile(r"\((\w{0,40}?)_?TP(\d+)\w* pid=(\d+)\)|\[rank(\d+)\]:.*?\
 _RANK_OF_DEAD = (
     re.compile(r"VllmWorker[-_ ]?(\d+)"),
     re.compile(r"\bWorker[_ ]?TP(\d+)"),
+    re.compile(r"\bscheduler_(\d+)\b"),  # SGLang: "Subprocess scheduler_1 (pid=N) crashed"
     re.compile(r"\blocal_rank\s*[:=]\s*(\d+)"),
     re.compile(r"\brank\s*[:=]?\s*(\d+)", re.IGNORECASE),
     re.compile(r"\bTP(\d+)\b"),
