@@ -49,3 +49,12 @@ def test_check_frames_are_markers_only_in_their_own_modules() -> None:
     assert frame_marker(frame("Queue.empty", "/usr/lib/python3.11/queue.py")) == "check"
     # The job's own function named like a check is its own code: it may compute.
     assert frame_marker(frame("exists", "/job/cache.py")) is None
+
+
+def test_a_yield_loop_caught_on_either_of_its_lines_is_still_a_poll() -> None:
+    """The shm_yield_engine_idle scenario under load: the engine's loop was caught on its
+    ``if slot.value == 0`` line once and on its ``os.sched_yield()`` line after - the same
+    stack but for the innermost line. It read "slow: CPU-bound in `engine`"; it polls."""
+    v = judge(load_bundle(BUNDLES / "explore_shm_yield_two_lines.json"))
+    assert (v.state, v.rule) == ("idle", "waits_for_outside"), v.summary
+    assert "busy-polls with nothing to receive" in v.summary

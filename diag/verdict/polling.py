@@ -498,7 +498,7 @@ def yield_loop(
     dt_s = (alive[-1].t_s or 0.0) - (alive[0].t_s or 0.0)
     user = last.utime_ticks - first.utime_ticks
     kernel = last.stime_ticks - first.stime_ticks
-    if any(t.stack_id != first.stack_id for t in threads):
+    if not _one_call_site(bundle, [t.stack_id for t in threads]):
         return None
     # Asleep with no wait the kernel names counts too: a thread caught going to sleep (state
     # S read, then its syscall as "running") between two of its million iterations.
@@ -524,6 +524,32 @@ def yield_loop(
     caller = next((f.name for f in frames[1:] if short_name(f.name) not in WRAPPERS), "")
     wait = ThreadWait(POLL_KIND, frames[0].name, caller, timed=True)
     return PollLoop(wait=wait, markers=("kernel-yield",), samples=len(threads))
+
+
+# How many lines apart the innermost frame's samples may be and still be one poll's lines:
+# ``if slot.value == 0:`` and ``os.sched_yield()`` - not a line of work further down the loop.
+_POLL_LINES_SPAN = 2
+
+
+def _one_call_site(bundle: Bundle, stack_ids: Sequence[Optional[str]]) -> bool:
+    """The same stack in every sample, or but for the innermost frame's line within
+    ``_POLL_LINES_SPAN``: a loop around its yield (``if slot.value == 0: os.sched_yield()``)
+    is caught on either line (a fresh clone's run under load read one such engine
+    "CPU-bound"). A sample further down the loop is its work between polls: no yield loop."""
+    ids = set(stack_ids)
+    if None in ids:
+        return False
+    if len(ids) == 1:
+        return True
+    shapes = set()
+    lines = []
+    for sid in ids:
+        frames = frames_of(bundle, sid)
+        if not frames:
+            return False
+        shapes.add((tuple((f.name, f.filename) for f in frames), tuple(f.line for f in frames[1:])))
+        lines.append(frames[0].line)
+    return len(shapes) == 1 and max(lines) - min(lines) <= _POLL_LINES_SPAN
 
 
 def _burns(
