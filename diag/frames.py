@@ -3,12 +3,14 @@
 A stack reads as "what is this rank doing" from its innermost frame of *user* code: the
 verdict names that frame, the report collapses library frames and keys stack signatures on
 their names only (a torch upgrade moves line numbers, not meaning). Both stages need the same
-answer, so it lives below both; it knows file names only, nothing about waits.
+answer, so it lives below both; it knows file names only, nothing about waits. So does the
+one stack shape the collector must see too: a lock library polling for a file lock
+(``polled_lock``), for which it reads /proc/locks.
 """
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import FrozenSet, Sequence, Tuple
 
 from diag.model import Frame
 
@@ -138,3 +140,24 @@ def signature_text(sig: Signature) -> str:
         base = filename.rsplit("/", 1)[-1]
         parts.append(f"{name} ({base}:{line})" if line else name)
     return " > ".join(parts)
+
+
+# Lock libraries that poll for a file lock: (a directory of their package, the functions that
+# loop trying it). The sleep between tries is theirs, under these frames.
+_POLLED_LOCKS: Tuple[Tuple[str, FrozenSet[str]], ...] = (
+    ("/filelock/", frozenset({"acquire", "_poll_until_acquired", "_acquire_level"})),
+    ("/portalocker/", frozenset({"acquire", "_get_lock", "lock"})),
+    ("/fasteners/", frozenset({"acquire", "_do_acquire", "_try_acquire"})),
+)
+POLL_DEPTH = 8  # frames from the top the lock library's retry loop is looked for in
+
+
+def polled_lock(frames: Sequence[Frame]) -> str:
+    """The outermost frame of a polling file-lock library's retry loop near the top of a stack
+    (``BaseFileLock.acquire``), or ""."""
+    found = ""
+    for f in frames[:POLL_DEPTH]:
+        for package, names in _POLLED_LOCKS:
+            if package in f.filename and f.name.rsplit(".", 1)[-1] in names:
+                found = f.name
+    return found

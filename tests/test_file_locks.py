@@ -207,3 +207,19 @@ def test_a_lock_held_by_a_sleeping_process_is_its_business(holder: Any, tmp_path
     assert verdict["suspects"][0]["pid"] == proc.pid
     # the wording is the feature: how to see what the holder waits for
     assert f"`py-spy dump --pid {proc.pid}`" in verdict["summary"]
+
+
+def test_a_pollers_job_keeps_the_locks_its_processes_hold() -> None:
+    """A poller leaves no ``->`` line: the locks the job's own processes hold are kept for it
+    (after the waits and their holders), and no lock of another process of the host."""
+    from diag.probes.file_locks import parse_locks, select_locks
+
+    text = (
+        "1: FLOCK  ADVISORY  WRITE 100 fe:00:10 0 EOF\n"
+        "2: FLOCK  ADVISORY  WRITE 200 fe:00:20 0 EOF\n"
+        "3: POSIX  ADVISORY  WRITE 300 fe:00:30 0 EOF\n"
+    )
+    lines = parse_locks(text)
+    assert select_locks(lines, set()) == []
+    kept = select_locks(lines, set(), job=frozenset({100, 300, 999}))
+    assert [ln.pid for ln in kept] == [100, 300]

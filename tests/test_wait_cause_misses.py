@@ -29,10 +29,11 @@ from conftest import REPO, run_diag, start_ready
 from series import Proc, build
 
 from diag.bundle.io import load_bundle
+from diag.frames import polled_lock
 from diag.model import Bundle, FileLock, Frame, ThreadSample
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
-from diag.verdict.file_locks import lock_waits, polled_lock
+from diag.verdict.file_locks import lock_waits
 from diag.verdict.self_wait import undrained_puts
 from diag.verdict.thread_wait import signal_wait
 
@@ -258,3 +259,31 @@ def test_real_signal_pause_waits_for_a_signal(tmp_path: Path) -> None:
     v = _verdict(PAUSE, tmp_path)
     assert (v["state"], v["rule"]) == ("idle", "waits_for_outside"), v["summary"]
     assert "waits for a signal" in v["summary"]
+
+
+FILELOCK = """
+import os, subprocess, sys, tempfile, time
+path = os.path.join(tempfile.mkdtemp(), "x.lock")
+hold = f"import time\\nfrom filelock import FileLock\\nlk = FileLock({path!r})\\nlk.acquire()\\n"
+hold += "print('held', flush=True)\\ntime.sleep(3600)"
+take = f"from filelock import FileLock\\nwith FileLock({path!r}):\\n    pass"
+a = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+a.stdout.readline()
+b = subprocess.Popen([sys.executable, "-c", take])
+time.sleep(0.5)
+print("READY", flush=True)
+b.wait()
+"""
+
+
+@pytest.mark.slow
+def test_real_filelock_poller_names_the_holder_in_the_job(tmp_path: Path) -> None:
+    """``filelock`` polls (flock with LOCK_NB, a sleep, again): no waiter line in /proc/locks.
+    The collector reads it anyway when a thread's stack is in such a loop, keeping the locks
+    the job's processes hold - and the verdict names the holder, not only "lslocks"."""
+    pytest.importorskip("filelock")  # torch's dependency: installed by `make install`
+    v = _verdict(FILELOCK, tmp_path)
+    assert (v["state"], v["rule"]) == ("idle", "waits_for_outside"), v["summary"]
+    assert "polls to take a file lock in `BaseFileLock.acquire`" in v["summary"], v["summary"]
+    assert "of this job, holds it" in v["summary"], v["summary"]
+    assert len(v.get("suspects", ())) == 1, v["summary"]

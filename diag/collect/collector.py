@@ -42,6 +42,7 @@ from diag.collect.process_table import ProcessTable
 from diag.collect.process_work import ProcessReader, ProcessWork
 from diag.collect.round_records import RoundRecords, StackBook, StackOutcome
 from diag.collect.shards import Pending, ShardPool
+from diag.frames import polled_lock
 from diag.model import (
     Bundle,
     FdHolder,
@@ -486,13 +487,20 @@ class Collector:
         """The file locks threads of the job wait for, and their holders (``/proc/locks``):
         read only when some thread sleeps taking one."""
         waiters: Dict[int, Optional[int]] = {}
+        polls = False
         for s in samples:
             for t in s.threads if s.status == "alive" else ():
                 if t.state in ("S", "D") and waits_on_file_lock(t.wchan, t.syscall):
                     waiters.setdefault(s.pid, t.syscall_fd)
-        if not waiters:
+                elif not polls and t.stack_id is not None:
+                    stack = self.stacks.get(t.stack_id)
+                    polls = stack is not None and bool(polled_lock(stack.frames))
+        if not waiters and not polls:
             return (), ""
-        found = self._run_one("file_locks", partial(job_file_locks, self.procfs, waiters), rec)
+        # A poller leaves no waiter line: the locks the job's processes hold are its holders.
+        job = frozenset(s.pid for s in samples) if polls else frozenset()
+        read = partial(job_file_locks, self.procfs, waiters, job)
+        found = self._run_one("file_locks", read, rec)
         return found if found is not None else ((), "")
 
     def _fs_waits(

@@ -11,7 +11,12 @@ for. ``/proc/locks`` lists every lock on the host: one line per held lock, and a
     1: FLOCK  ADVISORY  WRITE 17150 fe:00:2155416 0 EOF
     1: -> FLOCK  ADVISORY  WRITE 17152 fe:00:2155416 0 EOF
 
-Only read when a thread of the job waits on a file lock (the collector decides), and bounded:
+A lock library that polls (``filelock``: ``flock(LOCK_NB)``, a sleep, again) leaves no ``->``
+line: for it, the locks the job's own processes hold are kept (``job``), and the verdict takes
+them for its holders (``diag.frames.polled_lock`` tells the stack).
+
+Only read when a thread of the job waits on a file lock or polls for one (the collector
+decides), and bounded:
 ``MAX_LOCKS_BYTES`` of the file, ``MAX_RECORDS`` records kept, the name and state of at most
 ``MAX_HOLDERS`` holders read. The file's path comes from the waiter's own fd (a readlink; the
 file itself is never opened or stat'ed - it may sit on a dead NFS server). A pid of -1 (an
@@ -24,7 +29,7 @@ as it is: the holder is then unknown, and the verdict says how to find it (``fus
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from diag.model import FileLock, FileLockKind
 from diag.probes.procfs import ProcFS
@@ -84,11 +89,15 @@ def parse_locks(text: str, max_records: int = 100_000) -> List[LockLine]:
 
 
 def select_locks(
-    lines: Sequence[LockLine], waiters: Set[int], cap: int = MAX_RECORDS
+    lines: Sequence[LockLine],
+    waiters: Set[int],
+    cap: int = MAX_RECORDS,
+    job: AbstractSet[int] = frozenset(),
 ) -> List[LockLine]:
     """The job's waits (``->`` lines of ``waiters``) and the held locks blocking them: the
     line of the same ordinal, else (older kernels list waiters apart) any held lock on the same
-    file. At most ``cap`` lines, the job's waits first."""
+    file; then the locks processes of ``job`` hold (asked for when one of its threads polls
+    for a lock: a poller has no ``->`` line). At most ``cap`` lines, the job's waits first."""
     waits = [ln for ln in lines if ln.blocked and ln.pid in waiters]
     ordinals = {ln.ordinal for ln in waits}
     files = {(ln.dev, ln.inode) for ln in waits}
@@ -99,6 +108,8 @@ def select_locks(
         for ln in lines
         if not ln.blocked and (ln.dev, ln.inode) in files and ln.ordinal not in blocking
     ]
+    kept = {ln.ordinal for ln in held}
+    held += [ln for ln in lines if not ln.blocked and ln.pid in job and ln.ordinal not in kept]
     return (waits + held)[:cap]
 
 
@@ -118,12 +129,13 @@ def _read_locks(procfs: ProcFS) -> Tuple[str, bool]:
 
 
 def job_file_locks(
-    procfs: ProcFS, waiter_fds: Mapping[int, Optional[int]]
+    procfs: ProcFS, waiter_fds: Mapping[int, Optional[int]], job: AbstractSet[int] = frozenset()
 ) -> Tuple[Tuple[FileLock, ...], str]:
     """The file locks the processes ``waiter_fds`` ({pid: the fd its thread blocks on, when
-    known}) wait for and their holders; and a note when /proc/locks was cut short."""
+    known}) wait for and their holders, and the locks the processes ``job`` hold (when one
+    of its threads polls for a lock); and a note when /proc/locks was cut short."""
     text, cut = _read_locks(procfs)
-    chosen = select_locks(parse_locks(text), set(waiter_fds))
+    chosen = select_locks(parse_locks(text), set(waiter_fds), job=job)
     holders_read = 0
     out: List[FileLock] = []
     for ln in chosen:

@@ -15,12 +15,13 @@ held by another process of the job (the file it polls for is not open between it
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from diag.model import Bundle, FileLock, Frame
+from diag.frames import polled_lock
+from diag.model import Bundle, FileLock
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import frames_of
-from diag.verdict.waits import FILE_LOCK, SLEEP, short_name
+from diag.verdict.waits import FILE_LOCK, SLEEP
 
 
 @dataclass(frozen=True)
@@ -39,27 +40,6 @@ class LockWait:
     holders: Tuple[LockHolder, ...]
     read: bool  # /proc/locks was read for it (False: an older bundle, or the probe failed)
     polled: str = ""  # the lock library's frame when it polls (no waiter line in /proc/locks)
-
-
-# Lock libraries that poll for a file lock: (a directory of their package, the functions that
-# loop trying it). The sleep between tries is theirs, under these frames.
-_POLLED_LOCKS: Tuple[Tuple[str, FrozenSet[str]], ...] = (
-    ("/filelock/", frozenset({"acquire", "_poll_until_acquired", "_acquire_level"})),
-    ("/portalocker/", frozenset({"acquire", "_get_lock", "lock"})),
-    ("/fasteners/", frozenset({"acquire", "_do_acquire", "_try_acquire"})),
-)
-POLL_DEPTH = 8  # frames from the top the lock library's retry loop is looked for in
-
-
-def polled_lock(frames: Sequence[Frame]) -> str:
-    """The outermost frame of a polling file-lock library's retry loop near the top of a stack
-    (``BaseFileLock.acquire``), or ""."""
-    found = ""
-    for f in frames[:POLL_DEPTH]:
-        for package, names in _POLLED_LOCKS:
-            if package in f.filename and short_name(f.name) in names:
-                found = f.name
-    return found
 
 
 def _last_locks(bundle: Bundle, host: str) -> Tuple[FileLock, ...]:

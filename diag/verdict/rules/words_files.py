@@ -35,9 +35,10 @@ def _takes(w: LockWait) -> str:
 def polled_lock_unseen(w: LockWait) -> str:
     """``waits_for_outside``: a polling acquirer whose holder the bundle does not name."""
     why = (
-        "no other process of the job holds a lock in /proc/locks"
+        "no other process of the job holds a lock in /proc/locks (the holder is outside it)"
         if w.read
-        else "diag recorded no holder (/proc/locks is read for blocked waiters only)"
+        else "diag recorded no holder (/proc/locks was not read: a bundle of an older diag, "
+        "or the probe failed)"
     )
     return (
         f"idle: {who([w.waiter])} {_takes(w)}, and {why} - it goes on when the holder "
