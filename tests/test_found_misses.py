@@ -116,3 +116,35 @@ def test_a_scheduler_reaped_before_the_first_sample_is_named_from_the_log() -> N
     lead = verdict.suspects[0]
     assert (lead.rank, lead.pid) == (1, 22580), verdict.summary
     assert "crashed with exit code -9" in verdict.summary
+
+
+def test_two_hosts_logs_of_one_path_are_two_logs() -> None:
+    """A merged bundle holds each node's /tmp/train.log: two files, not one whose size jumps
+    between the nodes' (read as a rotation, then growth). Each keeps its host, and its writers
+    are keys of that host only."""
+    import msgspec
+    from series import Proc, build
+
+    from diag.model import LogSample
+    from diag.verdict.progress import log_growth
+
+    bundle = build([Proc(pid=10, stack=(("main", "/job/t.py"),))], n=3)
+    sizes_a, size_b = (100, 100, 100), 5000  # node a's log is still, node b's far longer
+    samples = tuple(
+        msgspec.structs.replace(
+            s,
+            logs=(
+                LogSample(path="/tmp/t.log", host="a", size_bytes=sizes_a[i], lines=3, inode=7,
+                          pids=(10,)),
+                LogSample(path="/tmp/t.log", host="b", size_bytes=size_b, lines=90, inode=9,
+                          pids=(10,)),
+            ),
+        )  # fmt: skip
+        for i, s in enumerate(bundle.samples)
+    )
+    logs = log_growth(msgspec.structs.replace(bundle, samples=samples))
+    assert sorted((lg.host, lg.path, lg.grew_bytes) for lg in logs) == [
+        ("a", "/tmp/t.log", 0),
+        ("b", "/tmp/t.log", 0),
+    ]
+    assert {key for lg in logs for key in lg.writers} == {("a", 10), ("b", 10)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
 
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
@@ -28,7 +28,7 @@ _WAITING_WORDS = re.compile(
 @dataclass(frozen=True)
 class LogGrowth:
     path: str
-    pids: Tuple[int, ...]
+    pids: Tuple[int, ...]  # its writers, on ``host``
     grew_bytes: int
     grew_lines: int
     samples: Tuple[int, ...]  # sample indices at which it had grown since the previous one
@@ -48,6 +48,14 @@ class LogGrowth:
     # before and after ("45/100", "45/100"), for sentences that say so rather than "grew 0
     # lines"; empty otherwise.
     redrawn: Tuple[str, ...] = ()
+    # The host it was read on: in a merged bundle two nodes' /tmp/train.log are two logs, and
+    # a pid names a process of that host only.
+    host: str = ""
+
+    @property
+    def writers(self) -> FrozenSet[Tuple[str, int]]:
+        """Its writers as process keys (host, pid)."""
+        return frozenset((self.host, pid) for pid in self.pids)
 
     @property
     def errors(self) -> Tuple[str, ...]:
@@ -302,11 +310,12 @@ def _redrawn(grew_lines: int, new: Tuple[str, ...], history: Tuple[str, ...]) ->
     return (count, count)
 
 
-def _writers_dead(bundle: Bundle, pids: Tuple[int, ...]) -> bool:
-    last = {ps.pid: ps.status for ps in bundle.samples[-1].processes} if bundle.samples else {}
-    ranked = {p.pid for p in bundle.processes if p.rank is not None}
+def _writers_dead(bundle: Bundle, host: str, pids: Tuple[int, ...]) -> bool:
+    last = bundle.samples[-1].processes if bundle.samples else ()
+    status = {ps.pid: ps.status for ps in last if ps.host == host}
+    ranked = {p.pid for p in bundle.processes if p.rank is not None and p.host == host}
     writers = [p for p in pids if p in ranked] or list(pids)
-    return bool(writers) and all(last.get(p) in ("zombie", "exited") for p in writers)
+    return bool(writers) and all(status.get(p) in ("zombie", "exited") for p in writers)
 
 
 MAX_DEATH_LINES = 32  # distinct death lines kept per log (a crash loop repeats them)
@@ -327,12 +336,12 @@ def _death_lines(logs: Iterable[LogSample]) -> Tuple[str, ...]:
 
 
 def log_growth(bundle: Bundle) -> List[LogGrowth]:
-    series: Dict[str, List[Tuple[int, LogSample]]] = {}
+    series: Dict[Tuple[str, str], List[Tuple[int, LogSample]]] = {}
     for sample in bundle.samples:
         for log in sample.logs:
-            series.setdefault(log.path, []).append((sample.index, log))
+            series.setdefault((log.host, log.path), []).append((sample.index, log))
     out: List[LogGrowth] = []
-    for path, seq in series.items():
+    for (host, path), seq in series.items():
         present = [(i, log) for i, log in seq if log.exists]
         grew_at: List[int] = []
         grew_bytes = grew_lines = 0
@@ -363,10 +372,11 @@ def log_growth(bundle: Bundle) -> List[LogGrowth]:
                 intervals=max(0, len(present) - 1),
                 heartbeat=is_heartbeat(new, history),
                 new_lines=new,
-                writers_dead=_writers_dead(bundle, pids),
+                writers_dead=_writers_dead(bundle, host, pids),
                 tail=present[-1][1].tail if present else (),
                 deaths=_death_lines(log for _, log in present),
                 redrawn=_redrawn(grew_lines, new, history),
+                host=host,
             )
         )
     return out

@@ -140,30 +140,30 @@ def _output(
     reads, grows or runs on a GPU), no timer's status writes (``_timer_writes``)."""
     # A log counts when the job writes it: not one only helpers and framework daemons hold.
     part_keys = {p.key for p in ctx.participants}
-    helpers = {p.pid for p in ctx.procs if is_helper(p) and p.key not in part_keys}
+    helpers = {p.key for p in ctx.procs if is_helper(p) and p.key not in part_keys}
     phases = starting(ctx.bundle, ctx.procs)
-    bars = [lg for lg in ctx.logs if _phase_bar(lg, {r.pid for r in phases})]
+    bars = [lg for lg in ctx.logs if _phase_bar(lg, {(r.host, r.pid) for r in phases})]
     progress_logs = [
         lg
         for lg in ctx.logs
-        if lg.progress and not (lg.pids and set(lg.pids) <= helpers) and lg not in bars
+        if lg.progress and not (lg.pids and lg.writers <= helpers) and lg not in bars
     ]
     # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line), or
     # a start-up phase's progress bar, is that, not output: its wchar rose by the same bytes.
-    heartbeat_bytes: Dict[int, int] = {}
+    heartbeat_bytes: Dict[Tuple[str, int], int] = {}
     for lg in ctx.logs:
         if lg.grew and (not lg.progress or lg in bars):
-            for pid in lg.pids:
-                heartbeat_bytes[pid] = heartbeat_bytes.get(pid, 0) + _written_into(lg)
+            for key in lg.writers:
+                heartbeat_bytes[key] = heartbeat_bytes.get(key, 0) + _written_into(lg)
     # Bytes a compiler or its cache writes during start-up are that phase's work, not output;
     # so are a bar's redraws (a few hundred bytes, not all caught in the log's size between
     # two samples), unless far more flows.
-    not_output = {r.pid for r in phases if r.phase == COMPILING}
-    drawing = {pid for lg in bars for pid in lg.pids}
-    not_output |= {p.pid for p in alive if p.pid in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
+    not_output = {(r.host, r.pid) for r in phases if r.phase == COMPILING}
+    drawing = {key for lg in bars for key in lg.writers}
+    not_output |= {p.key for p in alive if p.key in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
     if quiet:
-        not_output |= {p.pid for p in alive if _timer_writes(p)}
-    writers = [p for p in alive if p.pid not in not_output and output_bytes(p, heartbeat_bytes)]
+        not_output |= {p.key for p in alive if _timer_writes(p)}
+    writers = [p for p in alive if p.key not in not_output and output_bytes(p, heartbeat_bytes)]
     return progress_logs, writers
 
 
@@ -193,14 +193,14 @@ def _written_into(lg: LogGrowth) -> int:
     return lg.grew_bytes + 2 * line
 
 
-def _phase_bar(lg: LogGrowth, phase_pids: Set[int]) -> bool:
+def _phase_bar(lg: LogGrowth, phase_keys: Set[Tuple[str, int]]) -> bool:
     """A log that grew only by a progress bar redrawn in place (bytes, no new line) while a
     process writing it is in a start-up phase (loading weights, compiling): that phase's
     progress - shown with its ETA - not the job's output. A job whose only motion is its
     weight load is slow ("don't kill it"), not progressing."""
-    if not (lg.grew and lg.grew_lines == 0 and phase_pids):
+    if not (lg.grew and lg.grew_lines == 0 and phase_keys):
         return False
-    return not lg.pids or bool(set(lg.pids) & phase_pids)
+    return not lg.pids or bool(lg.writers & phase_keys)
 
 
 def child_work(
@@ -282,8 +282,8 @@ def working_keys(s: Situation) -> FrozenSet[Tuple[str, int]]:
     # compute); through children already reaped (their CPU in its cutime): it is the work.
     parents = {(q.key[0], q.info.ppid) for q in s.ctx.procs if not q.dead}
     keys.update(p.key for p, _, _ in s.helped if (p.key[0], p.pid) not in parents)
-    log_pids = {pid for lg in s.progress_logs for pid in lg.pids}
-    keys.update(p.key for p in s.alive if p.pid in log_pids)
+    log_keys = {key for lg in s.progress_logs for key in lg.writers}
+    keys.update(p.key for p in s.alive if p.key in log_keys)
     return frozenset(keys)
 
 

@@ -21,7 +21,7 @@ read these predicates, never their own copy. Pure functions of ``ProcSignals``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Collection, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence
+from typing import Collection, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frames import is_library
 from diag.model import Bundle, Frame
@@ -95,13 +95,13 @@ def chatter(p: ProcSignals) -> bool:
     return p.write_delta_bytes <= CHATTER_BYTES_PER_WRITE * p.write_calls_delta
 
 
-def output_bytes(p: ProcSignals, heartbeat_bytes: Mapping[int, int]) -> int:
+def output_bytes(p: ProcSignals, heartbeat_bytes: Mapping[Tuple[str, int], int]) -> int:
     """The bytes it wrote that are output: not what it wrote into a log judged a heartbeat
     (vLLM's zero-counter stats line: its wchar rose by the same bytes), not wake-ups, not its
     exchange with the job's own ranks, and not a heartbeat thread's talk while its main thread
     sits unchanged in a peer or lock wait - unless megabytes flow: a collective that moves
     data completes, and a loop calling it from one line is sampled there every time."""
-    written = p.write_delta_bytes - heartbeat_bytes.get(p.pid, 0)
+    written = p.write_delta_bytes - heartbeat_bytes.get(p.key, 0)
     if written < WRITE_MIN_BYTES or wakeup_writes(p) or exchange_only(p):
         return 0
     moving = p.compute_intervals or p.main_moved or p.main_family not in (PEER, LOCK)
