@@ -134,12 +134,10 @@ def test_two_hosts_logs_of_one_path_are_two_logs() -> None:
         msgspec.structs.replace(
             s,
             logs=(
-                LogSample(path="/tmp/t.log", host="a", size_bytes=sizes_a[i], lines=3, inode=7,
-                          pids=(10,)),
-                LogSample(path="/tmp/t.log", host="b", size_bytes=size_b, lines=90, inode=9,
-                          pids=(10,)),
+                LogSample(path="/tmp/t.log", host="a", size_bytes=sizes_a[i], lines=3, pids=(10,)),
+                LogSample(path="/tmp/t.log", host="b", size_bytes=size_b, lines=90, pids=(10,)),
             ),
-        )  # fmt: skip
+        )
         for i, s in enumerate(bundle.samples)
     )
     logs = log_growth(msgspec.structs.replace(bundle, samples=samples))
