@@ -241,10 +241,6 @@ GRAPH_DISAGREES = {
     # nothing in the capture can end its wait; the rules read a rendezvous that the store's
     # host (rank 0, not captured) ends when it starts - idle (``rendezvous.store_joins``).
     "explore_rendezvous_missing",
-    # A training loop waits for batches its DataLoader workers make asleep in the dataset's
-    # __getitem__ (a slow remote fetch): the graph's chains end at their timer (idle); the
-    # rules read the workers' fetch as the job's work - data-starved, slow (``work.data_starved``).
-    "explore_dataloader_slow",
 }
 
 

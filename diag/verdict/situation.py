@@ -31,6 +31,7 @@ from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
 from diag.verdict.work import (
     answers,
     computes,
+    data_starved,
     output_bytes,
     reads_input,
 )
@@ -284,6 +285,11 @@ def working_keys(s: Situation) -> FrozenSet[Tuple[str, int]]:
     keys.update(p.key for p, _, _ in s.helped if (p.key[0], p.pid) not in parents)
     log_keys = {key for lg in s.progress_logs for key in lg.writers}
     keys.update(p.key for p in s.alive if p.key in log_keys)
+    # DataLoader workers inside the dataset's own code, their loader waiting for batches:
+    # the input pipeline works, however slowly (``work.data_starved``).
+    starved = data_starved(s.ctx.bundle, s.ctx.procs)
+    if starved is not None:
+        keys.update(w.key for w in starved.workers)
     return frozenset(keys)
 
 
