@@ -237,10 +237,6 @@ GRAPH_DISAGREES = {
     # it; the rules call a rank polling outside its group's collective a divergence.
     "explore_poll_exists_with_sleep",
     "explore_spin_on_exists",
-    # A rank alone in init_process_group, connecting to a TCPStore nobody hosts: to the graph
-    # nothing in the capture can end its wait; the rules read a rendezvous that the store's
-    # host (rank 0, not captured) ends when it starts - idle (``rendezvous.store_joins``).
-    "explore_rendezvous_missing",
 }
 
 

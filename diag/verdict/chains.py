@@ -13,6 +13,7 @@ from diag.verdict.graph_nodes import (
     OUT_CLIENTS,
     OUT_NETWORK,
     OUT_STDIN,
+    OUT_STORE,
     OUT_TIMER,
     OUTSIDE_JOB,
     is_outside,
@@ -120,7 +121,9 @@ def _doors_state(
         return _WORKING if busy else None
     if any(e.kind == "lock" and e.src == e.dst and e.src in live_ends for e in graph.edges):
         return _DEADLOCKED  # a lock only its own threads hold, none of which will run
-    open_doors = {OUT_NETWORK, OUT_TIMER, OUT_STDIN, OUT_CLIENTS}
+    # A rank joining a store whose host is not up waits on the outside too: the host's start
+    # ends it (``rendezvous.store_joins``).
+    open_doors = {OUT_NETWORK, OUT_TIMER, OUT_STDIN, OUT_CLIENTS, OUT_STORE}
     if live_ends and all(doors.get(k, set()) & open_doors for k in live_ends):
         return _IDLE
     if any(doors.get(k, set()) & open_doors for k in live_ends) and all(

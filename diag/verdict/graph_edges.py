@@ -30,6 +30,7 @@ from diag.verdict.graph_nodes import (
     OUT_NETWORK,
     OUT_PEER,
     OUT_STDIN,
+    OUT_STORE,
     OUT_TIMER,
     OUTSIDE_JOB,
     _Builder,
@@ -47,6 +48,7 @@ from diag.verdict.graph_nodes import (
     node_state,
 )
 from diag.verdict.participants import is_rank_helper, serving_ports
+from diag.verdict.rendezvous import store_joins
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import CHILD, FILE_LOCK, LOCK, PEER, RESULT, SLEEP
 from diag.verdict.wording import where
@@ -358,6 +360,24 @@ def _build(
     ranks = [p for p in procs if p.rank is not None and not is_rank_helper(p)]
     peers = [p for p in procs if p.main_family == PEER and p.rank is None and not p.dead]
     _peer_edges(b, ranks + peers)
+    _store_join_edges(b)
     for p in procs:
         _own_edges(b, p)
     return b
+
+
+def _store_join_edges(b: _Builder) -> None:
+    """Ranks still connecting to a c10d store no process of the capture hosts
+    (``rendezvous.store_joins``): the store's host ends their wait when it listens - outside
+    the capture, as a server's clients are."""
+    join = store_joins(b.bundle, b.procs)
+    if join is None:
+        return
+    for p in join.joiners:
+        b.edge(
+            p,
+            OUT_STORE,
+            "outside",
+            f"connects to the c10d store at {join.endpoint()} in {where(p)}: its host (rank "
+            "0, or torchrun's agent) ends the wait when it listens",
+        )

@@ -57,12 +57,19 @@ OUT_STDIN = OUTSIDE + "stdin"
 OUT_PEER = OUTSIDE + "peer"
 
 
+OUT_STORE = OUTSIDE + "store"
+
+
 _OUTSIDE_NODES: Dict[str, Tuple[str, str]] = {
     OUT_CLIENTS: ("outside: clients", "clients outside the job wait for answers"),
     OUT_NETWORK: ("outside: requests", "a request or connection from outside the job"),
     OUT_TIMER: ("outside: timer", "a timer that fires by itself"),
     OUT_STDIN: ("outside: stdin", "input someone types or pipes in"),
     OUT_PEER: ("outside: unknown peer", "a socket peer or fifo end not in the capture"),
+    OUT_STORE: (
+        "outside: rendezvous store",
+        "the c10d store's host (rank 0, or torchrun's agent), not in the capture",
+    ),
 }
 
 
