@@ -228,10 +228,6 @@ GRAPH_DISAGREES = {
     # doors that can open; the rules know a scheduler by its title and that the server that
     # lost them can never serve again.
     "sglang_real_tp2_rank_killed",
-    # The main thread blocks in `Queue.put` on a full queue; a heartbeat thread sleeps: to the
-    # graph that timer may end the wait. The rules saw it wake four times and the put never
-    # wake - it takes nothing from the queue (``self_wait.undrained_puts``).
-    "explore_bounded_queue_self_put",
     # As gloo_diverge_sleep: rank 0 waits in a barrier for rank 1, which polls for a file
     # (with a sleep, or spinning on `exists`): to the graph the timer (or the poll) may end
     # it; the rules call a rank polling outside its group's collective a divergence.

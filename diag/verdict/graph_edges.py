@@ -5,7 +5,7 @@ feeder thread opens, and ``_build``, which draws them all.
 
 from __future__ import annotations
 
-from typing import Collection, Dict, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.model import (
     Bundle,
@@ -49,6 +49,7 @@ from diag.verdict.graph_nodes import (
 )
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.rendezvous import store_joins
+from diag.verdict.self_wait import undrained_puts
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import CHILD, FILE_LOCK, LOCK, PEER, RESULT, SLEEP
 from diag.verdict.wording import where
@@ -212,6 +213,13 @@ def _queue_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
             b.edge(p, feeder[0], "outside", feeder[1])
 
 
+def _undrained(b: _Builder) -> FrozenSet[Tuple[str, int]]:
+    """The processes whose main thread puts on a full queue no thread drains (once a graph)."""
+    if b.undrained is None:
+        b.undrained = frozenset(u.key for u in undrained_puts(b.bundle, b.procs))
+    return b.undrained
+
+
 def _lock_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
     """A lock or an opaque native block: a shared futex points at the family; a private lock
     at a thread of its own that can release it, else at itself."""
@@ -225,7 +233,9 @@ def _lock_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
     if kind == "blocked" and not p.lock_waiters:
         return
     cycle = _lock_cycle(p)
-    feeder = None if cycle else _feeder_door(b, p)
+    # A put on a full queue no thread drains (``self_wait.undrained_puts``): its timer
+    # threads woke over and over and took nothing - no door.
+    feeder = None if cycle or p.key in _undrained(b) else _feeder_door(b, p)
     if not cycle and _thread_fd_edges(b, p):
         pass  # another thread of its own waits on a process that can end its wait
     elif feeder is not None:  # another thread of its own runs again and can end it

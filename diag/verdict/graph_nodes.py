@@ -6,7 +6,7 @@ outside, and the builder the edge modules add to. Bounds: ``MAX_FANOUT`` edges a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from diag.model import (
     Bundle,
@@ -252,6 +252,7 @@ class _Builder:
     # TCP socket's local address -> holders (any host of a merged bundle).
     _by_inode: Optional[Dict[Tuple[str, int], List[Tuple[ProcSignals, FdEnd]]]] = None
     _by_local: Optional[Dict[str, List[Tuple[ProcSignals, FdEnd]]]] = None
+    undrained: Optional[FrozenSet[Tuple[str, int]]] = None  # graph_edges._undrained, once
 
     def ends_index(
         self,
