@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
-from diag.model import Frame, RankClass, Verdict, main_thread
+from diag.model import Frame, HostEntry, RankClass, Verdict, main_thread
 from diag.render import fmt
 from diag.render.index import BundleIndex, Key, Proc
 from diag.render.stacks import StackRegistry
@@ -182,6 +182,8 @@ def _letter(n: int) -> str:
 
 
 def build_hosts(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[HostSummary, ...]:
+    """One row per host: its ranks by class, its suspects, its clock and its probe failures;
+    failed hosts first, then those with a suspect, then the odd ones."""
     bundle = index.bundle
     classes = _classes(index, verdict)
     letter: Dict[Key, str] = {}
@@ -189,67 +191,18 @@ def build_hosts(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[HostSum
         for p in _members(index, rc):
             letter[p.key] = _letter(n)
     failures: Dict[str, int] = {}
-    for f in bundle.failures:
+    for f in (*bundle.failures, *(f for s in bundle.samples for f in s.failures)):
         failures[f.host] = failures.get(f.host, 0) + 1
-    for sample in bundle.samples:
-        for f in sample.failures:
-            failures[f.host] = failures.get(f.host, 0) + 1
     ranks: Dict[str, List[Proc]] = {}
     for p in index.procs:
         if p.info.rank is not None:
             ranks.setdefault(p.key[0], []).append(p)
     entries = {e.name: e for e in bundle.hosts}
     names = list(dict.fromkeys([*entries, *index.hosts]))
-    rows = []
-    for name in names:
-        entry = entries.get(name)
-        mine = ranks.get(name, [])
-        counts: Dict[str, int] = {}
-        for p in mine:
-            key = letter.get(p.key, "?")
-            counts[key] = counts.get(key, 0) + 1
-        notes = []
-        status = entry.status if entry is not None else "ok"
-        if status != "ok":
-            notes.append(f"not captured: {entry.reason}" if entry and entry.reason else status)
-        suspects = [p for p in mine if p.is_suspect]
-        if suspects:
-            named = [p.info.rank for p in suspects if p.info.rank is not None]
-            notes.append(f"suspect {rank_set(named)}" if named else "suspect")
-        odd_classes = sorted(k for k in counts if k != "A")
-        if odd_classes:
-            notes.append("class " + ", ".join(odd_classes))
-        offset = "–"
-        if entry is not None and entry.clock_offset_s is not None:
-            offset = f"{entry.clock_offset_s:+.3f} s"
-            if entry.clock_offset_error_s is not None:
-                offset += f" ± {entry.clock_offset_error_s:.3f}"
-            if abs(entry.clock_offset_s) >= _CLOCK_ODD_S:
-                notes.append(f"clock {entry.clock_offset_s:+.3f} s from the reference")
-        elif entry is not None and entry.start_offset_s is not None:
-            offset = f"not measured (first sample {entry.start_offset_s:+.2f} s)"
-            if abs(entry.start_offset_s) >= _CLOCK_ODD_S:
-                notes.append(f"first sample {entry.start_offset_s:+.2f} s from the reference")
-        n_fail = failures.get(name, 0)
-        if n_fail:
-            notes.append(f"{n_fail} probe failure{'s' if n_fail != 1 else ''}")
-        shown_rank = next((p.anchor for p in (suspects or mine[:PER_CLASS])), "")
-        rows.append(
-            HostSummary(
-                name=name or "(local)",
-                status=status,
-                ranks_text=rank_set(p.info.rank for p in mine if p.info.rank is not None)
-                if mine
-                else "–",
-                ranks=len(mine),
-                classes=", ".join(f"{k} ×{v}" for k, v in sorted(counts.items())) or "–",
-                clock_offset=offset,
-                failures=n_fail,
-                odd=bool(notes),
-                note="; ".join(notes),
-                anchor=shown_rank,
-            )
-        )
+    rows = [
+        _host_row(name, entries.get(name), ranks.get(name, []), letter, failures.get(name, 0))
+        for name in names
+    ]
 
     def rank_of(row: HostSummary) -> Tuple[int, str]:
         if row.status != "ok":
@@ -259,6 +212,63 @@ def build_hosts(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[HostSum
         return (2 if row.odd else 3, row.name)
 
     return tuple(sorted(rows, key=rank_of))
+
+
+def _host_row(
+    name: str,
+    entry: Optional[HostEntry],
+    mine: List[Proc],
+    letter: Dict[Key, str],
+    n_fail: int,
+) -> HostSummary:
+    counts: Dict[str, int] = {}
+    for p in mine:
+        key = letter.get(p.key, "?")
+        counts[key] = counts.get(key, 0) + 1
+    notes = []
+    status = entry.status if entry is not None else "ok"
+    if status != "ok":
+        notes.append(f"not captured: {entry.reason}" if entry and entry.reason else status)
+    suspects = [p for p in mine if p.is_suspect]
+    if suspects:
+        named = [p.info.rank for p in suspects if p.info.rank is not None]
+        notes.append(f"suspect {rank_set(named)}" if named else "suspect")
+    odd_classes = sorted(k for k in counts if k != "A")
+    if odd_classes:
+        notes.append("class " + ", ".join(odd_classes))
+    offset = _clock_offset(entry, notes)
+    if n_fail:
+        notes.append(f"{n_fail} probe failure{'s' if n_fail != 1 else ''}")
+    shown_rank = next((p.anchor for p in (suspects or mine[:PER_CLASS])), "")
+    return HostSummary(
+        name=name or "(local)",
+        status=status,
+        ranks_text=rank_set(p.info.rank for p in mine if p.info.rank is not None) if mine else "–",
+        ranks=len(mine),
+        classes=", ".join(f"{k} ×{v}" for k, v in sorted(counts.items())) or "–",
+        clock_offset=offset,
+        failures=n_fail,
+        odd=bool(notes),
+        note="; ".join(notes),
+        anchor=shown_rank,
+    )
+
+
+def _clock_offset(entry: Optional[HostEntry], notes: List[str]) -> str:
+    """The host's clock against the reference, as measured (or its first sample's offset when
+    it was not); a note when it is off by ``_CLOCK_ODD_S`` or more."""
+    if entry is not None and entry.clock_offset_s is not None:
+        offset = f"{entry.clock_offset_s:+.3f} s"
+        if entry.clock_offset_error_s is not None:
+            offset += f" ± {entry.clock_offset_error_s:.3f}"
+        if abs(entry.clock_offset_s) >= _CLOCK_ODD_S:
+            notes.append(f"clock {entry.clock_offset_s:+.3f} s from the reference")
+        return offset
+    if entry is not None and entry.start_offset_s is not None:
+        if abs(entry.start_offset_s) >= _CLOCK_ODD_S:
+            notes.append(f"first sample {entry.start_offset_s:+.2f} s from the reference")
+        return f"not measured (first sample {entry.start_offset_s:+.2f} s)"
+    return "–"
 
 
 # -- evidence ----------------------------------------------------------------------------------
