@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.frames import is_library
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
@@ -89,7 +89,7 @@ _NONBLOCKING_NAMES = frozenset(
 # Python (``ZMQError.__init__``), so a NOBLOCK receive on an empty socket shows there.
 _NONBLOCKING_FILES = ("zmq/error.py",)
 # Completion polls on asynchronous device or collective work: the loop asks "done yet?".
-_COMPLETION: Tuple[Tuple[frozenset, Tuple[str, ...]], ...] = (  # type: ignore[type-arg]
+_COMPLETION: Tuple[Tuple[FrozenSet[str], Tuple[str, ...]], ...] = (
     (frozenset({"done", "wait", "value"}), ("torch/futures/__init__.py",)),
     (frozenset({"query"}), ("torch/cuda/streams.py", "torch/xpu/streams.py")),
     (frozenset({"is_completed", "isCompleted", "is_success"}), ()),
@@ -99,7 +99,7 @@ _COMPLETION: Tuple[Tuple[frozenset, Tuple[str, ...]], ...] = (  # type: ignore[t
 # Checks that return at once: a yes/no (or a size) about the world, microseconds each. One in
 # every sample, called from one line, is a loop asking it again and again (``while not
 # os.path.exists(flag): pass``), never one long call: a stat has nothing to compute.
-_CHECKS: Tuple[Tuple[frozenset, Tuple[str, ...]], ...] = (  # type: ignore[type-arg]
+_CHECKS: Tuple[Tuple[FrozenSet[str], Tuple[str, ...]], ...] = (
     (
         frozenset({"exists", "lexists", "isfile", "isdir", "islink", "getsize", "getmtime"}),
         ("/genericpath.py", "/posixpath.py", "<frozen genericpath>", "<frozen posixpath>"),
