@@ -27,7 +27,7 @@ match the last dotted component, optionally restricted to a file suffix.
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frames import is_library
 from diag.model import Frame
@@ -131,7 +131,7 @@ _RENDEZVOUS = frozenset(
 
 
 class _Rule(NamedTuple):
-    names: frozenset  # type: ignore[type-arg]
+    names: FrozenSet[str]
     file_suffixes: Tuple[str, ...]  # empty: any file
     kind: str
 

@@ -103,7 +103,7 @@ def waits_phrase(groups: Sequence[Sequence[ProcSignals]]) -> str:
 
 
 def group_by_wait(procs: Sequence[ProcSignals]) -> List[List[ProcSignals]]:
-    groups: dict = {}  # type: ignore[type-arg]
+    groups: Dict[str, List[ProcSignals]] = {}
     for p in procs:
         key = _where(p, str)  # full names: two waits cut to one text stay apart
         groups.setdefault(key, []).append(p)
