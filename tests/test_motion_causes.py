@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 from pathlib import Path
-from typing import Any, Dict, Iterator
 
 from conftest import REPO
+from recorded_variants import Json, explore_json, load_variant, threads_of
 from series import THREADING, Proc, Thr, build
 
 from diag.bundle.io import load_bundle
-from diag.model import Bundle, Frame, main_thread
+from diag.model import Frame, main_thread
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
 from diag.verdict.polling import poll_loops, yield_loop
@@ -33,27 +32,11 @@ from diag.verdict.waits import frame_kind, stack_wait
 
 BUNDLES = REPO / "samples" / "bundles"
 SITE = "/venv/lib/python3.11/site-packages/"
-Json = Dict[str, Any]
 
 
-def _json(name: str) -> Json:
-    data: Json = json.loads((BUNDLES / f"explore_{name}.json").read_text())
-    data.pop("verdict", None)
-    return data
-
-
-def _load(data: Json, tmp_path: Path) -> Bundle:
-    path = tmp_path / "variant.json"
-    path.write_text(json.dumps(data))
-    return load_bundle(path)
-
-
-def _threads(data: Json, tid: int) -> Iterator[Json]:
-    for sample in data["samples"]:
-        for ps in sample["processes"]:
-            for t in ps["threads"]:
-                if t["tid"] == tid:
-                    yield t
+_json = explore_json
+_load = load_variant
+_threads = threads_of
 
 
 # --- 1. a function named like a collective -------------------------------------------------

@@ -21,16 +21,17 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Optional
 
 import msgspec
 import pytest
 from conftest import REPO, run_diag, start_ready
+from recorded_variants import Json, explore_json, load_variant, threads_of
 from series import Proc, build
 
 from diag.bundle.io import load_bundle
 from diag.frames import polled_lock
-from diag.model import Bundle, FileLock, Frame, ThreadSample
+from diag.model import FileLock, Frame, ThreadSample
 from diag.verdict.classify import classify
 from diag.verdict.features import extract
 from diag.verdict.file_locks import lock_waits
@@ -38,27 +39,11 @@ from diag.verdict.self_wait import undrained_puts
 from diag.verdict.thread_wait import signal_wait
 
 BUNDLES = REPO / "samples" / "bundles"
-Json = Dict[str, Any]
 
 
-def _json(name: str) -> Json:
-    data: Json = json.loads((BUNDLES / f"explore_{name}.json").read_text())
-    data.pop("verdict", None)
-    return data
-
-
-def _load(data: Json, tmp_path: Path) -> Bundle:
-    path = tmp_path / "variant.json"
-    path.write_text(json.dumps(data))
-    return load_bundle(path)
-
-
-def _threads(data: Json, tid: int) -> Iterator[Json]:
-    for sample in data["samples"]:
-        for ps in sample["processes"]:
-            for t in ps["threads"]:
-                if t["tid"] == tid:
-                    yield t
+_json = explore_json
+_load = load_variant
+_threads = threads_of
 
 
 # --- 1. a put on a full queue no thread drains ---------------------------------------------

@@ -1,0 +1,36 @@
+"""Edited copies of recorded ``explore_*`` bundles: a test changes one thing in the raw JSON
+(a stack, a thread's state) and judges the variant, to show which evidence decides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+from diag.bundle.io import load_bundle
+from diag.model import Bundle
+
+BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"
+Json = Dict[str, Any]
+
+
+def explore_json(name: str) -> Json:
+    """``samples/bundles/explore_<name>.json`` as JSON, without its recorded verdict."""
+    data: Json = json.loads((BUNDLES / f"explore_{name}.json").read_text())
+    data.pop("verdict", None)
+    return data
+
+
+def load_variant(data: Json, tmp_path: Path) -> Bundle:
+    path = tmp_path / "variant.json"
+    path.write_text(json.dumps(data))
+    return load_bundle(path)
+
+
+def threads_of(data: Json, tid: int) -> Iterator[Json]:
+    """Thread ``tid``'s record in every sample."""
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            for t in ps["threads"]:
+                if t["tid"] == tid:
+                    yield t
