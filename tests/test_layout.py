@@ -35,7 +35,7 @@ ALLOWED: Dict[str, Set[str]] = {
 }
 BASE_MODULES = {"diag", "diag.errors", "diag.model", "diag.redact", "diag.secret_patterns"}
 BASE_MODULES |= {"diag.frames", "diag.vocab"}
-BASE_PACKAGES = ("diag.bundle", "diag.model", "diag.text", "diag.redaction")
+BASE_PACKAGES = ("diag.bundle", "diag.model", "diag.text", "diag.redaction", "diag.frameworks")
 BASE_PACKAGES += ("diag.report_templates",)
 CLI_MODULES = {"diag.cli", "diag.cli_options", "diag.__main__"}
 MAX_TOP_LEVEL_MODULES = 10
