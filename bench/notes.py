@@ -73,9 +73,10 @@ NOTES = """\
   every identifier: dropped (same replacements); the IGNORECASE patterns run only when a
   case-folded needle is present. Output identical to the old patterns on 200,000 fuzzed strings
   and on every test file.
-- **Compiling the report template** (`diag/render/html.py`): ~0.2 s per run -> ~0. A jinja2
-  bytecode cache in `$XDG_CACHE_HOME/diag/jinja2` (private to the user, keyed by the source and
-  our options; skipped when it cannot be written).
+- **Compiling the report template** (`diag/render/html.py`): ~0.2 s per run, paid by a capture
+  while it waits between samples (`warm_templates`). The jinja2 bytecode cache once kept in
+  `$XDG_CACHE_HOME/diag/jinja2` is gone (issue #32): jinja2 unpickles and execs a cache file,
+  so one in a place another user can write is code root runs.
 - **Importing tabulate** (`diag/render/terminal.py`): ~70 ms per capture -> 0; only
   `diag summary` imports it now.
 - **/proc per-thread reads** (`diag/probes/procfs.py`, `threads.py`): 7.7 -> 3.5 ms of CPU per

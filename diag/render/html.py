@@ -8,7 +8,6 @@ template: log lines, thread names and argv are attacker-controlled text.
 from __future__ import annotations
 
 import importlib.resources
-import os
 import re
 from typing import Callable, Optional, Tuple
 
@@ -37,51 +36,19 @@ def code_spans(text: str) -> Markup:
     return Markup("").join(out)
 
 
-# Part of the cache key: compiled code depends on these as much as on the source.
-_OPTIONS = "autoescape=True trim_blocks=False keep_trailing_newline=True StrictUndefined"
-
-
-class _BytecodeCache(jinja2.FileSystemBytecodeCache):
-    """Compiling the report template took ~0.2 s of every ``diag capture`` (bench/cli_cost.py);
-    its compiled code is cached per user. The key covers the template source, the jinja2
-    version (jinja2 checks that) and our options; a cache that cannot be written is skipped."""
-
-    def get_source_checksum(self, source: str) -> str:
-        return super().get_source_checksum(f"{_OPTIONS}\n{source}")
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-def _bytecode_cache() -> Optional[jinja2.BytecodeCache]:
-    """``$XDG_CACHE_HOME/diag/jinja2`` (or ~/.cache), private to this user, else no cache."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "diag", "jinja2")
-    existing = path
-    while not os.path.exists(existing) and os.path.dirname(existing) != existing:
-        existing = os.path.dirname(existing)
-    try:
-        if os.stat(existing).st_uid != os.getuid():
-            return None  # `sudo diag` with the user's HOME: leave no root-owned files there
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        st = os.stat(path)
-    except OSError:
-        return None
-    if st.st_uid != os.getuid() or st.st_mode & 0o022:
-        return None  # someone else could plant code there
-    return _BytecodeCache(path)
-
-
 def environment() -> jinja2.Environment:
+    """The one jinja2 environment of this process; templates compile in memory, once.
+
+    No bytecode cache on disk, on purpose (issue #32): jinja2 unpickles a cache file and
+    ``exec``s its code, so a cache anywhere another user can write - the ``~/.cache`` of the
+    user ``sudo`` came from, an ``$XDG_CACHE_HOME`` someone passed, a link planted in either -
+    would be code that root runs. Compiling the report template costs ~0.2 s, paid while a
+    capture waits between samples (``render.outputs.warm_templates``)."""
     global _env
     if _env is None:
         _env = jinja2.Environment(
             loader=jinja2.FunctionLoader(_load),
             undefined=jinja2.StrictUndefined,
-            bytecode_cache=_bytecode_cache(),
             autoescape=True,
             trim_blocks=False,
             keep_trailing_newline=True,

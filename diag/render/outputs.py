@@ -116,6 +116,7 @@ def write_outputs(
 
 
 def warm_templates() -> None:
-    """Load the report template (from jinja2's bytecode cache, or compiled) ahead of the first
-    report: a capture does it while it waits between samples (``commands.capture.warm_up``)."""
+    """Compile the report template (in memory: there is no cache on disk to load it from)
+    ahead of the first report: a capture does it while it waits between samples
+    (``commands.capture.warm_up``)."""
     environment().get_template("report.html.j2")

@@ -1,0 +1,162 @@
+"""Root never loads or runs what another user wrote (issue #32).
+
+diag runs as root beside jobs of other users, often with an environment that names their
+directories (``sudo`` keeps ``HOME``, an agent passes ``XDG_CACHE_HOME``, the shell sits in a
+shared ``cwd``). A planted file there that diag would load as code - a jinja2 bytecode cache
+(unpickled, then its code ``exec``'d), a module found first on ``sys.path`` - runs as root. These
+tests plant such files, as the attacker would (``nobody`` where the plant is another user's),
+and show that a real diag run as root never executes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, Tuple
+
+import jinja2
+import pytest
+from conftest import PROGRAMS, run_diag
+
+ROOT = os.geteuid() == 0
+NOBODY = 65534
+GOLDEN = Path(__file__).parent / "golden" / "bundles" / "lock_waiters.json"
+TEMPLATE = "report.html.j2"
+
+
+class _Payload:
+    """Pickles to ``exec(code)``: what jinja2's ``Bucket.load_bytecode`` would run on load."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __reduce__(self) -> Tuple[Any, Tuple[str]]:
+        return exec, (self.code,)
+
+
+def _plant_cache(cache_dir: Path, marker: Path) -> Path:
+    """A jinja2 bytecode cache file for diag's report template (the name the old per-user cache
+    used: sha1 of the template name) whose first pickle writes ``marker``."""
+    key = hashlib.sha1(TEMPLATE.encode("utf-8")).hexdigest()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / f"__jinja2_{key}.cache"
+    code = f"open({str(marker)!r}, 'w').write('ran as uid %d' % __import__('os').geteuid())"
+    path.write_bytes(jinja2.bccache.bc_magic + pickle.dumps(_Payload(code), 2))
+    return path
+
+
+def _as_nobody(*argv: str) -> None:
+    subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+def test_the_planted_cache_is_a_live_payload_for_a_reader_that_trusts_it(tmp_path: Path) -> None:
+    """The control: a jinja2 that reads this cache directory runs the planted code - so the
+    tests below, where diag's render must not, test something real."""
+    marker = tmp_path / "ran"
+    cache = tmp_path / "cache"
+    _plant_cache(cache, marker)
+    env = jinja2.Environment(
+        loader=jinja2.DictLoader({TEMPLATE: "x"}),
+        bytecode_cache=jinja2.FileSystemBytecodeCache(str(cache)),
+    )
+    env.get_template(TEMPLATE)
+    assert marker.exists()
+
+
+def _render_env(home: Path, xdg_cache: Path) -> Dict[str, str]:
+    return dict(os.environ, HOME=str(home), XDG_CACHE_HOME=str(xdg_cache))
+
+
+def test_a_planted_template_cache_is_never_executed_by_a_render(tmp_path: Path) -> None:
+    """A cache file in the very place the old per-user cache was read (a directory root owns,
+    mode 0700): ``diag report`` and ``diag capture`` (whose warm-up preloads the template) render
+    without reading it - templates compile in memory - and leave no cache file anywhere."""
+    marker = tmp_path / "ran"
+    xdg = tmp_path / "xdg-cache"
+    home = tmp_path / "home"
+    for base in (xdg, home / ".cache"):
+        _plant_cache(base / "diag" / "jinja2", marker)
+    before = sorted(p.name for p in (xdg / "diag" / "jinja2").iterdir())
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _render_env(home, xdg)
+    result = run_diag(["report", str(GOLDEN), "-o", str(out / "r.html")], env=env)
+    assert result.returncode == 0, result.stderr
+    assert (out / "r.html").stat().st_size > 1000
+    job = subprocess.Popen([sys.executable, str(PROGRAMS / "exit_soon.py"), "60"])
+    try:
+        args = ["capture", "--pid", str(job.pid), "--count", "2", "--interval", "1.5"]
+        result = run_diag([*args, "-o", str(out / "cap")], env=env)
+    finally:
+        job.kill()
+        job.wait()
+    assert result.returncode in (0, 10), result.stderr
+    assert (out / "cap.html").is_file()
+    assert not marker.exists(), marker.read_text()
+    assert sorted(p.name for p in (xdg / "diag" / "jinja2").iterdir()) == before
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A sticky world-writable directory that ``nobody`` can reach, like /tmp itself (pytest's
+    own tmp_path is 0700: ``nobody`` could not plant anything there)."""
+    path = Path(tempfile.mkdtemp(prefix="diag-shared-"))
+    path.chmod(0o1777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.skipif(not ROOT or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_a_cache_path_nobody_links_elsewhere_is_never_followed(
+    shared: Path, tmp_path: Path
+) -> None:
+    """``nobody`` plants ``$XDG_CACHE_HOME/diag`` and ``~/.cache/diag`` as symlinks to a
+    directory of theirs holding the payload: root's render never reads through them, nor
+    writes anything there."""
+    theirs = shared / "theirs"
+    marker = shared / "ran"
+    payload = _plant_cache(shared / "staging", marker)
+    payload.parent.chmod(0o755)
+    payload.chmod(0o644)
+    _as_nobody("mkdir", "-p", str(theirs / "jinja2"))
+    _as_nobody("cp", str(payload), str(theirs / "jinja2" / payload.name))
+    xdg, home = shared / "cache", shared / "home"
+    _as_nobody("mkdir", "-p", str(xdg), str(home / ".cache"))
+    _as_nobody("ln", "-s", str(theirs), str(xdg / "diag"))
+    _as_nobody("ln", "-s", str(theirs), str(home / ".cache" / "diag"))
+    assert (xdg / "diag").is_symlink() and (xdg / "diag").lstat().st_uid == NOBODY
+    before = sorted(p.name for p in (theirs / "jinja2").iterdir())
+    out = tmp_path / "out"
+    out.mkdir()
+    env = _render_env(home, xdg)
+    result = run_diag(["report", str(GOLDEN), "-o", str(out / "r.html")], env=env)
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), marker.read_text()
+    assert sorted(p.name for p in (theirs / "jinja2").iterdir()) == before
+    assert all(p.lstat().st_uid == NOBODY for p in theirs.rglob("*"))
+
+
+def test_the_capture_warm_up_compiles_the_template_once_in_memory() -> None:
+    """``warm_templates`` (a capture's warm-up between samples) leaves the compiled template in
+    the process's environment: the report after the last sample does not compile it again."""
+    from diag.render.html import environment
+    from diag.render.outputs import warm_templates
+
+    warm_templates()
+    env = environment()
+    assert env.bytecode_cache is None
+    assert env.get_template(TEMPLATE) is env.get_template(TEMPLATE)
+    assert any(key[1] == TEMPLATE for key in env.cache or {})
