@@ -20,7 +20,7 @@ from diag.bundle.io import load_bundle
 from diag.model import Verdict
 from diag.verdict.classify import classify
 from diag.verdict.rules import TABLE, apply
-from diag.verdict.rules.base import decided
+from diag.verdict.rules.base import FIXTURE_PREFIX, Rule, decided
 from diag.vocab import PRE_RULE_IDS, RULE_IDS
 from tests.conftest import REPO
 
@@ -53,6 +53,38 @@ def test_rows_are_well_formed() -> None:
         assert row.gives, row.id
         assert row.fallback or row.outranks, f"{row.id}: say why it outranks the rows after it"
     assert [r.fallback for r in TABLE] == [False] * (len(TABLE) - 1) + [True]
+
+
+def test_every_row_documents_itself_in_its_own_words() -> None:
+    """Each row says what it detects and why (``doc``), and why it outranks the rows after it
+    in a sentence of its own: no two rows share one (the report prints it for an overruled
+    rule, where a shared sentence would say nothing about the rule that won)."""
+    for row in TABLE:
+        assert len(row.doc) >= 80 and row.doc.endswith("."), row.id
+    outranks = [r.outranks for r in TABLE if not r.fallback]
+    shared = {text for text in outranks if outranks.count(text) > 1}
+    assert not shared, shared
+    assert len({r.doc for r in TABLE}) == len(TABLE)
+
+
+def _example(name: str) -> Verdict:
+    """The verdict of a row's example: a recorded bundle, or a bundle a fixture builds."""
+    if name.startswith(FIXTURE_PREFIX):
+        from tests.rule_fixtures import FIXTURES
+
+        return classify(FIXTURES[name[len(FIXTURE_PREFIX) :]]())
+    found = [p for p in _bundles() if p.stem == name]
+    assert found, f"no recorded bundle {name}.json in samples/bundles or tests/golden/bundles"
+    return classify(load_bundle(found[0]))
+
+
+@pytest.mark.parametrize("row", TABLE, ids=lambda r: r.id)
+def test_every_row_decides_its_examples(row: Rule) -> None:
+    """A row's examples are captures it decides, so its doc is shown on a real case."""
+    for name in row.examples:
+        verdict = _example(name)
+        assert verdict.rule == row.id, (name, verdict.rule, verdict.summary)
+        assert verdict.state in row.gives | {"unknown"}, (name, verdict.state)
 
 
 def test_a_sentence_must_open_with_its_state() -> None:

@@ -2,7 +2,9 @@
 
 Each row is a ``Rule`` (``rules.base``): an id, its family (one module each: ``deaths``,
 ``motion``, ``graph``, ``peers``, ``locks``, ``doors``), the states it can give, what it needs,
-why it outranks the rows after it, and its ``decide`` function. The first row that decides,
+why it outranks the rows after it, and its ``decide`` function - and documents itself: what it
+detects and the cause (``doc``) and the recorded captures it decides (``examples``), from which
+docs/rules.md is generated (``python docs/make_rules.py``). The first row that decides,
 decides; every later row is still asked, so the verdict records which would also have matched
 and why each was overruled (``Verdict.also_matched``): whoever adds a row sees its effect on
 every recorded capture in one fast test (``tests/test_rule_table.py``).
@@ -31,14 +33,43 @@ from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
-    rule("rank_died", "deaths", ["deadlocked"], deaths.rank_died, words.STOP_OUTRANKS),
-    rule("rank_stopped", "deaths", ["deadlocked"], deaths.rank_stopped, words.STOP_OUTRANKS),
+    rule(
+        "rank_died",
+        "deaths",
+        ["deadlocked"],
+        deaths.rank_died,
+        words.DIED_OUTRANKS,
+        doc="""A rank of the job is dead (a zombie, or gone with its exit recorded) while its
+        peers are still there and nothing progresses. They wait in a collective or a
+        rendezvous for a party that will never come: the job hangs until a timeout, and the
+        dead rank (its exit code, the OOM killer, a crash) is the cause.""",
+        examples=["gloo_rank_dies", "vllm_tp2_worker_killed", "zombie_rank"],
+    ),
+    rule(
+        "rank_stopped",
+        "deaths",
+        ["deadlocked"],
+        deaths.rank_stopped,
+        words.STOP_OUTRANKS,
+        doc="""A process of the job is stopped (state T: SIGSTOP, a debugger, a tracer, a
+        frozen cgroup) in every sample. It ends no wait until it is resumed, so every peer
+        that waits on it is stuck behind it; the remedy depends on who holds it (``kill
+        -CONT``, detach the tracer, thaw the cgroup).""",
+        examples=["vllm_engine_sigstop", "sglang_real_scheduler_sigstop"],
+    ),
     rule(
         "log_names_dead_rank",
         "deaths",
         ["deadlocked"],
         deaths.log_names_dead_rank,
-        words.STOP_OUTRANKS,
+        words.DEATH_LINE_OUTRANKS,
+        doc="""The job's own log names a rank that died (torchrun's ``local_rank: N (pid:
+        P)``, vLLM's "Worker proc ... died unexpectedly") and no live process is that rank any
+        more, while other ranks are there. Its launcher reaped it before diag looked, so only
+        the log line is left; the ranks still burning CPU spin or tear down because of it.
+        A death line from before an elastic restart, or in a job that progresses, is
+        history and does not count.""",
+        examples=[],
     ),
     rule(
         "waits_on_itself",
@@ -46,6 +77,11 @@ TABLE: Tuple[Rule, ...] = (
         ["deadlocked"],
         locks.waits_on_itself,
         words.SELF_LOCK_OUTRANKS,
+        doc="""A thread blocks on a lock that a frame lower on its own stack already holds
+        (re-entered through a signal handler, a finalizer, a GC callback or a logging
+        handler), or puts into a full queue that only it drains. No other thread can release
+        it; a timer firing beside it had made the process look idle.""",
+        examples=["explore_bounded_queue_self_put"],
     ),
     rule(
         "blocked_on_itself",
@@ -53,6 +89,11 @@ TABLE: Tuple[Rule, ...] = (
         ["deadlocked"],
         locks.blocked_on_itself,
         words.NEVER_WAKES_OUTRANKS,
+        doc="""Every thread of a process waits, untimed, on a private futex (its own locks,
+        events, queues) and none of them runs, so none will ever release the others: a lock
+        left held by a thread that died, an event only a dead consumer sets. No peer, port or
+        timer can help it.""",
+        examples=[],
     ),
     rule(
         "answers_requests",
@@ -61,6 +102,11 @@ TABLE: Tuple[Rule, ...] = (
         motion.answers_requests,
         words.ANSWERS_OUTRANKS,
         needs=["deltas"],
+        doc="""Bytes flow on the connections to a server's listening ports between samples:
+        it answers its clients. Socket traffic does not show in ``/proc/PID/io`` and servers
+        often log nothing per request, so this is the only sign of a busy server whose
+        threads sit in epoll between requests.""",
+        examples=[],
     ),
     rule(
         "output_moves",
@@ -69,27 +115,74 @@ TABLE: Tuple[Rule, ...] = (
         motion.output_moves,
         words.MOVES_OUTRANKS,
         ["deltas"],
+        doc="""The job's own output moves between samples: a log grows with lines that are
+        not a heartbeat, a progress bar advances, bytes are written or sent. Progress is the
+        one thing a user wants to know first; stacks caught mid-collective say nothing
+        against it.""",
+        examples=["gloo_train_logs", "stdout_progress", "vllm_load"],
     ),
-    rule("works_silently", "motion", ["slow"], motion.works_silently, words.WORK_OUTRANKS),
-    rule("children_work", "motion", ["slow"], motion.children_work, words.WORK_OUTRANKS),
     rule(
-        "calls_itself", "graph", ["deadlocked"], graph.calls_itself, words.GRAPH_OUTRANKS, ["graph"]
+        "works_silently",
+        "motion",
+        ["slow"],
+        motion.works_silently,
+        words.WORK_OUTRANKS,
+        doc="""Nothing is written, but the job works: CPU outside known waits and poll loops,
+        reads rising, memory growing, a GPU at power. A weight load, a dequantisation, a
+        regex holding the GIL look hung and are not: slow, don't kill it.""",
+        examples=["gloo_load_dequant", "gil_regex", "slow_read", "vllm_startup_engine"],
+    ),
+    rule(
+        "children_work",
+        "motion",
+        ["slow"],
+        motion.children_work,
+        words.CHILDREN_WORK_OUTRANKS,
+        doc="""A process waits on children that compute (inductor's g++ and cc1plus, nvcc:
+        each lives a second and is reaped, so only their CPU charged to the parent shows the
+        work), or a training loop waits on DataLoader workers that are inside the dataset's
+        own code (a slow remote fetch, slow storage): the job is slow or data-starved, not
+        idle.""",
+        examples=["build_extension_reaped", "explore_dataloader_slow"],
+    ),
+    rule(
+        "calls_itself",
+        "graph",
+        ["deadlocked"],
+        graph.calls_itself,
+        words.OWN_SERVER_OUTRANKS,
+        ["graph"],
+        doc="""A thread waits for the answer of a TCP connection whose other end sits in its
+        own process's listen queue, and no other thread of it accepts (the graph's tcp
+        self-edge): a synchronous HTTP call from an async handler to its own port. The
+        thread that would answer is the one waiting.""",
+        examples=["uvicorn_calls_itself"],
     ),
     rule(
         "pipe_outlives_child",
         "graph",
         ["deadlocked"],
         graph.pipe_outlives_child,
-        words.GRAPH_OUTRANKS,
+        words.PIPE_HOLDER_OUTRANKS,
         ["graph"],
+        doc="""A process waits in ``Popen.communicate`` (``run(capture_output=True)``) for EOF
+        on its child's pipes; the child has exited, but a process it started in the
+        background (``sh -c "server &"``) inherited the write end and still holds it. That
+        process, which may never exit, is what the waiter waits on.""",
+        examples=[],
     ),
     rule(
         "waits_on_stopped_outsider",
         "graph",
         ["deadlocked"],
         graph.waits_on_stopped_outsider,
-        words.GRAPH_OUTRANKS,
+        words.STOPPED_OUTSIDER_OUTRANKS,
         ["graph"],
+        doc="""Nothing of the job works and a chain of its waits ends at a stopped or zombie
+        process outside the job: a local server it calls, the writer of its pipe, the holder
+        of its file lock. That process must run again (or be replaced) first; killing the
+        job would not help.""",
+        examples=[],
     ),
     rule(
         "waits_for_file_lock",
@@ -97,6 +190,11 @@ TABLE: Tuple[Rule, ...] = (
         ["slow", "deadlocked", "unknown"],
         locks.waits_for_file_lock,
         words.LOCK_HOLDER_OUTRANKS,
+        doc="""Nothing of the job works and a process of it waits to take a file lock
+        (``flock``, ``fcntl``) held by a process outside the job - a download, a build,
+        another job under ``flock(1)``. The holder's state is the job's: busy is slow, not a
+        lock of the job's own to kill it for.""",
+        examples=[],
     ),
     rule(
         "waits_on_filesystem",
@@ -104,6 +202,11 @@ TABLE: Tuple[Rule, ...] = (
         ["slow", "deadlocked"],
         locks.waits_on_filesystem,
         words.FILESYSTEM_OUTRANKS,
+        doc="""A participant sleeps on a FUSE or network mount in every sample: it waits on
+        that filesystem, and for a FUSE mount served on this host on the daemon holding
+        ``/dev/fuse`` for it, which is the suspect. A restarted job would wait on the same
+        daemon.""",
+        examples=[],
     ),
     rule(
         "waits_for_nodes_to_join",
@@ -111,6 +214,12 @@ TABLE: Tuple[Rule, ...] = (
         ["idle", "deadlocked"],
         peers.waits_for_nodes_to_join,
         words.JOIN_OUTRANKS,
+        doc="""torchrun's agent waits in its rendezvous with no rank started, or a rank in
+        ``init_process_group`` still connects to a TCPStore no process of the capture
+        listens on: the other nodes (or rank 0) have not come, and they end the wait.
+        Nothing here is stuck; across merged hosts, agents with different settings that
+        will never meet are.""",
+        examples=["explore_rendezvous_missing"],
     ),
     rule(
         "collective_laggard",
@@ -118,6 +227,10 @@ TABLE: Tuple[Rule, ...] = (
         ["deadlocked"],
         peers.collective_laggard,
         words.RECORDS_OUTRANKS,
+        doc="""Collective records (PyTorch's Flight Recorder) show one rank behind the
+        others: it is the culprit, though its stack - a wait inside C++, ``work.wait()`` -
+        shows only its caller and looks like everyone else's.""",
+        examples=["fr_lag_4ranks"],
     ),
     rule(
         "server_feeds_ranks",
@@ -125,22 +238,76 @@ TABLE: Tuple[Rule, ...] = (
         ["idle", "slow"],  # slow: still starting, no sign yet it is ready
         doors.server_feeds_ranks,
         words.SERVER_OUTRANKS,
+        doc="""One rank serves a port and the other ranks wait in a collective for it to
+        hand them work (a request broadcast, as tensor-parallel servers do): a ready server
+        with no requests, not a rank that diverged.""",
+        examples=[],
     ),
-    rule("peers_wait", "peers", ["deadlocked"], peers.peers_wait, words.SHAPE_OUTRANKS),
+    rule(
+        "peers_wait",
+        "peers",
+        ["deadlocked"],
+        peers.peers_wait,
+        words.PEERS_OUTRANKS,
+        doc="""Ranks wait on their peers and nothing moves: the odd rank out - in another
+        collective, asleep outside any, at a debugger prompt, or missing - is why, and the
+        group never completes its collective.""",
+        examples=["gloo_diverge_sleep", "gloo_mismatched_collective", "torchrun_pdb_rank"],
+    ),
     rule(
         "results_never_come",
         "peers",
         ["deadlocked"],
         peers.results_never_come,
-        words.SHAPE_OUTRANKS,
+        words.LOST_RESULTS_OUTRANKS,
+        doc="""A process waits for pool or future results that no worker computes: a task
+        was lost (its worker killed, e.g. by the OOM killer) or its worker is blocked - a
+        task waiting on another task of the same full pool.""",
+        examples=[],
     ),
-    rule("lock_cycle", "locks", ["deadlocked"], locks.lock_cycle, words.SHAPE_OUTRANKS),
-    rule("gpu_spins", "peers", ["deadlocked"], peers.gpu_spins, words.SHAPE_OUTRANKS),
     rule(
-        "lock_without_door", "locks", ["deadlocked"], locks.lock_without_door, words.SHAPE_OUTRANKS
+        "lock_cycle",
+        "locks",
+        ["deadlocked"],
+        locks.lock_cycle,
+        words.LOCK_CYCLE_OUTRANKS,
+        doc="""Two or more threads of one process each hold a lock another of them waits for
+        (taken in opposite orders): a cycle only killing the process ends.""",
+        examples=["lock_order", "lock_waiters"],
     ),
     rule(
-        "log_reports_death", "deaths", ["deadlocked"], deaths.log_reports_death, words.STOP_OUTRANKS
+        "gpu_spins",
+        "peers",
+        ["deadlocked"],
+        peers.gpu_spins,
+        words.GPU_SPIN_OUTRANKS,
+        doc="""A GPU reads busy at idle power and nothing else moves: a kernel spins waiting
+        on a peer (an NCCL collective whose partner never came). This machine has no GPU, so
+        its example is a bundle built by the test helpers, not a recording.""",
+        examples=[],
+    ),
+    rule(
+        "lock_without_door",
+        "locks",
+        ["deadlocked"],
+        locks.lock_without_door,
+        words.LOCK_NO_DOOR_OUTRANKS,
+        doc="""A thread waits on a lock and its own process has no door - no timer, port or
+        input that could wake a thread holding it. Only a thread of the same process can
+        release the lock, so it waits for ever, whatever other processes listen on (a lock
+        copied held into a fork()ed worker).""",
+        examples=[],
+    ),
+    rule(
+        "log_reports_death",
+        "deaths",
+        ["deadlocked"],
+        deaths.log_reports_death,
+        words.LOGGED_DEATH_OUTRANKS,
+        doc="""Nothing moves and the job's own log says one of its processes died or crashed
+        (a worker killed and reaped before diag looked: no zombie left, only its peers'
+        error lines). The dead process is the cause of the still job.""",
+        examples=["sglang_tp2_rank_reaped"],
     ),
     rule(
         "requests_unanswered",
@@ -148,6 +315,10 @@ TABLE: Tuple[Rule, ...] = (
         ["deadlocked", "slow"],
         doors.requests_unanswered,
         words.UNANSWERED_OUTRANKS,
+        doc="""Requests that arrived before the capture began got no byte of answer during
+        it, while nothing in the server moves. Its event loop still accepts (a listening
+        port, epoll) - what made it look idle - but its handler is stuck.""",
+        examples=[],
     ),
     rule(
         "pipe_full_in_dead_chain",
@@ -156,6 +327,11 @@ TABLE: Tuple[Rule, ...] = (
         graph.pipe_full_in_dead_chain,
         words.FULL_PIPE_OUTRANKS,
         ["graph"],
+        doc="""Every chain of waits ends where nothing can end it, and the cycle is a writer
+        blocked on a full pipe whose reader waits on the writer (a parent in ``Popen.wait``
+        with its child's stdout unread): told as that picture, with the fix
+        (``communicate()``, a reader thread, a file).""",
+        examples=[],
     ),
     rule(
         "chains_never_end",
@@ -164,6 +340,11 @@ TABLE: Tuple[Rule, ...] = (
         graph.chains_never_end,
         words.DEAD_CHAINS_OUTRANKS,
         ["graph"],
+        doc="""Nothing works and every chain of waits from the participants ends where
+        nothing can ever end it: a stopped or dead process, or a cycle (two processes each
+        reading a pipe the other holds). The wait-for graph's deadlock, for shapes no rule
+        above names by its picture.""",
+        examples=["pipe_deadlock"],
     ),
     rule(
         "polls_for_stale_lock_file",
@@ -171,6 +352,11 @@ TABLE: Tuple[Rule, ...] = (
         ["deadlocked"],
         locks.polls_for_stale_lock_file,
         words.LOCK_FILE_OUTRANKS,
+        doc="""Nothing in the job works and its processes poll for a lock file to disappear
+        (torch's ``FileBaton`` around an extension build) that no process of the job
+        created: a build killed while holding it left it behind. The job never goes on by
+        itself, and a rerun waits on the same file; deleting it does.""",
+        examples=[],
     ),
     rule(
         "waits_for_outside",
@@ -178,8 +364,22 @@ TABLE: Tuple[Rule, ...] = (
         ["idle", "slow"],  # slow: still starting, no sign yet it is ready
         doors.waits_for_outside,
         words.DOORS_OUTRANKS,
+        doc="""Every wait is one something outside the job can end: a listening port, stdin,
+        a signal, a timer. Idle, healthy, waiting for work - unless a start-up phase shows
+        and no sign that it is ready does: then slow, still starting.""",
+        examples=["http_idle", "asyncio_idle", "vllm_idle_ready", "ray_idle"],
     ),
-    rule("pipe_full", "graph", ["deadlocked"], graph.pipe_full, words.SHAPE_OUTRANKS),
+    rule(
+        "pipe_full",
+        "graph",
+        ["deadlocked"],
+        graph.pipe_full,
+        words.PIPE_FULL_OUTRANKS,
+        doc="""At least half the live processes block writing to a full pipe or socket whose
+        reader stopped reading, though not every chain is dead (a timer or a port
+        elsewhere): the writers and their likely reader are named.""",
+        examples=[],
+    ),
     rule(
         "chains_end_at_doors",
         "graph",
@@ -187,6 +387,11 @@ TABLE: Tuple[Rule, ...] = (
         graph.chains_end_at_doors,
         words.DOOR_CHAINS_OUTRANKS,
         ["graph"],
+        doc="""Nothing moves and no participant waits on a door of its own, but every chain
+        of their waits ends at a process that does: a helper a rank waits for, sleeping on a
+        timer while it polls for a file or a host. Read alone the ranks' waits said "nothing
+        can wake it"; the chain names who can.""",
+        examples=[],
     ),
     rule(
         "nothing_can_wake",
@@ -195,6 +400,10 @@ TABLE: Tuple[Rule, ...] = (
         graph.nothing_can_wake,
         "",
         fallback=True,
+        doc="""The last row, which always applies: nothing moves and nothing outside can
+        wake the job - its processes wait on each other, or on a peer that never answers
+        (two asyncio tasks awaiting each other, a client whose server never replies).""",
+        examples=[],
     ),
 )
 

@@ -47,10 +47,20 @@ def decided(
     return Decision(state, confidence, summary[len(prefix) :], tuple(suspects))
 
 
+# An example is the name of a recorded capture the rule decides: a bundle's stem in
+# samples/bundles/ or tests/golden/bundles/ (a real program, a real server, a scenario's
+# recording), or ``fixture:NAME`` for a bundle a test helper builds where no program on a
+# machine without a GPU reaches the rule (tests/rule_fixtures.py; the row's doc says so).
+FIXTURE_PREFIX = "fixture:"
+
+
 @dataclass(frozen=True)
 class Rule:
-    """One row of the table. ``outranks`` says why it comes before the rules after it - what a
-    report prints for a later rule that also matched ("overruled: ...")."""
+    """One row of the table, documenting itself: ``doc`` says what it detects and the cause
+    behind it, ``outranks`` why it comes before the rows after it (what a report prints for a
+    later rule that also matched: "overruled: ..."), ``examples`` the recorded captures it
+    decides (tests/test_rule_table.py fails for a row that decides none of them, or has none;
+    docs/rules.md is generated from these fields)."""
 
     id: RuleId
     family: RuleFamily
@@ -60,6 +70,8 @@ class Rule:
     needs: FrozenSet[Need] = frozenset()
     # The last rule: it always applies, so it is never listed as "also matched".
     fallback: bool = False
+    doc: str = ""
+    examples: Tuple[str, ...] = ()
 
 
 def rule(
@@ -70,6 +82,19 @@ def rule(
     outranks: str,
     needs: Sequence[Need] = (),
     fallback: bool = False,
+    *,
+    doc: str,
+    examples: Sequence[str],
 ) -> Rule:
     """A table row, written compactly in the table."""
-    return Rule(id, family, frozenset(gives), decide, outranks, frozenset(needs), fallback)
+    return Rule(
+        id,
+        family,
+        frozenset(gives),
+        decide,
+        outranks,
+        frozenset(needs),
+        fallback,
+        " ".join(doc.split()),
+        tuple(examples),
+    )

@@ -486,15 +486,64 @@ def waits_for_outside(
 
 # --- the table's own lines --------------------------------------------------------------------
 # Why a row outranks the rows after it: what a report prints beside a later rule that also
-# matched ("overruled: ..."). Shared by a family's rows, or one row's own.
+# matched ("overruled: ..."). One sentence per row, in the table's order
+# (tests/test_rule_table.py: no two rows share one).
 
+DIED_OUTRANKS = (
+    "a rank that died never answers its peers: whatever they print or burn afterwards waits "
+    "on it or tears down because of it"
+)
 STOP_OUTRANKS = (
     "a stopped or dead process owes its peers what they wait for, whatever they print or burn"
 )
+DEATH_LINE_OUTRANKS = (
+    "the log's word that a rank died explains its peers' spin or teardown, which alone reads "
+    "as work or as a wait"
+)
 MOVES_OUTRANKS = "output that moves is progress, whatever waits elsewhere"
-WORK_OUTRANKS = "work without output (CPU, reads, memory, children) is slow, not stuck"
-SHAPE_OUTRANKS = "a named shape of a wait outranks the generic reading of the same stacks"
-GRAPH_OUTRANKS = "the graph names who ends the wait, past what the stacks alone show"
+WORK_OUTRANKS = "CPU, reads or memory that move are work without output: slow, not stuck"
+CHILDREN_WORK_OUTRANKS = (
+    "children computing, or workers fetching, for a waiting parent are its work, though its "
+    "own threads only wait"
+)
+OWN_SERVER_OUTRANKS = (
+    "a process calling its own port waits on itself: no client, timer or peer can end it"
+)
+PIPE_HOLDER_OUTRANKS = (
+    "the live holder of the pipe, not the exited child, is what the waiter waits on"
+)
+STOPPED_OUTSIDER_OUTRANKS = (
+    "a stopped process outside the job ends every chain through it: the job's own waits, "
+    "read alone, would blame one of its ranks"
+)
+PEERS_OUTRANKS = (
+    "ranks waiting on a peer name the odd rank: a divergence, whatever pools, locks or "
+    "doors the same stacks show"
+)
+LOST_RESULTS_OUTRANKS = (
+    "a parent waiting for pool results no worker computes is a lost task, not its workers' "
+    "empty queue"
+)
+LOCK_CYCLE_OUTRANKS = (
+    "threads each holding what the other wants form a cycle no port or timer of the process "
+    "can break"
+)
+GPU_SPIN_OUTRANKS = (
+    "a GPU busy at idle power while nothing else moves is a kernel waiting on a peer, not an "
+    "idle wait"
+)
+LOCK_NO_DOOR_OUTRANKS = (
+    "a lock only its own process can release, in a process with no door, waits for ever "
+    "whatever doors other processes have"
+)
+LOGGED_DEATH_OUTRANKS = (
+    "a death the job's own log reports explains a still job, past the ports and timers that "
+    "read as idle"
+)
+PIPE_FULL_OUTRANKS = (
+    "a writer blocked on a full pipe names the reader that stopped reading, where a chain "
+    "or 'nothing can wake' names none"
+)
 SELF_LOCK_OUTRANKS = (
     "a thread blocked on a lock its own stack holds names both frames: more than any "
     "reading of the process as a whole"
