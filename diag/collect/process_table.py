@@ -38,6 +38,7 @@ from diag.probes.proctree import (
     assign_roles,
     detect_rank,
     infer_dead_rank,
+    local_rank_families,
     parse_cmdline,
     read_identity,
     start_order_groups,
@@ -175,6 +176,7 @@ class ProcessTable:
             )
         zombies = {pid for pid, ident in identities.items() if ident.stat.state == "Z"}
         self._ranks.update(infer_dead_rank(self._parents, self._ranks, zombies))
+        self._ranks.update(local_rank_families(self._parents, self._ranks, self._cmdlines))
         roles = assign_roles(self.root_pid, self._parents, self._ranks)
         changed = [
             self._new_info(ident, envs[pid], roles, index) for pid, ident in identities.items()
@@ -245,6 +247,7 @@ class ProcessTable:
                 role=role,
                 rank=rank.rank,
                 rank_source=rank.source,
+                local_rank=info.local_rank if info.local_rank is not None else rank.local_rank,
                 world_size=info.world_size if info.world_size is not None else rank.world_size,
             )
             changed.append(self.infos[pid])

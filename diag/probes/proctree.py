@@ -20,7 +20,7 @@ Parsers and the rank/role rules are pure; ``read_identity`` and ``descendants`` 
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
 from diag.probes.env import MAX_ENVIRON_BYTES
 from diag.probes.procfs import ProcFS
@@ -38,6 +38,7 @@ __all__ = [
     "descendants",
     "detect_rank",
     "infer_dead_rank",
+    "local_rank_families",
     "parse_cmdline",
     "read_identity",
     "start_order_groups",
@@ -119,6 +120,72 @@ def infer_dead_rank(
         missing = set(range(world)) - {r.rank for r in ranked}
         if len(missing) == 1:
             out[dead[0]] = RankInfo(missing.pop(), None, world, "inferred:missing-rank")
+    return out
+
+
+_FAMILY_CHILD = "env:NODE_RANK+LOCAL_RANK"
+_FAMILY_PARENT = "inferred:launcher-is-local-rank-0"
+
+
+def _same_command(a: Sequence[str], b: Sequence[str]) -> bool:
+    """The same script and arguments: a launcher re-runs ``python train.py`` as
+    ``/venv/bin/python3 /abs/train.py``, so the interpreter is not compared and paths are
+    compared by their last part."""
+
+    def norm(argv: Sequence[str]) -> List[str]:
+        return [arg.rsplit("/", 1)[-1] for arg in argv[1:]]
+
+    return len(a) == len(b) and len(a) > 1 and norm(a) == norm(b)
+
+
+def local_rank_families(
+    parents: Mapping[int, Optional[int]],
+    ranks: Mapping[int, RankInfo],
+    cmdlines: Mapping[int, Tuple[str, ...]],
+) -> Dict[int, RankInfo]:
+    """Global ranks for children that carry only a local rank (and a node rank).
+
+    Lightning's subprocess launcher re-runs the user's command for local ranks 1..N-1 with
+    ``LOCAL_RANK``, ``NODE_RANK`` and ``WORLD_SIZE`` only, and its own process is local rank 0
+    (it sets its own ``LOCAL_RANK`` with ``os.environ``, where /proc cannot see it). Left to
+    start order, local rank 1 became "rank 0" and the real rank 0 a launcher. Here: a child's
+    rank is ``node_rank * per_node + local_rank``; when no child holds local rank 0 and the
+    parent runs the children's own argv, the parent is local rank 0. ``per_node`` is what the
+    family shows (highest local rank + 1, the parent counted). Ranked ancestors (a forked
+    DataLoader worker inherits its rank's env) are left to the role rules.
+    """
+    by_parent: Dict[int, List[int]] = {}
+    for pid, ppid in parents.items():
+        info = ranks.get(pid)
+        if ppid is None or info is None or info.local_rank is None:
+            continue
+        if info.rank is None or info.source == _FAMILY_CHILD:  # again as later kids appear
+            by_parent.setdefault(ppid, []).append(pid)
+    out: Dict[int, RankInfo] = {}
+    for ppid, kids in by_parent.items():
+        parent = ranks.get(ppid, RankInfo())
+        if parent.rank is not None and parent.source != _FAMILY_PARENT:
+            continue
+        locals_ = {k: ranks[k].local_rank or 0 for k in kids}
+        if parent.local_rank is not None or len(set(locals_.values())) != len(kids):
+            continue  # an inherited LOCAL_RANK (pool workers of one process): not a family
+        nodes = {ranks[k].node_rank for k in kids}
+        node = nodes.pop() if len(nodes) == 1 else None
+        if node is None and len(nodes) > 0:
+            continue  # children that disagree on their node: not one family
+        parent_is_zero = (
+            0 not in locals_.values()
+            and bool(cmdlines.get(ppid))
+            and all(_same_command(cmdlines.get(k, ()), cmdlines.get(ppid, ())) for k in kids)
+        )
+        per_node = max(max(locals_.values()) + 1, len(kids) + int(parent_is_zero))
+        base = (node or 0) * per_node
+        for kid, local in locals_.items():
+            info = ranks[kid]
+            out[kid] = info._replace(rank=base + local, source=_FAMILY_CHILD)
+        if parent_is_zero:
+            world = next((ranks[k].world_size for k in kids if ranks[k].world_size), None)
+            out[ppid] = RankInfo(base, 0, world, _FAMILY_PARENT, node)
     return out
 
 

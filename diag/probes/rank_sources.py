@@ -30,6 +30,9 @@ RANK_ENV: Tuple[str, ...] = (
 )
 LOCAL_RANK_ENV: Tuple[str, ...] = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID")
 WORLD_SIZE_ENV: Tuple[str, ...] = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+# The node's index, for launchers that give their children only a local rank (Lightning's
+# subprocess launcher: LOCAL_RANK, NODE_RANK, WORLD_SIZE; its own process is local rank 0).
+NODE_RANK_ENV: Tuple[str, ...] = ("NODE_RANK", "GROUP_RANK")
 RANK_FLAGS: Tuple[str, ...] = (
     "--rank",
     "--global-rank",
@@ -52,6 +55,7 @@ class RankInfo(NamedTuple):
     local_rank: Optional[int] = None
     world_size: Optional[int] = None
     source: Optional[str] = None
+    node_rank: Optional[int] = None
 
 
 def _int(value: Optional[str]) -> Optional[int]:
@@ -110,13 +114,14 @@ def detect_rank(env: Mapping[str, str], argv: Sequence[str], title: str) -> Rank
     world, _ = _from_env(env, WORLD_SIZE_ENV)
     if world is None:
         world, _ = _from_argv(argv, WORLD_SIZE_FLAGS)
+    node, _ = _from_env(env, NODE_RANK_ENV)
     rank, name = _from_env(env, RANK_ENV)
     if rank is not None:
-        return RankInfo(rank, local, world, f"env:{name}")
+        return RankInfo(rank, local, world, f"env:{name}", node)
     rank, flag = _from_argv(argv, RANK_FLAGS)
     if rank is not None:
-        return RankInfo(rank, local, world, f"argv:{flag}")
+        return RankInfo(rank, local, world, f"argv:{flag}", node)
     rank = rank_from_title(title)
     if rank is not None:
-        return RankInfo(rank, local, world, f"title:{title.strip()[:60]}")
-    return RankInfo(None, local, world, None)
+        return RankInfo(rank, local, world, f"title:{title.strip()[:60]}", node)
+    return RankInfo(None, local, world, None, node)
