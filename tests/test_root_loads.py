@@ -160,3 +160,57 @@ def test_the_capture_warm_up_compiles_the_template_once_in_memory() -> None:
     assert env.bytecode_cache is None
     assert env.get_template(TEMPLATE) is env.get_template(TEMPLATE)
     assert any(key[1] == TEMPLATE for key in env.cache or {})
+
+
+def _plant_modules(directory: Path, marker: Path, names: Tuple[str, ...]) -> None:
+    """Modules (``name.py``, or ``name/__init__.py`` for a dotted package) that record their
+    import in ``marker``, in ``directory``, all of it owned by ``nobody`` when root runs this."""
+    for name in names:
+        path = directory / (f"{name}/__init__.py" if name.endswith("/") else f"{name}.py")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"open({str(marker)!r}, 'a').write({name!r} + ' imported as uid %d\\n' "
+            "% __import__('os').geteuid())\n",
+            encoding="utf-8",
+        )
+    if ROOT:
+        for path in [directory, *directory.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+
+
+def test_python_m_diag_in_a_directory_of_planted_modules_imports_none(
+    shared: Path, tmp_path: Path
+) -> None:
+    """``python -m diag`` puts its cwd first on sys.path; run from a directory another user
+    filled with look-alikes of what diag imports next (click, msgspec, jinja2, json), it
+    imports none of them: ``diag.__main__`` takes the cwd off before importing anything."""
+    planted = shared / "job-dir"
+    marker = shared / "imported"
+    _plant_modules(planted, marker, ("click", "msgspec", "jinja2", "json", "markupsafe"))
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run_diag(["report", str(GOLDEN), "-o", str(out / "r.html")], cwd=planted)
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), marker.read_text()
+    assert (out / "r.html").is_file()
+
+
+def test_the_nvml_worker_never_imports_from_diags_cwd(
+    shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The NVML worker is ``python -m diag.probes.gpu.nvml_worker``: started from a job's
+    directory holding a ``pynvml.py``, a ``json.py`` and a whole ``diag/`` package, it runs
+    with ``-P`` from ``/`` and imports none of them (it answers as it would anywhere)."""
+    from diag.probes.gpu.nvml_client import NvmlWorker
+
+    planted = shared / "job-dir"
+    marker = shared / "imported"
+    _plant_modules(planted, marker, ("pynvml", "json", "diag/", "selectors"))
+    monkeypatch.chdir(planted)
+    worker = NvmlWorker()
+    try:
+        line = worker.request(timeout_s=60.0)
+    finally:
+        worker.close()
+    assert line.startswith("{"), line
+    assert not marker.exists(), marker.read_text()

@@ -13,6 +13,7 @@ import pytest
 from diag.bundle.io import encode_bundle, load_bundle
 from diag.bundle.merge import merge_bundles
 from diag.probes.procfs import ProcFS
+from diag.probes.pychild import safe_path_flags
 from diag.probes.slurm_procs import (
     find_job_processes,
     job_from_cgroup,
@@ -202,7 +203,8 @@ def test_node_command_override(monkeypatch: pytest.MonkeyPatch) -> None:
         "apptainer", "exec", "/images/diag 1.sif", "diag", "slurm-node", "5",
     ]  # fmt: skip
     monkeypatch.delenv("DIAG_SLURM_NODE_CMD")
-    assert node_command(5, 3, 2.0)[:3] == [sys.executable, "-m", "diag"]
+    flags = safe_path_flags()  # -P: the nodes never import from the submit directory
+    assert node_command(5, 3, 2.0)[: 3 + len(flags)] == [sys.executable, *flags, "-m", "diag"]
 
 
 def testsrun_env_drops_the_enclosing_job(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,12 +27,12 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.bundle.merge import HostPart, MissingHost, merge_bundles
 from diag.errors import EXIT_MISSING_TOOL, EXIT_NO_TARGET, EXIT_REMOTE, DiagError
 from diag.model import Bundle
+from diag.probes.pychild import python_module_argv
 from diag.slurm.srun import run_srun, srun_env
 from diag.slurm.wire import Gathered
 
@@ -153,7 +153,7 @@ def node_command(
     """What each node runs: this same diag (same interpreter path) in its hidden node mode,
     unless ``$DIAG_SLURM_NODE_CMD`` says how diag starts on the nodes. ``count`` 0 (a watch):
     sample until told to stop, or until srun's stdin closes because diag is gone."""
-    default = [sys.executable, "-m", "diag"]
+    default = python_module_argv("diag")  # -P: not from the submit directory, on every node
     base = list(diag_cmd) or shlex.split(os.environ.get(NODE_CMD_ENV, "")) or default
     return [
         *base,

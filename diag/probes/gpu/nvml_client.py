@@ -21,6 +21,7 @@ import tempfile
 import time
 from typing import Mapping, Optional
 
+from diag.probes.pychild import TRUSTED_CWD, python_module_argv
 from diag.probes.runner import ProbeError
 
 WORKER_MODULE = "diag.probes.gpu.nvml_worker"
@@ -46,7 +47,9 @@ class NvmlWorker:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(
-                [python, "-m", WORKER_MODULE],
+                # Not from diag's cwd (a job's directory): a planted pynvml.py would run as root.
+                python_module_argv(WORKER_MODULE, python),
+                cwd=TRUSTED_CWD,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._stderr,
