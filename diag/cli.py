@@ -7,10 +7,13 @@ asking for a bug report (set ``DIAG_DEBUG=1`` for the traceback).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import select
 import sys
 import traceback
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import click
 
@@ -22,7 +25,7 @@ from diag.cli_options import (
     output_option,
     slurm_job_option,
 )
-from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DiagError
+from diag.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, DiagError, OutputClosed
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,7 +55,66 @@ def _require_no_target(pid: Optional[int], command: Sequence[str]) -> None:
         raise click.UsageError("--slurm-job takes neither --pid nor a command")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _closed(fd: int) -> bool:
+    """Whether ``fd`` (stdout, stderr) is a pipe or socket whose reader went away, or a terminal
+    that hung up: poll reports POLLERR/POLLHUP on such a write end at once."""
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError):
+        return False
+    return any(ev & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _fd, ev in events)
+
+
+@contextlib.contextmanager
+def _output_may_close() -> Iterator[None]:
+    """A write to a stdout (or stderr) whose reader left (``diag ps | head -1``) ends the
+    command as ``OutputClosed``, which ``main`` turns into a quiet exit 0 - before click's own
+    handler, which would exit 1. An EPIPE from anything else (a pipe to a helper) is left as
+    it is: that is a fault of diag's, not the reader's choice."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.EPIPE and (_closed(1) or _closed(2)):
+            raise OutputClosed() from None
+        raise
+
+
+class _Group(click.Group):
+    """The top-level group: parsing (``--help`` output) and every subcommand run under
+    ``_output_may_close``."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with _output_may_close():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _output_may_close():
+            return super().invoke(ctx)
+
+
+def _closed_to_devnull() -> None:
+    """Point a stdout/stderr whose reader left at /dev/null, so the interpreter's last flush of
+    what is still buffered neither fails nor prints "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        if _closed(fd):
+            os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _tell_error(line: str) -> None:
+    """An error's one line on stderr; a stderr nobody reads any more takes nothing, and the
+    error's exit code still stands (a script reads that, not the lost line)."""
+    try:
+        with _output_may_close():
+            _echo_err(line)
+    except OutputClosed:
+        _closed_to_devnull()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="diag")
 def cli() -> None:
     """Is this ML run progressing, slow, idle, or deadlocked - and why?
@@ -384,32 +446,42 @@ def slurm_node(
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Console entry point: run click, then map any failure to one line and an exit code."""
+    """Console entry point: run click, then map any failure to one line and an exit code. A
+    stdout or stderr whose reader left ends the command quietly with 0 for what it wrote."""
+    try:
+        with _output_may_close():
+            _main(argv)
+    except OutputClosed:
+        _closed_to_devnull()
+        sys.exit(EXIT_OK)
+
+
+def _main(argv: Optional[List[str]]) -> None:
     try:
         cli.main(args=argv, prog_name="diag", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("diag: interrupted", err=True)
+        _tell_error("diag: interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except click.UsageError as exc:
         # One line, like every other error: what was wrong and where the help is.
         name = exc.ctx.command_path if exc.ctx is not None else "diag"
-        _echo_err(f"diag: {' '.join(exc.format_message().split())} - see {name} --help")
+        _tell_error(f"diag: {' '.join(exc.format_message().split())} - see {name} --help")
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except DiagError as exc:
-        _echo_err(f"diag: {exc.one_line()}")
+        _tell_error(f"diag: {exc.one_line()}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo("diag: interrupted", err=True)
+        _tell_error("diag: interrupted")
         sys.exit(EXIT_INTERRUPTED)
-    except SystemExit:
+    except (SystemExit, OutputClosed):
         raise
     except Exception as exc:
         if os.environ.get("DIAG_DEBUG"):
             traceback.print_exc()
-        _echo_err(
+        _tell_error(
             f"diag: internal error: {type(exc).__name__}: {exc} - please report it "
             "(rerun with DIAG_DEBUG=1 for the traceback)"
         )

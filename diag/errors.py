@@ -54,3 +54,9 @@ class DiagError(Exception):
     def one_line(self) -> str:
         text = f"{self.message} - {self.remedy}" if self.remedy else self.message
         return " ".join(text.split())
+
+
+class OutputClosed(Exception):
+    """The reader of diag's stdout (or stderr) went away: ``diag ps | head -1``, a closed
+    terminal. Not an error of the user's, nor of diag's: like ``ls | head``, diag ends at once
+    with exit 0 for the part it could write (``diag.cli`` turns this into that exit)."""
