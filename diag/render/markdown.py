@@ -6,40 +6,39 @@ pointer to the HTML report. Python names are full of Markdown syntax (``<module>
 tag to GitHub, ``__init__`` turns bold), so free text is escaped outside its `code spans`,
 frames are always code, and table cells escape ``|``. Every value is also made one line with
 its controls visible (``diag.text.markdown_escape``): a log file named ``"x\n## verdict:
-PROGRESSING"`` must not become a heading of a public ticket.
+PROGRESSING"`` must not become a heading of a public ticket, and ``@team`` in a thread name
+must not page a team when the ticket is filed (``MarkdownText``). Every value is scrubbed by
+the capture's redactor before it is escaped (``render_markdown(view, scrub)``): an escape
+inside a secret is a spelling the last pass over the file would not know.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from diag.render import markdown_scale
 from diag.render.view import RANK_COLUMNS, ReportView, StackView
-from diag.text.markdown_escape import md_code, md_escape
-from diag.text.terminal import safe_line
+from diag.text.markdown_escape import MarkdownText
 
 MAX_CHARS = 60_000
 _CUT = "\n\n_… cut to fit a GitHub comment; see the HTML report for the rest._\n"
-_CODE_SPAN = re.compile(r"(`[^`]+`)")
+_PLAIN = MarkdownText()  # no scrubber: for text that holds no target value
 
 
 def text(value: str) -> str:
-    """Escape Markdown/HTML syntax in ``value`` except inside its `code spans` (the verdict's
-    sentences quote frames that way); a stray backtick is escaped, so it opens no span."""
-    parts = _CODE_SPAN.split(safe_line(value))
-    return "".join(p if i % 2 else md_escape(p, i == 0) for i, p in enumerate(parts))
+    """Escape Markdown/HTML syntax in ``value`` except inside its `code spans` (unscrubbed)."""
+    return _PLAIN.text(value)
 
 
 def inline(value: str) -> str:
-    """A value in the middle of a line (or a table cell): Markdown syntax escaped, one line,
-    but a leading ``1.`` or ``-`` left as it is (no list can start there)."""
-    return md_escape(value, at_line_start=False)
+    """A value in the middle of a line or a table cell (unscrubbed)."""
+    return _PLAIN.inline(value)
 
 
 def code(value: str) -> str:
-    """``value`` as an inline code span it cannot close early (empty stays empty)."""
-    return md_code(value)
+    """``value`` as an inline code span it cannot close early (unscrubbed)."""
+    return _PLAIN.code(value)
 
 
 # A pipe not already escaped: after an even number of backslashes (``\\|`` splits a GFM row).
@@ -56,13 +55,13 @@ def _table(header: List[str], rows: List[List[str]]) -> str:
     return "\n".join(lines)
 
 
-def _stack_block(stack: StackView) -> str:
-    frames = "\n".join(f"  {safe_line(f.name)}  ({safe_line(f.where)})" for f in stack.frames)
+def _stack_block(stack: StackView, md: MarkdownText) -> str:
+    frames = "\n".join(f"  {md.verbatim(f.name)}  ({md.verbatim(f.where)})" for f in stack.frames)
     fence = "```"
     return fence + "\n" + frames.replace(fence, "'''") + "\n" + fence
 
 
-def _suspect_stack(view: ReportView) -> Optional[str]:
+def _suspect_stack(view: ReportView, md: MarkdownText) -> Optional[str]:
     by_anchor = {s.anchor: s for s in view.stacks}
     chosen = next((r for r in view.ranks if r.suspect and r.main_stack_anchor), None)
     if chosen is None:
@@ -70,28 +69,28 @@ def _suspect_stack(view: ReportView) -> Optional[str]:
     stack = by_anchor.get(chosen.main_stack_anchor)
     if stack is None:
         return None
-    title = f"### Stack of the suspect: {text(chosen.title)} (main thread, innermost first)"
-    return f"{title}\n\n{_stack_block(stack)}"
+    title = f"### Stack of the suspect: {md.text(chosen.title)} (main thread, innermost first)"
+    return f"{title}\n\n{_stack_block(stack, md)}"
 
 
-def _header(view: ReportView) -> List[str]:
+def _header(view: ReportView, md: MarkdownText) -> List[str]:
     b, m = view.banner, view.meta
-    head = f"## diag: {inline(b.state.upper())}"
+    head = f"## diag: {md.inline(b.state.upper())}"
     if b.confidence_pct is not None:
         head += f" (confidence {b.confidence_pct}%)"
     parts: List[str] = [head]
     if b.summary:
-        parts.append(f"> {text(b.summary)}")
+        parts.append(f"> {md.text(b.summary)}")
     if b.decided_by:
-        why = f"**Decided by** {code(b.decided_by)}"
+        why = f"**Decided by** {md.code(b.decided_by)}"
         if b.also_matched:
-            why += "; also matched: " + "; ".join(text(m) for m in b.also_matched)
+            why += "; also matched: " + "; ".join(md.text(m) for m in b.also_matched)
         parts.append(why)
     if b.problems:
-        parts.append("\n".join(f"> **Judged without:** {text(p)}" for p in b.problems))
-    capture = f"**Capture:** {inline(m.span)}, {inline(m.counts)}"
+        parts.append("\n".join(f"> **Judged without:** {md.text(p)}" for p in b.problems))
+    capture = f"**Capture:** {md.inline(m.span)}, {md.inline(m.counts)}"
     if m.command:
-        capture += "; " + code(m.command)
+        capture += "; " + md.code(m.command)
     if not m.complete:
         capture += " — **cut short** (rebuilt from the journal)"
     if b.source == "computed":
@@ -107,15 +106,15 @@ def _bar(pct: Optional[int], width: int = 10) -> str:
     return code("█" * full + "░" * (width - full)) + " "
 
 
-def _startup(view: ReportView) -> List[str]:
+def _startup(view: ReportView, md: MarkdownText) -> List[str]:
     b = view.banner
     parts: List[str] = []
     if b.warnings:
-        parts.append("\n".join(f"> **Warning:** {text(w)}" for w in b.warnings))
+        parts.append("\n".join(f"> **Warning:** {md.text(w)}" for w in b.warnings))
     if b.phases:
         rows = [
-            [text(ph.label), text(ph.phase), _bar(ph.bar_pct) + text(ph.text), text(ph.basis),
-             text(ph.evidence)]
+            [md.text(ph.label), md.text(ph.phase), _bar(ph.bar_pct) + md.text(ph.text),
+             md.text(ph.basis), md.text(ph.evidence)]
             for ph in b.phases
         ]  # fmt: skip
         header = ["process", "phase", "progress", "basis", "evidence"]
@@ -123,74 +122,79 @@ def _startup(view: ReportView) -> List[str]:
     return parts
 
 
-def _stragglers(view: ReportView) -> List[str]:
+def _stragglers(view: ReportView, md: MarkdownText) -> List[str]:
     """Who the ranks wait for: the sentence, and a bar per rank kept (stragglers first)."""
     st = view.stragglers
     if st is None:
         return []
     rows = [
-        [text(r.label) + (" **(straggler)**" if r.suspect else ""), text(r.host),
-         _bar(r.wait_pct) + text(r.wait_text), text(r.compute_text), r.main_cpu,
-         text(r.vs_busiest), text(r.flight_recorder)]
+        [md.text(r.label) + (" **(straggler)**" if r.suspect else ""), md.text(r.host),
+         _bar(r.wait_pct) + md.text(r.wait_text), md.text(r.compute_text), r.main_cpu,
+         md.text(r.vs_busiest), md.text(r.flight_recorder)]
         for r in st.rows
     ]  # fmt: skip
     header = ["rank", "node", "waits for others", "computes", "main CPU", "vs the busiest",
               "Flight Recorder"]  # fmt: skip
-    more = f"\n\n_{text(st.more)}_" if st.more else ""
-    return [f"### Stragglers\n\n{text(st.summary)}\n\n" + _table(header, rows) + more]
+    more = f"\n\n_{md.text(st.more)}_" if st.more else ""
+    return [f"### Stragglers\n\n{md.text(st.summary)}\n\n" + _table(header, rows) + more]
 
 
-def render_markdown(view: ReportView) -> str:
-    parts = _header(view)
-    parts[1:1] = markdown_scale.lead(view)  # at scale: the suspect node and rank, first
-    parts += _startup(view)
+def render_markdown(view: ReportView, scrub: Optional[Callable[[str], str]] = None) -> str:
+    """The ticket text of ``view``; ``scrub`` (the capture's ``Redactor.scrub``) is applied to
+    every value before it is escaped - ``write_reports`` passes it, and scrubs the file after."""
+    md = MarkdownText(scrub)
+    parts = _header(view, md)
+    parts[1:1] = markdown_scale.lead(view, md)  # at scale: the suspect node and rank, first
+    parts += _startup(view, md)
     b = view.banner
     if b.suspects:
         lines = [
-            f"- **{text(s.label)}**"
-            + (f": {text(s.reason)}" if s.reason else "")
-            + (f"\n  - why: {text(s.chain)}" if s.chain else "")
+            f"- **{md.text(s.label)}**"
+            + (f": {md.text(s.reason)}" if s.reason else "")
+            + (f"\n  - why: {md.text(s.chain)}" if s.chain else "")
             for s in b.suspects
         ]
         parts.append("### Suspects\n\n" + "\n".join(lines))
     if view.graph is not None and view.graph.chains:
         # The chains of waits, each to where it ends (the verdict's wait-for graph).
-        lines = [f"- {text(c)}" for c in view.graph.chains]
+        lines = [f"- {md.text(c)}" for c in view.graph.chains]
         parts.append("### Who waits on whom\n\n" + "\n".join(lines))
-    parts += _stragglers(view)
+    parts += _stragglers(view, md)
     if view.evidence:
         items = []
         for n, e in enumerate(view.evidence, 1):
-            extra = ", ".join(inline(x) for x in (e.ranks_text, e.samples_text) if x)
+            extra = ", ".join(md.inline(x) for x in (e.ranks_text, e.samples_text) if x)
             items.append(
-                f"{n}. {code(e.signal)} {text(e.detail)}" + (f" ({extra})" if extra else "")
+                f"{n}. {md.code(e.signal)} {md.text(e.detail)}" + (f" ({extra})" if extra else "")
             )
         parts.append("### Evidence\n\n" + "\n".join(items))
     if view.matrix.classes:
         rows = [
-            [text(c.label), inline(c.ranks_text), code(c.signature)] for c in view.matrix.classes
+            [md.text(c.label), md.inline(c.ranks_text), md.code(c.signature)]
+            for c in view.matrix.classes
         ]
         parts.append(
             "### Equivalence classes\n\n" + _table(["class", "processes", "signature"], rows)
         )
     if view.matrix.legend:
         rows = [
-            [code(e.letter), code(e.top) if e.stack_anchor else text(e.top), code(e.where),
-             inline(e.ranks_text)]
+            [md.code(e.letter), md.code(e.top) if e.stack_anchor else md.text(e.top),
+             md.code(e.where), md.inline(e.ranks_text)]
             for e in view.matrix.legend
         ]  # fmt: skip
         header = ["sig", "innermost frame", "call chain", "seen on"]
         parts.append("### Main-thread stack signatures\n\n" + _table(header, rows))
-    stack = _suspect_stack(view)
+    stack = _suspect_stack(view, md)
     if stack:
         parts.append(stack)
-    parts += markdown_scale.sections(view)
+    parts += markdown_scale.sections(view, md)
     if view.rank_table:
         header = list(RANK_COLUMNS)
         rows = [
-            [text(r.label) + (" **(suspect)**" if r.suspect else ""), text(r.role), str(r.pid),
-             f"**{inline(r.badge)}**" if r.badge else inline(r.status), inline(r.state),
-             inline(r.cpu_pct), inline(r.rss), str(r.threads), code(r.signature), code(r.top)]
+            [md.text(r.label) + (" **(suspect)**" if r.suspect else ""), md.text(r.role),
+             str(r.pid), f"**{md.inline(r.badge)}**" if r.badge else md.inline(r.status),
+             md.inline(r.state), md.inline(r.cpu_pct), md.inline(r.rss), str(r.threads),
+             md.code(r.signature), md.code(r.top)]
             for r in view.rank_table
         ]  # fmt: skip
         parts.append("### Processes (last sample)\n\n" + _table(header, rows))
@@ -200,7 +204,9 @@ def render_markdown(view: ReportView) -> str:
         )
     # The version and time come from the bundle, which a remote node (or anyone) may craft.
     meta = view.meta
-    parts.append(f"<sub>diag {inline(meta.diag_version)} · captured {inline(meta.created)}</sub>")
+    parts.append(
+        f"<sub>diag {md.inline(meta.diag_version)} · captured {md.inline(meta.created)}</sub>"
+    )
     return _cap(parts)
 
 

@@ -59,9 +59,10 @@ def write_reports(
 
     # Under its cap (output_caps): the Markdown is made from the same, maybe cut, bundle.
     bundle, html_data = fit(bundle, html_of, html_cap_bytes(), "the HTML report")
-    md_data = scrub.scrub_bytes(
-        render_markdown(view_of(bundle, verdict_source)).encode("utf-8", "replace")
-    )
+    # Each value scrubbed before Markdown escapes it (a backslash inside a secret is a
+    # spelling no pass over the file knows), and the file scrubbed again as every output is.
+    md_text = render_markdown(view_of(bundle, verdict_source), scrub.scrub)
+    md_data = scrub.scrub_bytes(md_text.encode("utf-8", "replace"))
     md_data = cut_text(md_data, md_cap_bytes(), html_out.name)
     # ``diag report`` writes beside a bundle someone handed over: the directory is walked and
     # checked as ``-o`` is (``OutputDir.open``), never written into on trust.
