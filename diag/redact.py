@@ -44,9 +44,20 @@ import json
 import re
 import threading
 import urllib.parse
-from typing import AbstractSet, Any, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import (
+    AbstractSet,
+    Any,
+    FrozenSet,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
-from diag.redaction.argv import argv_secrets
+from diag.redaction.argv import argv_secrets, joined_secrets
 from diag.redaction.literals import LiteralSet, PrefixIndex
 from diag.redaction.structure import scrub_item_lines, scrub_structures
 from diag.secret_patterns import (
@@ -77,6 +88,10 @@ __all__ = [
 # Linux keeps 15 characters of a process or thread name (TASK_COMM_LEN): a secret set as a
 # name is stored cut there, so its 15-character prefix is learned as well.
 COMM_CHARS = 15
+# A secret value read only in part (``add_cut_secret``): its first this many characters
+# mark it wherever it appears (the 15-character comm cut is learned apart).
+CUT_HEAD_CHARS = 16
+MIN_CUT_HEAD_CHARS = 8
 _ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
 # What a terminal hides or rewrites between a key and its value: colour and cursor codes
 # (CSI ... letter) and carriage returns (``api_key=\rV`` shows only ``V``).
@@ -139,6 +154,8 @@ class Redactor:
         self._prefixes: Optional[PrefixIndex] = None
         self._prefixes_at = 0
         self._dirty = False
+        self._cut_heads: Set[str] = set()
+        self._cut_re: Optional[re.Pattern[str]] = None
 
     # -- learning ---------------------------------------------------------------------------
 
@@ -160,11 +177,40 @@ class Redactor:
                 self._order.extend(sorted(new))
                 self._dirty = True
 
-    def add_environ(self, env: Dict[str, str]) -> None:
+    def add_cut_secret(self, head: str) -> None:
+        """A secret read only in part: ``head`` is its start (a variable a read's bound cut).
+
+        Its head is learned like any value, and wherever its first ``CUT_HEAD_CHARS`` appear,
+        they go with every value character after them: the rest of the value, never read,
+        may follow them in argv or a log, where a learned literal would match only the part
+        that was read and leave the rest."""
+        head = head.strip()
+        self.add_secret(head)
+        if not worth_learning(head[:CUT_HEAD_CHARS]):
+            return
+        spellings = _spellings(head[:CUT_HEAD_CHARS])
+        self._learn_cut(spellings)
+        if _printing is not None and _printing is not self:
+            _printing._learn_cut(spellings)
+
+    def _learn_cut(self, spellings: AbstractSet[str]) -> None:
+        with self._lock:
+            fresh = {s for s in spellings if len(s) >= MIN_CUT_HEAD_CHARS} - self._cut_heads
+            if not fresh:
+                return
+            self._cut_heads |= fresh
+            ordered = sorted(self._cut_heads, key=len, reverse=True)
+            self._cut_re = re.compile(
+                "(?:" + "|".join(re.escape(h) for h in ordered) + r")[^\s\"'\\<>]*"
+            )
+
+    def add_environ(self, env: Union[Mapping[str, str], Sequence[Tuple[str, str]]]) -> None:
         """Learn the values of every secret-looking variable of a process environment, in one
-        batch (one lock and one sort for 30,000 variables, not 30,000)."""
+        batch (one lock and one sort for 30,000 variables, not 30,000); (name, value) pairs
+        keep every value of a name defined twice."""
         batch: Set[str] = set()
-        for name, value in env.items():
+        pairs = env.items() if isinstance(env, Mapping) else env
+        for name, value in pairs:
             if value in self._secrets:  # learned before (the same env, sample after sample)
                 continue
             if not is_secret_name(name) or name.upper() in NOT_SECRET_VALUE_NAMES:
@@ -250,6 +296,9 @@ class Redactor:
 
     def _scrub_plain(self, text: str) -> str:
         """Known values, then structures (argv lists, netrc), then the patterns."""
+        cut = self._cut_re
+        if cut is not None:  # before the literals: they would take the head alone
+            text = cut.sub(PLACEHOLDER, text)
         known = self._known_pattern()
         if known is not None:
             text = known.sub(PLACEHOLDER, text)
@@ -300,13 +349,18 @@ class Redactor:
         ``NAME=VALUE`` with a secret name (``docker run -e DB_PASS=x``), the password option
         of known tools (``mysql -pPW``, ``redis-cli -a PW``) and an unknown program's ``-p``
         when its value reads like a password, ``wandb login KEY``, ``curl -u user:PW``,
-        ``openssl -passin pass:PW`` and secret headers.
+        ``openssl -passin pass:PW`` and secret headers. An argument that is itself a command
+        line - a process title rewritten in place (setproctitle), ``sh -c 'python x.py --token
+        V'`` - is split like a shell would and judged by the same rules (``joined_secrets``).
         """
         spans = argv_secrets(argv)
         out: List[str] = []
         for index, arg in enumerate(argv):
+            joined = joined_secrets(arg) if any(c.isspace() for c in arg) else []
+            for value in joined:  # a title rewritten in place, an ``sh -c`` command: an argv
+                self.add_secret(value)  # joined into one, its values replaced where they are
             offset = spans.get(index)
-            if offset is not None:
+            if offset is not None and not joined:
                 self.add_secret(arg[offset:])
                 arg = arg[:offset] + PLACEHOLDER
             out.append(arg)

@@ -157,7 +157,7 @@ def _words(name: str) -> List[str]:
     return [w for w in re.split(r"[-_.\s]+", name.lower()) if w]
 
 
-def _looks_secret(value: str) -> bool:
+def looks_secret(value: str) -> bool:
     """A value a weak name (``token=``, ``key=``) must have to be redacted: 8+ characters of
     one token, not a number, a placeholder or a plain word list."""
     bare = value.strip("\"'\\")
@@ -207,7 +207,7 @@ def _assign_sub(match: Match[str]) -> str:
     bare = value.strip("\"'\\")
     if strength == 2 and bare.lower() not in _TRIVIAL_VALUES and PLACEHOLDER not in bare:
         return f"{name}={redact_value(value)}"
-    if strength == 1 and _looks_secret(value):
+    if strength == 1 and looks_secret(value):
         return f"{name}={redact_value(value)}"
     return f"{name}={_nested(value)}"
 

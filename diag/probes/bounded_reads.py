@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.probes.procfs import read_capped
 
@@ -26,6 +26,9 @@ MAX_HUNG = 4
 class Read(NamedTuple):
     path: str
     max_bytes: int
+    # How to read it (path, max_bytes) -> bytes or None; ``read_capped`` when not given (an
+    # environ block is streamed whole by ``probes.env.stream_environ`` instead).
+    reader: Optional[Callable[[str, int], Optional[bytes]]] = None
 
 
 class Outcome(NamedTuple):
@@ -51,7 +54,8 @@ class _Worker(threading.Thread):
             if self.abandoned:
                 return
             self.at = (i, time.monotonic())
-            value = read_capped(self.reads[i].path, self.reads[i].max_bytes)
+            read = self.reads[i]
+            value = (read.reader or read_capped)(read.path, read.max_bytes)
             if self.abandoned:
                 return  # given up on: a fresh worker owns the rest
             self.data[i] = value

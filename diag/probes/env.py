@@ -17,11 +17,13 @@ variables first - so a credential embedded in an allowed value (an NCCL URL with
 from __future__ import annotations
 
 import functools
+import os
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor, is_secret_name
+from diag.secret_patterns import NOT_SECRET_VALUE_NAMES
 
 MAX_VALUE_CHARS = 2048
 
@@ -34,6 +36,12 @@ MAX_VALUE_CHARS = 2048
 MAX_ENVIRON_BYTES = 16 << 20
 MAX_KEPT_VARS = 256
 MAX_KEPT_ENV_BYTES = 64 << 10
+# One variable as exec sets it is at most MAX_ARG_STRLEN (32 pages: 128 KiB); a longer run
+# without a NUL (an environ pointed elsewhere with PR_SET_MM) is read no further than this,
+# its value learned as cut (``Redactor.add_cut_secret``).
+MAX_ENTRY_BYTES = 256 << 10
+_CHUNK_BYTES = 64 << 10
+_LEARN_BATCH_BYTES = 1 << 20
 
 # Whole families: every variable with one of these prefixes explains some part of a hang.
 ALLOWED_PREFIXES = (
@@ -153,6 +161,122 @@ def parse_environ(raw: bytes) -> Dict[str, str]:
         if name and name not in env:
             env[name] = value_b.decode("utf-8", "replace")
     return env
+
+
+def learn_environ(redactor: Redactor, raw: bytes, cut: bool) -> None:
+    """Teach ``redactor`` the secrets of an environ block read whole, or, with ``cut``,
+    read up to a bound that ended it inside a variable: that one's value is a cut secret."""
+    last = raw.rfind(b"\0") + 1 if cut else len(raw)
+    redactor.add_environ(parse_environ(raw[:last]))
+    if cut:
+        _learn_cut_entry(redactor, raw[last:])
+
+
+def _learn_cut_entry(redactor: Redactor, entry: bytes) -> None:
+    name_b, eq, value_b = entry.partition(b"=")
+    name = name_b.decode("utf-8", "replace")
+    if eq and is_secret_name(name) and name.upper() not in NOT_SECRET_VALUE_NAMES:
+        redactor.add_cut_secret(value_b[:MAX_ENTRY_BYTES].decode("utf-8", "replace"))
+
+
+class _EnvironStream:
+    """Parses an environ block chunk by chunk: the entries that fit ``keep_bytes`` are kept
+    (what ``diag ps`` classifies by), every secret value is taught to the redactor in
+    batches, and nothing else is held - memory stays a chunk, a batch and one entry."""
+
+    def __init__(self, redactor: Redactor, keep_bytes: int) -> None:
+        self.redactor = redactor
+        self.keep_bytes = keep_bytes
+        self.head: List[bytes] = []
+        self.head_bytes = 0
+        self.head_full = False
+        self.pending = b""
+        self.skipping = False  # inside an entry too long to keep: up to its NUL
+        self.batch: List[Tuple[str, str]] = []
+        self.batch_bytes = 0
+
+    def feed(self, chunk: bytes) -> None:
+        if self.skipping:
+            nul = chunk.find(b"\0")
+            if nul < 0:
+                return
+            self.skipping = False
+            chunk = chunk[nul + 1 :]
+        entries = (self.pending + chunk).split(b"\0")
+        self.pending = entries.pop()
+        for entry in entries:
+            self._entry(entry)
+        if len(self.pending) > MAX_ENTRY_BYTES:
+            _learn_cut_entry(self.redactor, self.pending)
+            self.pending = b""
+            self.skipping = True
+
+    def _entry(self, entry: bytes) -> None:
+        if not entry:
+            return
+        if not self.head_full:
+            if self.head_bytes + len(entry) + 1 <= self.keep_bytes:
+                self.head.append(entry)
+                self.head_bytes += len(entry) + 1
+            else:
+                self.head_full = True
+        name_b, eq, value_b = entry.partition(b"=")
+        if not eq:
+            return
+        name = name_b.decode("utf-8", "replace")
+        if not is_secret_name(name):
+            return
+        self.batch.append((name, value_b.decode("utf-8", "replace")))
+        self.batch_bytes += len(entry)
+        if self.batch_bytes >= _LEARN_BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        self.redactor.add_environ(self.batch)  # a name twice: both its values
+        self.batch.clear()
+        self.batch_bytes = 0
+
+    def finish(self, cut: bool) -> bytes:
+        if self.pending and not self.skipping:
+            if cut:
+                _learn_cut_entry(self.redactor, self.pending)
+            else:
+                self._entry(self.pending)  # a block without its final NUL
+        self.flush()
+        return b"\0".join(self.head) + (b"\0" if self.head else b"")
+
+
+def stream_environ(
+    path: str, redactor: Redactor, keep_bytes: int, max_bytes: int = MAX_ENVIRON_BYTES
+) -> Optional[bytes]:
+    """The first whole variables of the environ block at ``path`` (``keep_bytes`` of them),
+    having taught ``redactor`` the secret values of the *whole* block, read in chunks up to
+    ``max_bytes``; None when it cannot be opened or read.
+
+    Why not read ``keep_bytes`` and stop: a secret past the bound is still a secret, and a
+    job can push it there (30,000 variables before it); ``diag ps`` then printed the token
+    wherever the job's argv or title repeated it. The whole block costs a read of at most
+    ``max_bytes`` (exec allows 6 MiB) and holds a chunk at a time.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    stream = _EnvironStream(redactor, keep_bytes)
+    left = max_bytes
+    try:
+        while left > 0:
+            chunk = os.read(fd, min(left, _CHUNK_BYTES))
+            if not chunk:
+                break
+            left -= len(chunk)
+            stream.feed(chunk)
+        cut = left <= 0 and bool(os.read(fd, 1))
+    except OSError:
+        cut = True  # gone or unreadable mid-block: what was read is all diag knows
+    finally:
+        os.close(fd)
+    return stream.finish(cut)
 
 
 def read_environ(pid: int, procfs: Optional[ProcFS] = None) -> Dict[str, str]:

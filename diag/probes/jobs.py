@@ -12,13 +12,14 @@ hands in (``GpuSample``, read by the killable worker of ``diag.probes.gpu``).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from diag.model import GpuSample
 from diag.probes.bounded_reads import STALL_S, Read, read_all
-from diag.probes.env import parse_environ
+from diag.probes.env import MAX_ENVIRON_BYTES, parse_environ, stream_environ
 from diag.probes.job_signals import (
     JobKind,
     Member,
@@ -42,7 +43,12 @@ from diag.redact import Redactor
 
 STAT_MAX_BYTES = 4096
 CMDLINE_MAX_BYTES = 8192  # a setproctitle title or a launcher's flags; argv past it is cut
+# The environment's first variables kept to classify by (RANK, LOCAL_RANK...); the whole
+# block (up to MAX_ENVIRON_BYTES) is still read, for the redactor to learn its secrets.
 ENVIRON_MAX_BYTES = 256 * 1024
+# Where diag cut an argv it read: a learned secret straddling the cut loses its first
+# characters too (``Redactor.scrub``'s cut markers).
+CUT_MARKER = "\u2026[truncated]"
 MAX_FDS_PER_PROCESS = 4096
 MAX_JOB_PROCESSES = 4096  # processes of one job looked at for ports and CPU
 STATES = ("R", "S", "D", "T", "Z")
@@ -143,16 +149,22 @@ def _own_tree(stats: Mapping[int, ProcStat], kids: Mapping[int, List[int]]) -> S
 
 
 def _read_seen(
-    procfs: ProcFS, stats: Mapping[int, ProcStat], problems: List[str]
+    procfs: ProcFS, stats: Mapping[int, ProcStat], problems: List[str], redactor: Redactor
 ) -> Dict[int, _Seen]:
     """argv and environment of every process worth reading, each read bounded in bytes and
-    in time (``bounded_reads``: a process stuck in the kernel must not hang ``diag ps``)."""
+    in time (``bounded_reads``: a process stuck in the kernel must not hang ``diag ps``).
+    The redactor learns the secrets of each whole environment as it is read (the
+    environment kept is its first ``ENVIRON_MAX_BYTES``)."""
     root = str(procfs.root)
     pids = [pid for pid, stat in stats.items() if worth_reading(stat.comm)]
+    env_reader = functools.partial(_stream_env, redactor)
     reads = [
-        Read(f"{root}/{pid}/{name}", cap)
+        read
         for pid in pids
-        for name, cap in (("cmdline", CMDLINE_MAX_BYTES), ("environ", ENVIRON_MAX_BYTES))
+        for read in (
+            Read(f"{root}/{pid}/cmdline", CMDLINE_MAX_BYTES),
+            Read(f"{root}/{pid}/environ", MAX_ENVIRON_BYTES, env_reader),
+        )
     ]
     done = read_all(reads)
     for i in done.hung:
@@ -168,10 +180,23 @@ def _read_seen(
     seen: Dict[int, _Seen] = {}
     for k, pid in enumerate(pids):
         raw, env_raw = done.data[2 * k], done.data[2 * k + 1]
-        seen[pid] = _Seen(
-            parse_cmdline(raw) if raw else (), parse_environ(env_raw) if env_raw else {}
-        )
+        seen[pid] = _Seen(_argv(raw), parse_environ(env_raw) if env_raw else {})
     return seen
+
+
+def _stream_env(redactor: Redactor, path: str, max_bytes: int) -> Optional[bytes]:
+    return stream_environ(path, redactor, ENVIRON_MAX_BYTES, max_bytes)
+
+
+def _argv(raw: Optional[bytes]) -> Tuple[str, ...]:
+    """argv from a cmdline read up to ``CMDLINE_MAX_BYTES``; one cut there ends in the cut
+    marker, so a learned secret the cut split still loses the characters before it."""
+    if not raw:
+        return ()
+    argv = parse_cmdline(raw)
+    if len(raw) >= CMDLINE_MAX_BYTES and argv:
+        argv = (*argv[:-1], argv[-1] + CUT_MARKER)
+    return argv
 
 
 def gpu_pids(gpu: Optional[GpuSample]) -> Dict[int, Set[int]]:
@@ -203,10 +228,10 @@ def find_jobs(
     host = scan_stats(procfs)
     stats = host.stats
     kids = _children(stats)
-    seen = _read_seen(procfs, stats, problems if problems is not None else [])
+    seen = _read_seen(procfs, stats, problems if problems is not None else [], redactor)
     on_gpu = gpu_pids(gpu)
     excluded = _own_tree(stats, kids) | {p for p, s in seen.items() if is_diag(s.argv)}
-    members, launchers = _members(stats, seen, on_gpu, excluded, redactor)
+    members, launchers = _members(stats, seen, on_gpu, excluded)
     roots = group_roots(stats, members, launchers, excluded)
     trees = {root: _subtree(root, kids, excluded) for root in roots}
     host.parse_whole(p for pids in trees.values() for p in pids)
@@ -236,16 +261,14 @@ def _members(
     seen: Mapping[int, _Seen],
     on_gpu: Mapping[int, Set[int]],
     excluded: Set[int],
-    redactor: Redactor,
 ) -> Tuple[Dict[int, Member], Set[int]]:
-    """The processes that carry a job's signal, and the launchers among all of them; the
-    redactor learns every secret of the environments read."""
+    """The processes that carry a job's signal, and the launchers among all of them (the
+    redactor learned every secret of the environments as they were read)."""
     members: Dict[int, Member] = {}
     launchers: Set[int] = set()
     for pid, item in seen.items():
         if pid in excluded:
             continue
-        redactor.add_environ(item.env)
         found = classify_member(
             item.argv, title_of(item.argv, stats[pid].comm), item.env, pid in on_gpu
         )

@@ -16,7 +16,8 @@ srun's partition, git's patch, mkdir's parents) are never touched.
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Sequence, Tuple
+import shlex
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.redaction.tools import (
     PASSWORD_SHORT_OPTIONS,
@@ -24,7 +25,7 @@ from diag.redaction.tools import (
     USER_PASSWORD_OPTIONS,
     USER_PASSWORD_TOOLS,
 )
-from diag.secret_patterns import is_secret_flag, secret_strength
+from diag.secret_patterns import is_secret_flag, looks_secret, secret_strength
 
 # index of an argument -> offset in it where its secret starts (0: the whole argument)
 Spans = Dict[int, int]
@@ -93,9 +94,65 @@ def argv_secrets(argv: Sequence[str]) -> Spans:
             spans[index] = 0
         elif "=" in arg and not arg.startswith("-"):
             name, _, value = arg.partition("=")
-            if value and secret_strength(name) == 2:
-                spans[index] = len(name) + 1
+            strength = secret_strength(name)
+            if value and (strength == 2 or (strength == 1 and looks_secret(value))):
+                spans[index] = len(name) + 1  # ``token=V`` as text reads it: V looks secret
     return spans
+
+
+# A joined command line read back into an argv: at most this long, this many words, and
+# nested this deep (``sh -c "bash -c '...'"``).
+MAX_JOINED_CHARS = 64 << 10
+MAX_JOINED_WORDS = 4096
+MAX_JOINED_DEPTH = 3
+
+
+def joined_secrets(text: str, depth: int = 0) -> List[str]:
+    """The secret values of a command line joined into one string: a process title rewritten
+    in place (setproctitle: ``/proc/P/cmdline`` is ``worker --api-key=V token=W``), the
+    command of ``sh -c 'python x.py --token V'``, ``su -c``, ``ssh host CMD``.
+
+    Split as a shell would (quotes, ``;``/``&&`` apart) and judged by ``argv_secrets``, the
+    rules of a real argv, so its values are learned like any argv's - and scrubbed wherever
+    else they show up (a log line, a thread name), not only where a text pattern sees them.
+    """
+    if depth >= MAX_JOINED_DEPTH or not text.strip() or len(text) > MAX_JOINED_CHARS:
+        return []
+    words = _shell_words(text)
+    found: List[str] = []
+    for command in _commands(words):
+        spans = argv_secrets(command)
+        found += [command[i][offset:] for i, offset in spans.items() if command[i][offset:]]
+        for i, word in enumerate(command):
+            if i not in spans and any(c.isspace() for c in word):
+                found += joined_secrets(word, depth + 1)
+    return found
+
+
+def _shell_words(text: str) -> List[str]:
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    words: List[str] = []
+    try:
+        for word in lexer:
+            words.append(word)
+            if len(words) >= MAX_JOINED_WORDS:
+                break
+    except ValueError:  # an unclosed quote (a title cut short): split on whitespace
+        return text.split()[:MAX_JOINED_WORDS]
+    return words
+
+
+def _commands(words: List[str]) -> List[List[str]]:
+    """The simple commands of a shell line (``a; b && c | d``), each an argv."""
+    commands: List[List[str]] = [[]]
+    for word in words:
+        if word and all(c in ";&|()" for c in word):
+            commands.append([])
+        else:
+            commands[-1].append(word)
+    return [c for c in commands if c]
 
 
 def _at(argv: Sequence[str], index: int) -> str:
