@@ -150,3 +150,33 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     for var, path in (("PYTHONPATH", FAKE_NVML), ("LD_LIBRARY_PATH", FAKE_NVML / "lib")):
         monkeypatch.setenv(var, os.pathsep.join([str(path), os.environ.get(var, "")]))
     yield monkeypatch
+
+
+NOBODY = 65534
+
+
+def as_nobody(*argv: str) -> None:
+    """Run ``argv`` as ``nobody`` (uid/gid 65534, no groups): what another user of the host
+    does. Skips without root and setpriv."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to act as nobody")
+    subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A sticky world-writable directory like /tmp that ``nobody`` can reach (pytest's own
+    tmp_path is 0700 all the way up: another user could plant nothing there)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="diag-shared-"))
+    path.chmod(0o1777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

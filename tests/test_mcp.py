@@ -9,7 +9,9 @@ that nothing of them reaches the agent, and bad inputs come back as tool errors.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
 import pytest
-from conftest import DIAG, PROGRAMS
+from conftest import DIAG, NOBODY, PROGRAMS, as_nobody
 
 mcp = pytest.importorskip("mcp")
 anyio = pytest.importorskip("anyio")
@@ -140,3 +142,81 @@ def test_watch_status_of_a_real_watch_running_then_ended(spawn: Any, tmp_path: P
     assert doc["complete"] is True  # the watch ended: its journal has its end line
     assert any("watch ended" in note for note in doc["notes"])
     assert missing.is_error
+
+
+def _server_env(tmpdir: Path) -> Dict[str, str]:
+    """The server's environment with ``TMPDIR`` at a shared directory the test controls (the
+    host's real /tmp is shared with other tests) and no ``XDG_RUNTIME_DIR``."""
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["TMPDIR"] = str(tmpdir)
+    return env
+
+
+def _default_session(env: Dict[str, str], calls: List[Tuple[str, Dict[str, Any]]]) -> List[Any]:
+    """One session of ``diag mcp`` without ``--out-dir`` (the default output directory)."""
+    params = StdioServerParameters(command=sys.executable, args=["-m", "diag", "mcp"], env=env)
+
+    async def main() -> List[Any]:
+        async with Client(params) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    results: List[Any] = anyio.run(main)
+    return results
+
+
+def _assert_private(report: Path, shared: Path) -> None:
+    directory = report.parent
+    st = directory.lstat()
+    assert stat.S_ISDIR(st.st_mode) and not directory.is_symlink()
+    assert st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) == 0o700
+    assert directory.parent == shared and directory.name != f"diag-mcp-{os.getuid()}"
+    assert report.is_file() and report.stat().st_uid == os.geteuid()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("squat", ["symlink", "file", "dir"])
+def test_captures_go_to_a_private_dir_whatever_nobody_planted_at_the_old_path(
+    spawn: Any, shared_tmp: Path, squat: str
+) -> None:
+    """The old default, ``$TMPDIR/diag-mcp-<uid>``, squatted by ``nobody`` (a symlink to their
+    directory, a file, a directory of theirs): the capture still answers, its reports in a
+    fresh 0700 directory of root's, and nothing reaches what nobody planted."""
+    job = spawn([sys.executable, str(PROGRAMS / "exit_soon.py"), "60"])
+    old = shared_tmp / f"diag-mcp-{os.getuid()}"
+    theirs = shared_tmp / "theirs"
+    as_nobody("mkdir", str(theirs))
+    if squat == "symlink":
+        as_nobody("ln", "-s", str(theirs), str(old))
+    elif squat == "file":
+        as_nobody("touch", str(old))
+    else:
+        as_nobody("mkdir", "-m", "0777", str(old))
+    (captured,) = _default_session(
+        _server_env(shared_tmp), [("capture", {"pid": job.pid, "interval_s": 0, "count": 1})]
+    )
+    verdict = _doc(captured)
+    report = Path(verdict["reports"]["json"])
+    _assert_private(report, shared_tmp)
+    assert list(theirs.iterdir()) == []
+    if squat == "dir":
+        assert list(old.iterdir()) == []
+    assert old.lstat().st_uid == NOBODY
+
+
+@pytest.mark.slow
+def test_an_unsafe_tmpdir_is_skipped_for_a_private_xdg_runtime_dir(
+    spawn: Any, shared_tmp: Path, tmp_path: Path
+) -> None:
+    """``TMPDIR`` world-writable without the sticky bit (anyone could swap what is made there)
+    is passed over for ``$XDG_RUNTIME_DIR``, private to this user: captures go there."""
+    job = spawn([sys.executable, str(PROGRAMS / "exit_soon.py"), "60"])
+    unsafe = shared_tmp / "ww"
+    unsafe.mkdir()
+    unsafe.chmod(0o777)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = dict(_server_env(unsafe), XDG_RUNTIME_DIR=str(runtime))
+    once = {"pid": job.pid, "interval_s": 0, "count": 1}
+    (captured,) = _default_session(env, [("capture", once)])
+    _assert_private(Path(_doc(captured)["reports"]["json"]), runtime)
+    assert list(unsafe.iterdir()) == []

@@ -16,16 +16,14 @@ import pickle
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Tuple
 
 import jinja2
 import pytest
-from conftest import PROGRAMS, run_diag
+from conftest import NOBODY, PROGRAMS, as_nobody, run_diag
 
 ROOT = os.geteuid() == 0
-NOBODY = 65534
 GOLDEN = Path(__file__).parent / "golden" / "bundles" / "lock_waiters.json"
 TEMPLATE = "report.html.j2"
 
@@ -49,15 +47,6 @@ def _plant_cache(cache_dir: Path, marker: Path) -> Path:
     code = f"open({str(marker)!r}, 'w').write('ran as uid %d' % __import__('os').geteuid())"
     path.write_bytes(jinja2.bccache.bc_magic + pickle.dumps(_Payload(code), 2))
     return path
-
-
-def _as_nobody(*argv: str) -> None:
-    subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
 
 
 def test_the_planted_cache_is_a_live_payload_for_a_reader_that_trusts_it(tmp_path: Path) -> None:
@@ -107,36 +96,24 @@ def test_a_planted_template_cache_is_never_executed_by_a_render(tmp_path: Path) 
     assert sorted(p.name for p in (xdg / "diag" / "jinja2").iterdir()) == before
 
 
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A sticky world-writable directory that ``nobody`` can reach, like /tmp itself (pytest's
-    own tmp_path is 0700: ``nobody`` could not plant anything there)."""
-    path = Path(tempfile.mkdtemp(prefix="diag-shared-"))
-    path.chmod(0o1777)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 @pytest.mark.skipif(not ROOT or not shutil.which("setpriv"), reason="needs root and setpriv")
 def test_a_cache_path_nobody_links_elsewhere_is_never_followed(
-    shared: Path, tmp_path: Path
+    shared_tmp: Path, tmp_path: Path
 ) -> None:
     """``nobody`` plants ``$XDG_CACHE_HOME/diag`` and ``~/.cache/diag`` as symlinks to a
     directory of theirs holding the payload: root's render never reads through them, nor
     writes anything there."""
-    theirs = shared / "theirs"
-    marker = shared / "ran"
-    payload = _plant_cache(shared / "staging", marker)
+    theirs = shared_tmp / "theirs"
+    marker = shared_tmp / "ran"
+    payload = _plant_cache(shared_tmp / "staging", marker)
     payload.parent.chmod(0o755)
     payload.chmod(0o644)
-    _as_nobody("mkdir", "-p", str(theirs / "jinja2"))
-    _as_nobody("cp", str(payload), str(theirs / "jinja2" / payload.name))
-    xdg, home = shared / "cache", shared / "home"
-    _as_nobody("mkdir", "-p", str(xdg), str(home / ".cache"))
-    _as_nobody("ln", "-s", str(theirs), str(xdg / "diag"))
-    _as_nobody("ln", "-s", str(theirs), str(home / ".cache" / "diag"))
+    as_nobody("mkdir", "-p", str(theirs / "jinja2"))
+    as_nobody("cp", str(payload), str(theirs / "jinja2" / payload.name))
+    xdg, home = shared_tmp / "cache", shared_tmp / "home"
+    as_nobody("mkdir", "-p", str(xdg), str(home / ".cache"))
+    as_nobody("ln", "-s", str(theirs), str(xdg / "diag"))
+    as_nobody("ln", "-s", str(theirs), str(home / ".cache" / "diag"))
     assert (xdg / "diag").is_symlink() and (xdg / "diag").lstat().st_uid == NOBODY
     before = sorted(p.name for p in (theirs / "jinja2").iterdir())
     out = tmp_path / "out"
@@ -179,13 +156,13 @@ def _plant_modules(directory: Path, marker: Path, names: Tuple[str, ...]) -> Non
 
 
 def test_python_m_diag_in_a_directory_of_planted_modules_imports_none(
-    shared: Path, tmp_path: Path
+    shared_tmp: Path, tmp_path: Path
 ) -> None:
     """``python -m diag`` puts its cwd first on sys.path; run from a directory another user
     filled with look-alikes of what diag imports next (click, msgspec, jinja2, json), it
     imports none of them: ``diag.__main__`` takes the cwd off before importing anything."""
-    planted = shared / "job-dir"
-    marker = shared / "imported"
+    planted = shared_tmp / "job-dir"
+    marker = shared_tmp / "imported"
     _plant_modules(planted, marker, ("click", "msgspec", "jinja2", "json", "markupsafe"))
     out = tmp_path / "out"
     out.mkdir()
@@ -196,15 +173,15 @@ def test_python_m_diag_in_a_directory_of_planted_modules_imports_none(
 
 
 def test_the_nvml_worker_never_imports_from_diags_cwd(
-    shared: Path, monkeypatch: pytest.MonkeyPatch
+    shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The NVML worker is ``python -m diag.probes.gpu.nvml_worker``: started from a job's
     directory holding a ``pynvml.py``, a ``json.py`` and a whole ``diag/`` package, it runs
     with ``-P`` from ``/`` and imports none of them (it answers as it would anywhere)."""
     from diag.probes.gpu.nvml_client import NvmlWorker
 
-    planted = shared / "job-dir"
-    marker = shared / "imported"
+    planted = shared_tmp / "job-dir"
+    marker = shared_tmp / "imported"
     _plant_modules(planted, marker, ("pynvml", "json", "diag/", "selectors"))
     monkeypatch.chdir(planted)
     worker = NvmlWorker()

@@ -19,14 +19,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import tempfile
+import threading
 from pathlib import Path
 from typing import Annotated, Any, Dict, List, Optional, Sequence
 
 from pydantic import Field  # the MCP SDK's own dependency: tool inputs are validated by it
 
 from diag.errors import EXIT_USAGE, DiagError
+from diag.mcp.paths import fresh_private_dir, report_base
+from diag.probes.pychild import TRUSTED_CWD, python_module_argv
 from diag.redact import Redactor
 
 CAPTURE_SLACK_S = 90.0  # py-spy, NVML, writing the reports, on top of interval x count
@@ -93,13 +94,15 @@ def _fail(message: str) -> Exception:
 
 def run_child(argv: Sequence[str], timeout_s: float, cwd: Optional[Path] = None) -> Dict[str, Any]:
     """Run a diag child; its stdout's one JSON document, scrubbed. A deadline kills the
-    child's own session (diag, its py-spy and NVML worker), nothing else."""
+    child's own session (diag, its py-spy and NVML worker), nothing else. The child runs in
+    ``cwd`` (the private output directory) or ``/``, never the server's own cwd: ``python -m``
+    would import from there (``probes.pychild``)."""
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=str(cwd) if cwd else None,
+        cwd=str(cwd) if cwd else TRUSTED_CWD,
         start_new_session=True,
     )
     try:
@@ -129,11 +132,11 @@ def run_child(argv: Sequence[str], timeout_s: float, cwd: Optional[Path] = None)
 
 
 def _diag(*args: str) -> List[str]:
-    return [sys.executable, "-m", "diag", *args]
+    return [*python_module_argv("diag"), *args]
 
 
 def _existing_file(path: str) -> Path:
-    candidate = Path(path).expanduser()
+    candidate = Path(path).expanduser().absolute()  # the child runs from another directory
     if "\0" in path or not candidate.is_file():
         raise _fail(f"{path}: no such file (give the path of a diag .json bundle or .jsonl)")
     return candidate
@@ -142,8 +145,22 @@ def _existing_file(path: str) -> Path:
 class Tools:
     """The tools' bodies, plain functions of validated arguments (tested without MCP too)."""
 
-    def __init__(self, out_dir: Path) -> None:
-        self.out_dir = out_dir
+    def __init__(self, out_dir: Optional[Path] = None) -> None:
+        # --out-dir as given (checked by each capture as -o is), or None: a fresh private
+        # directory made at the first capture (``mcp.paths``), kept for the session.
+        self._out_dir = out_dir.expanduser().absolute() if out_dir is not None else None
+        self._lock = threading.Lock()  # tools run in worker threads, captures at once
+
+    def out_dir(self) -> Path:
+        with self._lock:
+            if self._out_dir is None:
+                try:
+                    self._out_dir = fresh_private_dir()
+                except DiagError as exc:
+                    raise _fail(exc.one_line()) from None
+            else:
+                self._out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return self._out_dir
 
     def list_jobs(self) -> Dict[str, Any]:
         return run_child(_diag("ps", "--json"), LIST_TIMEOUT_S)
@@ -153,25 +170,21 @@ class Tools:
             raise _fail(f"pid {pid}: not a process diag may capture (use list_jobs)")
         if not 0.0 <= interval_s <= MAX_INTERVAL_S or not 1 <= count <= MAX_COUNT:
             raise _fail(f"interval_s in [0, {MAX_INTERVAL_S:g}], count in [1, {MAX_COUNT}]")
-        self.out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        out_dir = self.out_dir()
         args = _diag("capture", "--pid", str(pid), "--interval", f"{interval_s:g}")
-        args += ["--count", str(count), "--json"]
-        return run_child(args, interval_s * count + CAPTURE_SLACK_S, cwd=self.out_dir)
+        args += ["--count", str(count), "--json", "-o", str(report_base(out_dir, pid))]
+        return run_child(args, interval_s * count + CAPTURE_SLACK_S, cwd=out_dir)
 
     def summary(self, path: str) -> Dict[str, Any]:
         bundle = _existing_file(path)
         return run_child(_diag("summary", "--json", str(bundle)), SUMMARY_TIMEOUT_S)
 
     def watch_status(self, path: str) -> Dict[str, Any]:
-        stem = Path(path).expanduser().with_suffix("")
+        stem = Path(path).expanduser().absolute().with_suffix("")
         if not any(stem.with_suffix(ext).is_file() for ext in (".json", ".jsonl")):
             raise _fail(f"{path}: no watch journal or report bundle there (PATH.jsonl/.json)")
-        argv = [sys.executable, "-m", "diag.mcp.worker", "watch_status", str(stem)]
+        argv = [*python_module_argv("diag.mcp.worker"), "watch_status", str(stem)]
         return run_child(argv, SUMMARY_TIMEOUT_S)
-
-
-def default_out_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"diag-mcp-{os.getuid()}"
 
 
 def build_server(out_dir: Optional[Path] = None) -> Any:
@@ -188,7 +201,7 @@ def build_server(out_dir: Optional[Path] = None) -> Any:
         ) from exc
     from diag import __version__
 
-    tools = Tools(out_dir or default_out_dir())
+    tools = Tools(out_dir)
     server = MCPServer("diag", version=__version__, instructions=INSTRUCTIONS)
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
