@@ -10,60 +10,17 @@ one stack shape the collector must see too: a lock library polling for a file lo
 
 from __future__ import annotations
 
-from typing import FrozenSet, Sequence, Tuple
+from typing import Sequence, Tuple
 
+from diag.frameworks import union
 from diag.model import Frame
 
 # Installed packages are the job's own code (vLLM's engine loop, a trainer installed with pip,
 # transformers' from_pretrained: what a reader wants named) unless they are plumbing: the
 # framework runtime, servers, event loops, RPC and progress bars a wait passes through.
-_PLUMBING_PACKAGES = frozenset(
-    [
-        "torch",
-        "triton",
-        "numpy",
-        "uvicorn",
-        "uvloop",
-        "anyio",
-        "starlette",
-        "fastapi",
-        "gunicorn",
-        "h11",
-        "h2",
-        "httptools",
-        "websockets",
-        "aiohttp",
-        "tornado",
-        "zmq",
-        "grpc",
-        "click",
-        "tqdm",
-        "setproctitle",
-        "psutil",
-        "cloudpickle",
-        "requests",
-        "urllib3",
-        "httpx",
-        "httpcore",
-        "werkzeug",
-        "flask",
-        "pydantic",
-        "pydantic_core",
-        "msgspec",
-        "jinja2",
-        "ray",
-        "_pytest",
-        "pytest",
-        "pluggy",
-        "multiprocess",
-        "dill",
-        "gevent",
-        "eventlet",
-        "greenlet",
-        "sniffio",
-    ]
-)
-_SITE_DIRS = ("site-packages/", "dist-packages/")
+_PLUMBING_PACKAGES = union.PLUMBING_PACKAGES
+# Where installed packages live (the job's own code may be anywhere else).
+SITE_DIRS = ("site-packages/", "dist-packages/")
 # Standard-library and generated code, wherever a frame's file is.
 _LIBRARY_MARKERS = (
     "lib/python",
@@ -102,7 +59,7 @@ _STDLIB_FILES = frozenset(
 def is_library(frame: Frame) -> bool:
     """Plumbing (the standard library, torch, servers, RPC), not the job's own code."""
     name = frame.filename
-    for site in _SITE_DIRS:
+    for site in SITE_DIRS:
         at = name.rfind(site)
         if at >= 0:
             top = name[at + len(site) :].split("/", 1)[0]
@@ -118,7 +75,7 @@ def is_installed_plumbing(frame: Frame) -> bool:
     ``.so``), not the standard library: a native wait under such a frame is inside that
     package's own C/C++ code, whose own threads (gRPC's, ZeroMQ's) end it."""
     name = frame.filename
-    return is_library(frame) and any(site in name for site in _SITE_DIRS)
+    return is_library(frame) and any(site in name for site in SITE_DIRS)
 
 
 # A stack's identity, the same for the verdict's rank classes and the report's stack groups:
@@ -143,12 +100,8 @@ def signature_text(sig: Signature) -> str:
 
 
 # Lock libraries that poll for a file lock: (a directory of their package, the functions that
-# loop trying it). The sleep between tries is theirs, under these frames.
-_POLLED_LOCKS: Tuple[Tuple[str, FrozenSet[str]], ...] = (
-    ("/filelock/", frozenset({"acquire", "_poll_until_acquired", "_acquire_level"})),
-    ("/portalocker/", frozenset({"acquire", "_get_lock", "lock"})),
-    ("/fasteners/", frozenset({"acquire", "_do_acquire", "_try_acquire"})),
-)
+# loop trying it). The sleep between tries is theirs, under these frames (their packs).
+_POLLED_LOCKS = union.LOCK_POLLS
 POLL_DEPTH = 8  # frames from the top the lock library's retry loop is looked for in
 
 

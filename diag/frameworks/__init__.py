@@ -13,7 +13,11 @@ from typing import Tuple
 from diag.frameworks.base import Clock, NativeProgress, Pack, RoleSign
 
 # One entry per pack module, in the order a report lists frameworks.
-_MODULES: Tuple[str, ...] = ()
+_MODULES: Tuple[str, ...] = (
+    *("sglang", "vllm", "torch", "torch_distributed", "torchrun", "deepspeed", "accelerate"),
+    *("ray", "servers", "dataloader", "hf", "file_locks", "fuse", "pyzmq", "launchers"),
+    "stdlib",
+)
 
 
 def _load() -> Tuple[Pack, ...]:

@@ -35,6 +35,32 @@ FrameworkRole = Literal[
     "raylet",
     "helper",
 ]
+# A wait a frame names (``diag.verdict.waits.FAMILY`` maps each to who can end it).
+FrameWaitKind = Literal[
+    "collective",
+    "rendezvous",
+    "synchronize",
+    "queue",
+    "event-loop",
+    "accept",
+    "socket-read",
+    "stdin",
+    "join",
+    "condition",
+    "lock",
+    "result",
+    "child",
+    "sleep",
+]
+# The phases of a starting job (``diag.verdict.startup_signs.STARTUP_PHASES``).
+StartupPhase = Literal[
+    "loading weights",
+    "converting weights",
+    "compiling",
+    "initialising communication",
+    "downloading",
+    "warming up",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +72,27 @@ class RoleSign:
     title: str
     role: FrameworkRole
     rank_pattern: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class FrameSign:
+    """Frames whose function (the last dotted part of py-spy's qualified name: ``Queue.get``
+    -> ``get``) is one of ``names``, in a file whose name ends with one of ``files`` (any file
+    when ``files`` is empty). A bare name is too common to mean anything (``get``, ``wait``):
+    the file says whose it is."""
+
+    names: FrozenSet[str]
+    files: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FrameWait:
+    """A frame that is a known wait of ``kind``: a thread parked there waits for what that kind
+    waits on (a peer for ``collective``, a client for ``accept``, ...). The first sign of the
+    union that matches a frame wins (packs in ``_MODULES`` order, signs in pack order)."""
+
+    sign: FrameSign
+    kind: FrameWaitKind
 
 
 @dataclass(frozen=True)
@@ -69,6 +116,17 @@ class Clock:
     # budget fires 1-1.5 budgets after the last step).
     late_factor: float = 1.0
     source: str = ""  # where the default was read: "sglang 0.5 server_args.py"
+    # How a user raises it, as a report writes it: "`--watchdog-timeout`".
+    knob: str = ""
+    # Whether it holds for every process of the framework even when nothing sets it (SGLang's
+    # watchdog: on by default); else only where ``argv_flag``/``env``/``enable_env`` set it.
+    implied: bool = False
+    # An env variable that turns it on at ``default_s`` ("1"/"true"), as
+    # ``TORCH_NCCL_ENABLE_MONITORING`` turns on the heartbeat monitor.
+    enable_env: Optional[str] = None
+    # Its ``argv_flag`` is the main process's only (SGLang's schedulers' argv is their title):
+    # the value read there holds for every process of the job.
+    job_wide: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,7 +156,9 @@ class Pack:
     roles: Tuple[RoleSign, ...] = ()
     launchers: FrozenSet[str] = frozenset()  # process names that only start ranks
     helpers: Tuple[str, ...] = ()  # process-title fragments of helpers, never ranks
-    backend_threads: Tuple[str, ...] = ()  # comm prefixes of its own background threads
+    # comm prefixes of its communication backend's threads: a process running one has peers
+    # (a bare ``all_reduce`` in its own code waits on them; a rank's load counts as collective)
+    backend_threads: Tuple[str, ...] = ()
     # --- its waits
     idle_frames: FrozenSet[str] = frozenset()  # functions its idle loops wait in
     poll_frames: FrozenSet[str] = frozenset()  # functions of its poll loops
@@ -117,8 +177,73 @@ class Pack:
     failure_lines: Tuple[str, ...] = ()  # its own spellings of a failure/stall
     death_lines: Tuple[str, ...] = ()
     # --- its start-up (phase -> frames that mean it)
-    startup_frames: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+    startup_frames: Tuple[Tuple[StartupPhase, FrozenSet[str]], ...] = ()
     # --- its clocks
     clocks: Tuple[Clock, ...] = ()
+    # --- facts the first fields could not hold (each read by one generic cause module)
+    # Frames that are a known wait, and of which kind (``diag.verdict.waits.frame_kind``).
+    frame_waits: Tuple[FrameWait, ...] = ()
+    # Frames of a rank connecting to its rendezvous *store* (a subset of ``rendezvous_frames``,
+    # qualified names as py-spy gives them): nothing listens there yet -> it waits on its host.
+    store_frames: FrozenSet[str] = frozenset()
+    # File fragments of its collectives' modules wherever the file is (``torch/distributed/``)
+    # and, in ``comm_dirs``, only inside an installed package (``site-packages/.../comm/``):
+    # a bare ``all_reduce`` there waits on peers; in the job's own ``comm/`` it may compute.
+    comm_files: Tuple[str, ...] = ()
+    comm_dirs: Tuple[str, ...] = ()
+    # Decorator frames that say nothing about where a thread is (``_call_impl``).
+    wrapper_frames: FrozenSet[str] = frozenset()
+    # Helpers a spin-wait loop calls between polls (``sched_yield``): transparent, the wait is
+    # the frame that loops on them.
+    yield_frames: FrozenSet[str] = frozenset()
+    # Poll loops' markers (``diag.verdict.polling``): checks that return at once
+    # (``os.path.exists``), completion polls (``Future.done``), non-blocking receives by
+    # name and by file (pyzmq raises ``Again`` from ``zmq/error.py``).
+    check_frames: Tuple[FrameSign, ...] = ()
+    completion_frames: Tuple[FrameSign, ...] = ()
+    nonblocking_frames: FrozenSet[str] = frozenset()
+    nonblocking_files: Tuple[str, ...] = ()
+    # Thread names (exact) of its workers that run collectives started asynchronously
+    # (gloo's ``pt_gloo_runloop``): a timed wait there is a collective in flight.
+    collective_workers: Tuple[str, ...] = ()
+    # How its launcher agent is started (argv element, its basename or ``-m`` module), the
+    # rendezvous options it reads (``--nnodes``...) and its flags that take no value.
+    agent_argv: Tuple[str, ...] = ()
+    agent_options: Tuple[str, ...] = ()
+    agent_flags: FrozenSet[str] = frozenset()
+    # Its own RPC machinery: fragments of titles/argv/frame paths of processes whose ports are
+    # its housekeeping channel (Ray's gRPC), and thread names (exact) that run it.
+    rpc_markers: Tuple[str, ...] = ()
+    rpc_threads: FrozenSet[str] = frozenset()
+    # File-lock libraries that poll: (a directory of their package, the functions that loop
+    # trying the lock). The sleep between tries is theirs (``diag.frames.polled_lock``).
+    lock_polls: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+    # Locks that are a file's existence, polled for: (the frame that polls, what the lock is,
+    # in words a report can print). Nothing holds them open: a stale one waits forever.
+    file_batons: Tuple[Tuple[str, str], ...] = ()
+    # A loop that waits for its next batch from worker processes: the frame-name suffixes of
+    # that wait (``._next_data``) and the worker processes' loop (``_worker_loop``).
+    batch_wait_frames: Tuple[str, ...] = ()
+    worker_loops: FrozenSet[str] = frozenset()
+    # Log patterns (regex sources) whose first group is the rank a death line names
+    # (``scheduler_(\d+)``), tried in union order.
+    death_rank_patterns: Tuple[str, ...] = ()
+    # Start-up facts beside ``startup_frames``: file fragments of a phase's frames, name
+    # prefixes of a phase's frames, log lines (regex sources) that mean a phase, and file
+    # fragments whose frames convert weights as part of loading (never "converting").
+    startup_files: Tuple[Tuple[StartupPhase, Tuple[str, ...]], ...] = ()
+    startup_prefixes: Tuple[Tuple[StartupPhase, Tuple[str, ...]], ...] = ()
+    startup_lines: Tuple[Tuple[StartupPhase, str], ...] = ()
+    loading_converts: Tuple[str, ...] = ()
+    # Directories a download in progress writes into (a model hub's cache): a growing file
+    # there is "downloading", elsewhere the job's own output (a checkpoint).
+    download_dirs: Tuple[str, ...] = ()
+    # Process names (the kernel's, or argv[0]'s basename) of its compilers and build tools.
+    compilers: FrozenSet[str] = frozenset()
+    # Installed packages (their top directory under site-packages) that are plumbing, not the
+    # job's own code: a stack is named by its innermost frame outside them (``diag.frames``).
+    plumbing_packages: FrozenSet[str] = frozenset()
+    # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
+    debugger_frames: FrozenSet[str] = frozenset()
     # Where each fact was checked (a source path and version), for the next reader.
     sources: Tuple[str, ...] = field(default=())

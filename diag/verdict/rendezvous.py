@@ -19,15 +19,17 @@ from __future__ import annotations
 import os
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.model import Bundle
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import PEER
 
-# What torchrun is started as: the script, or the modules behind ``python -m``.
-_AGENT_ARGV = ("torchrun", "torch.distributed.run", "torch.distributed.launch")
-_OPTIONS = ("nnodes", "rdzv_endpoint", "rdzv_id", "rdzv_backend", "master_addr", "master_port")
-_FLAGS = frozenset({"standalone", "no_python", "run_path", "module", "m"})  # take no value
+# What a launcher agent is started as (the script, or the module behind ``python -m``), the
+# rendezvous options it reads and its flags that take no value: its pack's ``agent_*``.
+_AGENT_ARGV = union.AGENT_ARGV
+_OPTIONS = union.AGENT_OPTIONS
+_FLAGS = union.AGENT_FLAGS
 _MAX_ARGS = 256  # argv is the target's: read a bounded prefix
 
 
@@ -124,7 +126,7 @@ def mismatch(agents: Sequence[Tuple[ProcSignals, RdzvSettings]]) -> Optional[str
 # A rank's own rendezvous: ``init_process_group`` builds its TCPStore here and, on a rank that
 # does not host it, connects to MASTER_ADDR:MASTER_PORT - retrying (a sleep) while nothing
 # accepts there. The store's host (rank 0, or torchrun's agent) listens on that port.
-_STORE_FRAMES = frozenset({"_create_c10d_store", "TCPStore.__init__", "_tcp_rendezvous_handler"})
+_STORE_FRAMES = union.STORE_FRAMES
 
 
 class StoreJoin(NamedTuple):

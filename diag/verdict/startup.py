@@ -47,9 +47,11 @@ from diag.verdict.startup_signs import (
     _CONVERT_PREFIXES,
     _DOWNLOAD_NAMES,
     _INIT_NAMES,
+    _LOADER_FILES,
     _LOADER_NAMES,
     _LOG_SUFFIXES,
     _NOT_CONVERT,
+    _NOT_CONVERT_FILES,
     _WARMUP_LOG,
     _WARMUP_NAMES,
     COMPILERS,
@@ -225,7 +227,7 @@ def _last_line(p: _Proc) -> str:
 
 def _convert_evidence(p: _Proc) -> Optional[str]:
     for name, filename in p.names:
-        if name in _NOT_CONVERT or "transformers/core_model_loading" in filename:
+        if name in _NOT_CONVERT or any(f in filename for f in _NOT_CONVERT_FILES):
             continue
         if name in _CONVERT_NAMES or name.lower().startswith(_CONVERT_PREFIXES):
             return f"frame `{name}`"
@@ -234,7 +236,7 @@ def _convert_evidence(p: _Proc) -> Optional[str]:
 
 def _loader_frame(p: _Proc) -> Optional[str]:
     for name, filename in p.names:
-        if name in _LOADER_NAMES or "safetensors/" in filename:
+        if name in _LOADER_NAMES or any(f in filename for f in _LOADER_FILES):
             return name
         if filename.endswith("torch/serialization.py") and name in ("load", "_load"):
             return "torch.load"

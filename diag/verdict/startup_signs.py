@@ -7,24 +7,26 @@ from __future__ import annotations
 import re
 from typing import NamedTuple, Optional, Sequence, Tuple
 
+from diag.frameworks import union
+from diag.frameworks.base import StartupPhase
 from diag.model import OpenFile
 
-LOADING = "loading weights"
+LOADING: StartupPhase = "loading weights"
 
 
-CONVERTING = "converting weights"
+CONVERTING: StartupPhase = "converting weights"
 
 
-COMPILING = "compiling"
+COMPILING: StartupPhase = "compiling"
 
 
-INIT_COMM = "initialising communication"
+INIT_COMM: StartupPhase = "initialising communication"
 
 
-DOWNLOADING = "downloading"
+DOWNLOADING: StartupPhase = "downloading"
 
 
-WARMUP = "warming up"
+WARMUP: StartupPhase = "warming up"
 
 
 SERVING = "serving"
@@ -49,81 +51,25 @@ _SHARD_RE = re.compile(r"-(\d{1,6})-of-(\d{1,6})\.[A-Za-z0-9]+$")
 MIN_MOVE_BYTES = 1 << 20  # less than this over the capture is no progress
 
 
-_LOADER_NAMES = frozenset(
-    {
-        "load_state_dict",
-        "from_pretrained",
-        "load_weights",
-        "load_checkpoint",
-        "load_file",
-        "safe_load_file",
-        "safetensors_weights_iterator",
-        "pt_weights_iterator",
-        "load_shard_file",
-        "_load_state_dict_into_meta_model",
-        "_load_pretrained_model",
-        "convert_and_load_state_dict_in_model",
-        "load_model",
-    }
-)
-
-
-_CONVERT_PREFIXES = ("dequant", "_dequant", "quantize", "_quantize", "requantize", "convert_")
-
-
-_CONVERT_NAMES = frozenset({"process_weights_after_loading"})
-
-
-_NOT_CONVERT = frozenset({"convert_and_load_state_dict_in_model"})
-
-
-_COMPILE_FILES = (
-    "torch/_dynamo/convert_frame.py",
-    "torch/_dynamo/symbolic_convert.py",
-    "torch/_dynamo/output_graph.py",
-    "torch/_inductor/compile_fx.py",
-    "torch/_inductor/codecache.py",
-    "torch/_inductor/graph.py",
-    "torch/_inductor/scheduler.py",
-    "torch/_inductor/codegen/",
-    "torch/_inductor/async_compile.py",
-    "torch/_inductor/cpp_builder.py",
-    "torch/_inductor/lowering.py",
-    "torch/_functorch/aot_autograd.py",
-    "triton/compiler/",
-    "triton/runtime/build.py",
-)
-
-
-_COMPILE_NAMES = frozenset({"capture_model", "capture_cuda_graphs", "_compile"})
-
-
-COMPILERS = frozenset(
-    {"gcc", "g++", "cc", "c++", "cc1", "cc1plus", "as", "ld", "ld.bfd", "ld.gold", "ld.lld",
-     "collect2", "clang", "clang++", "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "ninja"}
-)  # fmt: skip
-
-
-_INIT_NAMES = frozenset(
-    {
-        "init_process_group",
-        "rendezvous",
-        "_store_based_barrier",
-        "_create_c10d_store",
-        "_env_rendezvous_handler",
-        "_tcp_rendezvous_handler",
-        "next_rendezvous",
-        "init_distributed_environment",
-        "initialize_model_parallel",
-        "init_device_mesh",
-        "new_group",
-    }
-)
+# A phase's frames, files, name prefixes and log lines are its packs' (``startup_*``).
+_LOADER_NAMES = union.startup_frames(LOADING)
+_LOADER_FILES = union.startup_files(LOADING)
+_CONVERT_PREFIXES = union.startup_prefixes(CONVERTING)
+_CONVERT_NAMES = union.startup_frames(CONVERTING)
+# A loading frame is never "converting" (transformers' convert_and_load_state_dict_in_model),
+# nor a frame in a file that converts as part of loading.
+_NOT_CONVERT = _LOADER_NAMES
+_NOT_CONVERT_FILES = union.LOADING_CONVERTS
+_COMPILE_FILES = union.startup_files(COMPILING)
+_COMPILE_NAMES = union.startup_frames(COMPILING)
+COMPILERS = union.COMPILERS
+# Joining the job (the rendezvous, its store, the framework's own process groups).
+_INIT_NAMES = union.startup_frames(INIT_COMM) | union.RENDEZVOUS_FRAMES
 
 
 # Where a file being written is a download in progress: a model hub's cache, or a partial
 # file's name. Any other growing file is the job's own output (a checkpoint, a dataset shard).
-_DOWNLOAD_DIRS = ("/huggingface/", "/hub/", "/.cache/", "/modelscope/", "/downloads/")
+_DOWNLOAD_DIRS = union.DOWNLOAD_DIRS
 _DOWNLOAD_SUFFIXES = (".incomplete", ".part", ".partial", ".download", ".crdownload", ".tmp")
 
 
@@ -134,21 +80,10 @@ def looks_downloaded(path: str) -> bool:
     return low.endswith(_DOWNLOAD_SUFFIXES) or any(d in low for d in _DOWNLOAD_DIRS)
 
 
-_DOWNLOAD_NAMES = frozenset(
-    {"hf_hub_download", "snapshot_download", "http_get", "_download_to_tmp_and_move", "download"}
-)
-
-
-_WARMUP_NAMES = frozenset(
-    {"profile_run", "_dummy_run", "_dummy_sampler_run", "warmup", "warm_up", "warmup_model",
-     "determine_num_available_blocks", "determine_available_memory"}
-)  # fmt: skip
-
-
-_COMPILE_LOG = re.compile(r"Capturing (?:CUDA graphs|cudagraphs|CUDA graph)", re.IGNORECASE)
-
-
-_WARMUP_LOG = re.compile(r"Memory profiling takes", re.IGNORECASE)
+_DOWNLOAD_NAMES = union.startup_frames(DOWNLOADING)
+_WARMUP_NAMES = union.startup_frames(WARMUP)
+_COMPILE_LOG = union.startup_line(COMPILING)
+_WARMUP_LOG = union.startup_line(WARMUP)
 
 
 # tqdm: "desc:  45%|####5     | 9/20 [01:02<01:18,  6.9s/it]" (the bar may be " | " alone).

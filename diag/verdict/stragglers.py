@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.model import (
     Bundle,
     Evidence,
@@ -143,7 +144,7 @@ def _fr_figures(
     return out
 
 
-_BACKEND_THREADS = ("pt_gloo", "gloo_", "NCCL", "pt_nccl", "ncclProxy", "pt_tcpstore")
+_BACKEND_THREADS = union.BACKEND_THREADS  # a collective backend's threads (its pack's)
 
 
 def _collective_backend(bundle: Bundle, procs: Sequence[ProcSignals]) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from diag.frames import is_library
+from diag.frameworks import union
 from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, Stack, ThreadSample
 from diag.verdict.waits import (
     SLEEP,
@@ -69,9 +70,9 @@ def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
     return hit
 
 
-# Threads a collective backend starts: gloo's (``pt_gloo_runloop``, ``gloo_tcp_loop``),
-# torch's NCCL watchdog and heartbeat (``pt_nccl_*``), NCCL's own proxy threads, c10d's store.
-_BACKEND_THREADS = ("pt_gloo", "gloo_", "pt_nccl", "NCCL ", "pt_tcpstore")
+# Threads a collective backend starts (its pack's ``backend_threads``): gloo's, torch's NCCL
+# watchdog and heartbeat, NCCL's own proxy threads, c10d's store.
+_BACKEND_THREADS = union.BACKEND_THREADS
 _peers_of: List[Tuple[object, object, FrozenSet[int]]] = []  # (samples, processes, tids)
 
 

@@ -27,9 +27,10 @@ match the last dotted component, optionally restricted to a file suffix.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
-from diag.frames import is_library
+from diag.frames import SITE_DIRS, is_library
+from diag.frameworks import union
 from diag.model import Frame
 
 PEER = "peer"
@@ -83,142 +84,6 @@ _PRIORITY: Dict[str, int] = {
     "sleep": 2,
     "stdin": 2,
 }
-
-_COLLECTIVES = frozenset(
-    [
-        "all_reduce",
-        "all_reduce_coalesced",
-        "all_gather",
-        "all_gather_into_tensor",
-        "all_gather_object",
-        "all_gather_coalesced",
-        "all_to_all",
-        "all_to_all_single",
-        "broadcast",
-        "broadcast_object_list",
-        "reduce",
-        "reduce_scatter",
-        "reduce_scatter_tensor",
-        "gather",
-        "gather_object",
-        "scatter",
-        "scatter_object_list",
-        "barrier",
-        "monitored_barrier",
-        "send",
-        "recv",
-        "batch_isend_irecv",
-        "_store_based_barrier",
-        "_wait_for_workers",
-        "_barrier",
-        "wait_stream",
-    ]
-)
-_RENDEZVOUS = frozenset(
-    [
-        "init_process_group",
-        "_new_process_group_helper",
-        "new_group",
-        "rendezvous",
-        "_create_c10d_store",
-        "_env_rendezvous_handler",
-        "_tcp_rendezvous_handler",
-        "next_rendezvous",
-        "_rendezvous",
-        "init_device_mesh",
-    ]
-)
-
-
-class _Rule(NamedTuple):
-    names: FrozenSet[str]
-    file_suffixes: Tuple[str, ...]  # empty: any file
-    kind: str
-
-
-_RULES: Tuple[_Rule, ...] = (
-    _Rule(_COLLECTIVES, ("distributed_c10d.py", "c10d_logger.py", "distributed.py"), "collective"),
-    # Inference servers' own collectives (vLLM's TP ops, its CPU shared-memory all-reduce, the
-    # custom all-reduce kernels): a rank spinning in one waits on its peers, it does not work.
-    _Rule(
-        frozenset(
-            {
-                "tensor_model_parallel_all_reduce",
-                "tensor_model_parallel_all_gather",
-                "tensor_model_parallel_gather",
-                "broadcast_tensor_dict",
-                "shm_allreduce",
-                "custom_all_reduce",
-                "_all_reduce_out_place",
-                "all_reduce_impl",
-                "outplace_all_reduce",
-            }
-        ),
-        (),
-        "collective",
-    ),
-    # vLLM's shared-memory MessageQueue: TP workers wait here for rank 0's next broadcast.
-    _Rule(
-        frozenset({"dequeue", "acquire_read", "recv", "broadcast_object"}),
-        ("shm_broadcast.py",),
-        "collective",
-    ),
-    _Rule(
-        _RENDEZVOUS,
-        ("distributed_c10d.py", "rendezvous.py", "api.py", "device_mesh.py"),
-        "rendezvous",
-    ),
-    _Rule(frozenset({"synchronize", "current_stream_synchronize"}), (), "synchronize"),
-    _Rule(frozenset({"get", "_get"}), ("queue.py", "queues.py"), "queue"),
-    # An idle ThreadPoolExecutor worker: ``work_queue.get(block=True)`` on a C SimpleQueue, so
-    # py-spy's innermost frame is ``_worker`` itself, parked on a futex. It waits for work any
-    # thread may submit; it holds no lock, so it is never half of a lock cycle.
-    _Rule(frozenset({"_worker"}), ("concurrent/futures/thread.py", "thread.py"), "queue"),
-    _Rule(frozenset({"worker"}), ("multiprocessing/pool.py", "pool.py"), "queue"),
-    _Rule(
-        frozenset({"recv", "recv_bytes", "_recv_bytes", "_recv", "_poll", "poll", "wait"}),
-        ("multiprocessing/connection.py",),
-        "queue",
-    ),
-    _Rule(frozenset({"select", "poll"}), ("selectors.py",), "event-loop"),
-    _Rule(
-        frozenset({"_run_once", "run_forever", "run_until_complete"}),
-        ("base_events.py",),
-        "event-loop",
-    ),
-    _Rule(frozenset({"serve_forever", "handle_request"}), ("socketserver.py",), "event-loop"),
-    _Rule(frozenset({"accept"}), ("socket.py",), "accept"),
-    _Rule(frozenset({"readinto", "recv", "recv_into"}), ("socket.py",), "socket-read"),
-    _Rule(frozenset({"_wait_for_tstate_lock", "join"}), ("threading.py",), "join"),
-    _Rule(frozenset({"wait", "wait_for"}), ("threading.py",), "condition"),
-    _Rule(frozenset({"acquire"}), ("threading.py",), "lock"),
-    _Rule(frozenset({"get", "wait", "next", "__next__"}), ("multiprocessing/pool.py",), "result"),
-    # ray.get / ray.wait in a driver: a result owed by a task or an actor method (its C++
-    # core worker polls with a timeout, so the kernel alone would read it as a timer).
-    _Rule(frozenset({"get_objects", "get", "wait"}), ("ray/_private/worker.py",), "result"),
-    _Rule(
-        frozenset({"result", "exception", "wait", "as_completed"}),
-        ("concurrent/futures/_base.py",),
-        "result",
-    ),
-    _Rule(
-        frozenset({"wait", "_wait", "_try_wait", "communicate", "poll", "join"}),
-        ("subprocess.py", "popen_fork.py", "process.py", "pool.py", "spawn.py"),
-        "child",
-    ),
-    _Rule(
-        frozenset({"_monitor_workers", "_invoke_run", "run", "monitor", "wait"}),
-        (
-            "elastic/agent/server/api.py",
-            "local_elastic_agent.py",
-            "subprocess_handler.py",
-            "api.py",
-        ),
-        "child",
-    ),
-    _Rule(frozenset({"sleep"}), ("tasks.py",), "sleep"),
-    _Rule(frozenset({"readline", "read"}), ("<stdin>",), "stdin"),
-)
 
 # Kernel wait channels (prefix match) and syscalls -> kind, for native threads and C calls.
 _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
@@ -279,9 +144,7 @@ _SYSCALLS: Dict[str, str] = {
 
 
 # Decorator frames that say nothing about where a thread is (c10d's logging wrappers, nn.Module).
-WRAPPERS = frozenset(
-    {"wrapper", "inner", "_fn", "decorate_context", "_call_impl", "_wrapped_call_impl", "__call__"}
-)
+WRAPPERS = union.WRAPPER_FRAMES
 
 
 def short_name(frame_name: str) -> str:
@@ -296,31 +159,25 @@ def short_name(frame_name: str) -> str:
 # and the job "deadlocked". So the name counts only with a cause for a peer: the frame is in
 # library code or a framework's comm module (``comm_module``), or the process has peers - a
 # collective backend or a declared rank of a multi-rank job (``diag.verdict.thread_wait``).
-BARE_COLLECTIVES = frozenset({"all_reduce", "barrier", "all_gather", "broadcast"})
-# Where frameworks keep their collectives: torch.distributed, vLLM's and SGLang's
-# ``distributed`` packages (device communicators, parallel_state), DeepSpeed's ``comm``.
-_COMM_MODULES = ("/distributed/", "/comm/", "/communication/", "/device_communicators/")
-_SITE_DIRS = ("site-packages/", "dist-packages/")
+BARE_COLLECTIVES = union.COLLECTIVE_FRAMES
 
 
 def comm_module(frame: Frame) -> bool:
     """The frame is torch.distributed or an installed framework's comm module - not the job's
     own source file, however its directory is named."""
     name = frame.filename
-    if "torch/distributed/" in name:
+    if any(m in name for m in union.COMM_FILES):
         return True
-    return any(site in name for site in _SITE_DIRS) and any(m in name for m in _COMM_MODULES)
+    return any(site in name for site in SITE_DIRS) and any(m in name for m in union.COMM_DIRS)
 
 
 def frame_kind(frame: Frame, peers: bool = False) -> Optional[str]:
     """The wait kind a single frame names, or None when it is not a known wait. ``peers``:
     the process has peers to wait on (then a bare collective name in its own code counts)."""
     name = short_name(frame.name)
-    for rule in _RULES:
-        if name in rule.names and (
-            not rule.file_suffixes or frame.filename.endswith(rule.file_suffixes)
-        ):
-            return rule.kind
+    for files, kind in union.FRAME_WAITS.get(name, ()):
+        if not files or frame.filename.endswith(files):
+            return kind
     if name in BARE_COLLECTIVES and (peers or is_library(frame) or comm_module(frame)):
         return "collective"
     return None
@@ -346,7 +203,7 @@ def stack_wait(frames: Sequence[Frame], peers: bool = False) -> Optional[Tuple[s
 
 # Helpers a spin-wait loop calls between polls (vLLM's ``sched_yield()`` around its
 # shared-memory queue, a sleep-0): transparent, the wait is the frame that loops on them.
-YIELDS = frozenset({"sched_yield", "yield_cpu", "_spin_wait", "spin_wait", "busy_wait"})
+YIELDS = union.YIELD_FRAMES
 
 
 def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:

@@ -1,0 +1,19 @@
+"""torch.utils.data's DataLoader: a training loop waits in it for its next batch while worker
+processes (``_worker_loop``) call the dataset.
+
+Facts from torch 2.6 torch/utils/data/dataloader.py and _utils/worker.py.
+"""
+
+from __future__ import annotations
+
+from diag.frameworks.base import Pack
+
+PACK = Pack(
+    name="PyTorch DataLoader",
+    key="dataloader",
+    modules=("torch/utils/data/",),
+    # _MultiProcessingDataLoaderIter._try_get_data / _get_data / _next_data, __next__.
+    batch_wait_frames=("._try_get_data", "._get_data", "._next_data", ".__next__"),
+    worker_loops=frozenset({"_worker_loop"}),
+    sources=("torch 2.6 torch/utils/data/dataloader.py, _utils/worker.py",),
+)

@@ -1,0 +1,44 @@
+"""Ray: a driver calling ``ray.get``/``ray.wait``, its raylet and GCS server, workers and
+actors titled ``ray::...``, the dashboard, autoscaler and log monitor beside them, and the
+gRPC they all keep talking whatever the job does.
+
+Facts from ray 2.9-2.40 (python/ray/_private/worker.py, its process titles and C++ core
+worker thread names).
+"""
+
+from __future__ import annotations
+
+from diag.frameworks.base import FrameSign, FrameWait, Pack
+
+PACK = Pack(
+    name="Ray",
+    key="ray",
+    titles=("ray::",),
+    modules=("ray/",),
+    env=("RAY_",),
+    # Daemons beside the job that keep themselves busy (the autoscaler prints a block every
+    # 5 s): their status logs and wake-ups are not the job's.
+    helpers=(
+        "ray/autoscaler/",
+        "ray/dashboard/",
+        "ray/_private/log_monitor",
+        "ray/_private/runtime_env",
+        "ray::DashboardAgent",
+        "ray::RuntimeEnvAgent",
+        "raylet",
+        "gcs_server",
+    ),
+    frame_waits=(
+        # ray.get / ray.wait in a driver: a result owed by a task or an actor method (its C++
+        # core worker polls with a timeout, so the kernel alone would read it as a timer).
+        FrameWait(
+            FrameSign(frozenset({"get_objects", "get", "wait"}), ("ray/_private/worker.py",)),
+            "result",
+        ),
+    ),
+    # Its processes talk gRPC to each other all the time and hold long polls open on purpose.
+    rpc_markers=("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard"),
+    rpc_threads=frozenset({"gcs_client_io_s", "task_event_buff", "gcs_server", "raylet"}),
+    plumbing_packages=frozenset({"ray"}),
+    sources=("ray 2.40 python/ray/_private/worker.py",),
+)

@@ -1,0 +1,54 @@
+"""Python web and RPC servers: uvicorn / FastAPI / Starlette, gunicorn, aiohttp, tornado,
+Flask / werkzeug, http clients (requests, httpx) and green-thread loops: the plumbing a
+request passes through, and the lines they print once they listen.
+
+Facts from uvicorn 0.30 ("Application startup complete.", "Uvicorn running on
+http://..."), werkzeug 3 ("Running on http://..."), aiohttp 3.9 ("Running on ...").
+"""
+
+from __future__ import annotations
+
+from diag.frameworks.base import Pack
+
+PACK = Pack(
+    name="Python servers (uvicorn, gunicorn, asyncio servers)",
+    key="servers",
+    argv=("uvicorn", "gunicorn"),
+    modules=("uvicorn/", "gunicorn/", "aiohttp/", "starlette/"),
+    ready_lines=(
+        r"\b(?:is|are|now) ready\b",
+        r"startup complete",
+        r"running on (?:https?://|[\d.]+:)",
+        r"listening on\b",
+        r"serving on\b",
+        r"server started\b",
+    ),
+    plumbing_packages=frozenset(
+        {
+            "uvicorn",
+            "uvloop",
+            "anyio",
+            "starlette",
+            "fastapi",
+            "gunicorn",
+            "h11",
+            "h2",
+            "httptools",
+            "websockets",
+            "aiohttp",
+            "tornado",
+            "grpc",
+            "requests",
+            "urllib3",
+            "httpx",
+            "httpcore",
+            "werkzeug",
+            "flask",
+            "gevent",
+            "eventlet",
+            "greenlet",
+            "sniffio",
+        }
+    ),
+    sources=("uvicorn 0.30 uvicorn/server.py, werkzeug 3 serving.py",),
+)

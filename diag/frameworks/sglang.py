@@ -1,0 +1,52 @@
+"""SGLang (``python -m sglang.launch_server``): an HTTP front end with its TokenizerManager,
+one scheduler process per TP rank (``sglang::scheduler_TP0``), a detokenizer, a DP
+controller; its watchdog kills a scheduler whose batch runs past ``--watchdog-timeout``.
+
+Facts from sglang 0.4-0.5 (sglang/srt/managers/, sglang/srt/server_args.py,
+sglang/srt/entrypoints/http_server.py).
+"""
+
+from __future__ import annotations
+
+from diag.frameworks.base import Clock, Pack, RoleSign
+
+PACK = Pack(
+    name="SGLang",
+    key="sglang",
+    argv=("sglang.launch_server",),
+    titles=("sglang::",),
+    modules=("sglang/srt/",),
+    env=("SGLANG_",),
+    roles=(
+        RoleSign("sglang::scheduler", "scheduler", r"TP(\d+)"),
+        RoleSign("sglang::detokenizer", "detokenizer"),
+        RoleSign("sglang::data_parallel_controller", "controller"),
+        RoleSign("sglang.launch_server", "front end"),
+    ),
+    # Its TP collectives (shared with vLLM's parallel_state, which SGLang vendors).
+    frame_waits=(),
+    startup_frames=(
+        ("compiling", frozenset({"capture_cuda_graphs"})),
+        ("warming up", frozenset({"warmup", "warm_up", "warmup_model"})),
+    ),
+    # "The server is fired up and ready to roll!"
+    ready_lines=(r"ready to (?:roll|serve|accept|receive)",),
+    # "Subprocess scheduler_1 (pid=N) crashed with exit code -9"
+    death_rank_patterns=(r"\bscheduler_(\d+)\b",),
+    clocks=(
+        Clock(
+            name="SGLang's watchdog",
+            default_s=300.0,
+            starts="step",
+            action="kills",
+            argv_flag="--watchdog-timeout",
+            knob="`--watchdog-timeout`",
+            during_startup=True,
+            late_factor=1.5,
+            implied=True,
+            job_wide=True,
+            source="sglang 0.5 server_args.py (watchdog_timeout = 300)",
+        ),
+    ),
+    sources=("sglang 0.5 sglang/srt/managers/scheduler.py, server_args.py",),
+)

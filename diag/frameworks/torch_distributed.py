@@ -1,0 +1,123 @@
+"""torch.distributed: c10d's collectives and process groups, its TCPStore rendezvous, the gloo
+and NCCL backends' threads, the NCCL heartbeat monitor's clock.
+
+Facts from torch 2.4-2.9 (torch/distributed/distributed_c10d.py, rendezvous.py,
+device_mesh.py; ProcessGroupGloo.cpp / ProcessGroupNCCL.cpp thread names).
+"""
+
+from __future__ import annotations
+
+from diag.frameworks.base import Clock, FrameSign, FrameWait, Pack
+
+# Collectives and point-to-point calls of c10d (and its barriers): a peer must join.
+_COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "all_reduce_coalesced",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_object",
+        "all_gather_coalesced",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+        "barrier",
+        "monitored_barrier",
+        "send",
+        "recv",
+        "batch_isend_irecv",
+        "_store_based_barrier",
+        "_wait_for_workers",
+        "_barrier",
+        "wait_stream",
+    }
+)
+# Connecting to the rendezvous store: ``init_process_group`` builds its TCPStore here and, on a
+# rank that does not host it, connects to MASTER_ADDR:MASTER_PORT - retrying while nothing
+# accepts there.
+_STORE = frozenset({"_create_c10d_store", "TCPStore.__init__", "_tcp_rendezvous_handler"})
+# Joining the job: the process group, its store, a device mesh.
+_RENDEZVOUS = frozenset(
+    {
+        "init_process_group",
+        "_new_process_group_helper",
+        "new_group",
+        "rendezvous",
+        "_create_c10d_store",
+        "_env_rendezvous_handler",
+        "_tcp_rendezvous_handler",
+        "next_rendezvous",
+        "_rendezvous",
+        "init_device_mesh",
+    }
+)
+
+PACK = Pack(
+    name="torch.distributed (c10d, gloo, NCCL)",
+    key="torch_distributed",
+    modules=("torch/distributed/",),
+    env=("MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_"),
+    # gloo's (``pt_gloo_runloop``, ``gloo_tcp_loop``), torch's NCCL watchdog and heartbeat
+    # (``pt_nccl_*``), NCCL's own threads (``NCCL ...``, ``ncclProxy``), c10d's store.
+    backend_threads=("pt_gloo", "gloo_", "NCCL", "pt_nccl", "ncclProxy", "pt_tcpstore"),
+    collective_workers=("pt_gloo_runloop",),
+    # A collective name anywhere (a framework's own ``all_reduce``) counts when the process has
+    # peers or the frame is library or comm-module code (``diag.verdict.waits``).
+    collective_frames=frozenset({"all_reduce", "barrier", "all_gather", "broadcast"}),
+    # Through these ranks are handed work by one of them (a TP/PP server's followers).
+    receive_frames=frozenset(
+        {"broadcast", "broadcast_object_list", "scatter", "scatter_object_list", "recv", "irecv"}
+    ),
+    rendezvous_frames=_RENDEZVOUS,
+    store_frames=_STORE,
+    frame_waits=(
+        FrameWait(
+            FrameSign(_COLLECTIVES, ("distributed_c10d.py", "c10d_logger.py", "distributed.py")),
+            "collective",
+        ),
+        FrameWait(
+            FrameSign(
+                _RENDEZVOUS, ("distributed_c10d.py", "rendezvous.py", "api.py", "device_mesh.py")
+            ),
+            "rendezvous",
+        ),
+    ),
+    comm_files=("torch/distributed/",),
+    # Where frameworks keep their collectives: vLLM's and SGLang's ``distributed`` packages
+    # (parallel_state), ``communication`` packages (DeepSpeed's ``comm`` is its own pack).
+    comm_dirs=("/distributed/", "/communication/"),
+    startup_frames=(
+        (
+            "initialising communication",
+            _RENDEZVOUS | {"_store_based_barrier"},
+        ),
+    ),
+    # "[rank3]: ... local_rank: 3": torch's (and elastic's) ways of naming a rank in a log.
+    death_rank_patterns=(
+        r"\blocal_rank\s*[:=]\s*(\d+)",
+        r"(?i)\brank\s*[:=]?\s*(\d+)",
+        r"\bTP(\d+)\b",
+    ),
+    completion_frames=(),
+    clocks=(
+        Clock(
+            name="torch's NCCL heartbeat monitor",
+            default_s=480.0,
+            starts="quiet",
+            action="kills",
+            env="TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+            enable_env="TORCH_NCCL_ENABLE_MONITORING",
+            knob="`TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`",
+            source="torch 2.4 ProcessGroupNCCL.cpp (heartbeatTimeoutInSec_ default 8 min)",
+        ),
+    ),
+    sources=("torch 2.6 torch/distributed/distributed_c10d.py, rendezvous.py",),
+)

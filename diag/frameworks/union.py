@@ -1,0 +1,164 @@
+"""The union of every pack, computed once at import: what the generic cause modules read.
+
+A cause module asks "is this frame a rendezvous?", "is this thread a collective backend's?",
+"does this line say the server is ready?" of every framework at once, thousands of times per
+verdict (4,096 ranks x samples x frames). So every answer here is a frozenset, a tuple for a
+``startswith``/``endswith``, a dict, or one compiled alternation - O(1) or one C-level scan,
+as the tables were when each module kept its own. Nothing here names a framework: the packs
+do (``diag.frameworks.PACKS``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, FrozenSet, Iterable, List, Pattern, Tuple
+
+from diag.frameworks import PACKS
+from diag.frameworks.base import Clock, FrameSign, FrameWaitKind, Pack, StartupPhase
+
+
+def _names(values: Iterable[FrozenSet[str]]) -> FrozenSet[str]:
+    out: set[str] = set()
+    for v in values:
+        out |= v
+    return frozenset(out)
+
+
+def _ordered(values: Iterable[Tuple[str, ...]]) -> Tuple[str, ...]:
+    """Concatenated, first occurrence kept (pack order is the order of precedence)."""
+    out: Dict[str, None] = {}
+    for v in values:
+        out.update(dict.fromkeys(v))
+    return tuple(out)
+
+
+def _alternation(sources: Iterable[str], flags: int = re.IGNORECASE) -> Pattern[str]:
+    """One compiled regex matching any of ``sources`` (a never-matching one when empty)."""
+    parts = [f"(?:{s})" for s in dict.fromkeys(sources)]
+    return re.compile("|".join(parts) if parts else r"(?!x)x", flags)
+
+
+def _signs(packs: Tuple[Pack, ...], field: str) -> Tuple[FrameSign, ...]:
+    return tuple(sign for p in packs for sign in getattr(p, field))
+
+
+# --- processes
+HELPER_MARKERS: Tuple[str, ...] = _ordered(p.helpers for p in PACKS)
+LAUNCHERS: FrozenSet[str] = _names(p.launchers for p in PACKS)
+# ``str.startswith`` takes a tuple: one C-level scan per thread name.
+BACKEND_THREADS: Tuple[str, ...] = _ordered(p.backend_threads for p in PACKS)
+COLLECTIVE_WORKERS: FrozenSet[str] = frozenset(_ordered(p.collective_workers for p in PACKS))
+AGENT_ARGV: FrozenSet[str] = frozenset(_ordered(p.agent_argv for p in PACKS))
+AGENT_OPTIONS: FrozenSet[str] = frozenset(_ordered(p.agent_options for p in PACKS))
+AGENT_FLAGS: FrozenSet[str] = _names(p.agent_flags for p in PACKS)
+RPC_MARKERS: Tuple[str, ...] = _ordered(p.rpc_markers for p in PACKS)
+RPC_THREADS: FrozenSet[str] = _names(p.rpc_threads for p in PACKS)
+PLUMBING_PACKAGES: FrozenSet[str] = _names(p.plumbing_packages for p in PACKS)
+
+# --- waits
+RENDEZVOUS_FRAMES: FrozenSet[str] = _names(p.rendezvous_frames for p in PACKS)
+STORE_FRAMES: FrozenSet[str] = _names(p.store_frames for p in PACKS)
+COLLECTIVE_FRAMES: FrozenSet[str] = _names(p.collective_frames for p in PACKS)
+RECEIVE_FRAMES: FrozenSet[str] = _names(p.receive_frames for p in PACKS)
+COMM_FILES: Tuple[str, ...] = _ordered(p.comm_files for p in PACKS)
+COMM_DIRS: Tuple[str, ...] = _ordered(p.comm_dirs for p in PACKS)
+WRAPPER_FRAMES: FrozenSet[str] = _names(p.wrapper_frames for p in PACKS)
+YIELD_FRAMES: FrozenSet[str] = _names(p.yield_frames for p in PACKS)
+DEBUGGER_FRAMES: FrozenSet[str] = _names(p.debugger_frames for p in PACKS)
+LOCK_POLLS: Tuple[Tuple[str, FrozenSet[str]], ...] = tuple(
+    poll for p in PACKS for poll in p.lock_polls
+)
+FILE_BATONS: Dict[str, str] = {frame: what for p in PACKS for frame, what in p.file_batons}
+BATCH_WAIT_FRAMES: Tuple[str, ...] = _ordered(p.batch_wait_frames for p in PACKS)
+WORKER_LOOPS: FrozenSet[str] = _names(p.worker_loops for p in PACKS)
+
+
+def _frame_waits() -> Dict[str, Tuple[Tuple[Tuple[str, ...], FrameWaitKind], ...]]:
+    """Function name -> its (file suffixes, kind) signs in union order: a frame's kind is the
+    first whose files match (one dict lookup, then a handful of ``endswith``)."""
+    out: Dict[str, List[Tuple[Tuple[str, ...], FrameWaitKind]]] = {}
+    for p in PACKS:
+        for wait in p.frame_waits:
+            for name in wait.sign.names:
+                out.setdefault(name, []).append((wait.sign.files, wait.kind))
+    return {name: tuple(signs) for name, signs in out.items()}
+
+
+FRAME_WAITS = _frame_waits()
+
+# --- poll loops
+CHECK_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "check_frames")
+COMPLETION_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "completion_frames")
+NONBLOCKING_FRAMES: FrozenSet[str] = _names(p.nonblocking_frames for p in PACKS)
+NONBLOCKING_FILES: Tuple[str, ...] = _ordered(p.nonblocking_files for p in PACKS)
+POLL_FILES: Tuple[str, ...] = _ordered(p.poll_files for p in PACKS)
+WORK_FILES: Tuple[str, ...] = _ordered(p.work_files for p in PACKS)
+
+# --- logs
+READY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.ready_lines)
+DEATH_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.death_lines)
+# Tried in order: the first that matches names the rank (a framework's own spelling first).
+DEATH_RANK_PATTERNS: Tuple[Pattern[str], ...] = tuple(
+    re.compile(s) for s in _ordered(p.death_rank_patterns for p in PACKS)
+)
+
+
+# --- start-up
+def _by_phase(pairs: Iterable[Tuple[StartupPhase, FrozenSet[str]]]) -> Dict[str, FrozenSet[str]]:
+    out: Dict[str, FrozenSet[str]] = {}
+    for phase, names in pairs:
+        out[phase] = out.get(phase, frozenset()) | names
+    return out
+
+
+STARTUP_FRAMES: Dict[str, FrozenSet[str]] = _by_phase(
+    pair for p in PACKS for pair in p.startup_frames
+)
+STARTUP_FILES: Dict[str, Tuple[str, ...]] = {
+    phase: _ordered(files for p in PACKS for ph, files in p.startup_files if ph == phase)
+    for phase in {ph for p in PACKS for ph, _ in p.startup_files}
+}
+STARTUP_PREFIXES: Dict[str, Tuple[str, ...]] = {
+    phase: _ordered(pre for p in PACKS for ph, pre in p.startup_prefixes if ph == phase)
+    for phase in {ph for p in PACKS for ph, _ in p.startup_prefixes}
+}
+STARTUP_LINES: Dict[str, Pattern[str]] = {
+    phase: _alternation(src for p in PACKS for ph, src in p.startup_lines if ph == phase)
+    for phase in {ph for p in PACKS for ph, _ in p.startup_lines}
+}
+LOADING_CONVERTS: Tuple[str, ...] = _ordered(p.loading_converts for p in PACKS)
+DOWNLOAD_DIRS: Tuple[str, ...] = _ordered(p.download_dirs for p in PACKS)
+COMPILERS: FrozenSet[str] = _names(p.compilers for p in PACKS)
+
+
+def startup_frames(phase: StartupPhase) -> FrozenSet[str]:
+    return STARTUP_FRAMES.get(phase, frozenset())
+
+
+def startup_files(phase: StartupPhase) -> Tuple[str, ...]:
+    return STARTUP_FILES.get(phase, ())
+
+
+def startup_prefixes(phase: StartupPhase) -> Tuple[str, ...]:
+    return STARTUP_PREFIXES.get(phase, ())
+
+
+def startup_line(phase: StartupPhase) -> Pattern[str]:
+    return STARTUP_LINES.get(phase) or _alternation(())
+
+
+# --- clocks
+CLOCKS: Tuple[Tuple[Pack, Clock], ...] = tuple((p, c) for p in PACKS for c in p.clocks)
+
+
+def clocks_for(*keys: str) -> Tuple[Clock, ...]:
+    """The clocks of the packs named (all packs when none is named)."""
+    return tuple(c for p, c in CLOCKS if not keys or p.key in keys)
+
+
+def pack(key: str) -> Pack:
+    """One pack by its key (for a cause that reads one framework's recognition fields)."""
+    for p in PACKS:
+        if p.key == key:
+            return p
+    raise KeyError(key)
