@@ -353,6 +353,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("pipe_full_in_dead_chain",),
     ),
     Scenario(
+        "log_shipper_stalled",
+        "deadlocked",
+        ("root",),
+        False,
+        "the job writes records to a FIFO whose reader, a log shipper outside the job, sleeps",
+        rules=("pipe_full",),
+    ),
+    Scenario(
         "http_request_cycle",
         "deadlocked",
         ("root",),

@@ -43,8 +43,8 @@ def test_recorded_verdict(path: Path) -> None:
     scenario = EXPECT[path.stem]
     bundle = load_bundle(path)
     verdict = classify(bundle)
-    assert verdict.state == scenario.expect, verdict.summary
-    assert verdict.summary.startswith(scenario.expect)  # the line leads with the state
+    assert scenario.accepts(verdict.state), verdict.summary
+    assert verdict.summary.startswith(verdict.state)  # the line leads with the state
     if scenario.rules:
         assert verdict.rule in scenario.rules, verdict.summary
     if scenario.suspects:
@@ -233,6 +233,13 @@ GRAPH_DISAGREES = {
     # it; the rules call a rank polling outside its group's collective a divergence.
     "explore_poll_exists_with_sleep",
     "explore_spin_on_exists",
+    # Ranks poll torch's FileBaton for a lock file nobody of the job holds, sleeping between
+    # checks: to the graph the timer may end it; the rules know the file's creator is gone.
+    "wait_edges_stale_torch_build_lock",
+    # ``run(capture_output=True)`` waits for EOF; its child is a zombie (waited on by waitpid:
+    # no dead end to the graph) and the pipe's holder outside the job sleeps: the graph gives
+    # no state, the rule follows the pipe edges to the holder.
+    "wait_edges_communicate_background",
 }
 
 
@@ -251,7 +258,7 @@ def test_the_wait_for_graph_gives_the_same_state_as_the_rules(path: Path) -> Non
     verdict = classify(load_bundle(path))
     implied = graph_state(verdict.graph)
     if implied is None:
-        assert verdict.state == "exited", verdict.summary
+        assert (verdict.state == "exited") != (path.stem in GRAPH_DISAGREES), verdict.summary
         return
     agrees = verdict.state in implied
     assert agrees != (path.stem in GRAPH_DISAGREES), (

@@ -156,6 +156,40 @@ class FsWait(Record, frozen=True):
     daemon_state: str = "?"  # /proc/PID/stat state of the daemon
 
 
+NativeSource = Literal["perf", "syscall"]
+
+
+class NativeSpot(Record, frozen=True):
+    """A place a thread's native code was: a function of a mapped file."""
+
+    library: str  # the file's base name: "libopen-pal.so.40.30.2"; "" when in no file (vdso)
+    symbol: str = ""  # the enclosing ELF function ("opal_progress"); "" when none is known
+    hits: int = 1  # of the PCs read, how many fell here
+    # Found as a return address on the stack of a PC inside the C library or the loader (a
+    # syscall wrapper, ``sched_yield``): the caller that went there, not a PC.
+    caller: bool = False
+
+
+class NativeLocation(Record, frozen=True):
+    """Where a running thread's CPU went in native code (``diag.probes.native_location``):
+    its PCs mapped through /proc/PID/maps to a library and an ELF symbol. A thread spinning in
+    a communication library's progress loop waits for a message however much CPU it burns;
+    the packs of ``diag.frameworks`` say which places those are. Bounded: ``spots`` holds at
+    most 6, the most hits first; names are capped."""
+
+    spots: Tuple[NativeSpot, ...] = ()
+    pcs: int = 0  # PCs read (perf ticks in a few ms, or the one /proc/PID/task/TID/syscall gave)
+    source: NativeSource = "syscall"
+
+    @property
+    def library(self) -> str:
+        return self.spots[0].library if self.spots else ""
+
+    @property
+    def symbol(self) -> str:
+        return self.spots[0].symbol if self.spots else ""
+
+
 class ThreadSample(Record, frozen=True):
     """One OS thread at one instant: kernel view from /proc, Python view joined from py-spy."""
 
@@ -180,6 +214,8 @@ class ThreadSample(Record, frozen=True):
     stack_id: Optional[str] = None
     py_active: Optional[bool] = None
     owns_gil: Optional[bool] = None
+    # A running thread's native location (state R only; None: not read, or not running).
+    native: Optional[NativeLocation] = None
 
 
 class ProcessSample(Record, frozen=True):

@@ -69,7 +69,7 @@ TABLE: Tuple[Rule, ...] = (
         the log line is left; the ranks still burning CPU spin or tear down because of it.
         A death line from before an elastic restart, or in a job that progresses, is
         history and does not count.""",
-        examples=[],
+        examples=["launcher_lost_rank"],
     ),
     rule(
         "waits_on_itself",
@@ -93,7 +93,7 @@ TABLE: Tuple[Rule, ...] = (
         events, queues) and none of them runs, so none will ever release the others: a lock
         left held by a thread that died, an event only a dead consumer sets. No peer, port or
         timer can help it.""",
-        examples=[],
+        examples=["abandoned_lock"],
     ),
     rule(
         "answers_requests",
@@ -106,7 +106,7 @@ TABLE: Tuple[Rule, ...] = (
         it answers its clients. Socket traffic does not show in ``/proc/PID/io`` and servers
         often log nothing per request, so this is the only sign of a busy server whose
         threads sit in epoll between requests.""",
-        examples=[],
+        examples=["uvicorn_busy_no_log"],
     ),
     rule(
         "output_moves",
@@ -168,8 +168,9 @@ TABLE: Tuple[Rule, ...] = (
         doc="""A process waits in ``Popen.communicate`` (``run(capture_output=True)``) for EOF
         on its child's pipes; the child has exited, but a process it started in the
         background (``sh -c "server &"``) inherited the write end and still holds it. That
-        process, which may never exit, is what the waiter waits on.""",
-        examples=[],
+        process, which may never exit, is what the waiter waits on. (Its example was
+        recorded by tests/test_wait_edges_real.py.)""",
+        examples=["wait_edges_communicate_background"],
     ),
     rule(
         "waits_on_stopped_outsider",
@@ -181,8 +182,8 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Nothing of the job works and a chain of its waits ends at a stopped or zombie
         process outside the job: a local server it calls, the writer of its pipe, the holder
         of its file lock. That process must run again (or be replaced) first; killing the
-        job would not help.""",
-        examples=[],
+        job would not help. (Its example was recorded by tests/test_file_locks.py.)""",
+        examples=["file_lock_stopped_holder"],
     ),
     rule(
         "waits_for_file_lock",
@@ -193,8 +194,9 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Nothing of the job works and a process of it waits to take a file lock
         (``flock``, ``fcntl``) held by a process outside the job - a download, a build,
         another job under ``flock(1)``. The holder's state is the job's: busy is slow, not a
-        lock of the job's own to kill it for.""",
-        examples=[],
+        lock of the job's own to kill it for. (Its example was recorded by
+        tests/test_file_locks.py.)""",
+        examples=["file_lock_busy_holder"],
     ),
     rule(
         "waits_on_filesystem",
@@ -206,7 +208,7 @@ TABLE: Tuple[Rule, ...] = (
         that filesystem, and for a FUSE mount served on this host on the daemon holding
         ``/dev/fuse`` for it, which is the suspect. A restarted job would wait on the same
         daemon.""",
-        examples=[],
+        examples=["fuse_stalled_read"],
     ),
     rule(
         "waits_for_nodes_to_join",
@@ -241,7 +243,7 @@ TABLE: Tuple[Rule, ...] = (
         doc="""One rank serves a port and the other ranks wait in a collective for it to
         hand them work (a request broadcast, as tensor-parallel servers do): a ready server
         with no requests, not a rank that diverged.""",
-        examples=[],
+        examples=["torchrun_tp_server_idle"],
     ),
     rule(
         "peers_wait",
@@ -263,7 +265,7 @@ TABLE: Tuple[Rule, ...] = (
         doc="""A process waits for pool or future results that no worker computes: a task
         was lost (its worker killed, e.g. by the OOM killer) or its worker is blocked - a
         task waiting on another task of the same full pool.""",
-        examples=[],
+        examples=["pool_lost_task"],
     ),
     rule(
         "lock_cycle",
@@ -284,7 +286,7 @@ TABLE: Tuple[Rule, ...] = (
         doc="""A GPU reads busy at idle power and nothing else moves: a kernel spins waiting
         on a peer (an NCCL collective whose partner never came). This machine has no GPU, so
         its example is a bundle built by the test helpers, not a recording.""",
-        examples=[],
+        examples=["fixture:gpu_busy_at_idle_power"],
     ),
     rule(
         "lock_without_door",
@@ -296,7 +298,7 @@ TABLE: Tuple[Rule, ...] = (
         input that could wake a thread holding it. Only a thread of the same process can
         release the lock, so it waits for ever, whatever other processes listen on (a lock
         copied held into a fork()ed worker).""",
-        examples=[],
+        examples=["gunicorn_handler_hangs"],
     ),
     rule(
         "log_reports_death",
@@ -318,7 +320,7 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Requests that arrived before the capture began got no byte of answer during
         it, while nothing in the server moves. Its event loop still accepts (a listening
         port, epoll) - what made it look idle - but its handler is stuck.""",
-        examples=[],
+        examples=["http_request_cycle"],
     ),
     rule(
         "pipe_full_in_dead_chain",
@@ -331,7 +333,7 @@ TABLE: Tuple[Rule, ...] = (
         blocked on a full pipe whose reader waits on the writer (a parent in ``Popen.wait``
         with its child's stdout unread): told as that picture, with the fix
         (``communicate()``, a reader thread, a file).""",
-        examples=[],
+        examples=["subprocess_pipe_full"],
     ),
     rule(
         "chains_never_end",
@@ -355,8 +357,9 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Nothing in the job works and its processes poll for a lock file to disappear
         (torch's ``FileBaton`` around an extension build) that no process of the job
         created: a build killed while holding it left it behind. The job never goes on by
-        itself, and a rerun waits on the same file; deleting it does.""",
-        examples=[],
+        itself, and a rerun waits on the same file; deleting it does. (Its example was
+        recorded by tests/test_wait_edges_real.py.)""",
+        examples=["wait_edges_stale_torch_build_lock"],
     ),
     rule(
         "waits_for_outside",
@@ -378,7 +381,7 @@ TABLE: Tuple[Rule, ...] = (
         doc="""At least half the live processes block writing to a full pipe or socket whose
         reader stopped reading, though not every chain is dead (a timer or a port
         elsewhere): the writers and their likely reader are named.""",
-        examples=[],
+        examples=["log_shipper_stalled"],
     ),
     rule(
         "chains_end_at_doors",
@@ -391,7 +394,7 @@ TABLE: Tuple[Rule, ...] = (
         of their waits ends at a process that does: a helper a rank waits for, sleeping on a
         timer while it polls for a file or a host. Read alone the ranks' waits said "nothing
         can wake it"; the chain names who can.""",
-        examples=[],
+        examples=["rank_waits_on_polling_helper"],
     ),
     rule(
         "nothing_can_wake",
@@ -403,7 +406,7 @@ TABLE: Tuple[Rule, ...] = (
         doc="""The last row, which always applies: nothing moves and nothing outside can
         wake the job - its processes wait on each other, or on a peer that never answers
         (two asyncio tasks awaiting each other, a client whose server never replies).""",
-        examples=[],
+        examples=["asyncio_deadlock"],
     ),
 )
 
