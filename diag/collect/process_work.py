@@ -21,6 +21,8 @@ import msgspec
 from diag.bundle.stack_budget import FRAME_FILE_CHARS, FRAME_NAME_CHARS, shorten_frames
 from diag.model import Frame, OpenFile, ProcessSample, ThreadSample
 from diag.probes.cpython.pymem import warm_symbols
+from diag.probes.native_location import attach_native
+from diag.probes.native_symbols import SymbolCache
 from diag.probes.open_files import read_open_files
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, read_identity
@@ -106,6 +108,9 @@ class ProcessReader:
         self.stack_reader = stack_reader
         self.timeout_s = timeout_s
         self.exit_codes: Dict[int, Optional[int]] = {}
+        # The ELF function tables of the libraries running threads were found in, for the
+        # capture: a job's ranks share theirs (``diag.probes.native_symbols``).
+        self.symbols = SymbolCache()
 
     def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
         t_s = time.time()
@@ -131,10 +136,19 @@ class ProcessReader:
             vms_bytes=res.vms_bytes,
             num_threads=res.stat.num_threads,
             io=res.io,
-            threads=() if zombie else read_threads(self.procfs, pid, self.machine),
+            threads=() if zombie else self._threads(pid),
             exit_code=self.exit_codes.get(pid),
             open_files=() if zombie or not open_files else self._open_files(pid),
         )
+
+    def _threads(self, pid: int) -> Tuple[ThreadSample, ...]:
+        """Its threads, the running ones with their native location (where their CPU goes
+        in C: a progress engine polling for a message is a wait). That read fails alone."""
+        threads = read_threads(self.procfs, pid, self.machine)
+        try:
+            return attach_native(self.procfs, pid, threads, self.symbols, self.machine)
+        except Exception:  # one probe's failure must not lose the rest of the sample
+            return threads
 
     def _open_files(self, pid: int) -> Tuple[OpenFile, ...]:
         """The big files it loads or writes (weights, checkpoints); () when unreadable."""

@@ -1,0 +1,147 @@
+"""Where each running thread of a process is in native code: ``ThreadSample.native``.
+
+Only threads in state R are looked at - a sleeping thread's wait is in its kernel state
+already; a running one's "work" may be a communication library polling for a message. Their
+PCs come from the kernel's sampler (``native_pc.sample_pcs``: a few ms, the target never
+stopped) or, where perf is refused or the thread did not run in the window, from
+``/proc/PID/task/TID/syscall`` read again (a preempted thread shows ``-1 SP PC``). Each PC maps
+to a library and function (``native_symbols``). A PC inside the C library or the loader
+(``sched_yield``, ``clock_gettime``, a syscall wrapper) says little: the first return address
+on its stack outside them names the caller (``NativeSpot.caller``).
+
+A failure here leaves the threads as they were: the rest of the sample never depends on it.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections import Counter
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.model import NativeLocation, NativeSource, NativeSpot, ThreadSample
+from diag.probes.native_pc import PcSample, read_stack, sample_pcs, syscall_pc
+from diag.probes.native_symbols import (
+    MAPS_MAX_BYTES,
+    Mapping,
+    SymbolCache,
+    find_mapping,
+    library_name,
+    parse_maps,
+)
+from diag.probes.procfs import ProcFS
+
+BUDGET_S = 0.25  # symbol work a process a sample; past it, locations keep their library only
+MAX_SPOTS = 6
+SYSCALL_READS = 3  # /proc/PID/task/TID/syscall reads of a thread perf gave nothing for
+# Files whose functions are plumbing every program calls: a PC there is named by its caller.
+_SYSTEM_LIBS = ("libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libdl", "librt", "")
+
+
+def is_system(library: str) -> bool:
+    return library == "" or library.startswith(_SYSTEM_LIBS[:-1])
+
+
+class _Locator:
+    """The PC -> (library, symbol) work of one process at one sample, within ``BUDGET_S``."""
+
+    def __init__(self, pid: int, maps: List[Mapping], cache: SymbolCache, root: str) -> None:
+        self.pid, self.maps, self.cache, self.root = pid, maps, cache, root
+        self.deadline = time.monotonic() + BUDGET_S
+        self.memo: Dict[int, Tuple[str, str]] = {}
+
+    def locate(self, pc: int) -> Optional[Tuple[str, str]]:
+        """(library, symbol) of ``pc``; None when it lies in no executable file mapping."""
+        hit = self.memo.get(pc)
+        if hit is not None:
+            return hit
+        mapping = find_mapping(self.maps, pc)
+        if mapping is None:
+            return None
+        symbol = ""
+        if time.monotonic() < self.deadline:
+            symbol = self.cache.symbol(self.pid, mapping, pc, self.root)
+        self.memo[pc] = (library_name(mapping.path), symbol)
+        return self.memo[pc]
+
+    def caller(self, stack: bytes) -> Optional[Tuple[str, str]]:
+        """The first word of a stack copy that points into a named function outside the
+        system libraries: the nearest caller of a C-library call or of an unnamed static
+        function (stale words can be found too, which is why only such PCs ask for one)."""
+        for (word,) in struct.iter_unpack("<Q", stack[: len(stack) // 8 * 8]):
+            if word < 4096:
+                continue
+            mapping = find_mapping(self.maps, word)
+            if mapping is None or is_system(library_name(mapping.path)):
+                continue
+            found = self.locate(word)
+            if found is not None and found[1]:
+                return found
+        return None
+
+
+def _location(loc: _Locator, samples: Sequence[PcSample], source: NativeSource) -> NativeLocation:
+    spots: Counter[Tuple[str, str, bool]] = Counter()
+    for s in samples:
+        found = loc.locate(s.pc) or ("", "")
+        spots[(found[0], found[1], False)] += 1
+        # A PC in the C library, or in a function the file's table does not name (a static
+        # one of a stripped library): its nearest caller says more.
+        if (is_system(found[0]) or not found[1]) and s.stack:
+            up = loc.caller(s.stack)
+            if up is not None:
+                spots[(up[0], up[1], True)] += 1
+    ranked = sorted(spots.items(), key=lambda kv: (kv[0][2], -kv[1]))
+    return NativeLocation(
+        spots=tuple(
+            NativeSpot(library=lib, symbol=sym, hits=n, caller=up)
+            for (lib, sym, up), n in ranked[:MAX_SPOTS]
+        ),
+        pcs=len(samples),
+        source=source,
+    )
+
+
+def _from_syscall(procfs: ProcFS, pid: int, tid: int) -> List[PcSample]:
+    """The PC of a thread caught off its CPU, read up to ``SYSCALL_READS`` times."""
+    for _ in range(SYSCALL_READS):
+        text = procfs.try_read_text(pid, "task", str(tid), "syscall")
+        found = syscall_pc(text)
+        if found is not None:
+            pc, sp = found
+            return [PcSample(pc, read_stack(pid, sp, str(procfs.root)))]
+    return []
+
+
+def attach_native(
+    procfs: ProcFS,
+    pid: int,
+    threads: Tuple[ThreadSample, ...],
+    cache: SymbolCache,
+    machine: str = "",
+) -> Tuple[ThreadSample, ...]:
+    """``threads`` with ``native`` set on the running ones whose PC could be read."""
+    running = [t.tid for t in threads if t.state == "R"]
+    if not running or not procfs.live:
+        return threads
+    raw = procfs.read_bytes_capped(pid, "maps", MAPS_MAX_BYTES)
+    maps = parse_maps(raw.decode("utf-8", "replace"))
+    if not maps:
+        return threads
+    loc = _Locator(pid, maps, cache, str(procfs.root))
+    perf = sample_pcs(running, machine)
+    found: Dict[int, NativeLocation] = {}
+    for tid in running:
+        samples = perf.get(tid)
+        source: NativeSource = "perf"
+        if not samples:
+            samples, source = _from_syscall(procfs, pid, tid), "syscall"
+        if samples:
+            found[tid] = _location(loc, samples, source)
+    if not found:
+        return threads
+    return tuple(
+        msgspec.structs.replace(t, native=found[t.tid]) if t.tid in found else t for t in threads
+    )
