@@ -146,6 +146,9 @@ EdgeKind = Literal[
     "tcp",
     "file-lock",
     "outside",
+    # A framework's own flow control or admission pause: a stream writer waits for its peer
+    # to read, a worker paused for memory waits for it to fall (diag.verdict.flow_control).
+    "flow",
 ]
 # How a chain of waits ends: at a stopped / dead / computing / D-state node, at the outside,
 # at a lock or queue only its own process can release, in a cycle, or nowhere known.
@@ -292,3 +295,7 @@ class Verdict(Record, frozen=True):
     # Who the ranks of a progressing or slow job wait for (diag.verdict.stragglers); None for
     # one rank, other states, and bundles written before it existed.
     stragglers: Optional[Stragglers] = None
+    # Since when the waiting ranks have not run (epoch s) and for how long at the last sample
+    # (diag.verdict.wait_age, from the kernel's se.exec_start); None when not known or short.
+    quiet_since_s: Optional[float] = None
+    quiet_for_s: Optional[float] = None

@@ -209,6 +209,12 @@ class ThreadSample(Record, frozen=True):
     wait_timed: Optional[bool] = None
     voluntary_ctxt_switches: Optional[int] = None
     nonvoluntary_ctxt_switches: Optional[int] = None
+    # How long it had been off the CPU at this sample (0.0 running; None unread): from
+    # /proc/P/task/T/sched's se.exec_start, so a wait's age is known at the first sample.
+    off_cpu_s: Optional[float] = None
+    # Time spent runnable, waiting for a CPU, since it started (/proc/P/task/T/schedstat):
+    # its growth across samples tells a starved or throttled thread from a blocked one.
+    run_delay_ns: Optional[int] = None
     # Joined from `py-spy dump` by OS thread id; None for native-only threads.
     py_thread_name: Optional[str] = None
     stack_id: Optional[str] = None

@@ -273,7 +273,38 @@ def parse_wchan(text: str) -> Optional[str]:
     return None if value in ("", "0") else value
 
 
-_THREAD_FILES = ("stat", "wchan", "syscall", "status")
+_THREAD_FILES = ("stat", "wchan", "syscall", "status", "schedstat")
+_EXEC_START = "se.exec_start"
+_SCHED_HEAD_BYTES = 512  # se.exec_start is the first field of /proc/.../sched
+
+
+def parse_exec_start_ms(text: str) -> Optional[float]:
+    """``se.exec_start : 442614.803005`` (ms of the scheduler's clock): when the thread last
+    started running - for a thread off the CPU, the start of its last slice."""
+    at = text.find(_EXEC_START, 0, _SCHED_HEAD_BYTES)
+    if at < 0:
+        return None
+    value = text[at + len(_EXEC_START) :].split(":", 1)[-1].split("\n", 1)[0].strip()
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def parse_run_delay_ns(text: str) -> Optional[int]:
+    """/proc/.../schedstat is ``run_ns wait_ns timeslices``: ``wait_ns`` is the time the thread
+    spent runnable on a run queue waiting for a CPU (a throttled or starved thread's mark)."""
+    parts = text.split()
+    return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+
+
+def sched_now_ms(procfs: ProcFS) -> Optional[float]:
+    """Now, in the scheduler's clock: this (running) thread's own ``se.exec_start``, which the
+    kernel refreshes every tick. It calibrates every other thread's ``se.exec_start`` into an
+    age without assuming which clock the kernel's rq clock follows (it drifts from
+    CLOCK_MONOTONIC by IRQ and steal time). None with an injected /proc (a recorded tree)."""
+    text = procfs.read_global("thread-self", "sched")
+    return parse_exec_start_ms(text) if text is not None else None
 _PF_KTHREAD = 0x00200000
 # ``ThreadSample.syscall`` of a kernel thread (no mm, no exe): it runs no syscalls of its own.
 KERNEL_THREAD = "kernel-thread"
@@ -288,10 +319,33 @@ def is_kernel_thread(stat: str) -> bool:
         return False
 
 
-def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[ThreadSample]:
+def _off_cpu_s(
+    procfs: ProcFS, pid: int, tid: int, state: str, now_ms: Optional[float]
+) -> Optional[float]:
+    """How long the thread has been off the CPU (0 when it runs): the wait's age from the
+    kernel, known at the first sample however short the capture (issue #33)."""
+    if now_ms is None:
+        return None
+    if state == "R":
+        return 0.0
+    try:
+        text = procfs.read_task_text(pid, tid, "sched")
+    except OSError:
+        return None
+    start_ms = parse_exec_start_ms(text)
+    if start_ms is None:
+        return None
+    return round(max(0.0, now_ms - start_ms) / 1000.0, 3)
+
+
+def read_thread(
+    procfs: ProcFS, pid: int, tid: int, machine: str, now_ms: Optional[float] = None
+) -> Optional[ThreadSample]:
     """One thread's sample; None if it exited between listing and reading. A file other than
-    stat that cannot be read (EACCES without ptrace-read rights) leaves its fields None."""
-    stat, wchan_text, syscall_text, status = procfs.read_task_texts(pid, tid, _THREAD_FILES)
+    stat that cannot be read (EACCES without ptrace-read rights) leaves its fields None.
+    ``now_ms``: ``sched_now_ms``, to read how long a waiting thread has been off the CPU."""
+    texts = procfs.read_task_texts(pid, tid, _THREAD_FILES)
+    stat, wchan_text, syscall_text, status, schedstat = texts
     if stat is None:
         return None
     try:
@@ -318,14 +372,17 @@ def read_thread(procfs: ProcFS, pid: int, tid: int, machine: str) -> Optional[Th
         wait_timed=sys_info.timed,
         voluntary_ctxt_switches=vol,
         nonvoluntary_ctxt_switches=nonvol,
+        off_cpu_s=_off_cpu_s(procfs, pid, tid, state, now_ms),
+        run_delay_ns=parse_run_delay_ns(schedstat) if schedstat is not None else None,
     )
 
 
 def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, ...]:
     """Every OS thread of ``pid`` (native ones included), in TID order."""
     out: List[ThreadSample] = []
+    now_ms = sched_now_ms(procfs)
     for tid in procfs.tids(pid):
-        sample = read_thread(procfs, pid, tid, machine)
+        sample = read_thread(procfs, pid, tid, machine, now_ms)
         if sample is not None:
             out.append(sample)
     return tuple(out)

@@ -46,6 +46,7 @@ from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
+from diag.verdict.wait_age import wait_age
 from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState
 
@@ -153,6 +154,9 @@ def _qualified(
     suspects += straggling.suspects
     startup = startup_parts(state, ctx.bundle, ctx.procs)  # phases, ETA, timeout warnings
     text += startup.tail
+    working = [x.pid for x in suspects] if state == "slow" else []
+    age = wait_age(state, ctx.bundle, parts, working)  # since when, from the kernel
+    text += age.tail
     if problems:
         text += " (judged with part of the verdict missing: see its problems)"
     return Verdict(
@@ -169,6 +173,8 @@ def _qualified(
         also_matched=outcome.also,
         problems=problems,
         stragglers=straggling.record,
+        quiet_since_s=age.since_s,
+        quiet_for_s=age.for_s,
     )
 
 
