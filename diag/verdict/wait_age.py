@@ -1,4 +1,4 @@
-"""How long the waiting ranks have waited: "ranks 1–3 have not run for 14 min 3 s (since
+"""How long the waiting ranks have waited: "ranks 1-3 have not run for 14 min 3 s (since
 03:12:09)", from the kernel at the first sample (issue #33).
 
 Why: the capture lasts seconds, the hang may be an hour old; the person at the terminal asks
@@ -30,7 +30,7 @@ _STATES: Tuple[VerdictState, ...] = ("deadlocked", "idle", "slow")
 class WaitAge:
     """The waiting participants' shortest time off the CPU at the last sample."""
 
-    tail: str  # " - ranks 1–3 have not run for 14 min 3 s (since 03:12:09)"
+    tail: str  # " - ranks 1-3 have not run for 14 min 3 s (since 03:12:09)"
     since_s: Optional[float]  # epoch seconds
     for_s: Optional[float]
 
