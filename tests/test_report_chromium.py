@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from markupsafe import escape
 
 from tests.conftest import REPO, run_diag
 
@@ -36,14 +37,18 @@ BUNDLE = REPO / "tests" / "golden" / "bundles" / "fr_lag_4ranks.json"
 class DevTools:
     """A minimal Chrome DevTools Protocol client over --remote-debugging-pipe."""
 
-    def __init__(self, profile: Path, width: int = 1300, height: int = 2000) -> None:
+    def __init__(
+        self, profile: Path, width: int = 1300, height: int = 2000, scripts: bool = False
+    ) -> None:
+        self.scripts = scripts
         to_r, self._to_w = os.pipe()
         self._from_r, from_w = os.pipe()
         flags = [
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--blink-settings=scriptEnabled=false", f"--user-data-dir={profile}",
-            "--remote-debugging-pipe", f"--window-size={width},{height}",
+            f"--blink-settings=scriptEnabled={str(scripts).lower()}",
+            f"--user-data-dir={profile}", "--remote-debugging-pipe",
+            f"--window-size={width},{height}",
         ]  # fmt: skip
         # The pipe must be fds 3 (commands in) and 4 (replies out) in the browser.
         script = f'exec "$0" "$@" 3<&{to_r} 4>&{from_w}'
@@ -86,7 +91,7 @@ class DevTools:
         self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)[
             "sessionId"
         ]
-        self.call("Emulation.setScriptExecutionDisabled", value=True)
+        self.call("Emulation.setScriptExecutionDisabled", value=not self.scripts)
         self.call("Network.enable")
         self.call("Page.enable")
 
@@ -228,3 +233,159 @@ def test_banner_and_matrix_visible_with_javascript_off(report_html: Path, tmp_pa
     # The banner is a coloured box, the matrix coloured cells: far from blank.
     assert shots["verdict"] > 0.5, shots
     assert shots["matrix"] > 0.3, shots
+
+
+# Names a hostile job chooses (process title, argv, thread names, host, log path and lines,
+# environment, what the verdict quotes), each trying another context of the page: the title,
+# a quoted attribute (either quote), raw-text elements (script, style, textarea), SVG, comments,
+# CDATA, a javascript: URL, template literals, the line separators JavaScript treats as
+# newlines. Each payload that ran would mark the body.
+HOSTILE = (
+    'q"uo\'te `tick ${x}"><img src=x onerror="document.body.dataset.pwned=\'attr\'">',
+    "</title><script>document.body.dataset.pwned='title'</script>",
+    "</script><script>document.body.dataset.pwned='script'</script>",
+    "<img src=x onerror=\"document.body.dataset.pwned='img'\">",
+    '"><svg onload="document.body.dataset.pwned=\'svg\'">',
+    "'><svg/onload=document.body.dataset.pwned='sq'>",
+    "</style><style>*{display:none}</style>",
+    "</textarea></pre></details></svg><!-- ]]><![CDATA[ &amp;&lt;",
+    "javascript:document.body.dataset.pwned='href'",
+    "line\u2028sep\u2029para\x1b]0;t\x07",
+)
+_SHAPE_JS = """JSON.stringify({
+  title: document.title,
+  pwned: document.body.dataset.pwned || null,
+  hidden: getComputedStyle(document.body).display === 'none',
+  styles: document.styleSheets.length,
+  shape: Array.from(document.querySelectorAll('*')).map(
+    e => e.tagName + '[' + Array.from(e.attributes).map(a => a.name).sort().join(',') + ']'),
+})"""
+
+
+def _named_bundle(names: Tuple[str, ...]) -> Any:
+    """A synthetic bundle with ``names`` in every place a job names itself."""
+    import msgspec
+
+    from bench.synth import make_bundle
+
+    b = make_bundle(ranks=2, threads=3, samples=3)
+    joined = " ".join(names)
+    infos = tuple(
+        msgspec.structs.replace(
+            info,
+            name=names[i % len(names)][:15],
+            cmdline=("python", "train.py", *names),
+            env={**info.env, "NCCL_DEBUG": joined},
+        )
+        for i, info in enumerate(b.processes)
+    )
+    samples = []
+    for s in b.samples:
+        procs = tuple(
+            msgspec.structs.replace(
+                p,
+                threads=tuple(
+                    msgspec.structs.replace(t, name=names[j % len(names)])
+                    for j, t in enumerate(p.threads)
+                ),
+            )
+            for p in s.processes
+        )
+        logs = tuple(
+            msgspec.structs.replace(log, path=f"/tmp/{names[1]}.log", tail=names) for log in s.logs
+        )
+        samples.append(msgspec.structs.replace(s, processes=procs, logs=logs))
+    verdict = msgspec.structs.replace(
+        b.verdict,
+        summary=f"rank 1 waits: {joined}",
+        suspects=tuple(msgspec.structs.replace(x, reason=joined) for x in b.verdict.suspects),
+    )
+    stacks = {
+        key: msgspec.structs.replace(
+            stack,
+            frames=tuple(
+                msgspec.structs.replace(f, name=names[(k + 3 * si) % len(names)])
+                if f.filename.startswith("/opt/job/")
+                else f
+                for k, f in enumerate(stack.frames)
+            ),
+        )
+        for si, (key, stack) in enumerate(b.stacks.items())
+    }
+    return msgspec.structs.replace(
+        b,
+        processes=infos,
+        samples=tuple(samples),
+        stacks=stacks,
+        verdict=verdict,
+        target=msgspec.structs.replace(b.target, command=("python", "train.py", *names)),
+        host=msgspec.structs.replace(b.host, hostname=names[4]),
+    )
+
+
+def _render(names: Tuple[str, ...], out: Path) -> Tuple[Path, str]:
+    """The report of a bundle named ``names``, by the real ``diag report``; and the title the
+    view meant to give it (controls made visible, as the whole page is)."""
+    from diag.bundle.io import encode_bundle
+    from diag.render.build import build_view
+    from diag.text.terminal import safe_text
+
+    bundle = _named_bundle(names)
+    out.mkdir()
+    (out / "b.json").write_bytes(encode_bundle(bundle))
+    done = run_diag(["report", str(out / "b.json"), "-o", str(out / "r.html")])
+    assert done.returncode == 0, done.stderr
+    title = build_view(bundle, bundle.verdict, "bundle").meta.title
+    return out / "r.html", " ".join(safe_text(title).split())
+
+
+def test_hostile_names_cannot_change_the_dom_with_javascript_on(tmp_path: Path) -> None:
+    """Scripts on, so an injected one would run: the page's title is the intended text, its
+    elements and attribute names are those of the same report with plain names, no payload
+    ran, the one stylesheet is diag's and the page is shown."""
+    hostile, hostile_title = _render(HOSTILE, tmp_path / "hostile")
+    plain_names = tuple(f"name{i}" for i in range(len(HOSTILE)))
+    plain, _ = _render(plain_names, tmp_path / "plain")
+    control = tmp_path / "control.html"
+    control.write_text("<title>t</title><script>document.title='ran'</script>")
+    browser = DevTools(tmp_path / "profile", scripts=True)
+    try:
+        browser.open_page()
+        seen: Dict[str, Dict[str, Any]] = {}
+        for name, page in (("control", control), ("hostile", hostile), ("plain", plain)):
+            browser.load(page.as_uri())
+            value = browser.call("Runtime.evaluate", expression=_SHAPE_JS)["result"]["value"]
+            seen[name] = json.loads(value)
+            if name != "control":
+                assert browser.requested_urls() == [page.as_uri()], name
+    finally:
+        browser.close()
+    assert seen["control"]["title"] == "ran", "JavaScript is off: the test would prove nothing"
+    got = seen["hostile"]
+    assert got["title"] == hostile_title, (got["title"], hostile_title)
+    assert '"><img src=x onerror=' in got["title"]  # the markup of the name, as text
+    assert got["pwned"] is None and not got["hidden"] and got["styles"] == 1
+    assert got["shape"] == seen["plain"]["shape"]
+    text = hostile.read_text()
+    for name in HOSTILE[1:6]:  # the markup is there, as text a reader can see
+        assert str(escape(name)) in text, name
+    # ... in attributes too (a matrix cell's title names the frame), quotes escaped there.
+    quoted = re.findall(r'title="([^"]*)"', text)
+    assert any("&lt;img" in q for q in quoted) and any("&#34;" in q for q in quoted), quoted
+
+
+def test_template_contexts_hold_escaped_values_only() -> None:
+    """What the browser test relies on, kept by the template's own shape: every value in an
+    attribute is inside double quotes (autoescape writes a quote as &#34;, and a space cannot
+    end a quoted value), CSS takes numbers only, nothing is marked safe, no script or event
+    handler exists for a value to land in, and <title> holds one escaped value."""
+    template = (REPO / "report_templates" / "report.html.j2").read_text()
+    body = re.sub(r"\{#.*?#\}", "", template, flags=re.S)
+    assert "|safe" not in body.replace(" ", "") and "Markup" not in body
+    assert not re.search(r"<script|\son[a-z]+\s*=|\sdata-|javascript:", body, re.I)
+    # An expression right after `=` (unquoted), or in a single-quoted attribute: none.
+    assert not re.search(r"=\s*\{\{", body), re.findall(r".{20}=\s*\{\{.{20}", body)
+    assert not re.search(r"='[^']*\{\{", body)
+    for style in re.findall(r'style="([^"]*)"', body):
+        assert all(e.strip().endswith("|int") for e in re.findall(r"\{\{(.*?)\}\}", style)), style
+    assert re.search(r"<title>\{\{ v\.meta\.title \}\}</title>", body)
