@@ -360,7 +360,9 @@ class Redactor:
             for value in joined:  # a title rewritten in place, an ``sh -c`` command: an argv
                 self.add_secret(value)  # joined into one, its values replaced where they are
             offset = spans.get(index)
-            if offset is not None and not joined:
+            if offset is not None and joined and any(c.isspace() for c in arg[:offset]):
+                offset = None  # ``worker --api-key=V --port 1`` is no NAME=VALUE: the words are
+            if offset is not None:
                 self.add_secret(arg[offset:])
                 arg = arg[:offset] + PLACEHOLDER
             out.append(arg)

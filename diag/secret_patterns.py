@@ -14,6 +14,7 @@ import functools
 import re
 from typing import FrozenSet, List, Match, Pattern, Tuple
 
+from diag.redaction.headers import COOKIE_PATTERNS
 from diag.redaction.shapes import PLACEHOLDER as PLACEHOLDER
 from diag.redaction.shapes import SHAPE_PATTERNS, Needle, Replacement
 from diag.redaction.tools import PASSWORD_SHORT_OPTIONS, POSITIONAL_SECRET_COMMANDS
@@ -345,6 +346,8 @@ TEXT_PATTERNS: Tuple[Tuple[Pattern[str], Replacement], ...] = (
         r"\1" + PLACEHOLDER,
     ),
     (re.compile(r"(\bbearer\s+)" + _V + r"{6,}", re.IGNORECASE), r"\1" + PLACEHOLDER),
+    # Cookie: a=1; b=2 - every cookie, whatever its name (before the name=value rules).
+    *((pattern, replacement) for pattern, replacement, _ in COOKIE_PATTERNS),
     # --api-key X, --dbPassword "a b", --pw=X, --creds X (command lines that reach logs).
     (_FLAG_RE, _flag_sub),
     # mysql -pPW, redis-cli -a PW, wandb login KEY, curl -u user:PW.
@@ -395,6 +398,7 @@ NEEDLES: Tuple[Needle, ...] = (
     re.compile(r":(?://|\\/\\/)"),
     re.compile(r"authorization" + _SEP),
     re.compile(r"bearer\s"),
+    *(needle for _, _, needle in COOKIE_PATTERNS),
     re.compile(r"-[a-z0-9_.-]*?" + _WORD_NEEDLE),
     re.compile(r"(?:" + _alternatives(tuple(PASSWORD_SHORT_OPTIONS)) + r")[^\n]*?\s-[pa]"),
     re.compile(r"wandb" + _SP + "login"),

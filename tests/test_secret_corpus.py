@@ -148,6 +148,7 @@ def build_corpus() -> List[Plant]:
         Plant("log", "log hf_ shape", ("hf_" + extra["hf"],), text=f"loaded hf_{extra['hf']}"),
         Plant("log", "log session_id=", (extra["sess"],), text=f"session_id={extra['sess']}"),
     ]
+    c += _cookie_plants()
     for kind in ("RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK", "PGP MESSAGE"):
         block, body = _pem(kind)
         c.append(Plant("lines", f"log lines: {kind} block", body, text=f"key:\n{block}\nafter"))
@@ -180,6 +181,26 @@ def build_corpus() -> List[Plant]:
     return c
 
 
+def _cookie_plants() -> List[Plant]:
+    """Every cookie of a header, whatever its name (issue 32): not only ``session=``."""
+    k = {n: _tok(n) for n in ("theme", "xsrf", "ga", "sid", "set", "json", "enc", "curl", "b")}
+    return [
+        Plant("log", "log Cookie: every cookie", (k["theme"], k["xsrf"], k["ga"], k["sid"]),
+              text=f'Cookie: a=1; theme={k["theme"]}; _xsrf={k["xsrf"]}|{k["ga"]}; '
+                   f'sid="{k["sid"]}"'),
+        Plant("log", "log Set-Cookie:", (k["set"],),
+              text=f"< set-cookie: prefs={k['set']}; Path=/; Expires=Wed, 21 Oct 2026; Secure"),
+        Plant("log", "log headers dict Cookie", (k["json"],),
+              text=f"headers={{'Host': 'x', 'Cookie': 'lang=en; uid={k['json']}'}}"),
+        Plant("log", "log URL-encoded Cookie", (k["enc"],),
+              text=f"GET /echo?h=Cookie%3A%20a%3D1%3B%20uid%3D{k['enc']} 200"),
+        Plant("log", "log curl -b", (k["curl"],), text=f"$ curl -sS -b 'pref={k['curl']}' x.io"),
+        Plant("argv", "argv curl -b", (k["b"],), argv=("curl", "-b", f"uid={k['b']}; a=1", "x")),
+        Plant("argv", "argv -H Cookie:", (k["b"],),
+              argv=("curl", "-H", f"Cookie: a=1; uid={k['b']}", "https://x.io")),
+    ]  # fmt: skip
+
+
 # Ordinary diagnostic text that must survive every pass untouched.
 KEEP: Tuple[str, ...] = (
     "NCCL_DEBUG=INFO",
@@ -199,6 +220,8 @@ KEEP: Tuple[str, ...] = (
     "sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "compass=north bypass=1 monkey=2",
     "TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=8",
+    "loaded 3 cookies from the jar, cookies: 3",
+    "curl -b cookies.txt https://example.com/health",
 )
 
 

@@ -88,6 +88,8 @@ def argv_secrets(argv: Sequence[str]) -> Spans:
             spans[index] = 2
         elif arg in _PASS_ARG_OPTIONS and _at(argv, index + 1).startswith("pass:"):
             pending = len("pass:")
+        elif user_pass and arg == "-b" and "=" in _at(argv, index + 1):
+            pending = 0  # curl -b 'a=1; sid=V': every cookie (-b FILE has no '=')
         elif user_pass and arg in USER_PASSWORD_OPTIONS and _user_pass(_at(argv, index + 1)):
             pending = argv[index + 1].index(":") + 1
         elif positional is not None and index >= positional and not arg.startswith("-"):
