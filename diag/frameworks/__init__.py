@@ -17,6 +17,7 @@ _MODULES: Tuple[str, ...] = (
     *("sglang", "vllm", "torch", "torch_distributed", "torchrun", "deepspeed", "accelerate"),
     *("ray", "servers", "dataloader", "hf", "file_locks", "fuse", "pyzmq", "launchers"),
     "stdlib",
+    *("mpi", "ucx", "cuda"),
 )
 
 

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
 from diag.text.roles import framework_role, named
+from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
 from diag.verdict.thread_wait import (
     ThreadWait,
@@ -265,6 +266,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
         alive = _statuses(bundle, sig, series)
         loops = poll_loops(bundle, [ps for _, ps in alive], memo) if len(alive) > 1 else {}
         _collective_spin(bundle, info, [ps for _, ps in alive], loops)
+        _native_spins(bundle, [ps for _, ps in alive], loops)
         _rates(bundle, sig, alive, clk, loops)
         if alive:
             _window(bundle, sig, alive, clk, loops)
@@ -382,6 +384,33 @@ def _collective_spin(
     found = collective_spin(bundle, alive, main.tid)
     if found is not None:
         loops[main.tid] = found
+
+
+def _native_spins(bundle: Bundle, alive: List[ProcessSample], loops: Dict[int, PollLoop]) -> None:
+    """Threads spinning in a communication library's progress engine (an MPI receive polling
+    in ``opal_progress``, UCX's worker progress, a CUDA synchronize; the packs name them):
+    their CPU is the wait for a message, as a Python poll loop's is - a peer wait, so ranks
+    that all sit there are deadlocked, not slow. Outranks a loop read as polling for work
+    (``sched_yield`` in the engine looks like one), never a peer wait found already."""
+    if len(alive) < 2:
+        return
+    located = {t.tid for ps in alive for t in ps.threads if t.native is not None}
+    if not located:
+        return
+    by_tid = [{t.tid: t for t in ps.threads} for ps in alive]
+    for tid in sorted(located):
+        have = loops.get(tid)
+        if have is not None and family(have.wait.kind) == PEER:
+            continue
+        series = [m.get(tid) for m in by_tid]
+        spin = native_spin(series)
+        if spin is None:
+            continue
+        last = series[-1]
+        frames = frames_of(bundle, last.stack_id) if last is not None else ()
+        caller = frames[0].name if frames else ""
+        wait = ThreadWait("collective", spin.label(), caller, timed=None, native=True)
+        loops[tid] = PollLoop(wait=wait, markers=("completion",), samples=len(alive))
 
 
 FUTEX_PRIVATE = 0x80

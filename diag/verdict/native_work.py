@@ -1,6 +1,7 @@
 """Native work named by its call: a Python thread parked in one long native call while native
 threads compute for it (a Rust tokenizer's rayon pool under ``encode_batch``, an OpenMP/BLAS
-kernel, a C++ extension's workers).
+kernel, a C++ extension's workers). Its opposite, native *waits* that look like work (a thread
+burning a core in a communication library's progress engine), is ``native_waits``.
 
 The CPU burns in threads with no Python stack, named by /proc comm - usually the interpreter's
 own name, so the verdict read "CPU-bound in `python`": the right state, a useless name. The

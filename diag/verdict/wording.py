@@ -90,6 +90,9 @@ def _where(p: ProcSignals, shown: Callable[[str], str]) -> str:
         return f"a C call from `{caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
     if w.label == POLLED_COLLECTIVE:
         return f"a collective busy-polled from `{caller}` (a gloo worker waits on a peer)"
+    if w.kind == "collective" and w.native:  # a progress engine spinning in C (native_waits)
+        spun = f"{w.label}, spinning on a core waiting for a message"
+        return f"{spun} (called from `{caller}`)" if w.caller else spun
     return f"`{label}` ← `{caller}`" if w.caller and w.caller != w.label else f"`{label}`"
 
 
