@@ -11,7 +11,8 @@ from diag.frameworks.base import Pack
 PACK = Pack(
     name="PyTorch DataLoader",
     key="dataloader",
-    modules=("torch/utils/data/",),
+    # "utils/data", not "torch/utils/data/": py-spy may shorten a path to its last parts.
+    modules=("utils/data",),
     # _MultiProcessingDataLoaderIter._try_get_data / _get_data / _next_data, __next__.
     batch_wait_frames=("._try_get_data", "._get_data", "._next_data", ".__next__"),
     worker_loops=frozenset({"_worker_loop"}),

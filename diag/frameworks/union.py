@@ -71,6 +71,8 @@ LOCK_POLLS: Tuple[Tuple[str, FrozenSet[str]], ...] = tuple(
 FILE_BATONS: Dict[str, str] = {frame: what for p in PACKS for frame, what in p.file_batons}
 BATCH_WAIT_FRAMES: Tuple[str, ...] = _ordered(p.batch_wait_frames for p in PACKS)
 WORKER_LOOPS: FrozenSet[str] = _names(p.worker_loops for p in PACKS)
+# The files of the packs that wait for batches: a batch wait is one only in their code.
+BATCH_WAIT_FILES: Tuple[str, ...] = _ordered(p.modules for p in PACKS if p.batch_wait_frames)
 
 
 def _frame_waits() -> Dict[str, Tuple[Tuple[Tuple[str, ...], FrameWaitKind], ...]]:

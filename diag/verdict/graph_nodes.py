@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
+from diag.frameworks import union
 from diag.model import (
     Bundle,
     EdgeKind,
@@ -79,7 +80,7 @@ _DEAD_STATES = ("stopped", "zombie", "exited")
 _WORK_STATES = ("computing", "working")
 
 
-_TRACKERS = ("resource_tracker", "forkserver", "semaphore_tracker")
+_TRACKERS = union.HELPER_MARKERS  # the runtimes' own daemons (their packs' ``helpers``)
 
 
 _THREAD_STATES = {"R": "running", "S": "waiting", "D": "disk", "T": "stopped", "t": "stopped"}

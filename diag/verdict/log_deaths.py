@@ -16,20 +16,16 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
 
 # "(EngineCore pid=23819) ", "[rank0]: ", "2026-12-01 10:00:00 ERROR " - who speaks.
 _REPORTER = re.compile(r"^\s*(?:\([^)]{0,60}\bpid=\d+\)\s*|\[rank\d+\]:\s*)")
 _SPEAKER = re.compile(r"\((\w{0,40}?)_?TP(\d+)\w* pid=(\d+)\)|\[rank(\d+)\]:.*?\bpid[=: ]+(\d+)")
-_RANK_OF_DEAD = (
-    re.compile(r"VllmWorker[-_ ]?(\d+)"),
-    re.compile(r"\bWorker[_ ]?TP(\d+)"),
-    re.compile(r"\bscheduler_(\d+)\b"),  # SGLang: "Subprocess scheduler_1 (pid=N) crashed"
-    re.compile(r"\blocal_rank\s*[:=]\s*(\d+)"),
-    re.compile(r"\brank\s*[:=]?\s*(\d+)", re.IGNORECASE),
-    re.compile(r"\bTP(\d+)\b"),
-)
+# Each pack's spellings of a dead process's rank ("VllmWorker-1", "scheduler_1", "rank 3"),
+# a framework's own before the generic ones.
+_RANK_OF_DEAD = union.DEATH_RANK_PATTERNS
 _PID_OF_DEAD = re.compile(r"\bpid\s*[:=]?\s*(\d+)", re.IGNORECASE)
 MAX_LINES = 4096  # log lines looked through for a speaker prefix (tails and heads are short)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
 from diag.verdict.waits import CHILD, PEER, SERVE, short_name
@@ -23,19 +24,7 @@ EPHEMERAL_PORTS = range(32768, 61000)
 
 # Framework daemons that run beside the job and keep themselves busy whatever it does: their
 # status logs (Ray's autoscaler prints a block every 5 s) and wake-ups are not the job's.
-_HELPER_MARKERS = (
-    "resource_tracker",
-    "forkserver",
-    "semaphore_tracker",
-    "ray/autoscaler/",
-    "ray/dashboard/",
-    "ray/_private/log_monitor",
-    "ray/_private/runtime_env",
-    "ray::DashboardAgent",
-    "ray::RuntimeEnvAgent",
-    "raylet",
-    "gcs_server",
-)
+_HELPER_MARKERS = union.HELPER_MARKERS
 
 
 def is_helper(p: ProcSignals) -> bool:
@@ -46,9 +35,7 @@ def is_helper(p: ProcSignals) -> bool:
 
 # Launchers listen for their own control traffic (srun's I/O forwarding, torchrun's rendezvous),
 # not for work: their ports say nothing about whether the job is a server waiting for requests.
-_LAUNCHER_NAMES = frozenset(
-    {"srun", "mpirun", "mpiexec", "orterun", "prterun", "hydra_pmi_proxy", "slurmstepd", "torchrun"}
-)
+_LAUNCHER_NAMES = union.LAUNCHERS  # every pack's launchers, torchrun's agent among them
 
 
 def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
@@ -186,20 +173,7 @@ def door(p: ProcSignals, ports: Sequence[int]) -> bool:
 
 # Collectives through which ranks receive work from one rank: a TP/PP server's followers wait
 # in these for the next request; ranks waiting in all_reduce or barrier wait for a peer's work.
-_RECEIVE_COLLECTIVES = frozenset(
-    {
-        "broadcast",
-        "broadcast_object_list",
-        "scatter",
-        "scatter_object_list",
-        "recv",
-        "irecv",
-        "broadcast_tensor_dict",
-        "dequeue",  # vLLM's shm MessageQueue: a TP worker waiting for the scheduler's next step
-        "acquire_read",
-        "broadcast_object",
-    }
-)
+_RECEIVE_COLLECTIVES = union.RECEIVE_FRAMES  # its packs' ``receive_frames``
 
 
 def receives_work(p: ProcSignals) -> bool:

@@ -38,9 +38,10 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.frames import is_library
+from diag.frameworks import union
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
 from diag.verdict.thread_wait import ThreadWait, frames_of
 from diag.verdict.waits import (
@@ -82,45 +83,32 @@ MARKER_WORDS: Dict[PollMarker, str] = {
 POLL_KIND = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
 
 _IDLE_HOOK = re.compile(r"(?:^|_)idle(?:_|$)", re.IGNORECASE)
-_NONBLOCKING_NAMES = frozenset(
-    {"get_nowait", "put_nowait", "recv_nowait", "try_recv", "try_get", "poll_once", "recv_noblock"}
-)
+_NONBLOCKING_NAMES = union.NONBLOCKING_FRAMES
 # Files whose frames are a receive that found nothing: pyzmq builds the ``Again`` it raises in
 # Python (``ZMQError.__init__``), so a NOBLOCK receive on an empty socket shows there.
-_NONBLOCKING_FILES = ("zmq/error.py",)
+_NONBLOCKING_FILES = union.NONBLOCKING_FILES
 # Completion polls on asynchronous device or collective work: the loop asks "done yet?".
-_COMPLETION: Tuple[Tuple[FrozenSet[str], Tuple[str, ...]], ...] = (
-    (frozenset({"done", "wait", "value"}), ("torch/futures/__init__.py",)),
-    (frozenset({"query"}), ("torch/cuda/streams.py", "torch/xpu/streams.py")),
-    (frozenset({"is_completed", "isCompleted", "is_success"}), ()),
-)
+_COMPLETION = union.COMPLETION_FRAMES
 
 
 # Checks that return at once: a yes/no (or a size) about the world, microseconds each. One in
 # every sample, called from one line, is a loop asking it again and again (``while not
 # os.path.exists(flag): pass``), never one long call: a stat has nothing to compute.
-_CHECKS: Tuple[Tuple[FrozenSet[str], Tuple[str, ...]], ...] = (
-    (
-        frozenset({"exists", "lexists", "isfile", "isdir", "islink", "getsize", "getmtime"}),
-        ("/genericpath.py", "/posixpath.py", "<frozen genericpath>", "<frozen posixpath>"),
-    ),
-    (frozenset({"is_set", "isSet"}), ("/threading.py",)),
-    (frozenset({"empty", "qsize", "full"}), ("/queue.py", "/multiprocessing/queues.py")),
-)
+_CHECKS = union.CHECK_FRAMES
 
 
 def frame_marker(frame: Frame) -> Optional[PollMarker]:
     """The poll marker one frame is, or None."""
     name = short_name(frame.name)
-    for names, files in _CHECKS:
-        if name in names and frame.filename.endswith(files):
+    for sign in _CHECKS:
+        if name in sign.names and frame.filename.endswith(sign.files):
             return "check"
     if frame.filename.endswith(_NONBLOCKING_FILES) or name in _NONBLOCKING_NAMES:
         return "nonblocking"
-    if name in YIELDS or name == "sched_yield":
+    if name in YIELDS:
         return "yield"
-    for names, files in _COMPLETION:
-        if name in names and (not files or frame.filename.endswith(files)):
+    for sign in _COMPLETION:
+        if name in sign.names and (not sign.files or frame.filename.endswith(sign.files)):
             return "completion"
     if _IDLE_HOOK.search(name):
         return "idle-hook"
@@ -169,7 +157,7 @@ def _common_outer(sigs: Sequence[Sig]) -> Sig:
 # A receive or poll call (the innermost frame) caught *running*, not asleep in the kernel: it
 # returned at once, nothing to receive. A blocking receive sleeps (state S) when idle.
 _RECEIVE_KINDS = frozenset({"event-loop", "queue", "socket-read", "accept"})
-_RECEIVE_FILES = ("zmq/sugar/socket.py", "zmq/sugar/poll.py")
+_RECEIVE_FILES = union.POLL_FILES
 _RECEIVE_DEPTH = 3  # a receive's own helpers (Condition.__exit__ in Queue.get) sit above it
 
 
@@ -292,7 +280,7 @@ _LOOP_REACH = 2
 _STEP_DEPTH = 10
 # Real work between polls: a forward or backward pass, a batch run, a model's own frames.
 _WORK_NAME = re.compile(r"(?:^|_)(?:forward|backward|run_batch)(?:_|$)", re.IGNORECASE)
-_WORK_FILES = ("torch/nn/modules/", "/models/", "/model_executor/")
+_WORK_FILES = union.WORK_FILES
 
 
 def _works(frame: Tuple[str, str]) -> bool:
@@ -368,7 +356,7 @@ def _as_wait(
 # Threads of a collective library that run the collectives a rank started asynchronously:
 # gloo's worker (``pt_gloo_runloop``) waits for work untimed, and for a peer's data with the
 # process group's timeout - a timed futex wait is a collective in flight.
-_COLLECTIVE_WORKERS = ("pt_gloo_runloop",)
+_COLLECTIVE_WORKERS = union.COLLECTIVE_WORKERS
 POLLED_COLLECTIVE = "collective in flight, polled"  # the label of that wait
 
 

@@ -19,20 +19,16 @@ stays in its start-up phase: slow, with the phase and what it waits for.
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional, Sequence
 
+from diag.frameworks import union
 from diag.model import Bundle, RankPhase
 from diag.verdict.features import ProcSignals
 from diag.verdict.startup import startup_phases
 from diag.verdict.startup_signs import STARTUP_PHASES
 from diag.verdict.work import answers
 
-READY_LINE = re.compile(
-    r"ready to (?:roll|serve|accept|receive)|\b(?:is|are|now) ready\b|startup complete"
-    r"|running on (?:https?://|[\d.]+:)|listening on\b|serving on\b|server started\b",
-    re.IGNORECASE,
-)
+READY_LINE = union.READY_LINE  # every pack's ``ready_lines``, one alternation
 
 
 def ready_line(bundle: Bundle) -> str:

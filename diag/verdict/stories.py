@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
+from diag.frameworks import union
 from diag.model import RankClass, Suspect
 from diag.text.roles import framework_role, named
 from diag.verdict.evidence import SPIN_PCT
@@ -74,9 +75,7 @@ def dead_story(
     return summary, suspects
 
 
-_DEBUGGER_FRAMES = frozenset(
-    {"cmdloop", "_cmdloop", "interaction", "set_trace", "trace_dispatch", "interact", "breakpoint"}
-)
+_DEBUGGER_FRAMES = union.DEBUGGER_FRAMES
 
 
 def at_debugger(p: ProcSignals) -> bool:

@@ -24,6 +24,7 @@ import dataclasses
 from typing import Collection, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frames import is_library
+from diag.frameworks import union
 from diag.model import Bundle, Frame
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_helper, is_receive_collective, serving_ports
@@ -112,8 +113,8 @@ def output_bytes(p: ProcSignals, heartbeat_bytes: Mapping[Tuple[str, int], int])
 # are: Ray's processes (by title or path) and those running Ray's core worker (its threads) talk
 # gRPC to each other all the time, and hold long polls open on purpose - housekeeping, not the
 # job's requests, and no request left waiting.
-_RPC_MARKERS = ("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard")
-_RPC_THREADS = frozenset({"gcs_client_io_s", "task_event_buff", "gcs_server", "raylet"})
+_RPC_MARKERS = union.RPC_MARKERS
+_RPC_THREADS = union.RPC_THREADS
 
 
 def framework_rpc(p: ProcSignals) -> bool:
@@ -246,8 +247,9 @@ def poll_note(procs: Sequence[ProcSignals]) -> str:
 # *inside the dataset's own code* (a remote fetch, a slow disk) makes batches, slowly: the
 # loop is starved, not stuck. One idle in ``_worker_loop`` itself waits for indices - the
 # loop does not ask; one blocked on a lock in the dataset may be a fork-inherited deadlock.
-_LOADER_FRAMES = ("._try_get_data", "._get_data", "._next_data", ".__next__")
-_WORKER_LOOP = "_worker_loop"
+_LOADER_FRAMES = union.BATCH_WAIT_FRAMES
+_WORKER_LOOPS = union.WORKER_LOOPS
+_LOADER_FILES = union.BATCH_WAIT_FILES
 _FETCH_WAITS = frozenset({None, "sleep", "socket-read", "event-loop", POLL_KIND})
 
 
@@ -260,7 +262,7 @@ class Starved(NamedTuple):
 
 
 def _is_torch_data(frame: Frame) -> bool:
-    return "utils/data" in frame.filename
+    return any(m in frame.filename for m in _LOADER_FILES)
 
 
 def _waits_for_batch(bundle: Bundle, p: ProcSignals) -> bool:
@@ -272,7 +274,7 @@ def _waits_for_batch(bundle: Bundle, p: ProcSignals) -> bool:
 
 def _dataset_frame(frames: Sequence[Frame]) -> str:
     """The job's frame the worker loop called, or "" (it waits in the loop itself)."""
-    loop = next((i for i, f in enumerate(frames) if f.name == _WORKER_LOOP), None)
+    loop = next((i for i, f in enumerate(frames) if f.name in _WORKER_LOOPS), None)
     if loop is None:
         return ""
     own = [f for f in frames[:loop] if not is_library(f)]
@@ -297,7 +299,7 @@ def data_starved(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Starv
         if not _waits_for_batch(bundle, p):
             continue
         kids = [w for w in alive if (w.key[0], w.info.ppid) == p.key]
-        loaders = [w for w in kids if _WORKER_LOOP in _frame_names(bundle, w)]
+        loaders = [w for w in kids if not _WORKER_LOOPS.isdisjoint(_frame_names(bundle, w))]
         fetching = [(frame, w) for w in loaders for frame in [_fetching(bundle, w)] if frame]
         # A worker in the dataset on a lock or a queue: maybe a fork-inherited deadlock.
         odd = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from diag.frameworks import union
 from diag.verdict.features import ProcSignals
 from diag.verdict.file_locks import LockHolder, LockWait, holder_label
 from diag.verdict.wording import verb, where, who
@@ -112,12 +113,7 @@ def file_lock_reason(w: LockWait) -> str:
 # Locks that are a file's existence, waited for by polling it: nothing holds them open, so a
 # build killed while it held one leaves it behind for good (frame -> what the lock is; the
 # frames are what ``polls_for_stale_lock_file`` looks for).
-FILE_BATONS = {
-    "FileBaton.wait": (
-        "torch's build lock, a `lock` file in the extension's build directory (under "
-        "`$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`)"
-    ),
-}
+FILE_BATONS = union.FILE_BATONS
 
 
 def stale_lock_file(pollers: Sequence[ProcSignals], label: str) -> str:
