@@ -279,3 +279,36 @@ def test_watch_ends_when_the_target_exits(spawn: object, tmp_path: Path) -> None
     assert bundle.complete and len(bundle.samples) >= 2
     assert bundle.verdict is not None and bundle.verdict.state == "exited"
     assert "verdict: exited" in result.stderr
+
+
+def test_watch_keeps_the_verdicts_history(spawn: object, tmp_path: Path) -> None:
+    """A monitor's question: since when has it been like this? A job that progresses, then
+    is stopped mid-watch: the report and --json give each state with its start and how long
+    it held (issue #33)."""
+    log = tmp_path / "train.log"
+    job: Started = spawn([sys.executable, PROGRESS, str(log)])  # type: ignore[operator]
+    out = tmp_path / "w.html"
+    journal = tmp_path / "w.jsonl"
+    args = ["--pid", str(job.pid), "--interval", "0.5", "--count", "36", "--log", str(log)]
+    watch = start_watch([*args, "-o", str(out)])
+    try:
+        wait_for_samples(journal, 5, watch)
+        os.kill(job.pid, signal.SIGSTOP)
+        finish(watch)
+    finally:
+        os.kill(job.pid, signal.SIGCONT)
+    doc = json.loads(out.with_suffix(".json").read_text())
+    history = doc["verdict_history"]
+    states = [h["state"] for h in history]
+    # (the first sample has no deltas yet: whatever it read, progress follows, then the hang)
+    assert "progressing" in states and states[-1] == "deadlocked", states
+    assert all(a["t_s"] < b["t_s"] for a, b in zip(history, history[1:]))
+    summary = run_diag(["summary", "--json", str(out.with_suffix(".json"))])
+    held = json.loads(summary.stdout)["history"]
+    assert [h["state"] for h in held] == states
+    assert held[states.index("progressing")]["held_s"] >= 1.0
+    assert all(h["held_s"] >= 0 for h in held)
+    html = out.read_text()
+    assert 'class="history"' in html and "verdict (watch)" in html
+    md = out.with_suffix(".md").read_text()
+    assert "### Verdict history" in md and "deadlocked" in md.split("### Verdict history")[1]

@@ -78,6 +78,17 @@ class JsonPhase(msgspec.Struct, frozen=True, kw_only=True):
     basis: str = ""
 
 
+class JsonVerdictChange(msgspec.Struct, frozen=True, kw_only=True):
+    """A watch's verdict from ``since_s`` (epoch seconds) on, held ``held_s`` seconds (to the
+    next change, or to the last sample)."""
+
+    state: str
+    since_s: float
+    held_s: float
+    sample: int
+    rule: str = ""
+
+
 class ResultDoc(msgspec.Struct, frozen=True, kw_only=True):
     """What ``capture --json``, ``summary --json`` and the MCP tools answer."""
 
@@ -93,6 +104,10 @@ class ResultDoc(msgspec.Struct, frozen=True, kw_only=True):
     eta_s: Optional[float] = None  # the longest start-up ETA of any rank, if one is known
     phases: Tuple[JsonPhase, ...] = ()
     warnings: Tuple[str, ...] = ()
+    # Since when the waiting ranks have not run (epoch s) and for how long, from the kernel.
+    quiet_since_s: Optional[float] = None
+    quiet_for_s: Optional[float] = None
+    history: Tuple[JsonVerdictChange, ...] = ()  # a watch's verdict changes, oldest first
     exit_code: Optional[int] = None  # a launched command's exit code
     target_pid: Optional[int] = None
     ranks: Tuple[int, ...] = ()
@@ -204,9 +219,31 @@ def result_doc(
         eta_s=max(etas) if etas else None,
         phases=_phases(verdict),
         warnings=verdict.warnings,
+        quiet_since_s=verdict.quiet_since_s,
+        quiet_for_s=verdict.quiet_for_s,
+        history=history_of(bundle),
         exit_code=verdict.exit_code,
         **common,
     )
+
+
+def history_of(bundle: Bundle) -> Tuple[JsonVerdictChange, ...]:
+    """The watch's verdict changes with how long each held (to the next, or the last sample)."""
+    changes = bundle.verdict_history
+    end_s = bundle.samples[-1].t_s if bundle.samples else (changes[-1].t_s if changes else 0.0)
+    out = []
+    for i, change in enumerate(changes):
+        until = changes[i + 1].t_s if i + 1 < len(changes) else end_s
+        out.append(
+            JsonVerdictChange(
+                state=change.state,
+                since_s=round(change.t_s, 3),
+                held_s=round(max(0.0, until - change.t_s), 3),
+                sample=change.sample,
+                rule=change.rule,
+            )
+        )
+    return tuple(out)
 
 
 def bundle_redactor(bundle: Bundle) -> Redactor:

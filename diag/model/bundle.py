@@ -6,7 +6,7 @@ from typing import Dict, Optional, Tuple
 
 from diag.model.base import SCHEMA_VERSION, Record
 from diag.model.identity import HostEntry, HostInfo, ProcessInfo, Target
-from diag.model.judged import RankCollectives, RankNcclLog, Verdict
+from diag.model.judged import RankCollectives, RankNcclLog, Verdict, VerdictChange
 from diag.model.samples import ProbeFailure, Sample, Stack
 
 
@@ -28,3 +28,5 @@ class Bundle(Record, frozen=True, omit_defaults=False):
     hosts: Tuple[HostEntry, ...] = ()
     # False when a watch was cut short (SIGKILL, full disk) and rebuilt from its journal.
     complete: bool = True
+    # A watch's verdict changes, oldest first (empty for a capture): the monitor's history.
+    verdict_history: Tuple[VerdictChange, ...] = ()

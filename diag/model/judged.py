@@ -271,6 +271,21 @@ class RuleMatch(Record, frozen=True):
     overruled: str = ""  # "a stopped process outranks what the others show"
 
 
+class VerdictChange(Record, frozen=True):
+    """A watch's verdict changed at this sample (``diag watch``: the monitor's history). How
+    long a state held is the time to the next change, or to the watch's last sample."""
+
+    t_s: float
+    sample: int
+    state: VerdictState
+    rule: str = ""
+    summary: str = ""  # capped at ``HISTORY_SUMMARY_CHARS``
+
+
+HISTORY_SUMMARY_CHARS = 300
+MAX_HISTORY = 256  # changes kept: the first, then the most recent (a flapping day stays small)
+
+
 class Verdict(Record, frozen=True):
     """The judgement of a capture. ``rule`` is the id of the rule of the table that decided
     (``diag.verdict.rules``; "" in bundles written before the table had ids), ``also_matched``

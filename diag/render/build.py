@@ -26,6 +26,7 @@ from diag.render.stragglers import build_stragglers
 from diag.render.view import (
     Banner,
     EvidenceView,
+    HistoryView,
     Matrix,
     Meta,
     PhaseView,
@@ -106,6 +107,8 @@ def build_view(
     futex_groups, futex_labels, futex_note = build_futex_groups(part)
     ranks = build_ranks(part, reg, futex_labels)
     banner = _banner(index, verdict, source)
+    if bundle.verdict_history:
+        banner = msgspec.structs.replace(banner, history=_history(bundle))
     if banner.phases:
         by_anchor = {ph.anchor: ph for ph in banner.phases}
         ranks = tuple(
@@ -169,6 +172,25 @@ def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:
         diag_version=b.host.diag_version,
         schema_version=b.schema_version,
     )
+
+
+def _history(bundle: Bundle) -> Tuple[HistoryView, ...]:
+    """The watch's verdict changes, each with how long it held (to the next, or the end)."""
+    changes = bundle.verdict_history
+    end_s = bundle.samples[-1].t_s if bundle.samples else changes[-1].t_s
+    out = []
+    for i, change in enumerate(changes):
+        until = changes[i + 1].t_s if i + 1 < len(changes) else end_s
+        out.append(
+            HistoryView(
+                state=change.state,
+                css=_STATE_CSS.get(change.state, "none"),
+                since=fmt.utc(change.t_s),
+                held=fmt.duration(max(0.0, until - change.t_s)),
+                rule=change.rule,
+            )
+        )
+    return tuple(out)
 
 
 def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Banner:

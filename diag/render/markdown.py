@@ -119,6 +119,10 @@ def _startup(view: ReportView, md: MarkdownText) -> List[str]:
         ]  # fmt: skip
         header = ["process", "phase", "progress", "basis", "evidence"]
         parts.append("### Startup phases\n\n" + _table(header, rows))
+    if b.history:  # a watch: each state of the verdict, since when, for how long
+        rows = [[md.inline(h.state), md.text(h.since), md.text(h.held), md.code(h.rule)]
+                for h in b.history]  # fmt: skip
+        parts.append("### Verdict history\n\n" + _table(["verdict", "since", "held", "rule"], rows))
     return parts
 
 

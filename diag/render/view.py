@@ -50,6 +50,16 @@ class PhaseView(View, frozen=True):
     evidence: str = ""
 
 
+class HistoryView(View, frozen=True):
+    """One state a watch's verdict held: from when, for how long, decided by which rule."""
+
+    state: str
+    css: str
+    since: str  # "2026-12-06 03:12:09 UTC"
+    held: str  # "14 min 3 s"
+    rule: str = ""
+
+
 class Banner(View, frozen=True):
     state: str
     css: str
@@ -66,6 +76,8 @@ class Banner(View, frozen=True):
     decided_by: str = ""
     also_matched: Tuple[str, ...] = ()
     problems: Tuple[str, ...] = ()
+    # A watch's verdict history (each state change, how long it held); empty for a capture.
+    history: Tuple[HistoryView, ...] = ()
 
 
 class EvidenceView(View, frozen=True):

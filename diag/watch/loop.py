@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import (
     Callable,
     FrozenSet,
+    List,
     Optional,
     Tuple,
 )
@@ -42,7 +43,8 @@ from diag.bundle.outdir import OutputDir
 from diag.commands.sampling import Hooks, SeriesOptions, run_series
 from diag.commands.schedule import Schedule
 from diag.errors import DiagError
-from diag.model import Bundle, Target, Verdict
+from diag.model import Bundle, Target, Verdict, VerdictChange
+from diag.model.judged import HISTORY_SUMMARY_CHARS, MAX_HISTORY
 from diag.text.terminal import safe_line
 from diag.watch.faults import WriteFaults
 from diag.watch.interrupts import StopRequest
@@ -126,6 +128,7 @@ class _Loop:
         self.scrub_line: Callable[[str], str] = lambda line: line
         self.on_waiting: Callable[[], None] = lambda: None
         self._reported: Optional[Tuple[float, Optional[str]]] = None  # (when, verdict state)
+        self.history: List[VerdictChange] = []  # the verdict's changes, for the monitor
 
     def target(self) -> Target:
         target = self.source.target
@@ -140,7 +143,26 @@ class _Loop:
 
     def current(self) -> Bundle:
         bundle = self.enrich(self.window.bundle(self.host, self.target(), self.created_s))
-        return msgspec.structs.replace(bundle, verdict=self.result.verdict)
+        return msgspec.structs.replace(
+            bundle, verdict=self.result.verdict, verdict_history=tuple(self.history)
+        )
+
+    def note_change(self, t_s: float, index: int, verdict: Verdict) -> None:
+        """Keep the verdict's history: a change of state opens an entry (the first entry and
+        the most recent ``MAX_HISTORY`` - 1 are kept, so a day of flapping stays bounded)."""
+        if self.history and self.history[-1].state == verdict.state:
+            return
+        self.history.append(
+            VerdictChange(
+                t_s=t_s,
+                sample=index,
+                state=verdict.state,
+                rule=verdict.rule,
+                summary=verdict.summary[:HISTORY_SUMMARY_CHARS],
+            )
+        )
+        if len(self.history) > MAX_HISTORY:
+            del self.history[1]
 
     def child_ended(self) -> bool:
         if self.launched is None or self.launched.poll() is None:
@@ -192,6 +214,7 @@ class _Loop:
             self.result.consecutive = 0
         self.result.samples = index + 1
         self.result.verdict = verdict
+        self.note_change(delta.sample.t_s, index, verdict)
         code = self.launched.exit_code if self.launched is not None else None
         line = status_line(self.window, verdict, self.host.clk_tck, code, self.launched is not None)
         line = safe_line(self.scrub_line(line))  # it names ranks and verdicts the target shaped
