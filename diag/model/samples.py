@@ -157,6 +157,13 @@ class FsWait(Record, frozen=True):
 
 
 NativeSource = Literal["perf", "syscall"]
+# Files whose functions every program calls (the C library, the loader): a PC there says
+# little, and is named by its caller; "" is code in no file (the vDSO).
+SYSTEM_LIBRARIES = ("libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libdl", "librt")
+
+
+def is_system_library(library: str) -> bool:
+    return library == "" or library.startswith(SYSTEM_LIBRARIES)
 
 
 class NativeSpot(Record, frozen=True):
