@@ -4,11 +4,14 @@ documented caps each is refused at once with a one-line error naming the cap, no
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from typing import List, Tuple
 
 import msgspec
 import pytest
-from conftest import run_diag
+from conftest import DIAG, run_diag
 
 from bench.synth import make_bundle
 from diag.bundle import io
@@ -98,3 +101,96 @@ def test_five_processes_of_30000_variables_cost_seconds_not_minutes(tmp_path: Pa
     assert took < 60, took
     bundle = (tmp_path / "c.json").read_text()
     assert bundle.count('"pid":') >= 5 and "s3cr3t00042q" not in bundle
+
+
+def _string_bundle(path: Path, strings: int) -> None:
+    """A bundle whose one process has ``strings`` two-character argv entries: ~5 bytes each on
+    disk, ~85 bytes each decoded (issue #32: 125 MB of it took 2.1 GB)."""
+    bundle = make_bundle(ranks=1, threads=1, samples=1)
+    proc = msgspec.structs.replace(bundle.processes[0], cmdline=("PLACEHOLDER",))
+    data = msgspec.json.encode(msgspec.structs.replace(bundle, processes=(proc,)))
+    body = b",".join(b'"%02d"' % (i % 100) for i in range(strings))
+    path.write_bytes(data.replace(b'"PLACEHOLDER"', body))
+
+
+def _peak_rss_kib(argv: List[str], tmp_path: Path) -> Tuple[int, subprocess.CompletedProcess[str]]:
+    """Run ``argv``; its peak RSS (KiB), read by a parent of its own (getrusage of children)."""
+    report = tmp_path / "rss"
+    wrapper = (
+        "import resource, subprocess, sys; r = subprocess.run(sys.argv[2:]); "
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss; "
+        "open(sys.argv[1], 'w').write(str(peak)); sys.exit(r.returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", wrapper, str(report), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return int(report.read_text()), result
+
+
+@pytest.mark.slow
+def test_a_crafted_bundle_that_would_decode_into_gigabytes_is_refused_unparsed(
+    tmp_path: Path,
+) -> None:
+    """125 MB of short argv strings (2.5 GiB estimated; 2.1 GB when it was decoded) is refused
+    by ``summary``, ``report`` and ``merge`` from its byte counts, in one line, the process
+    never past a few hundred MB."""
+    path = tmp_path / "strings.json"
+    _string_bundle(path, 25_000_000)
+    assert io.decode_estimate_bytes(path.read_bytes()) > io.MAX_DECODE_BYTES
+    for args in (
+        ["summary", "--json", str(path)],
+        ["report", str(path), "-o", str(tmp_path / "r.html")],
+        ["merge", str(path), str(path), "-o", str(tmp_path / "m")],
+    ):
+        peak_kib, result = _peak_rss_kib([*DIAG, *args], tmp_path)
+        assert result.returncode == EXIT_BAD_BUNDLE, (args, result.stderr)
+        lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "GiB to decode" in lines[0], lines
+        assert peak_kib < 400 * 1024, (args, peak_kib)
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "m.json").exists()
+
+
+def test_the_decode_budget_of_a_merge_counts_every_bundle_so_far(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each bundle alone fits; the merge stops at the one that brings the sum past the budget,
+    before decoding it (not once all are in memory)."""
+    paths = []
+    for host in range(3):
+        path = tmp_path / f"h{host}.json"
+        write_bundle(make_bundle(ranks=2, threads=4, samples=2), path)
+        paths.append(str(path))
+    one = io.decode_estimate_bytes(Path(paths[0]).read_bytes())
+    monkeypatch.setattr(io, "MAX_DECODE_BYTES", int(one * 2.5))
+    from diag.commands.merge import run_merge
+
+    with pytest.raises(io.OverBudget) as info:
+        run_merge(paths, str(tmp_path / "m"))
+    assert "with the bundles before it" in info.value.one_line()
+    assert str(paths[2]) in info.value.one_line()
+
+
+def test_a_journal_is_stopped_at_the_line_that_passes_the_record_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines that repeat a process's tids as unchanged cost a reference per tid, not their
+    bytes: the cap is checked as lines come - a line after the one over the cap is never
+    decoded (here it could not be: it is not JSON)."""
+    from diag.bundle.io import JournalWriter
+
+    bundle = make_bundle(ranks=1, threads=50, samples=12)
+    path = tmp_path / "w.jsonl"
+    writer = JournalWriter(path)
+    writer.header(bundle.host, bundle.target, bundle.created_s)
+    for sample in bundle.samples:
+        writer.sample(sample, bundle.processes)
+    writer.close()
+    with path.open("ab") as fh:
+        fh.write(b"this line is not json\n" + b'{"kind":"end"}\n')
+    monkeypatch.setattr(io, "MAX_THREAD_RECORDS", 200)
+    with pytest.raises(io.OverBudget) as info:
+        load_bundle(path)
+    assert "thread records" in info.value.one_line()

@@ -23,7 +23,7 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import msgspec
 
@@ -32,7 +32,6 @@ from diag.bundle.files import (
     NotRegularFile,
     kind_of,
     open_regular,
-    read_capped,
 )
 from diag.bundle.journal_delta import DeltaState, Unchanged
 from diag.bundle.outdir import Backoff, OutputDir
@@ -341,14 +340,14 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
     failures: List[ProbeFailure] = []
     complete = True
     delta = DeltaState()
-    lines = data.split(b"\n")
-    for number, raw in enumerate(lines):
+    records = 0
+    for number, (raw, last) in enumerate(_lines(data)):
         if not raw.strip():
             continue
         try:
             line = _line_decoder.decode(raw)
         except _DECODE_ERRORS as exc:
-            if number >= len(lines) - 2:  # a torn last line: the sample in flight
+            if last:  # a torn last line: the sample in flight
                 complete = False
                 break
             raise _bad(path, f"line {number + 1}: {_why(exc)}") from None
@@ -361,6 +360,10 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
             for info in line.processes:
                 processes[(info.host, info.pid)] = info
             stacks.update(line.stacks)
+            # Unchanged records cost a reference each, not their bytes: checked as they come,
+            # a journal that repeats 10,000 tids per line is stopped at the cap, not at the end.
+            records += sum(len(p.threads) for p in samples[-1].processes)
+            check_budget(str(path), len(processes), records)
         else:
             end = line
             failures.extend(end.failures)
@@ -384,6 +387,17 @@ def _load_journal(path: Path, data: bytes) -> Bundle:
 
 # The most ``load_bundle`` reads: a day-long watch of a large job journals a few hundred MB.
 MAX_BUNDLE_BYTES = 1 << 30
+# What decoding may cost, estimated on the raw bytes before anything is decoded (issue #32):
+# the bytes twice (the buffer, and strings copied out of it), ~320 bytes per JSON object (a
+# record of up to 30 fields) and ~96 per comma (a value: an int, a short string, its slot
+# in a tuple - msgspec builds a list first). Braces and commas inside strings count too, so
+# it over-counts, never under: measured, crafted files peak at or under their estimate (a
+# 47 MB bundle of 10-byte thread records was 1.0 GB, a 125 MB one of 2-byte strings 2.1 GB).
+# A capture of 64 threads x 8 ranks x 20 samples is ~0.1 GiB; a 64 MiB bundle (the most
+# diag writes) ~0.5 GiB; a day-long watch's journal of a large job fits.
+MAX_DECODE_BYTES = 2 << 30
+_OBJECT_BYTES = 320
+_COMMA_BYTES = 96
 # What a decode may raise on hostile input: bad JSON, wrong types or out-of-range numbers,
 # nesting deeper than the decoder's recursion allows.
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError, OverflowError)
@@ -393,13 +407,31 @@ class _Version(msgspec.Struct):
     schema_version: Any = None
 
 
+def _is_journal(data: bytes) -> bool:
+    stripped = data.lstrip()
+    return stripped.startswith(b"{") and b'"kind":"header"' in stripped.split(b"\n", 1)[0]
+
+
+def _lines(data: bytes) -> Iterator[Tuple[bytes, bool]]:
+    """Each line of ``data`` and whether it is the last one with content (one line copied at
+    a time, not the whole file split at once)."""
+    start, end = 0, len(data.rstrip(b"\n"))
+    while start < end:
+        stop = data.find(b"\n", start, end)
+        stop = end if stop < 0 else stop
+        yield data[start:stop], stop >= end
+        start = stop + 1
+
+
 def read_bundle_bytes(source: Path, max_bytes: Optional[int] = None) -> bytes:
     """The bytes of a bundle file: a regular file (a FIFO or /dev/zero is refused, not read
-    forever) of at most ``max_bytes``; DiagError(EXIT_BAD_BUNDLE) otherwise."""
+    forever) of at most ``max_bytes`` - refused before it is read when its size says so, and
+    read no further than that if it grows; DiagError(EXIT_BAD_BUNDLE) otherwise."""
     max_bytes = MAX_BUNDLE_BYTES if max_bytes is None else max_bytes
     try:
         with open_regular(source, follow=True) as fh:
-            data, truncated = read_capped(fh, max_bytes)
+            too_big = os.fstat(fh.fileno()).st_size > max_bytes
+            data = b"" if too_big else fh.read(max_bytes + 1)
     except NotRegularFile as exc:
         raise _bad(source, str(exc).replace(f"{source} is ", "it is ")) from None
     except OSError as exc:
@@ -408,17 +440,52 @@ def read_bundle_bytes(source: Path, max_bytes: Optional[int] = None) -> bytes:
             "check the path of the bundle",
             EXIT_BAD_BUNDLE,
         ) from exc
-    if truncated:
+    if too_big or len(data) > max_bytes:
         raise _bad(source, f"larger than the {max_bytes >> 20} MiB a bundle may be")
     return data
 
 
+def decode_estimate_bytes(data: bytes) -> int:
+    """What decoding ``data`` may take at most (see ``MAX_DECODE_BYTES``)."""
+    return 2 * len(data) + _OBJECT_BYTES * data.count(b"{") + _COMMA_BYTES * data.count(b",")
+
+
+class OverBudget(DiagError):
+    """A bundle, or the bundles of one merge together, hold more than diag decodes."""
+
+
+def check_decode(name: str, estimate_bytes: int) -> None:
+    """OverBudget (EXIT_BAD_BUNDLE) when decoding ``name`` may take more than
+    ``MAX_DECODE_BYTES`` (one bundle, or all the bundles of one merge together)."""
+    if estimate_bytes > MAX_DECODE_BYTES:
+        raise OverBudget(
+            f"{name} would take ~{estimate_bytes / (1 << 30):.1f} GiB to decode, more than the "
+            f"{MAX_DECODE_BYTES >> 30} GiB diag allows itself (a bound on memory)",
+            "capture fewer samples or hosts per bundle, or merge fewer bundles at once",
+            EXIT_BAD_BUNDLE,
+        )
+
+
 def load_bundle(path: Union[str, Path]) -> Bundle:
     """Load a ``.json`` bundle or a ``.jsonl`` journal; errors carry their remedy."""
+    return load_bundle_counted(path)[0]
+
+
+def load_bundle_counted(path: Union[str, Path], before_bytes: int = 0) -> Tuple[Bundle, int]:
+    """The bundle and its decode estimate. Memory is bounded before anything is decoded (the
+    size, then ``decode_estimate_bytes`` plus ``before_bytes``, the estimates of the bundles a
+    merge loaded already) and, for a journal, line by line (``check_budget`` as the samples
+    come)."""
     source = Path(path)
     data = read_bundle_bytes(source)
-    stripped = data.lstrip()
-    if stripped.startswith(b"{") and b'"kind":"header"' in stripped.split(b"\n", 1)[0]:
+    estimate = decode_estimate_bytes(data)
+    name = f"{source} with the bundles before it" if before_bytes else str(source)
+    check_decode(name, before_bytes + estimate)
+    return _decode(source, data), estimate
+
+
+def _decode(source: Path, data: bytes) -> Bundle:
+    if _is_journal(data):
         try:
             bundle = _load_journal(source, data)
         except RecursionError:
@@ -463,7 +530,7 @@ def check_budget(name: str, processes: int, thread_records: int) -> None:
         (thread_records, MAX_THREAD_RECORDS, "thread records (threads x samples)"),
     ):
         if count > cap:
-            raise DiagError(
+            raise OverBudget(
                 f"{name} holds {count:,} {what}, more than the {cap:,} {what.split()[0]} "
                 "diag reads (a bound on memory and time)",
                 "capture fewer samples or hosts per bundle, or merge fewer bundles at once",

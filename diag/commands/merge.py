@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from diag.bundle.io import check_budget, load_bundle, thread_records
+from diag.bundle.io import OverBudget, check_budget, load_bundle_counted, thread_records
 from diag.bundle.merge import HostPart, MissingHost, merge_bundles
 from diag.commands.capture import judged
 from diag.commands.outcome import Outcome
@@ -69,18 +69,22 @@ def run_merge(paths: Sequence[str], out: Optional[str] = None) -> Outcome:
     parts: List[HostPart] = []
     missing: List[MissingHost] = []
     first_error: Optional[DiagError] = None
+    decode_bytes = processes = records = 0
     for path in paths:
         try:
-            parts.append(HostPart(bundle=load_bundle(path)))
+            bundle, estimate = load_bundle_counted(path, decode_bytes)
         except DiagError as exc:
+            if isinstance(exc, OverBudget) and parts:  # the merge's budget, not a lost host
+                raise
             first_error = first_error or exc
             missing.append(MissingHost(name=Path(path).name, reason=exc.one_line()))
+            continue
+        parts.append(HostPart(bundle=bundle))
+        # Checked as each one comes, not once all are in memory (issue #32).
+        decode_bytes, processes = decode_bytes + estimate, processes + len(bundle.processes)
+        records += thread_records(bundle)
+        check_budget(f"the {len(parts)} bundles together", processes, records)
     if not parts and first_error is not None:
         raise first_error
-    check_budget(
-        f"the {len(parts)} bundles together",
-        sum(len(part.bundle.processes) for part in parts),
-        sum(thread_records(part.bundle) for part in parts),
-    )
     out_path = json_output_path(out, "merged")  # checked before the work, like capture
     return finish(merge_bundles(parts, missing), str(out_path), "merged", ())
