@@ -58,6 +58,7 @@ from diag.model import (
     Stack,
     Target,
 )
+from diag.probes.cgroup_cpu import read_host_load
 from diag.probes.discovery import TreeDiscovery
 from diag.probes.fd_ends import JobFds, blocked_fds, job_fd_ends, polled_pipe_fds
 from diag.probes.fd_holders import HolderCache, unmatched_waits
@@ -297,6 +298,8 @@ class Collector:
         samples, fd_holders, fd_note = self._with_fd_ends(samples, probed.ports, rec, tree, lean)
         file_locks, file_locks_note = self._file_locks(samples, rec) if not lean else ((), "")
         fs_waits, fs_waits_note = self._fs_waits(samples, rec) if not lean else ((), "")
+        cpus = os.cpu_count() or 0
+        host_load = self._run_one("host_load", partial(read_host_load, self.procfs, cpus), rec)
         samples.extend(
             ProcessSample(
                 pid=pid,
@@ -330,6 +333,7 @@ class Collector:
             file_locks_note=file_locks_note,
             fs_waits=fs_waits,
             fs_waits_note=fs_waits_note,
+            host_load=host_load,
         )
         return SampleDelta(result_sample, new_processes, new_stacks)
 

@@ -19,7 +19,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import msgspec
 
 from diag.bundle.stack_budget import FRAME_FILE_CHARS, FRAME_NAME_CHARS, shorten_frames
-from diag.model import Frame, OpenFile, ProcessSample, ThreadSample
+from diag.model import CpuLimits, Frame, OpenFile, ProcessSample, ThreadSample
+from diag.probes.cgroup_cpu import CpuLimitReader
 from diag.probes.cpython.pymem import warm_symbols
 from diag.probes.native_location import attach_native
 from diag.probes.native_symbols import SymbolCache
@@ -111,6 +112,7 @@ class ProcessReader:
         # The ELF function tables of the libraries running threads were found in, for the
         # capture: a job's ranks share theirs (``diag.probes.native_symbols``).
         self.symbols = SymbolCache()
+        self._cpu_limits: Optional[CpuLimitReader] = None  # made at its first use
 
     def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
         t_s = time.time()
@@ -139,6 +141,7 @@ class ProcessReader:
             threads=() if zombie else self._threads(pid),
             exit_code=self.exit_codes.get(pid),
             open_files=() if zombie or not open_files else self._open_files(pid),
+            cpu_limits=None if zombie else self._limits(pid, res.stat.nice, res.stat.policy),
         )
 
     def _threads(self, pid: int) -> Tuple[ThreadSample, ...]:
@@ -149,6 +152,16 @@ class ProcessReader:
             return attach_native(self.procfs, pid, threads, self.symbols, self.machine)
         except Exception:  # one probe's failure must not lose the rest of the sample
             return threads
+
+    def _limits(self, pid: int, nice: int, policy: int) -> Optional[CpuLimits]:
+        """Its cgroup CPU limit and throttling, nice and policy (``probes.cgroup_cpu``: ~50 us
+        a process, the group's limit kept 30 s); None when unreadable - failing alone."""
+        try:
+            if self._cpu_limits is None:
+                self._cpu_limits = CpuLimitReader(self.procfs)
+            return self._cpu_limits.read(pid, nice, policy)
+        except Exception:  # one probe's failure must not lose the rest of the sample
+            return None
 
     def _open_files(self, pid: int) -> Tuple[OpenFile, ...]:
         """The big files it loads or writes (weights, checkpoints); () when unreadable."""

@@ -231,6 +231,38 @@ class ThreadSample(Record, frozen=True):
     native: Optional[NativeLocation] = None
 
 
+SchedPolicy = Literal["normal", "batch", "idle", "fifo", "rr", "deadline", "?"]
+CgroupVersion = Literal["v1", "v2"]
+
+
+class CpuLimits(Record, frozen=True):
+    """What bounds a process's CPU (``diag.probes.cgroup_cpu``): its cgroup's CPU limit and
+    throttling, its cpuset, its nice value and scheduling policy. A rank under a limit of a
+    few hundredths of a core sits runnable (state R) with little CPU, which reads like a hang
+    unless the throttling is read beside it.
+
+    ``quota_cores``: the tightest limit between its group and the root (``cpu.max`` or
+    ``cpu.cfs_quota_us / cpu.cfs_period_us``), None when there is none; ``limit_group`` the
+    group that sets it. The ``nr_*`` and ``throttled_ns`` counters are that group's
+    ``cpu.stat`` (its own group's when no limit), cumulative: the verdict reads their deltas.
+    ``pressure_*``: cgroup v2 ``cpu.pressure`` "some" (None on v1). Paths are capped."""
+
+    version: Optional[CgroupVersion] = None  # None: no cpu controller found
+    group: str = ""
+    limit_group: str = ""
+    quota_cores: Optional[float] = None
+    period_us: Optional[int] = None
+    nr_periods: Optional[int] = None
+    nr_throttled: Optional[int] = None
+    throttled_ns: Optional[int] = None
+    cpuset: str = ""  # "0-3,8": the CPUs it may run on ("" unread)
+    cpuset_cpus: Optional[int] = None
+    nice: int = 0
+    policy: SchedPolicy = "normal"
+    pressure_some_avg10: Optional[float] = None
+    pressure_some_total_us: Optional[int] = None
+
+
 class ProcessSample(Record, frozen=True):
     """One process at one instant. ``status`` is alive | zombie | exited | unreadable."""
 
@@ -267,6 +299,8 @@ class ProcessSample(Record, frozen=True):
     # ends past the cap, counted, not recorded.
     fd_ends: Tuple[FdEnd, ...] = ()
     fd_ends_more: int = 0
+    # Its cgroup CPU limit, throttling, cpuset, nice and policy (None: not read).
+    cpu_limits: Optional[CpuLimits] = None
 
 
 class LogSample(Record, frozen=True):
@@ -364,6 +398,18 @@ class ProbeFailure(Record, frozen=True):
     sample: Optional[int] = None
 
 
+class HostLoad(Record, frozen=True):
+    """The host's CPU demand at one sample: the load average and the runnable tasks against
+    the cores (/proc/loadavg), and CPU pressure stall information (/proc/pressure/cpu "some":
+    the share of time at least one task waited for a CPU). None where the kernel has none."""
+
+    cpus: int = 0
+    load1: float = 0.0
+    runnable: int = 0  # tasks runnable now (loadavg's 4th field, before the slash)
+    psi_some_avg10: Optional[float] = None
+    psi_some_total_us: Optional[int] = None
+
+
 class Sample(Record, frozen=True):
     """Everything read in one sampling round; each process record has its own timestamp."""
 
@@ -392,6 +438,8 @@ class Sample(Record, frozen=True):
     late_s: float = 0.0
     skipped_probes: Tuple[str, ...] = ()
     boost: str = ""
+    # The host's CPU demand against its cores (None: not read).
+    host_load: Optional[HostLoad] = None
 
 
 def main_thread(ps: ProcessSample) -> Optional[ThreadSample]:

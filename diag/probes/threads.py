@@ -96,6 +96,8 @@ class TaskStat(NamedTuple):
     vsize_bytes: int  # field 23
     rss_pages: int  # field 24
     exit_code: Optional[int]  # field 52 (waitpid status), Linux >= 3.5
+    nice: int = 0  # field 19: -20 (first served) to 19 (last)
+    policy: int = 0  # field 41: SCHED_OTHER 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6
 
 
 class SyscallInfo(NamedTuple):
@@ -185,6 +187,8 @@ def parse_task_stat(text: str) -> TaskStat:
         vsize_bytes=field(23),
         rss_pages=field(24),
         exit_code=exit_code,
+        nice=field(19),
+        policy=field(41),
     )
 
 
@@ -305,6 +309,8 @@ def sched_now_ms(procfs: ProcFS) -> Optional[float]:
     CLOCK_MONOTONIC by IRQ and steal time). None with an injected /proc (a recorded tree)."""
     text = procfs.read_global("thread-self", "sched")
     return parse_exec_start_ms(text) if text is not None else None
+
+
 _PF_KTHREAD = 0x00200000
 # ``ThreadSample.syscall`` of a kernel thread (no mm, no exe): it runs no syscalls of its own.
 KERNEL_THREAD = "kernel-thread"
