@@ -220,3 +220,67 @@ def test_an_unsafe_tmpdir_is_skipped_for_a_private_xdg_runtime_dir(
     (captured,) = _default_session(env, [("capture", once)])
     _assert_private(Path(_doc(captured)["reports"]["json"]), runtime)
     assert list(unsafe.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_two_concurrent_captures_of_one_job_answer_with_their_own_reports(
+    spawn: Any, tmp_path: Path
+) -> None:
+    """Two captures of the same job sent at once, in one session (the server runs them side
+    by side): each answer names its own files, both sets written, neither overwritten."""
+    job = spawn([sys.executable, str(PROGRAMS / "exit_soon.py"), "120"])
+    args = {"pid": job.pid, "interval_s": 1.0, "count": 2}
+
+    async def main() -> List[Tuple[float, float, Any]]:
+        timings: List[Tuple[float, float, Any]] = []
+        async with Client(_params(tmp_path)) as client:
+
+            async def one() -> None:
+                start = time.monotonic()
+                result = await client.call_tool("capture", args)
+                timings.append((start, time.monotonic(), result))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(one)
+                group.start_soon(one)
+        return timings
+
+    timings: List[Tuple[float, float, Any]] = anyio.run(main)
+    (s1, e1, first), (s2, e2, second) = timings
+    assert max(s1, s2) < min(e1, e2)  # they ran at the same time
+    reports = [_doc(first)["reports"], _doc(second)["reports"]]
+    assert reports[0]["json"] != reports[1]["json"]
+    for kind in ("json", "html", "md"):
+        paths = {Path(r[kind]) for r in reports}
+        assert len(paths) == 2 and all(p.is_file() and p.parent == tmp_path for p in paths)
+    loaded = [json.loads(Path(r["json"]).read_text()) for r in reports]
+    assert all(len(doc["samples"]) == 2 for doc in loaded)
+
+
+@pytest.mark.slow
+def test_a_fifo_or_device_given_to_summary_or_watch_status_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    """``summary`` of a FIFO or /dev/zero, and ``watch_status`` of a watch whose journal is a
+    FIFO (its report bundle a real one): one-line errors, in seconds - not a child blocked on
+    the open until its 120 s deadline."""
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    golden = Path(__file__).parent / "golden" / "bundles" / "lock_waiters.json"
+    (tmp_path / "w.json").write_bytes(golden.read_bytes())
+    os.mkfifo(tmp_path / "w.jsonl")
+    start = time.monotonic()
+    _, results = _session(
+        tmp_path,
+        [
+            ("summary", {"path": str(fifo)}),
+            ("summary", {"path": "/dev/zero"}),
+            ("watch_status", {"path": str(tmp_path / "w.html")}),
+        ],
+    )
+    assert time.monotonic() - start < 30
+    expected = ("FIFO", "character device", "FIFO")
+    for result, word in zip(results, expected):
+        assert result.is_error
+        text = "".join(getattr(block, "text", "") for block in result.content)
+        assert word in text and "\n" not in text.strip(), text

@@ -34,6 +34,7 @@ from typing import (
 
 import msgspec
 
+from diag.bundle.files import open_regular
 from diag.model import Bundle, Verdict
 from diag.redact import Redactor
 
@@ -306,8 +307,8 @@ def summary_json(bundle_path: Union[str, Path]) -> str:
 def _journal_state(journal: Path) -> Tuple[Optional[float], bool]:
     """(seconds since the journal was last written, whether it has its end line): a watch
     appends one line per sample and the end line when it stops."""
-    try:
-        with open(journal, "rb") as fh:
+    try:  # regular files only, opened without blocking: a FIFO there is not waited on
+        with open_regular(journal, follow=True) as fh:
             size = os.fstat(fh.fileno()).st_size
             fh.seek(max(0, size - JOURNAL_TAIL_BYTES))
             tail = fh.read(JOURNAL_TAIL_BYTES)

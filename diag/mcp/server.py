@@ -25,8 +25,10 @@ from typing import Annotated, Any, Dict, List, Optional, Sequence
 
 from pydantic import Field  # the MCP SDK's own dependency: tool inputs are validated by it
 
+from diag.bundle.files import NotRegularFile
+from diag.bundle.io import MAX_BUNDLE_BYTES
 from diag.errors import EXIT_USAGE, DiagError
-from diag.mcp.paths import fresh_private_dir, report_base
+from diag.mcp.paths import checked_file, fresh_private_dir, report_base
 from diag.probes.pychild import TRUSTED_CWD, python_module_argv
 from diag.redact import Redactor
 
@@ -135,10 +137,27 @@ def _diag(*args: str) -> List[str]:
     return [*python_module_argv("diag"), *args]
 
 
+def _checked_file(candidate: Path, shown: str) -> None:
+    """``candidate`` is a regular file within the size a bundle may have, checked on a handle
+    opened without blocking (``mcp.paths.checked_file``): a FIFO or a device is refused at
+    once in one line, not read by a child until its deadline."""
+    try:
+        size = checked_file(candidate)
+    except NotRegularFile as exc:
+        raise _fail(f"{shown}: {str(exc).replace(str(candidate) + ' ', '')}") from None
+    except OSError as exc:
+        raise _fail(
+            f"{shown}: {exc.strerror or exc} (give the path of a diag .json bundle or .jsonl)"
+        ) from None
+    if size > MAX_BUNDLE_BYTES:
+        raise _fail(f"{shown}: larger than the {MAX_BUNDLE_BYTES >> 20} MiB a bundle may be")
+
+
 def _existing_file(path: str) -> Path:
     candidate = Path(path).expanduser().absolute()  # the child runs from another directory
-    if "\0" in path or not candidate.is_file():
-        raise _fail(f"{path}: no such file (give the path of a diag .json bundle or .jsonl)")
+    if "\0" in path:
+        raise _fail("a path cannot hold a NUL byte")
+    _checked_file(candidate, path)
     return candidate
 
 
@@ -180,9 +199,15 @@ class Tools:
         return run_child(_diag("summary", "--json", str(bundle)), SUMMARY_TIMEOUT_S)
 
     def watch_status(self, path: str) -> Dict[str, Any]:
+        if "\0" in path:
+            raise _fail("a path cannot hold a NUL byte")
         stem = Path(path).expanduser().absolute().with_suffix("")
-        if not any(stem.with_suffix(ext).is_file() for ext in (".json", ".jsonl")):
+        found = [stem.with_suffix(ext) for ext in (".json", ".jsonl")]
+        found = [p for p in found if os.path.lexists(p)]
+        if not found:
             raise _fail(f"{path}: no watch journal or report bundle there (PATH.jsonl/.json)")
+        for candidate in found:  # each one the child would open: a FIFO there is refused now
+            _checked_file(candidate, str(candidate))
         argv = [*python_module_argv("diag.mcp.worker"), "watch_status", str(stem)]
         return run_child(argv, SUMMARY_TIMEOUT_S)
 
