@@ -59,6 +59,8 @@ from typing import (
 
 from diag.redaction.argv import argv_secrets, joined_secrets
 from diag.redaction.literals import LiteralSet, PrefixIndex
+from diag.redaction.shapes import SHAPE_PATTERNS
+from diag.redaction.stream import join_wrapped
 from diag.redaction.structure import scrub_item_lines, scrub_structures
 from diag.secret_patterns import (
     BLOCK_BEGIN_RE,
@@ -92,6 +94,11 @@ COMM_CHARS = 15
 # mark it wherever it appears (the 15-character comm cut is learned apart).
 CUT_HEAD_CHARS = 16
 MIN_CUT_HEAD_CHARS = 8
+# A text of several lines up to this long is read across its line breaks too (the launch
+# tee's pieces - it reads 64 KiB at a time -, a log excerpt); a longer one (a whole report,
+# made of lines already read so at their source) only line by line: the check costs two
+# to three times the scrub.
+JOIN_TEXT_CHARS = 64 << 10
 _ANY_END_RE = re.compile(r"-----END [A-Z0-9 ]+-----")
 # What a terminal hides or rewrites between a key and its value: colour and cursor codes
 # (CSI ... letter) and carriage returns (``api_key=\rV`` shows only ``V``).
@@ -263,6 +270,11 @@ class Redactor:
             return text
         if "[truncated]" in text:
             text = self._scrub_cut_prefixes(text)
+        if "\n" in text and len(text) <= JOIN_TEXT_CHARS:
+            # Lines of one text (a launched job's output, a log excerpt): a key and its
+            # value, or a token's halves, on two lines. Key blocks first, whole.
+            lines = _scrub_blocks(text).split("\n")
+            text = "\n".join(join_wrapped(self._scrub_wrapped, self._scrub_quiet, lines, True))
         scrubbed = self._scrub_plain(text)
         if ("\x1b" in text or "\r" in text or "\\u001b" in text) and _HIDDEN_RE.search(text):
             # As a terminal shows it: a key and its value split by colour codes or a \r.
@@ -294,7 +306,28 @@ class Redactor:
             text = marker.join(parts)
         return text
 
-    def _scrub_plain(self, text: str) -> str:
+    def _scrub_wrapped(self, text: str) -> str:
+        """Learned values and token shapes only: what a token wrapped across two lines is
+        found by (``join_wrapped``); the name=value rules would read ``key=2`` at one line's
+        end and the next line's first word as one value."""
+        cut = self._cut_re
+        if cut is not None:
+            text = cut.sub(PLACEHOLDER, text)
+        known = self._known_pattern()
+        if known is not None:
+            text = known.sub(PLACEHOLDER, text)
+        folded = fold(text)
+        for pattern, replacement, needle in SHAPE_PATTERNS:
+            if needle.search(folded):
+                text = pattern.sub(replacement, text)
+        return text
+
+    def _scrub_quiet(self, text: str) -> str:
+        """``_scrub_plain`` that learns nothing: for text diag joined itself (two log lines
+        read as one), whose structures are not the job's."""
+        return self._scrub_plain(text, learn=False)
+
+    def _scrub_plain(self, text: str, learn: bool = True) -> str:
         """Known values, then structures (argv lists, netrc), then the patterns."""
         cut = self._cut_re
         if cut is not None:  # before the literals: they would take the head alone
@@ -302,7 +335,7 @@ class Redactor:
         known = self._known_pattern()
         if known is not None:
             text = known.sub(PLACEHOLDER, text)
-        text = scrub_structures(text, self.add_secret)
+        text = scrub_structures(text, self.add_secret if learn else _learn_nothing)
         folded = fold(text)
         for (pattern, replacement), needle in zip(TEXT_PATTERNS, NEEDLES):
             if needle.search(folded):
@@ -340,6 +373,7 @@ class Redactor:
                 out[i] = PLACEHOLDER + line[end.end() :]
         if len(out) > 1:
             out = scrub_item_lines(out, self.add_secret)  # a YAML/JSON argv list, one a line
+            out = join_wrapped(self._scrub_wrapped, self._scrub_quiet, out)  # wrapped secrets
         return tuple(self.scrub(line) for line in out)
 
     def scrub_argv(self, argv: Sequence[str]) -> Tuple[str, ...]:
@@ -412,6 +446,20 @@ class Redactor:
                 new = json.dumps(self.scrub_obj(json.loads(old)), ensure_ascii=False)
             fixed.append(new)
         return "\n".join(fixed)
+
+
+def _scrub_blocks(text: str) -> str:
+    """``text`` with its private key blocks replaced whole (the patterns' first two): they
+    span lines themselves, and reading their breaks pair by pair would cut them apart."""
+    folded = fold(text)
+    for (pattern, replacement), needle in list(zip(TEXT_PATTERNS, NEEDLES))[:2]:
+        if needle.search(folded):
+            text = pattern.sub(replacement, text)
+    return text
+
+
+def _learn_nothing(value: str) -> None:
+    pass
 
 
 def _parses(text: str) -> bool:

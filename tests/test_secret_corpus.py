@@ -149,6 +149,7 @@ def build_corpus() -> List[Plant]:
         Plant("log", "log session_id=", (extra["sess"],), text=f"session_id={extra['sess']}"),
     ]
     c += _cookie_plants()
+    c += _wrapped_plants()
     for kind in ("RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK", "PGP MESSAGE"):
         block, body = _pem(kind)
         c.append(Plant("lines", f"log lines: {kind} block", body, text=f"key:\n{block}\nafter"))
@@ -198,6 +199,25 @@ def _cookie_plants() -> List[Plant]:
         Plant("argv", "argv curl -b", (k["b"],), argv=("curl", "-b", f"uid={k['b']}; a=1", "x")),
         Plant("argv", "argv -H Cookie:", (k["b"],),
               argv=("curl", "-H", f"Cookie: a=1; uid={k['b']}", "https://x.io")),
+    ]  # fmt: skip
+
+
+def _wrapped_plants() -> List[Plant]:
+    """Secrets a line break splits (issue 32): a key and its value on two lines, a token
+    wrapped at a terminal's width."""
+    k = {n: _tok(n, 16) for n in ("bearer", "flag", "pw", "sess")}
+    wrap = "hf_" + secrets.token_hex(40)
+    return [
+        Plant("lines", "lines: Authorization: Bearer / token", (k["bearer"],),
+              text=f"Authorization: Bearer\n{k['bearer']}\nnext"),
+        Plant("lines", "lines: --api-key / value", (k["flag"],),
+              text=f"cmd --port 1 --api-key\n{k['flag']}"),
+        Plant("lines", "lines: password: / indented value", (k["pw"],),
+              text=f"password:\n    {k['pw']}\nok"),
+        Plant("lines", "lines: session_id= / value", (k["sess"],),
+              text=f"session_id=\n{k['sess']}"),
+        Plant("lines", "lines: hf_ token wrapped at 40 columns", (wrap[5:35], wrap[35:75]),
+              text=f"key: {wrap[:35]}\n{wrap[35:75]}\n{wrap[75:]} ok"),
     ]  # fmt: skip
 
 
@@ -448,3 +468,10 @@ def test_end_to_end_no_planted_secret_reaches_any_output(spawn: Any, tmp_path: P
     md = files["run.md"].decode()
     assert not any(line.lstrip().startswith("## verdict") for line in md.splitlines()), md
     assert "\x1b" not in md and "\x07" not in md
+
+
+def test_ordinary_lines_survive_read_across_their_breaks() -> None:
+    """Every break of ordinary lines is read joined (``join_wrapped``): nothing changes."""
+    lines = [*KEEP, "step 1 loss 2.5", "monkey=2", "compass=north", "token: 120"]
+    assert Redactor().scrub_lines(lines) == tuple(lines)
+    assert Redactor().scrub("\n".join(lines)) == "\n".join(lines)

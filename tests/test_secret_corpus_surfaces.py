@@ -15,6 +15,7 @@ Values are random per run, so a pass cannot come from a hard-coded string.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -188,3 +189,115 @@ def test_a_title_and_an_sh_c_command_teach_their_values() -> None:
     assert (
         r.scrub(f"thread {key}-{tok}-{pw}") == f"thread {PLACEHOLDER}-{PLACEHOLDER}-{PLACEHOLDER}"
     )
+
+
+# -- forms across lines and cookies, through watch's launch log and journal too --------------
+
+
+def _line_plants() -> Dict[str, str]:
+    keys = ("bearer", "flagnext", "learned", "cookie", "xsrf", "setc", "pw")
+    values = {k: k + secrets.token_hex(12) for k in keys}
+    values["wrap"] = secrets.token_hex(40)  # hf_ + 80 characters, wrapped at 40 columns
+    return values
+
+
+def _wrapped_lines(v: Mapping[str, str]) -> List[str]:
+    """Log lines with secrets a line break splits, and cookie headers."""
+    wrap = "hf_" + v["wrap"]
+    return [
+        "step 1 loss 2.5",
+        "request headers: Authorization: Bearer",
+        v["bearer"],
+        f"key: {wrap[:35]}",  # 40 columns, then 40, then the rest: a terminal's wrap
+        wrap[35:75],
+        wrap[75:] + " loaded",
+        "launching with --api-key",
+        v["flagnext"],
+        f"learned value split: {v['learned'][:12]}",
+        f"{v['learned'][12:]} (from the environment)",
+        "db password:",
+        f"    {v['pw']}",
+        f"Cookie: a=1; theme={v['cookie']}; _xsrf={v['xsrf']}",
+        f"< Set-Cookie: prefs={v['setc']}; Path=/; HttpOnly",
+        "step 2 loss 2.4",
+    ]
+
+
+def _pieces(v: Mapping[str, str]) -> Dict[str, str]:
+    """Every value, and every piece of one that a break split (8+ characters)."""
+    wrap = "hf_" + v["wrap"]
+    out = {k: val for k, val in v.items() if k != "wrap"}
+    out.update({"wrap 1": wrap[5:35], "wrap 2": wrap[35:75], "wrap 3": wrap[75:]})
+    out.update({"learned 1": v["learned"][:12], "learned 2": v["learned"][12:]})
+    return out
+
+
+PRINTER = r"""
+import os, sys, time
+sys.stdout.write(os.environ['PLANT_LOG_SRC'][::-1].replace('\x1e', '\n') + '\n')
+sys.stdout.flush()
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_lines_wrapped_and_cookies_are_redacted_in_scrub_lines() -> None:
+    v = _line_plants()
+    r = Redactor()
+    r.add_environ({"SERVICE_SECRET": v["learned"]})
+    lines = _wrapped_lines(v)
+    out = "\n".join(r.scrub_lines(lines))
+    assert not _leaks(_pieces(v), "scrub_lines", out), out
+    assert not _leaks(_pieces(v), "scrub", r.scrub("\n".join(lines)))
+    kept = r.scrub_lines(lines)
+    assert kept[0] == "step 1 loss 2.5" and kept[-1] == "step 2 loss 2.4"
+    assert kept[5].endswith(" loaded") and "(from the environment)" in kept[9]
+
+
+@pytest.mark.slow
+def test_wrapped_lines_and_cookies_leak_nowhere(spawn: Any, tmp_path: Path) -> None:
+    """The same lines through ``diag watch -- CMD`` (its launch log, journal and reports)
+    and ``diag capture --log`` of a running job (its files, --json, MCP summary)."""
+    v = _line_plants()
+    planted = _pieces(v)
+    packed = "\x1e".join(_wrapped_lines(v))[::-1]
+    env = {"SERVICE_SECRET": v["learned"], "PLANT_LOG_SRC": packed}
+    watched = tmp_path / "watch"
+    watched.mkdir()
+    done = run_diag(
+        ["watch", "--interval", "0.5", "-o", str(watched / "run.html"), "--",
+         sys.executable, "-c", PRINTER, "3"],
+        env={**os.environ, **env},
+        timeout_s=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # Its stdout is the job's own output, passed to its terminal as the job wrote it; diag's
+    # are the files and its stderr.
+    assert v["bearer"] in done.stdout  # the job printed them: not vacuous
+    texts = {"watch stderr": done.stderr}
+    texts.update({p.name: p.read_text(errors="replace") for p in watched.iterdir() if p.is_file()})
+    assert {"run.log", "run.jsonl", "run.json", "run.html", "run.md"} <= set(texts), texts
+    assert "step 2 loss 2.4" in texts["run.log"] and "Cookie: " in texts["run.log"]
+
+    log = tmp_path / "job.log"
+    job = spawn(
+        [sys.executable, str(PROGRAMS / "secret_title.py"), "trainer --epochs 3"],
+        env={**env, "RANK": "0", "PLANT_LOG": str(log)},
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    captured = run_diag(
+        ["capture", "--pid", str(job.pid), "--count", "2", "--interval", "0.3", "--json",
+         "--log", str(log), "-o", str(out / "run")],
+        cwd=out,
+        timeout_s=300,
+    )  # fmt: skip
+    assert captured.returncode in (0, 10), captured.stderr
+    texts.update({"capture --json": captured.stdout, "capture stderr": captured.stderr})
+    texts.update({f"capture {p.name}": p.read_text(errors="replace") for p in out.iterdir()})
+    assert "request headers: Authorization:" in texts["capture run.json"]
+    pytest.importorskip("pydantic")
+    from diag.mcp.server import Tools
+
+    summary = Tools(tmp_path / "mcp").summary(str(out / "run.json"))
+    texts["MCP summary"] = json.dumps(summary, ensure_ascii=False)
+    assert not _all_leaks(planted, texts), _all_leaks(planted, texts)

@@ -14,7 +14,10 @@ cut if it is longer than that. Cuts are tried at ``\\r`` and whitespace first, w
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Tuple
+import re
+from typing import Callable, Iterator, List, Sequence, Set, Tuple
+
+from diag.redaction.shapes import PLACEHOLDER
 
 HOLD_CHARS = 4096
 _TRIES = 8
@@ -48,3 +51,175 @@ def _cuts(text: str, limit: int) -> Iterator[int]:
         yield at + 1 if text[at] == "\r" else at
         tried += 1
     yield limit
+
+
+# -- secrets wrapped across lines -------------------------------------------------------------
+
+# Characters of each line's edge joined with its neighbour's: a key and its value, or a token's
+# two halves, lie within this much of the line break.
+JOIN_WINDOW_CHARS = 160
+# A token whose middle lines are all token (no space) continues this many lines at most.
+MAX_JOINED_LINES = 4
+# Lines few enough to look at break by break once their joined text is suspect.
+_FEW_LINES = 8
+# A line all token, and at least this long, is a wrapped token's middle (not a whole value).
+_MIN_WRAPPED_CHARS = 20
+_VALUE_HEAD_RE = re.compile(r"[^\s\"'\\<>,;]+")
+
+
+def join_wrapped(
+    wrapped: Callable[[str], str],
+    paired: Callable[[str], str],
+    lines: Sequence[str],
+    whole: bool = False,
+) -> List[str]:
+    """``lines`` with every secret that spans a line break replaced in both lines.
+
+    A log wraps a long token (``token: hf_abc`` / ``def...``) or prints a key and its value
+    on two lines (``Authorization: Bearer`` / ``eyJ...``); scrubbed line by line, neither
+    half is recognised. So each break is read joined within ``JOIN_WINDOW_CHARS`` of it:
+    directly, by ``wrapped`` (a token's halves: learned values and token shapes only - a
+    ``key=2`` at one line's end joined to the next line's word is not a secret), and with a
+    space, by ``paired`` (a key at a line's end, its value on the next: every rule). What
+    they replace there that the two edges scrubbed apart keep is replaced in the lines. A
+    token wrapped at a fixed width through whole lines goes on into the next line's first
+    word, up to ``MAX_JOINED_LINES``. Neither scrub may learn: the joined text is diag's.
+
+    ``whole``: the lines will be scrubbed as one text (joined by newlines), not one by one.
+
+    Cost: the text joined whole is scrubbed a few times first (``_suspect_breaks``); only
+    the breaks it suspects are looked at one by one.
+    """
+    out = list(lines)
+    if len(out) < 2:
+        return out
+    breaks = _suspect_breaks(wrapped, paired, out, 0, len(out), whole)
+    carry = 0  # lines a token running through whole lines may still reach
+    for i in range(len(out) - 1):
+        nxt = out[i + 1]
+        if carry:
+            head = _VALUE_HEAD_RE.match(nxt)
+            if head is not None:
+                out[i + 1] = PLACEHOLDER + nxt[head.end() :]
+                carry = carry - 1 if head.end() == len(nxt) == len(lines[i]) else 0
+                continue
+            carry = 0
+        if i not in breaks:
+            continue
+        a, b, wrapped_on = _join_pair(wrapped, paired, out[i], nxt)
+        out[i], out[i + 1] = a, b
+        if wrapped_on and _full_width(lines[i], nxt):
+            carry = MAX_JOINED_LINES - 2
+    return out
+
+
+def _full_width(line: str, nxt: str) -> bool:
+    """``nxt`` is a wrapped token's middle: all token, as wide as the line before it."""
+    return len(nxt) == len(line) >= _MIN_WRAPPED_CHARS and not any(c.isspace() for c in nxt)
+
+
+def _suspect_breaks(
+    wrapped: Callable[[str], str],
+    paired: Callable[[str], str],
+    lines: List[str],
+    lo: int,
+    hi: int,
+    whole: bool,
+) -> Set[int]:
+    """The breaks (i: between line i and i+1) of ``lines[lo:hi]`` a secret may span: those
+    lines joined scrub differently from the same lines scrubbed apart - one by one, or
+    (``whole``) as one text joined by newlines, which no token shape crosses. Halved until
+    a few lines are left, so a text's cost is a few whole scrubs of it, and one secret's
+    only a few more."""
+    if hi - lo < 2:
+        return set()
+    part = lines[lo:hi]
+    if whole:
+        apart_w = wrapped("\n".join(part)).split("\n")
+        apart_p = paired("\n".join(part)).split("\n")
+    else:
+        apart_w = [wrapped(line) for line in part]
+        apart_p = [paired(line) for line in part]
+    same = len(apart_w) == len(part) == len(apart_p)
+    if (
+        same
+        and wrapped("".join(part)) == "".join(apart_w)
+        and paired(" ".join(part)) == " ".join(apart_p)
+    ):
+        return set()
+    if hi - lo <= _FEW_LINES:
+        return set(range(lo, hi - 1))
+    mid = (lo + hi) // 2
+    return _suspect_breaks(wrapped, paired, lines, lo, mid + 1, whole) | _suspect_breaks(
+        wrapped, paired, lines, mid, hi, whole
+    )
+
+
+def _join_pair(
+    wrapped: Callable[[str], str], paired: Callable[[str], str], a: str, b: str
+) -> Tuple[str, str, bool]:
+    """(a, b) with what spans their break replaced; whether a token wrapped from ``a`` ran
+    through the whole of ``b``."""
+    if not a or not b:
+        return a, b, False
+    edge_a, edge_b = a[-JOIN_WINDOW_CHARS:], b[:JOIN_WINDOW_CHARS]
+    spaced = edge_a[-1].isspace() or edge_b[0].isspace()
+    ways = [("", wrapped, True), ("" if spaced else " ", paired, False)]
+    cut_a: List[Tuple[int, int]] = []
+    cut_b: List[Tuple[int, int]] = []
+    through = False
+    for sep, scrub, wrap in ways:
+        joined = edge_a + sep + edge_b
+        scrubbed = scrub(joined)
+        if scrubbed == joined or scrubbed == scrub(edge_a) + sep + scrub(edge_b):
+            continue  # nothing, or each edge's own secrets: its line's scrub takes them
+        b_at = len(edge_a) + len(sep)
+        for start, end in _replaced(joined, scrubbed):
+            if start < len(edge_a):
+                cut_a.append((start, min(end, len(edge_a))))
+            if end > b_at:
+                cut_b.append((max(start, b_at) - b_at, end - b_at))
+                through = through or (wrap and start < len(edge_a) and end >= len(joined))
+    if not cut_a and not cut_b:
+        return a, b, False
+    offset = len(a) - len(edge_a)
+    new_a = _cut(a, [(s + offset, e + offset) for s, e in cut_a])
+    return new_a, _cut(b, cut_b), through and len(b) <= JOIN_WINDOW_CHARS
+
+
+def _replaced(before: str, after: str) -> List[Tuple[int, int]]:
+    """The spans of ``before`` that ``after`` replaced. A scrub only replaces spans by the
+    placeholder (quotes and separators around it kept), so the text between placeholders is
+    found in ``before`` in order: the first piece is its start, the last its end, each middle
+    one the next occurrence past at least one replaced character. When that fails, the whole
+    middle counts as replaced."""
+    pieces = after.split(PLACEHOLDER)
+    first, last = pieces[0], pieces[-1]
+    if len(pieces) < 2 or not before.startswith(first) or not before.endswith(last):
+        return [(0, len(before))] if before != after else []
+    end_limit = len(before) - len(last)
+    spans: List[Tuple[int, int]] = []
+    at = len(first)
+    for piece in pieces[1:-1]:
+        found = before.find(piece, at + 1, end_limit) if piece else at + 1
+        if found < 0 or found > end_limit:
+            return [(len(first), end_limit)]
+        spans.append((at, found))
+        at = found + len(piece)
+    if at >= end_limit:
+        return [(len(first), end_limit)]
+    spans.append((at, end_limit))
+    return spans
+
+
+def _cut(text: str, spans: List[Tuple[int, int]]) -> str:
+    """``text`` with the (merged) ``spans`` each replaced by the placeholder."""
+    merged: List[List[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        text = text[:start] + PLACEHOLDER + text[end:]
+    return text
