@@ -219,6 +219,11 @@ class ThreadSample(Record, frozen=True):
     # How long it had been off the CPU at this sample (0.0 running; None unread): from
     # /proc/P/task/T/sched's se.exec_start, so a wait's age is known at the first sample.
     off_cpu_s: Optional[float] = None
+    # A timed wait's timeout (diag.probes.wait_deadline): the budget the blocking call was
+    # given when it last went to sleep, and how long until it wakes by itself at the latest
+    # (0.0: due now). None: no timeout, or not readable (no right, an unknown call).
+    timeout_s: Optional[float] = None
+    wakes_in_s: Optional[float] = None
     # Time spent runnable, waiting for a CPU, since it started (/proc/P/task/T/schedstat):
     # its growth across samples tells a starved or throttled thread from a blocked one.
     run_delay_ns: Optional[int] = None

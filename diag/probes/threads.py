@@ -21,6 +21,9 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from diag.model import ThreadSample
 from diag.probes.procfs import ProcFS
+from diag.probes.wait_deadline import CALLS as _DEADLINE_CALLS
+from diag.probes.wait_deadline import NONE as _NO_DEADLINE
+from diag.probes.wait_deadline import MemReader, deadline
 
 # The syscalls that matter for "what is this thread waiting on", by architecture. Everything
 # else is recorded as nr_N (the number stays in syscall_nr).
@@ -345,11 +348,17 @@ def _off_cpu_s(
 
 
 def read_thread(
-    procfs: ProcFS, pid: int, tid: int, machine: str, now_ms: Optional[float] = None
+    procfs: ProcFS,
+    pid: int,
+    tid: int,
+    machine: str,
+    now_ms: Optional[float] = None,
+    mem: Optional[MemReader] = None,
 ) -> Optional[ThreadSample]:
     """One thread's sample; None if it exited between listing and reading. A file other than
     stat that cannot be read (EACCES without ptrace-read rights) leaves its fields None.
-    ``now_ms``: ``sched_now_ms``, to read how long a waiting thread has been off the CPU."""
+    ``now_ms``: ``sched_now_ms``, to read how long a waiting thread has been off the CPU;
+    ``mem``: the process's memory, to read a timed wait's timeout (``wait_deadline``)."""
     texts = procfs.read_task_texts(pid, tid, _THREAD_FILES)
     stat, wchan_text, syscall_text, status, schedstat = texts
     if stat is None:
@@ -363,6 +372,12 @@ def read_thread(
     if is_kernel_thread(stat):  # its syscall file reads "0 0x0 ...": read(0), not stdin
         sys_info = SyscallInfo(KERNEL_THREAD)
     vol, nonvol = parse_ctxt_switches(status) if status is not None else (None, None)
+    off_cpu = _off_cpu_s(procfs, pid, tid, state, now_ms)
+    due = _NO_DEADLINE
+    if mem is not None and state != "R" and sys_info.syscall in _DEADLINE_CALLS:
+        due = deadline(
+            sys_info.syscall or "", (syscall_text or "").split()[1:7], mem, off_cpu, wchan
+        )
     return ThreadSample(
         tid=tid,
         name=name,
@@ -378,7 +393,9 @@ def read_thread(
         wait_timed=sys_info.timed,
         voluntary_ctxt_switches=vol,
         nonvoluntary_ctxt_switches=nonvol,
-        off_cpu_s=_off_cpu_s(procfs, pid, tid, state, now_ms),
+        off_cpu_s=off_cpu,
+        timeout_s=due.timeout_s,
+        wakes_in_s=due.wakes_in_s,
         run_delay_ns=parse_run_delay_ns(schedstat) if schedstat is not None else None,
     )
 
@@ -387,10 +404,14 @@ def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, 
     """Every OS thread of ``pid`` (native ones included), in TID order."""
     out: List[ThreadSample] = []
     now_ms = sched_now_ms(procfs)
-    for tid in procfs.tids(pid):
-        sample = read_thread(procfs, pid, tid, machine, now_ms)
-        if sample is not None:
-            out.append(sample)
+    mem = MemReader(str(procfs.path(pid, "mem")))
+    try:
+        for tid in procfs.tids(pid):
+            sample = read_thread(procfs, pid, tid, machine, now_ms, mem)
+            if sample is not None:
+                out.append(sample)
+    finally:
+        mem.close()
     return tuple(out)
 
 
