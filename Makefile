@@ -65,11 +65,12 @@ system-deps:
 	  command -v chromium >/dev/null 2>&1 || need="$$need chromium"; \
 	  command -v slurmctld >/dev/null 2>&1 || need="$$need slurm-wlm munge"; \
 	  command -v ip >/dev/null 2>&1 || need="$$need iproute2"; \
+	  command -v mpirun >/dev/null 2>&1 || need="$$need openmpi-bin libopenmpi-dev"; \
 	  if [ -n "$$need" ]; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$need) \
 	      || echo "warning: could not install$$need; the tests that need them will skip"; \
 	  fi; \
-	else echo "note: not root or no apt-get; skipping system packages (chromium, slurm)"; fi
+	else echo "note: not root or no apt-get; skipping system packages (chromium, slurm, openmpi)"; fi
 
 $(BIN)/diag: pyproject.toml
 	$(PY) -m venv $(VENV)

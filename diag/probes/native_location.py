@@ -14,6 +14,7 @@ A failure here leaves the threads as they were: the rest of the sample never dep
 
 from __future__ import annotations
 
+import platform
 import struct
 import time
 from collections import Counter
@@ -21,8 +22,21 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.model import NativeLocation, NativeSource, NativeSpot, ThreadSample
-from diag.probes.native_pc import PcSample, read_stack, sample_pcs, syscall_pc
+from diag.model import (
+    NativeLocation,
+    NativeSource,
+    NativeSpot,
+    ThreadSample,
+    is_system_library,
+)
+from diag.probes.native_pc import (
+    PcSample,
+    follows_call,
+    read_code,
+    read_stack,
+    sample_pcs,
+    syscall_pc,
+)
 from diag.probes.native_symbols import (
     MAPS_MAX_BYTES,
     Mapping,
@@ -35,22 +49,21 @@ from diag.probes.procfs import ProcFS
 
 BUDGET_S = 0.25  # symbol work a process a sample; past it, locations keep their library only
 MAX_SPOTS = 6
+CALLERS = 2  # return addresses kept from a stack copy
 SYSCALL_READS = 3  # /proc/PID/task/TID/syscall reads of a thread perf gave nothing for
-# Files whose functions are plumbing every program calls: a PC there is named by its caller.
-_SYSTEM_LIBS = ("libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libdl", "librt", "")
-
-
-def is_system(library: str) -> bool:
-    return library == "" or library.startswith(_SYSTEM_LIBS[:-1])
 
 
 class _Locator:
     """The PC -> (library, symbol) work of one process at one sample, within ``BUDGET_S``."""
 
-    def __init__(self, pid: int, maps: List[Mapping], cache: SymbolCache, root: str) -> None:
+    def __init__(
+        self, pid: int, maps: List[Mapping], cache: SymbolCache, root: str, machine: str
+    ) -> None:
         self.pid, self.maps, self.cache, self.root = pid, maps, cache, root
+        self.machine = machine or platform.machine()
         self.deadline = time.monotonic() + BUDGET_S
         self.memo: Dict[int, Tuple[str, str]] = {}
+        self.calls: Dict[int, bool] = {}
 
     def locate(self, pc: int) -> Optional[Tuple[str, str]]:
         """(library, symbol) of ``pc``; None when it lies in no executable file mapping."""
@@ -66,20 +79,36 @@ class _Locator:
         self.memo[pc] = (library_name(mapping.path), symbol)
         return self.memo[pc]
 
-    def caller(self, stack: bytes) -> Optional[Tuple[str, str]]:
-        """The first word of a stack copy that points into a named function outside the
-        system libraries: the nearest caller of a C-library call or of an unnamed static
-        function (stale words can be found too, which is why only such PCs ask for one)."""
+    def _after_call(self, addr: int) -> bool:
+        """Whether the instruction before ``addr`` is a call: what makes a stack word a return
+        address rather than a stale pointer to code (a callback, a vtable entry)."""
+        hit = self.calls.get(addr)
+        if hit is None:
+            code = read_code(self.pid, addr - 8, 8, self.root)
+            hit = self.calls[addr] = len(code) == 8 and follows_call(code, self.machine)
+        return hit
+
+    def callers(self, stack: bytes) -> List[Tuple[str, str]]:
+        """The first ``CALLERS`` words of a stack copy that are return addresses (a call
+        before them) into named functions outside the system libraries: the nearest callers
+        of a C-library call or of an unnamed static function. Heuristic - an uninitialised
+        slot may hold a stale return address from an earlier call - which is why only such
+        PCs ask for callers, and the verdict trusts them only there."""
+        out: List[Tuple[str, str]] = []
         for (word,) in struct.iter_unpack("<Q", stack[: len(stack) // 8 * 8]):
             if word < 4096:
                 continue
             mapping = find_mapping(self.maps, word)
-            if mapping is None or is_system(library_name(mapping.path)):
+            if mapping is None or is_system_library(library_name(mapping.path)):
+                continue
+            if not self._after_call(word):
                 continue
             found = self.locate(word)
-            if found is not None and found[1]:
-                return found
-        return None
+            if found is not None and found[1] and found not in out:
+                out.append(found)
+                if len(out) >= CALLERS:
+                    break
+        return out
 
 
 def _location(loc: _Locator, samples: Sequence[PcSample], source: NativeSource) -> NativeLocation:
@@ -89,10 +118,9 @@ def _location(loc: _Locator, samples: Sequence[PcSample], source: NativeSource) 
         spots[(found[0], found[1], False)] += 1
         # A PC in the C library, or in a function the file's table does not name (a static
         # one of a stripped library): its nearest caller says more.
-        if (is_system(found[0]) or not found[1]) and s.stack:
-            up = loc.caller(s.stack)
-            if up is not None:
-                spots[(up[0], up[1], True)] += 1
+        if (is_system_library(found[0]) or not found[1]) and s.stack:
+            for lib, sym in loc.callers(s.stack):
+                spots[(lib, sym, True)] += 1
     ranked = sorted(spots.items(), key=lambda kv: (kv[0][2], -kv[1]))
     return NativeLocation(
         spots=tuple(
@@ -130,7 +158,7 @@ def attach_native(
     maps = parse_maps(raw.decode("utf-8", "replace"))
     if not maps:
         return threads
-    loc = _Locator(pid, maps, cache, str(procfs.root))
+    loc = _Locator(pid, maps, cache, str(procfs.root), machine)
     perf = sample_pcs(running, machine)
     found: Dict[int, NativeLocation] = {}
     for tid in running:

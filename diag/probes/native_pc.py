@@ -25,6 +25,9 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 MAX_THREADS = 8  # threads sampled a process a sample: the busiest ones
 WINDOW_S = 0.008
+# A thread that got no tick in a window (a busy host: it waited for a CPU) gets another, up to
+# this many windows in all; threads that ran are not sampled again.
+MAX_WINDOWS = 3
 PERIOD_NS = 400_000  # one tick per 0.4 ms of the thread's own CPU time: ~20 in the window
 RING_PAGES = 8  # data pages (a power of two), plus one page of metadata
 STACK_BYTES = 512  # the top of the user stack copied with each tick: its nearest callers
@@ -92,16 +95,21 @@ def sample_pcs(tids: Sequence[int], machine: str = "") -> Dict[int, List[PcSampl
             opened.append(_Open(tid, fd, ring))
         if not opened:
             return {}
-        for o in opened:
-            fcntl.ioctl(o.fd, _IOC_ENABLE, 0)
-        time.sleep(WINDOW_S)
-        for o in opened:
-            fcntl.ioctl(o.fd, _IOC_DISABLE, 0)
         out: Dict[int, List[PcSample]] = {}
-        for o in opened:
-            found = _records(o.ring)
-            if found:
-                out[o.tid] = found
+        waiting = list(opened)
+        for _ in range(MAX_WINDOWS):
+            for o in waiting:
+                fcntl.ioctl(o.fd, _IOC_ENABLE, 0)
+            time.sleep(WINDOW_S)
+            for o in waiting:
+                fcntl.ioctl(o.fd, _IOC_DISABLE, 0)
+            for o in waiting:
+                found = _records(o.ring)
+                if found:
+                    out[o.tid] = found
+            waiting = [o for o in waiting if o.tid not in out]
+            if not waiting:
+                break
         return out
     except OSError:
         return {}
@@ -162,17 +170,36 @@ def syscall_pc(text: Optional[str]) -> Optional[Tuple[int, int]]:
         return None
 
 
-def read_stack(pid: int, sp: int, proc_root: str = "/proc") -> bytes:
-    """``STACK_BYTES`` of ``pid``'s memory from ``sp`` up (its nearest callers), or b""."""
-    if sp <= 0:
+def read_code(pid: int, addr: int, size: int, proc_root: str = "/proc") -> bytes:
+    """``size`` bytes (at most 4 KiB) of ``pid``'s memory at ``addr``, or b""."""
+    if addr <= 0:
         return b""
     try:
         fd = os.open(f"{proc_root}/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return b""
     try:
-        return os.pread(fd, STACK_BYTES, sp)
+        return os.pread(fd, min(size, 4096), addr)
     except (OSError, OverflowError):
         return b""
     finally:
         os.close(fd)
+
+
+def read_stack(pid: int, sp: int, proc_root: str = "/proc") -> bytes:
+    """``STACK_BYTES`` of ``pid``'s memory from ``sp`` up (its nearest callers), or b""."""
+    return read_code(pid, sp, STACK_BYTES, proc_root)
+
+
+def follows_call(code: bytes, machine: str) -> bool:
+    """Whether the 8 bytes before a return address end with a call instruction. x86_64: a
+    ``call rel32`` (E8 + 4 bytes) or an indirect ``call`` (FF /2, 2 to 7 bytes with its
+    ModRM, SIB and displacement); aarch64: ``BL`` or ``BLR`` in the last 4 bytes."""
+    if len(code) != 8:
+        return False
+    if machine == "aarch64":
+        insn = int.from_bytes(code[4:], "little")
+        return (insn & 0xFC000000) == 0x94000000 or (insn & 0xFFFFFC1F) == 0xD63F0000
+    if code[3] == 0xE8:
+        return True
+    return any(code[8 - k] == 0xFF and (code[9 - k] & 0x38) == 0x10 for k in range(2, 8))

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.frameworks import PACKS, NativeProgress
-from diag.model import NativeLocation, NativeSpot, ThreadSample
+from diag.model import NativeLocation, NativeSpot, ThreadSample, is_system_library
 
 
 @dataclass(frozen=True)
@@ -50,36 +50,54 @@ def _matches(engine: NativeProgress, spot: NativeSpot) -> bool:
     )
 
 
-def progress_spot(loc: NativeLocation, thread_name: str = "") -> Optional[NativeSpin]:
-    """The progress engine one location lies in, named by its best spot: a named function
-    first (``opal_progress`` over a transport plugin's anonymous loop), then the most hits."""
-    found: List[Tuple[int, NativeSpin]] = []
+def _engine(spot: NativeSpot, thread_name: str) -> Optional[Tuple[str, NativeProgress]]:
+    for framework, engine in _ENGINES:
+        if _matches(engine, spot) or (
+            engine.thread_names and thread_name.startswith(engine.thread_names)
+        ):
+            return framework, engine
+    return None
+
+
+def progress_spots(loc: NativeLocation, thread_name: str = "") -> List[Tuple[NativeSpin, int]]:
+    """The spots of one location that lie in a progress engine, with their hits. A caller
+    found on the stack counts only when no PC of the thread was in a named function of its
+    own (a PC in libc, or in a static function of a stripped library): a thread computing
+    in ``dgemm_kernel`` is not waiting because a stale return address says so."""
+    own_code = any(
+        not spot.caller and spot.symbol and not is_system_library(spot.library)
+        for spot in loc.spots
+    )
+    found: List[Tuple[NativeSpin, int]] = []
     for spot in loc.spots:
-        for framework, engine in _ENGINES:
-            if _matches(engine, spot):
-                spin = NativeSpin(spot.library, spot.symbol, engine.what, framework)
-                found.append((spot.hits + (1000 if spot.symbol else 0), spin))
-                break
-    if not found and thread_name:
-        for framework, engine in _ENGINES:
-            if engine.thread_names and thread_name.startswith(engine.thread_names):
-                return NativeSpin(loc.library, loc.symbol, engine.what, framework)
-    return max(found, key=lambda kv: kv[0])[1] if found else None
+        if spot.caller and own_code:
+            continue
+        hit = _engine(spot, thread_name)
+        if hit is not None:
+            framework, engine = hit
+            found.append((NativeSpin(spot.library, spot.symbol, engine.what, framework), spot.hits))
+    return found
 
 
 def native_spin(series: Sequence[Optional[ThreadSample]]) -> Optional[NativeSpin]:
     """A thread (its sample in each alive sample of its process) that spins in a progress
     engine: running in every sample it was seen, its Python stack (if any) the same in all,
     located in two samples at least and in an engine in most of those. It waits for a
-    message, like a Python poll loop; None otherwise."""
+    message, like a Python poll loop; None otherwise. Named by the engine function with the
+    most hits over the samples (the loop itself, ``opal_progress``, over the call it serves)."""
     seen = [t for t in series if t is not None]
     if len(seen) < 2 or len(seen) != len(series) or any(t.state != "R" for t in seen):
         return None
     if len({t.stack_id for t in seen}) != 1:
         return None
-    located = [t for t in seen if t.native is not None and t.native.spots]
-    spins = [s for s in (progress_spot(t.native, t.name) for t in located if t.native) if s]
-    if len(located) < 2 or len(spins) < max(2, SPIN_SHARE * len(located)):
+    located = [t.native for t in seen if t.native is not None and t.native.spots]
+    per_sample = [progress_spots(t.native, t.name) for t in seen if t.native and t.native.spots]
+    spinning = [found for found in per_sample if found]
+    if len(located) < 2 or len(spinning) < max(2, SPIN_SHARE * len(located)):
         return None
-    named = [s for s in spins if s.symbol]
-    return max(named or spins, key=(named or spins).count)
+    hits: Dict[NativeSpin, int] = {}
+    for found in spinning:
+        for spin, n in found:
+            hits[spin] = hits.get(spin, 0) + n
+    named = {spin: n for spin, n in hits.items() if spin.symbol} or hits
+    return max(named, key=lambda spin: named[spin])

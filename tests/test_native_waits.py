@@ -1,0 +1,67 @@
+"""Which native locations are waits (diag.verdict.native_waits): the packs' progress engines
+matched against a thread's PCs. Records as the probe writes them (the real-process tests are
+in test_native_waits_real.py)."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from diag.frameworks import PACKS
+from diag.model import NativeLocation, NativeSpot, ThreadSample
+from diag.verdict.native_waits import native_spin, progress_spots
+
+
+def _thread(*spots: NativeSpot, state: str = "R", stack: Optional[str] = "s1") -> ThreadSample:
+    native = NativeLocation(spots=tuple(spots), pcs=sum(s.hits for s in spots), source="perf")
+    return ThreadSample(tid=7, name="python", state=state, stack_id=stack, native=native)
+
+
+VADER = NativeSpot(library="mca_btl_vader.so", hits=9)
+OPAL = NativeSpot(library="libopen-pal.so.40.30.2", symbol="opal_progress", hits=3)
+OPAL_UP = NativeSpot(library="libopen-pal.so.40.30.2", symbol="opal_progress", caller=True)
+SYNC = NativeSpot(library="libopen-pal.so.40.30.2", symbol="ompi_sync_wait_mt")
+GEMM = NativeSpot(library="libopenblas.so.0", symbol="dgemm_kernel_HASWELL", hits=12)
+MEMCPY = NativeSpot(library="libc.so.6", symbol="__memcpy_avx_unaligned", hits=4)
+
+
+def test_every_native_engine_names_a_library_and_says_what_it_does() -> None:
+    engines = [e for p in PACKS for e in p.native]
+    assert {p.key for p in PACKS if p.native} >= {"mpi", "ucx", "cuda"}
+    for engine in engines:
+        assert engine.libraries and engine.what
+    for key in ("mpi", "ucx", "cuda"):
+        (pack,) = [p for p in PACKS if p.key == key]
+        assert pack.sources, key
+
+
+def test_ranks_in_open_mpis_progress_engine_spin_named_by_the_loop() -> None:
+    series: Sequence[Optional[ThreadSample]] = [
+        _thread(VADER, OPAL, SYNC),
+        _thread(VADER, OPAL_UP),
+        _thread(VADER, OPAL),
+    ]
+    spin = native_spin(series)
+    assert spin is not None
+    assert spin.symbol == "opal_progress"
+    assert spin.label() == "libopen-pal's `opal_progress`"
+    assert "Open MPI" in spin.what
+
+
+def test_a_thread_computing_in_its_own_code_is_no_spin_whatever_its_stack_holds() -> None:
+    """A stale return address into MPI on the stack of a thread computing in BLAS."""
+    loc = NativeLocation(spots=(GEMM, OPAL_UP), pcs=12, source="perf")
+    assert progress_spots(loc) == []
+    assert native_spin([_thread(GEMM, OPAL_UP), _thread(GEMM, OPAL_UP)]) is None
+
+
+def test_a_pc_in_libc_is_a_spin_when_its_caller_is_the_engine() -> None:
+    loc = NativeLocation(spots=(MEMCPY, OPAL_UP), pcs=4, source="perf")
+    assert [s.symbol for s, _ in progress_spots(loc)] == ["opal_progress"]
+
+
+def test_one_located_sample_a_moving_stack_or_a_sleeping_thread_is_not_enough() -> None:
+    assert native_spin([_thread(VADER, OPAL), _thread(VADER, OPAL, stack="s2")]) is None
+    assert native_spin([_thread(VADER, OPAL), _thread(VADER, OPAL, state="S")]) is None
+    one = ThreadSample(tid=7, state="R", stack_id="s1")
+    assert native_spin([_thread(VADER, OPAL), one, one]) is None
+    assert native_spin([_thread(VADER, OPAL), None]) is None
