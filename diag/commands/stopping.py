@@ -2,7 +2,8 @@
 CMD`` and ``watch`` (and the Slurm node collector, whose controller says "stop").
 
 SIGINT, SIGTERM and SIGHUP only *record* a stop request (and, in launch mode, pass the signal
-on to the launched command first, so it reacts as if diag were not there); the sampling loop,
+on to the launched command first, so it reacts as if diag were not there - but for SIGHUP, diag's
+terminal going away, which the job outlives: ``diag.watch.interrupts``); the sampling loop,
 which sleeps on the request between samples, ends after the sample in flight, and the outputs
 are written with what was taken. A second signal while they are written is only counted: it
 must not lose them. Nothing here raises from a signal handler, so no write is ever cut in half.

@@ -71,11 +71,12 @@ class _Tee:
         self.thread = threading.Thread(target=self._run, name="diag-tee", daemon=True)
 
     def _to_terminal(self, chunk: bytes) -> None:
-        if self._terminal is None:
+        terminal = self._terminal
+        if terminal is None:
             return
         try:
-            self._terminal.write(chunk)
-            self._terminal.flush()
+            terminal.write(chunk)
+            terminal.flush()
         except (OSError, ValueError):
             # The terminal went away (`diag watch -- cmd | head`): keep logging regardless.
             self._terminal = None
