@@ -18,6 +18,7 @@ _MODULES: Tuple[str, ...] = (
     *("ray", "servers", "dataloader", "hf", "file_locks", "fuse", "pyzmq", "launchers"),
     "stdlib",
     *("mpi", "ucx", "cuda"),
+    *("grpc", "dask"),
 )
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import FrozenSet, Literal, Optional, Tuple
 
+from diag.frameworks.flow import FlowPause
+
 # What a clock does when it fires.
 ClockAction = Literal["aborts", "kills", "fails_startup", "restarts", "warns"]
 # What starts its count.
@@ -245,5 +247,8 @@ class Pack:
     plumbing_packages: FrozenSet[str] = frozenset()
     # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     debugger_frames: FrozenSet[str] = frozenset()
+    # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
+    # falling) - ``diag.verdict.flow_control`` (``flow.FlowPause``).
+    flow_pauses: Tuple[FlowPause, ...] = ()
     # Where each fact was checked (a source path and version), for the next reader.
     sources: Tuple[str, ...] = field(default=())
