@@ -55,9 +55,21 @@ def job(spawn: Any) -> Any:
     return spawn([sys.executable, str(PROGRAMS / "rank_job.py"), "2"])
 
 
+BUNDLE = str(REPO / "tests" / "golden" / "bundles" / "fr_lag_4ranks.json")
+
+
 @pytest.mark.parametrize("reader", ["head -1", "true"])
-@pytest.mark.parametrize("args", [["ps", "--no-gpu"], ["ps", "--no-gpu", "--json"], ["--help"]])
-def test_ps_and_help_into_a_closed_pipe_exit_0(
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ps", "--no-gpu"],
+        ["ps", "--no-gpu", "--json"],
+        ["--help"],
+        ["summary", BUNDLE],
+        ["summary", "--json", BUNDLE],
+    ],
+)
+def test_ps_summary_and_help_into_a_closed_pipe_exit_0(
     job: Any, tmp_path: Path, args: List[str], reader: str
 ) -> None:
     code, stderr = _pipeline(args, reader, tmp_path, delay_s=2.0 if reader == "true" else 0.0)
