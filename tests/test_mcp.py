@@ -284,3 +284,100 @@ def test_a_fifo_or_device_given_to_summary_or_watch_status_is_refused_at_once(
         assert result.is_error
         text = "".join(getattr(block, "text", "") for block in result.content)
         assert word in text and "\n" not in text.strip(), text
+
+
+def _mentioning(text: str) -> List[int]:
+    """PIDs of the processes whose argv mentions ``text`` (the server, its capture child)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if text.encode() in argv:
+                pids.append(int(entry.name))
+    return pids
+
+
+def _wait_gone(text: str, timeout_s: float) -> float:
+    """Seconds until no process mentions ``text`` (fails past ``timeout_s``)."""
+    start = time.monotonic()
+    while _mentioning(text):
+        assert time.monotonic() - start < timeout_s, [
+            (pid, Path(f"/proc/{pid}/cmdline").read_bytes()) for pid in _mentioning(text)
+        ]
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def _client_gone_mid_capture(spawn: Any, tmp_path: Path, mode: str) -> Tuple[Path, Any]:
+    """A real SDK client (its own process) asks for a 20 s capture, then goes away as
+    ``mode`` says, once the capture child is running."""
+    job = spawn([sys.executable, str(PROGRAMS / "exit_soon.py"), "300"])
+    out = tmp_path / "reports"
+    client = subprocess.Popen(
+        [sys.executable, str(PROGRAMS / "mcp_client.py"), str(out), str(job.pid), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert client.stdout is not None and "READY" in client.stdout.readline()
+        deadline = time.monotonic() + 60
+        while not any(f"-o {out}/" in " ".join(_argv(p)) for p in _mentioning(str(out))):
+            assert time.monotonic() < deadline and client.poll() is None
+            time.sleep(0.1)
+        time.sleep(2.0)  # a sample or two taken
+        if mode == "hang":
+            client.kill()
+        client.wait(timeout=60)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+    return out, job
+
+
+def _argv(pid: int) -> List[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _assert_clean_reports(out: Path) -> Dict[str, Any]:
+    names = sorted(p.name for p in out.iterdir())
+    assert not [n for n in names if n.startswith(".") or n.endswith(".tmp")], names
+    bundles = [out / n for n in names if n.endswith(".json")]
+    assert len(bundles) == 1, names
+    assert {bundles[0].with_suffix(ext).name for ext in (".html", ".md")} <= set(names)
+    doc: Dict[str, Any] = json.loads(bundles[0].read_text(encoding="utf-8"))
+    return doc
+
+
+@pytest.mark.slow
+def test_a_client_killed_mid_capture_leaves_the_capture_to_finish(
+    spawn: Any, tmp_path: Path
+) -> None:
+    """The client SIGKILLed: the server sees its stdin end. The capture runs its 20 samples
+    to the end and writes its reports; then the server and the capture exit - no process, no
+    temporary file left - and the job was never touched."""
+    out, job = _client_gone_mid_capture(spawn, tmp_path, "hang")
+    _wait_gone(str(out), timeout_s=120)
+    doc = _assert_clean_reports(out)
+    assert len(doc["samples"]) == 20
+    assert job.proc.poll() is None
+
+
+@pytest.mark.slow
+def test_a_client_that_closes_mid_capture_stops_it_cleanly(spawn: Any, tmp_path: Path) -> None:
+    """The client gives up on the answer and closes the session (the SDK closes the server's
+    stdin, then SIGTERMs it): the capture is told as Ctrl-C would tell it, writes what it took
+    and exits well before its 20 s - no process, no temporary file left, the job untouched."""
+    out, job = _client_gone_mid_capture(spawn, tmp_path, "leave")
+    _wait_gone(str(out), timeout_s=30)
+    doc = _assert_clean_reports(out)
+    assert 1 <= len(doc["samples"]) < 20
+    assert job.proc.poll() is None

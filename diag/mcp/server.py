@@ -29,7 +29,7 @@ from diag.bundle.files import NotRegularFile
 from diag.bundle.io import MAX_BUNDLE_BYTES
 from diag.errors import EXIT_USAGE, DiagError
 from diag.mcp.paths import checked_file, fresh_private_dir, report_base
-from diag.probes.pychild import TRUSTED_CWD, python_module_argv
+from diag.probes.pychild import TRUSTED_CWD, python_module_argv, signal_on_parent_death
 from diag.redact import Redactor
 
 CAPTURE_SLACK_S = 90.0  # py-spy, NVML, writing the reports, on top of interval x count
@@ -94,6 +94,9 @@ def _fail(message: str) -> Exception:
     return ToolError(" ".join(Redactor().scrub(message).split()))
 
 
+_TERM_WITH_SERVER = signal_on_parent_death(signal.SIGTERM)
+
+
 def run_child(argv: Sequence[str], timeout_s: float, cwd: Optional[Path] = None) -> Dict[str, Any]:
     """Run a diag child; its stdout's one JSON document, scrubbed. A deadline kills the
     child's own session (diag, its py-spy and NVML worker), nothing else. The child runs in
@@ -106,6 +109,10 @@ def run_child(argv: Sequence[str], timeout_s: float, cwd: Optional[Path] = None)
         stderr=subprocess.PIPE,
         cwd=str(cwd) if cwd else TRUSTED_CWD,
         start_new_session=True,
+        # The server gone (its client closed the session: SIGTERM, or it was killed), the
+        # child is told as a user's Ctrl-C would: a capture writes what it took and exits,
+        # a summary just ends. Nothing is left running for nobody to read.
+        preexec_fn=_TERM_WITH_SERVER,
     )
     try:
         out, err = proc.communicate(timeout=timeout_s)

@@ -13,8 +13,9 @@ whoever runs diag, not a place another user writes.
 
 from __future__ import annotations
 
+import ctypes
 import sys
-from typing import List
+from typing import Callable, List, Optional
 
 TRUSTED_CWD = "/"
 
@@ -27,3 +28,22 @@ def safe_path_flags() -> List[str]:
 def python_module_argv(module: str, python: str = sys.executable) -> List[str]:
     """``[python, -P, -m, module]``: the argv of a diag child that never imports from cwd."""
     return [python, *safe_path_flags(), "-m", module]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def signal_on_parent_death(signum: int) -> Callable[[], None]:
+    """A ``preexec_fn`` that has the kernel send ``signum`` to the child when the thread that
+    started it dies (``PR_SET_PDEATHSIG``; only ``prctl`` runs between fork and exec). libc is
+    loaded here, in the parent, not in the forked child. A no-op where libc cannot be had."""
+    try:
+        libc: Optional[ctypes.CDLL] = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        libc = None
+
+    def preexec() -> None:
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+    return preexec
