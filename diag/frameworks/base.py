@@ -129,6 +129,12 @@ class Clock:
     # Its ``argv_flag`` is the main process's only (SGLang's schedulers' argv is their title):
     # the value read there holds for every process of the job.
     job_wide: bool = False
+    # A watchdog that is a thread of one process role and counts only while that process runs
+    # a step: the role (``diag.text.roles``' "scheduler"), the frames of a step, and the name
+    # prefix of its idle loop (a process back there never fires it).
+    thread_of: str = ""
+    counts_in: FrozenSet[str] = frozenset()
+    idle_loop_prefix: str = ""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from diag.frameworks.base import Clock, Pack, RoleSign
 PACK = Pack(
     name="SGLang",
     key="sglang",
-    argv=("sglang.launch_server",),
+    # Any argv element naming it ("python -m sglang.launch_server", "sglang serve").
+    argv=("sglang",),
     titles=("sglang::",),
     modules=("sglang/srt/",),
     env=("SGLANG_",),
@@ -45,6 +46,14 @@ PACK = Pack(
             late_factor=1.5,
             implied=True,
             job_wide=True,
+            # A scheduler's watchdog counts while ``cur_batch_for_debug`` is set or the
+            # scheduler initializes (sglang/srt/managers/scheduler_components/
+            # invariant_checker.py); back in ``event_loop_*`` it never fires.
+            thread_of="scheduler",
+            counts_in=frozenset(
+                {"run_batch", "forward_batch_generation", "forward_batch_split_prefill", "forward"}
+            ),
+            idle_loop_prefix="event_loop",
             source="sglang 0.5 server_args.py (watchdog_timeout = 300)",
         ),
     ),

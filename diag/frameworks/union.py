@@ -153,6 +153,19 @@ def startup_line(phase: StartupPhase) -> Pattern[str]:
 CLOCKS: Tuple[Tuple[Pack, Clock], ...] = tuple((p, c) for p in PACKS for c in p.clocks)
 
 
+def _fragments(p: Pack) -> Tuple[str, ...]:
+    return tuple(f.lower() for f in (*p.argv, *p.titles))
+
+
+def recognised(p: Pack, name: str, argv: Tuple[str, ...]) -> bool:
+    """The process (kernel name, argv[0..3]) is one of ``p``'s, by its argv/title fragments."""
+    frags = _fragments(p)
+    if not frags:
+        return False
+    texts = [name.lower(), *(a.lower() for a in argv[:4])]
+    return any(f in t for f in frags for t in texts)
+
+
 def clocks_for(*keys: str) -> Tuple[Clock, ...]:
     """The clocks of the packs named (all packs when none is named)."""
     return tuple(c for p, c in CLOCKS if not keys or p.key in keys)

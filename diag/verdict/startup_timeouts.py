@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
+from diag.frameworks import union
+from diag.frameworks.base import Clock, Pack
 from diag.model import Bundle, ProcessInfo, RankPhase
 from diag.text.roles import framework_role, named
 from diag.verdict.features import ProcSignals
 from diag.verdict.startup_signs import CONVERTING, LOADING, eta_words
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import PEER, short_name
-
-SGLANG_WATCHDOG = "SGLang's watchdog"
 
 
 class Timeout(NamedTuple):
@@ -44,49 +44,38 @@ def _number(text: Optional[str]) -> Optional[float]:
         return None
 
 
-def timeouts_of(info: ProcessInfo) -> List[Timeout]:
-    """The framework timeouts one process's argv and env set (or imply by default)."""
-    out: List[Timeout] = []
+def _truthy(text: Optional[str]) -> bool:
+    return (text or "").strip().lower() in ("1", "true")
+
+
+def _timeout(pack: Pack, clock: Clock, info: ProcessInfo) -> Optional[Timeout]:
+    """One clock of a pack as it holds for this process, or None when nothing turns it on."""
     argv, env = info.cmdline, info.env
-    sglang = "sglang" in info.name.lower() or any("sglang" in a.lower() for a in argv[:4])
-    flag = _number(_flag(argv, "--watchdog-timeout"))
-    if sglang or flag is not None:
-        seconds = flag if flag is not None else 300.0
-        out.append(Timeout(SGLANG_WATCHDOG, "`--watchdog-timeout`", seconds, None, True, 1.5))
-    rpc_ms = _number(env.get("VLLM_RPC_TIMEOUT"))
-    if rpc_ms is not None:
-        out.append(
-            Timeout("vLLM's RPC timeout", "`VLLM_RPC_TIMEOUT` (ms)", rpc_ms / 1000, None, True)
-        )
-    iteration = _number(env.get("VLLM_ENGINE_ITERATION_TIMEOUT_S"))
-    if iteration is not None:
-        out.append(
-            Timeout(
-                "vLLM's engine iteration timeout",
-                "`VLLM_ENGINE_ITERATION_TIMEOUT_S`",
-                iteration,
-                None,
-                False,
-            )
-        )
-    heartbeat = _number(env.get("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"))
-    monitoring = env.get("TORCH_NCCL_ENABLE_MONITORING", "").strip().lower() in ("1", "true")
-    if heartbeat is not None or monitoring:
-        out.append(
-            Timeout(
-                "torch's NCCL heartbeat monitor",
-                "`TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC`",
-                heartbeat if heartbeat is not None else 480.0,
-                None,
-                False,
-            )
-        )
-    end = _number(env.get("SLURM_JOB_END_TIME"))
-    if end is not None and end > 0:
-        out.append(
-            Timeout("Slurm's time limit", "`--time` / `SLURM_JOB_END_TIME`", None, end, True)
-        )
-    return out
+    value = _number(_flag(argv, clock.argv_flag)) if clock.argv_flag else None
+    if value is None and clock.env:
+        raw = _number(env.get(clock.env))
+        # A unit other than seconds: divide by its inverse (5000 ms / 1000.0 is exactly 5.0).
+        value = raw if raw is None or clock.env_scale == 1.0 else raw / (1.0 / clock.env_scale)
+    if clock.starts == "absolute":
+        if value is None or value <= 0:
+            return None
+        return Timeout(clock.name, clock.knob, None, value, clock.during_startup, clock.late_factor)
+    on = (
+        value is not None
+        or (clock.implied and union.recognised(pack, info.name, tuple(argv)))
+        or (clock.enable_env is not None and _truthy(env.get(clock.enable_env)))
+    )
+    seconds = value if value is not None else clock.default_s
+    if not on or seconds is None:
+        return None
+    return Timeout(clock.name, clock.knob, seconds, None, clock.during_startup, clock.late_factor)
+
+
+def timeouts_of(info: ProcessInfo) -> List[Timeout]:
+    """The framework timeouts one process's argv and env set (or imply by default): every
+    pack's ``clocks``, in pack order."""
+    found = (_timeout(pack, clock, info) for pack, clock in union.CLOCKS)
+    return [t for t in found if t is not None]
 
 
 def _budget(t: Timeout) -> str:
@@ -130,39 +119,49 @@ def _load_warnings(
 
 
 def job_wide(timeouts: Dict[int, List[Timeout]], procs: Sequence[ProcSignals]) -> None:
-    """SGLang's ``--watchdog-timeout`` is a flag of the main process only (its schedulers' argv
-    is their title): its value holds for every process of the job (in place)."""
-    flags = [_number(_flag(p.info.cmdline, "--watchdog-timeout")) for p in procs]
-    value = next((f for f in flags if f is not None), None)
-    if value is None:
-        return
-    for items in timeouts.values():
-        items[:] = [t._replace(seconds=value) if t.who == SGLANG_WATCHDOG else t for t in items]
+    """A clock whose flag only the main process carries (SGLang's ``--watchdog-timeout``: its
+    schedulers' argv is their title): the value read there holds for every process of the job
+    (in place)."""
+    for clock in _JOB_WIDE:
+        flag = clock.argv_flag or ""
+        flags = [_number(_flag(p.info.cmdline, flag)) for p in procs]
+        value = next((f for f in flags if f is not None), None)
+        if value is None:
+            continue
+        for items in timeouts.values():
+            items[:] = [t._replace(seconds=value) if t.who == clock.name else t for t in items]
 
 
-# A scheduler's main thread in one of these runs a batch: SGLang's watchdog counts (it counts
-# while `cur_batch_for_debug` is set or the scheduler initializes, sglang/srt/managers/
-# scheduler_components/invariant_checker.py).
-_BATCH_FRAMES = frozenset(
-    {"run_batch", "forward_batch_generation", "forward_batch_split_prefill", "forward"}
-)
+_JOB_WIDE = tuple(c for _, c in union.CLOCKS if c.job_wide and c.argv_flag)
+# Watchdogs that count only while their process runs a step (``Clock.counts_in``).
+_STEP_WATCHDOGS = tuple(c for _, c in union.CLOCKS if c.counts_in and c.thread_of)
+_STEP_WATCHDOG_NAMES = frozenset(c.name for c in _STEP_WATCHDOGS)
 
 
-def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[str]:
-    """How SGLang's watchdog stands to this hang when it may not end it (a phrase), or None
-    when it will (or diag cannot tell).
+def step_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[str]:
+    """How a step watchdog (``Clock.counts_in``: SGLang's) stands to this hang when it may not
+    end it (a phrase), or None when it will (or diag cannot tell)."""
+    for clock in _STEP_WATCHDOGS:
+        found = _step_watchdog_blocked(clock, bundle, procs)
+        if found is not None:
+            return found
+    return None
 
-    The watchdog is a daemon thread of each scheduler process: a stopped (or dead) scheduler's
-    never runs. It counts only while a batch is set (``cur_batch_for_debug``, set each loop
-    iteration from the batch it runs) or the scheduler initializes: a scheduler back in its
-    event loop waiting for requests never fires it, however long a client waits for a stopped
-    detokenizer or main process. A scheduler blocked in its loop's receive on a peer rank (the
-    request broadcast) keeps the batch of the iteration before: it fires only if one ran."""
+
+def _step_watchdog_blocked(
+    clock: Clock, bundle: Bundle, procs: Sequence[ProcSignals]
+) -> Optional[str]:
+    """The watchdog is a daemon thread of each ``thread_of`` process (SGLang's scheduler): a
+    stopped (or dead) one's never runs. It counts only while a step runs (``counts_in``) or
+    the process initializes: one back in its idle loop (``idle_loop_prefix``) waiting for
+    requests never fires it, however long a client waits for a stopped detokenizer or main
+    process. One blocked in its loop's receive on a peer rank (the request broadcast) keeps
+    the step of the iteration before: it fires only if one ran."""
     schedulers = [
         p
         for p in procs
         if (role := framework_role(p.info.cmdline, p.info.name)) is not None
-        and role.role == "scheduler"
+        and role.role == clock.thread_of
     ]
     if not schedulers:
         return None
@@ -181,7 +180,7 @@ def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Opt
         names = {short_name(f.name) for f in frames_of(bundle, main.stack_id)} if main else set()
         if not names:
             return None  # no stack: diag cannot tell
-        if names & _BATCH_FRAMES or not any(n.startswith("event_loop") for n in names):
+        if names & clock.counts_in or not any(n.startswith(clock.idle_loop_prefix) for n in names):
             return None  # a batch runs, or the scheduler initializes: the watchdog counts
         on_peer = on_peer or p.main_family == PEER
     if on_peer:
@@ -194,9 +193,9 @@ def sglang_watchdog_blocked(bundle: Bundle, procs: Sequence[ProcSignals]) -> Opt
 def _hang_tail(timeouts: Sequence[Timeout], now_s: float, blocked: Optional[str] = None) -> str:
     parts = []
     for t in timeouts:
-        if t.who == SGLANG_WATCHDOG and blocked and blocked.startswith("will not"):
+        if t.who in _STEP_WATCHDOG_NAMES and blocked and blocked.startswith("will not"):
             parts.append(f"{t.who} ({t.knob}) {blocked}")
-        elif t.who == SGLANG_WATCHDOG and blocked and t.seconds is not None:
+        elif t.who in _STEP_WATCHDOG_NAMES and blocked and t.seconds is not None:
             window = f"{t.seconds:.0f}-{t.seconds * t.late:.0f} s"
             parts.append(
                 f"{t.who} ({t.knob} {t.seconds:.0f} s) ends it {window} after it stalled, {blocked}"

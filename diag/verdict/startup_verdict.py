@@ -20,7 +20,7 @@ from diag.verdict.startup_timeouts import (
     _hang_tail,
     _load_warnings,
     job_wide,
-    sglang_watchdog_blocked,
+    step_watchdog_blocked,
     timeouts_of,
 )
 from diag.verdict.wording import who
@@ -74,5 +74,5 @@ def startup_parts(
         for items in timeouts.values():
             for t in items:
                 unique.setdefault((t.who, t.seconds, t.deadline_s), t)
-        tail += _hang_tail(list(unique.values()), now_s, sglang_watchdog_blocked(bundle, procs))
+        tail += _hang_tail(list(unique.values()), now_s, step_watchdog_blocked(bundle, procs))
     return StartupParts(tuple(phases), tuple(warnings), tail)
