@@ -475,6 +475,13 @@ _printing: Optional[Redactor] = None
 _printing = Redactor()
 
 
+def process_redactor() -> Redactor:
+    """The Redactor that learns every value any Redactor of this process learns (the one
+    ``printable`` scrubs with): for a document printed whole, such as a ``--json`` answer."""
+    assert _printing is not None
+    return _printing
+
+
 def printable(text: str, *, one_line: bool = False) -> str:
     """``text`` as diag may print it: scrubbed with every secret this process has learned
     (whichever Redactor learned it) and every pattern, then terminal-safe (``one_line``: no

@@ -85,6 +85,11 @@ def _capture(pid: int, out: Path) -> Dict[str, str]:
         if path.is_file():
             texts[path.name] = path.read_bytes().decode("utf-8", "replace")
     assert {"run.json", "run.html", "run.md"} <= set(texts), sorted(texts)
+    pytest.importorskip("pydantic")
+    from diag.mcp.server import Tools
+
+    summary = Tools(out / "mcp").summary(str(out / "run.json"))
+    texts["MCP summary"] = json.dumps(summary, ensure_ascii=False)
     return texts
 
 
@@ -100,10 +105,12 @@ def test_a_secret_past_the_environment_bound_and_in_the_title_leaks_nowhere(
         "env past the bound": "pastbound" + secrets.token_hex(12),
         "title --api-key": "titlekey" + secrets.token_hex(12),
         "title token=": "titletok" + secrets.token_hex(12),
+        "title cookie": "titlecookie" + secrets.token_hex(12),
     }
     title = (
         f"worker --note {planted['env past the bound']} --api-key={planted['title --api-key']}"
-        f" token={planted['title token=']} --port 8000"
+        f" token={planted['title token=']} -H 'Cookie: a=1; theme={planted['title cookie']}'"
+        " --port 8000"
     )
     env = _flood_env("ZZZ_SERVICE_TOKEN", planted["env past the bound"])
     # A thread named with the title's key, bare: only a value learned from the title

@@ -28,6 +28,7 @@ from diag.probes.env import (
     MAX_KEPT_ENV_BYTES,
     MAX_KEPT_VARS,
     bounded_env,
+    learn_environ,
     parse_environ,
 )
 from diag.probes.procfs import ProcFS
@@ -98,7 +99,7 @@ class ProcessTable:
             ident = result.value
             if ident is None or ident.stat.start_ticks != reused[pid]:
                 continue  # gone already, or yet another process
-            self.redactor.add_environ(parse_environ(ident.environ) if ident.environ else {})
+            _learn(self.redactor, ident.environ)
             self.redactor.scrub_argv(ident.cmdline)  # learns the values of secret flags
         return fresh
 
@@ -131,7 +132,7 @@ class ProcessTable:
             if key == self._env_seen[pid]:
                 continue
             self._env_seen[pid] = key
-            self.redactor.add_environ(parse_environ(environ))
+            _learn(self.redactor, environ)
             self.redactor.scrub_argv(cmdline)  # learns the values of secret flags
 
     def discover(
@@ -164,7 +165,7 @@ class ProcessTable:
                 continue
             ident = result.value
             env = parse_environ(ident.environ) if ident.environ else {}
-            self.redactor.add_environ(env)  # learn every secret before anything is written
+            _learn(self.redactor, ident.environ)  # every secret, before anything is written
             self._env_seen[pid] = (ident.exe, hash(ident.environ or b""))
             identities[pid] = ident
             envs[pid] = env
@@ -277,6 +278,13 @@ class ProcessTable:
         if not inferred:
             return []
         return self._refresh(assign_roles(self.root_pid, self._parents, self._ranks), set())
+
+
+def _learn(redactor: Redactor, environ: Optional[bytes]) -> None:
+    """The secrets of an environ block read up to MAX_ENVIRON_BYTES: one the bound cut
+    inside a secret variable makes that value a cut secret (``learn_environ``)."""
+    if environ:
+        learn_environ(redactor, environ, cut=len(environ) >= MAX_ENVIRON_BYTES)
 
 
 def _exe_and_environ(procfs: ProcFS, pid: int) -> Tuple[Optional[str], bytes, Tuple[str, ...]]:

@@ -36,7 +36,7 @@ import msgspec
 
 from diag.bundle.files import open_regular
 from diag.model import Bundle, Verdict
-from diag.redact import Redactor
+from diag.redact import Redactor, process_redactor
 
 if TYPE_CHECKING:  # the records stay light to import: `diag ps` loads no renderer
     from diag.commands.outcome import Outcome
@@ -256,8 +256,9 @@ def bundle_redactor(bundle: Bundle) -> Redactor:
 
 
 def encode(doc: msgspec.Struct, redactor: Optional[Redactor] = None) -> str:
-    """The document as one line of ASCII JSON, every string scrubbed."""
-    scrubber = redactor if redactor is not None else Redactor()
+    """The document as one line of ASCII JSON, every string scrubbed (by default with every
+    value this process learned: ``ps --json``'s environments, a capture's secrets)."""
+    scrubber = redactor if redactor is not None else process_redactor()
     data = scrubber.scrub_obj(msgspec.to_builtins(doc))
     return json.dumps(data, ensure_ascii=True, sort_keys=False)
 
