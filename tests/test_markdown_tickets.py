@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from bench.synth import make_bundle
-from diag.model import Bundle, Evidence, Suspect
+from diag.model import Bundle, Evidence, Frame, Stack, Suspect
 from diag.redact import Redactor
 from diag.render.build import build_view
 from diag.render.markdown import render_markdown
@@ -45,6 +45,7 @@ LIVE = (
     "</details><script>alert(1)</script>",
     "x\n```\n# forged heading\n```",
     "```` fence",
+    "```",
     "~~~ tilde fence",
     "<sub>small</sub>",
     "a\u2028b `tick` <!-- comment -->",
@@ -114,7 +115,25 @@ def _hostile_bundle(names: Tuple[str, ...]) -> Bundle:
         suspects=(Suspect(pid=pid, rank=1, reason=" ".join(names), chain=names[0]),),
     )
     host = msgspec.structs.replace(bundle.host, diag_version=" ".join(names))
-    return msgspec.structs.replace(bundle, processes=tuple(infos), verdict=verdict, host=host)
+    # The job's own frames named by the job too, fence-breaking names first: the suspect's
+    # stack is written in a fenced block.
+    order = sorted(names, key=lambda n: "```" not in n and "~~~" not in n)
+    stacks = {key: _renamed(stack, order) for key, stack in bundle.stacks.items()}
+    return msgspec.structs.replace(
+        bundle, processes=tuple(infos), verdict=verdict, host=host, stacks=stacks
+    )
+
+
+def _renamed(stack: Stack, names: List[str]) -> Stack:
+    """``stack`` with its n-th frame of the job's own code named ``names[n]``."""
+    frames: List[Frame] = []
+    n = 0
+    for f in stack.frames:
+        if f.filename.startswith("/opt/job/"):
+            f = msgspec.structs.replace(f, name=names[n % len(names)])
+            n += 1
+        frames.append(f)
+    return msgspec.structs.replace(stack, frames=tuple(frames))
 
 
 @pytest.mark.parametrize("value", LIVE)
@@ -129,6 +148,12 @@ def test_a_report_of_hostile_names_is_inert_on_github() -> None:
     bundle = _hostile_bundle(LIVE)
     md = render_markdown(build_view(bundle, bundle.verdict, "bundle"))
     _assert_inert(md)
+    assert "### Stack of the suspect" in md and "\n```\n" in md  # a fenced stack was written
+    # One fenced block holds the whole stack, the fence-breaking names inside it as text.
+    html = cmarkgfm.github_flavored_markdown_to_html(md, options=Options.CMARK_OPT_UNSAFE)
+    blocks = re.findall(r"<pre><code>(.*?)</code></pre>", html, re.S)
+    assert len(blocks) == 1 and "tilde fence" in blocks[0] and "forged heading" in blocks[0]
+    assert "all_reduce" in blocks[0] and "train.py" in blocks[0].splitlines()[-1]
     text = "".join(_github(md).plain)
     assert "rank 1 waits" in text  # the sentence is there, only its live words are code
     assert "@team" in md and "www.evil.example" in md  # visible as typed, as code
