@@ -66,12 +66,13 @@ WaitFamily = Literal[
 ]
 
 # The families of the rule table (``diag.verdict.rules``), one module each.
-RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors"]
+RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors", "flow"]
 
 # The rules of the table, in no particular order (the table's order is in
 # ``diag.verdict.rules.TABLE``).
 RuleId = Literal[
     "rank_died",
+    "flow_paused",
     "rank_stopped",
     "log_names_dead_rank",
     "blocked_on_itself",

@@ -769,6 +769,26 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "0,2 in all_reduce (needs root and /dev/fuse)",
         rules=("waits_on_filesystem",),
     ),
+    Scenario(
+        "grpc_stream_stalled",
+        "slow",
+        ("root",),  # the client that stopped reading (the server is a suspect too)
+        False,
+        "a trainer reads 3 messages of its data server's gRPC stream, then sleeps: the "
+        "server's stream writer waits in `_send_response` for it to read (flow control)",
+        ("grpc",),
+        rules=("flow_paused",),
+    ),
+    Scenario(
+        "dask_worker_paused",
+        "slow",
+        None,  # the suspect is the paused worker, not the root (tests/test_dask_real.py)
+        False,
+        "a Dask client waits on 10 tasks; the LocalCluster's only worker leaked 87% of its "
+        "memory limit and paused itself ('Worker is at 87% memory usage. Pausing worker.')",
+        ("dask", "distributed"),
+        rules=("flow_paused",),
+    ),
 )
 
 

@@ -61,6 +61,8 @@ def graph_state(graph: Optional[WaitGraph]) -> Optional[FrozenSet[VerdictState]]
         return _DEADLOCKED
     if work:
         return _WORKING
+    if any(e.kind == "flow" for e in graph.edges):
+        return _SLOW  # a framework paused itself until a party acts (flow_control)
     if stopped_aside:
         return _DEADLOCKED  # nothing works: a stopped process is all there is to see
     return _doors_state(graph, by_key, doors)

@@ -21,6 +21,7 @@ from diag.verdict.graph_fd_edges import (
     _stdin_from_job,
     _thread_fd_edges,
 )
+from diag.verdict.graph_flow_edges import flow_edges
 from diag.verdict.graph_nodes import (
     _DEAD_STATES,
     _PIPE_READS,
@@ -373,6 +374,7 @@ def _build(
     _store_join_edges(b)
     for p in procs:
         _own_edges(b, p)
+    flow_edges(b)  # frameworks' own flow control and admission pauses
     return b
 
 

@@ -61,6 +61,10 @@ OUT_PEER = OUTSIDE + "peer"
 OUT_STORE = OUTSIDE + "store"
 
 
+# A worker its framework paused for memory: its memory falling ends the pause.
+OUT_MEMORY = OUTSIDE + "memory"
+
+
 _OUTSIDE_NODES: Dict[str, Tuple[str, str]] = {
     OUT_CLIENTS: ("outside: clients", "clients outside the job wait for answers"),
     OUT_NETWORK: ("outside: requests", "a request or connection from outside the job"),
@@ -71,6 +75,7 @@ _OUTSIDE_NODES: Dict[str, Tuple[str, str]] = {
         "outside: rendezvous store",
         "the c10d store's host (rank 0, or torchrun's agent), not in the capture",
     ),
+    OUT_MEMORY: ("outside: memory", "the paused process's memory falling below its threshold"),
 }
 
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from diag.model import RuleMatch
-from diag.verdict.rules import deaths, doors, graph, locks, motion, peers, words
+from diag.verdict.rules import deaths, doors, flow, graph, locks, motion, peers, words
 from diag.verdict.rules.base import Decision, Rule, rule
+from diag.verdict.rules.words_flow import FLOW_OUTRANKS
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
@@ -184,6 +185,22 @@ TABLE: Tuple[Rule, ...] = (
         of its file lock. That process must run again (or be replaced) first; killing the
         job would not help. (Its example was recorded by tests/test_file_locks.py.)""",
         examples=["file_lock_stopped_holder"],
+    ),
+    rule(
+        "flow_paused",
+        "flow",
+        ["slow"],
+        flow.flow_paused,
+        FLOW_OUTRANKS,
+        doc="""Nothing of the job's output moves and a framework paused one of its processes
+        until a named party acts (``diag.verdict.flow_control``, from the packs'
+        ``flow_pauses``): a gRPC stream writer waits in ``_send_response`` in every sample for
+        its client to read (HTTP/2 flow control), or a Dask worker logged "Pausing worker" for
+        memory and still holds it. Its parked thread and idle event loop read "idle, healthy"
+        (or its clients' requests "deadlocked"); the wait-for graph draws a ``flow`` edge to
+        the party - the peer that must read, the memory that must fall - and that party is the
+        suspect.""",
+        examples=["grpc_stream_stalled", "dask_worker_paused"],
     ),
     rule(
         "waits_for_file_lock",

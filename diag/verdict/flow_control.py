@@ -1,0 +1,234 @@
+"""A framework's own flow control or admission pause: a wait with a party that can end it.
+
+A stream writer that waits for its peer to read (gRPC's HTTP/2 flow control) and a worker that
+paused itself under memory pressure (Dask's memory monitor) look, by CPU and stacks alone,
+like a healthy server waiting for work: a thread parked untimed on a condition, an event loop
+in epoll, a client waiting for results. They are not idle: the job asked for work that will
+not come until the party ends the pause - the peer reads, the memory falls. The frameworks'
+packs (``diag.frameworks``, ``FlowPause``) say how each pause shows; this module finds them
+in a capture (``flow_stalls``) for the wait-for graph (``graph_flow_edges``) and the rule
+that names the party (``rules.flow``).
+
+Shown by a thread: the same thread of a live process in one of the pause's frames in every
+sample it was seen in (two at least - one sample of a writer waiting for each send is how a
+steady stream looks too; a stream that moves is decided by the motion rules first). Shown by
+a log line: the framework's pause line in a log the job writes, with no resume line after it,
+and a process of the framework whose resident memory still holds what the line reported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Pattern, Sequence, Tuple
+
+from diag.frameworks import PACKS
+from diag.frameworks.flow import FlowPause
+from diag.model import Bundle, FdEnd, ProcessSample
+from diag.verdict.features import ProcSignals
+from diag.verdict.thread_wait import frames_of
+
+# The compiled lines of every pack's pauses, once.
+_PAUSES: Tuple[Tuple[str, FlowPause, Optional[Pattern[str]], Optional[Pattern[str]]], ...] = tuple(
+    (
+        pack.name,
+        fp,
+        re.compile(fp.pause_line) if fp.pause_line else None,
+        re.compile(fp.resume_line) if fp.resume_line else None,
+    )
+    for pack in PACKS
+    for fp in pack.flow_pauses
+)
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_UNITS.update({"kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12})
+# A paused process still holds at least this share of the memory its pause line reported.
+_HELD_SHARE = 0.8
+# How many peers of one paused writer are named.
+_MAX_PEERS = 4
+
+
+@dataclass(frozen=True)
+class FlowStall:
+    """One process paused by its framework until ``pause.party`` ends it.
+
+    ``peers``: the processes of the capture at the other end of its connections (a peer
+    reader's pause); ``outside``: remote addresses of such peers not in the capture.
+    ``line``: the pause line (a log-shown pause), with ``pct``/``used``/``limit`` from it."""
+
+    proc: ProcSignals
+    framework: str
+    pause: FlowPause
+    where: str  # the frame the thread waits in, or "" for a log-shown pause
+    tid: Optional[int] = None
+    peers: Tuple[ProcSignals, ...] = ()
+    outside: Tuple[str, ...] = ()
+    line: str = ""
+    pct: Optional[int] = None
+    used: str = ""
+    limit: str = ""
+
+
+def _sample_of(bundle: Bundle, index: int, key: Tuple[str, int]) -> Optional[ProcessSample]:
+    if index >= len(bundle.samples):
+        return None
+    for ps in bundle.samples[index].processes:
+        if (ps.host, ps.pid) == key and ps.status == "alive":
+            return ps
+    return None
+
+
+def _paused_frame(bundle: Bundle, ps: ProcessSample, fp: FlowPause) -> Dict[int, str]:
+    """The threads of ``ps`` in one of ``fp``'s frames: tid -> the frame's name."""
+    found: Dict[int, str] = {}
+    for t in ps.threads:
+        for f in frames_of(bundle, t.stack_id)[: fp.depth]:
+            name = f.name.rsplit(".", 1)[-1]
+            if name in fp.frames and any(x in f.filename for x in fp.files):
+                found[t.tid] = f.name
+                break
+    return found
+
+
+def _thread_pause(bundle: Bundle, p: ProcSignals, fp: FlowPause) -> Optional[Tuple[int, str]]:
+    """A thread of ``p`` in one of ``fp``'s frames in every sample it was seen in."""
+    if not fp.frames or p.dead or p.stopped:
+        return None
+    seen = [ps for ps in (_sample_of(bundle, i, p.key) for i in p.samples) if ps is not None]
+    if len(seen) < 2:
+        return None
+    common: Optional[Dict[int, str]] = None
+    for ps in seen:
+        here = _paused_frame(bundle, ps, fp)
+        common = here if common is None else {t: n for t, n in here.items() if t in common}
+        if not common:
+            return None
+    assert common is not None
+    tid = min(common)
+    return tid, common[tid]
+
+
+def _port(address: str) -> Optional[int]:
+    _, _, port = address.rpartition(":")
+    return int(port) if port.isdigit() else None
+
+
+def _connections(ps: ProcessSample, p: ProcSignals) -> List[FdEnd]:
+    """Its established TCP connections, those accepted on its own listening ports first (a
+    server's clients), and its unix socket pairs."""
+    own = set(p.listen_ports) | set(ps.listen_ports)
+    tcp = [e for e in ps.fd_ends if e.kind == "tcp" and e.remote and e.local]
+    tcp.sort(key=lambda e: 0 if _port(e.local) in own else 1)
+    return tcp + [e for e in ps.fd_ends if e.kind == "unix" and e.peer_inode]
+
+
+def _peers(
+    bundle: Bundle, p: ProcSignals, procs: Sequence[ProcSignals]
+) -> Tuple[Tuple[ProcSignals, ...], Tuple[str, ...]]:
+    """Who can read what ``p`` writes: the processes of the capture holding the other end of
+    its connections (by inode, or a TCP 4-tuple), and the remote addresses held by none."""
+    last = _sample_of(bundle, p.samples[-1], p.key) if p.samples else None
+    if last is None:
+        return (), ()
+    ends: Dict[Tuple[str, int], ProcSignals] = {}
+    locals_: Dict[str, ProcSignals] = {}
+    for q in procs:
+        if q is p or not q.samples:
+            continue
+        qs = _sample_of(bundle, q.samples[-1], q.key)
+        for e in qs.fd_ends if qs is not None else ():
+            ends[(q.key[0], e.inode)] = q
+            if e.kind == "tcp" and e.local:
+                locals_[f"{e.local}>{e.remote}"] = q
+    peers: List[ProcSignals] = []
+    outside: List[str] = []
+    for e in _connections(last, p):
+        held = ends.get((p.key[0], e.peer_inode or -1)) or locals_.get(f"{e.remote}>{e.local}")
+        if held is not None and held not in peers:
+            peers.append(held)
+        elif held is None and e.kind == "tcp" and e.remote not in outside:
+            outside.append(e.remote)
+    # Addresses outside the capture are named only when no peer of the capture was found.
+    return tuple(peers[:_MAX_PEERS]), (() if peers else tuple(outside[:_MAX_PEERS]))
+
+
+def _bytes(text: str) -> Optional[int]:
+    number, _, unit = text.partition(" ")
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (KeyError, ValueError):
+        return None
+
+
+def _log_pause(
+    bundle: Bundle, procs: Sequence[ProcSignals], name: str, fp: FlowPause, pause: Pattern[str]
+) -> Optional[FlowStall]:
+    """The last pause line of the job's logs with no resume after it, and the process of the
+    framework that holds the memory it reported (nearest RSS)."""
+    if not bundle.samples:
+        return None
+    resume = re.compile(fp.resume_line) if fp.resume_line else None
+    hit: Optional[Tuple[re.Match[str], str]] = None
+    for log in bundle.samples[-1].logs:
+        for line in log.tail:
+            m = pause.search(line)
+            if m:
+                hit = (m, line)
+            elif hit is not None and resume is not None and resume.search(line):
+                hit = None
+    if hit is None:
+        return None
+    m, line = hit
+    groups = m.groupdict()
+    used = groups.get("used") or ""
+    want = _bytes(used) if used else None
+    best: Optional[Tuple[int, ProcSignals]] = None
+    for p in procs:
+        ps = _sample_of(bundle, p.samples[-1], p.key) if p.samples and not p.dead else None
+        if ps is None or not _is_framework(bundle, ps, fp):
+            continue
+        if want is not None and ps.rss_bytes < _HELD_SHARE * want:
+            continue  # no longer holds what it paused for
+        distance = abs(ps.rss_bytes - want) if want is not None else -ps.rss_bytes
+        if best is None or distance < best[0]:
+            best = (distance, p)
+    if best is None:
+        return None
+    pct = groups.get("pct")
+    return FlowStall(
+        proc=best[1],
+        framework=name,
+        pause=fp,
+        where="",
+        line=line.strip()[:300],
+        pct=int(pct) if pct else None,
+        used=used,
+        limit=groups.get("limit") or "",
+    )
+
+
+def _is_framework(bundle: Bundle, ps: ProcessSample, fp: FlowPause) -> bool:
+    for t in ps.threads:
+        if any(x in f.filename for f in frames_of(bundle, t.stack_id) for x in fp.files):
+            return True
+    return False
+
+
+def flow_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[FlowStall, ...]:
+    """Every process of the capture its framework paused, with the party that can end it."""
+    out: List[FlowStall] = []
+    for name, fp, pause, _ in _PAUSES:
+        if pause is not None:
+            found = _log_pause(bundle, procs, name, fp, pause)
+            if found is not None:
+                out.append(found)
+            continue
+        for p in procs:
+            hit = _thread_pause(bundle, p, fp)
+            if hit is None:
+                continue
+            peers, outside = _peers(bundle, p, procs) if fp.party == "peer reader" else ((), ())
+            out.append(FlowStall(p, name, fp, hit[1], hit[0], peers, outside))
+    return tuple(out)
+
+
+__all__ = ["FlowStall", "flow_stalls"]
