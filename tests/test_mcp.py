@@ -381,3 +381,27 @@ def test_a_client_that_closes_mid_capture_stops_it_cleanly(spawn: Any, tmp_path:
     doc = _assert_clean_reports(out)
     assert 1 <= len(doc["samples"]) < 20
     assert job.proc.poll() is None
+
+
+def test_an_out_dir_under_a_link_nobody_owns_is_refused_and_nothing_made_there(
+    spawn: Any, shared_tmp: Path, tmp_path: Path
+) -> None:
+    """``--out-dir`` is made by handle under a checked parent: under another user's link it is
+    refused in one line and nothing is created where the link points; a missing one in a
+    safe place is made 0700 and used."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from diag.mcp.server import Tools
+
+    job = spawn([sys.executable, str(PROGRAMS / "exit_soon.py"), "60"])
+    theirs = shared_tmp / "theirs"
+    as_nobody("mkdir", str(theirs))
+    as_nobody("ln", "-s", str(theirs), str(shared_tmp / "link"))
+    with pytest.raises(ToolError) as info:
+        Tools(shared_tmp / "link" / "reports").capture(job.pid, 0.0, 1)
+    assert f"symlink owned by uid {NOBODY}" in str(info.value)
+    assert list(theirs.iterdir()) == []
+    made = tmp_path / "reports"
+    doc = Tools(made).capture(job.pid, 0.0, 1)
+    assert Path(doc["reports"]["json"]).parent == made
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700

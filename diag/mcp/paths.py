@@ -113,6 +113,24 @@ def fresh_private_dir() -> Path:
     )
 
 
+def ensure_out_dir(path: Path) -> None:
+    """``--out-dir``, made if missing (0700) by a ``mkdir`` relative to the checked handle of
+    its parent, never through a link or in a directory someone else controls; an existing one
+    passes the same whole-path check a capture's ``-o`` does. DiagError(EXIT_OUTPUT) else."""
+    with OutputDir.open(path.parent, str(path)) as parent:
+        try:
+            os.mkdir(path.name, 0o700, dir_fd=parent.fd)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise DiagError(
+                f"cannot make {path}: {exc.strerror or exc}",
+                "start diag mcp with --out-dir DIR (a directory only root or you can change)",
+                EXIT_OUTPUT,
+            ) from exc
+    OutputDir.open(path).close()
+
+
 def report_base(out_dir: Path, pid: int) -> Path:
     """The ``-o`` of one capture: its own name whoever else captures the same job now."""
     stamp = time.strftime("%Y%m%d-%H%M%S")

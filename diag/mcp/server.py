@@ -28,7 +28,7 @@ from pydantic import Field  # the MCP SDK's own dependency: tool inputs are vali
 from diag.bundle.files import NotRegularFile
 from diag.bundle.io import MAX_BUNDLE_BYTES
 from diag.errors import EXIT_USAGE, DiagError
-from diag.mcp.paths import checked_file, fresh_private_dir, report_base
+from diag.mcp.paths import checked_file, ensure_out_dir, fresh_private_dir, report_base
 from diag.probes.pychild import TRUSTED_CWD, python_module_argv, signal_on_parent_death
 from diag.redact import Redactor
 
@@ -179,13 +179,13 @@ class Tools:
 
     def out_dir(self) -> Path:
         with self._lock:
-            if self._out_dir is None:
-                try:
+            try:
+                if self._out_dir is None:
                     self._out_dir = fresh_private_dir()
-                except DiagError as exc:
-                    raise _fail(exc.one_line()) from None
-            else:
-                self._out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                else:
+                    ensure_out_dir(self._out_dir)
+            except DiagError as exc:
+                raise _fail(exc.one_line()) from None
             return self._out_dir
 
     def list_jobs(self) -> Dict[str, Any]:
