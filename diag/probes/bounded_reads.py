@@ -26,9 +26,10 @@ MAX_HUNG = 4
 class Read(NamedTuple):
     path: str
     max_bytes: int
-    # How to read it (path, max_bytes) -> bytes or None; ``read_capped`` when not given (an
-    # environ block is streamed whole by ``probes.env.stream_environ`` instead).
-    reader: Optional[Callable[[str, int], Optional[bytes]]] = None
+    # How to read it (path, max_bytes, progress) -> bytes or None, calling progress() after
+    # each piece it read - the stall is timed from the last one; ``read_capped`` when not
+    # given (an environ block is streamed whole by ``probes.env.stream_environ`` instead).
+    reader: Optional[Callable[[str, int, Callable[[], None]], Optional[bytes]]] = None
 
 
 class Outcome(NamedTuple):
@@ -49,13 +50,20 @@ class _Worker(threading.Thread):
         self.at: Tuple[int, float] = (first, time.monotonic())  # (read in flight, since)
         self.abandoned = False
 
+    def touch(self) -> None:
+        """The read in flight moved on (a piece of it came back): its stall starts again."""
+        self.at = (self.at[0], time.monotonic())
+
     def run(self) -> None:
         for i in range(self.first, len(self.reads)):
             if self.abandoned:
                 return
             self.at = (i, time.monotonic())
             read = self.reads[i]
-            value = (read.reader or read_capped)(read.path, read.max_bytes)
+            if read.reader is not None:
+                value = read.reader(read.path, read.max_bytes, self.touch)
+            else:
+                value = read_capped(read.path, read.max_bytes)
             if self.abandoned:
                 return  # given up on: a fresh worker owns the rest
             self.data[i] = value

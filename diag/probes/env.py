@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from diag.probes.procfs import ProcFS
 from diag.redact import Redactor, is_secret_name
@@ -41,7 +41,7 @@ MAX_KEPT_ENV_BYTES = 64 << 10
 # its value learned as cut (``Redactor.add_cut_secret``).
 MAX_ENTRY_BYTES = 256 << 10
 _CHUNK_BYTES = 64 << 10
-_LEARN_BATCH_BYTES = 1 << 20
+_LEARN_BATCH_BYTES = 256 << 10  # learned at a time: well under bounded_reads' stall
 
 # Whole families: every variable with one of these prefixes explains some part of a hang.
 ALLOWED_PREFIXES = (
@@ -247,7 +247,11 @@ class _EnvironStream:
 
 
 def stream_environ(
-    path: str, redactor: Redactor, keep_bytes: int, max_bytes: int = MAX_ENVIRON_BYTES
+    path: str,
+    redactor: Redactor,
+    keep_bytes: int,
+    max_bytes: int = MAX_ENVIRON_BYTES,
+    progress: Callable[[], None] = lambda: None,
 ) -> Optional[bytes]:
     """The first whole variables of the environ block at ``path`` (``keep_bytes`` of them),
     having taught ``redactor`` the secret values of the *whole* block, read in chunks up to
@@ -256,7 +260,8 @@ def stream_environ(
     Why not read ``keep_bytes`` and stop: a secret past the bound is still a secret, and a
     job can push it there (30,000 variables before it); ``diag ps`` then printed the token
     wherever the job's argv or title repeated it. The whole block costs a read of at most
-    ``max_bytes`` (exec allows 6 MiB) and holds a chunk at a time.
+    ``max_bytes`` (exec allows 6 MiB) and holds a chunk at a time; ``progress`` is called
+    after each chunk (``bounded_reads`` times a stall from the last one).
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -271,6 +276,7 @@ def stream_environ(
                 break
             left -= len(chunk)
             stream.feed(chunk)
+            progress()
         cut = left <= 0 and bool(os.read(fd, 1))
     except OSError:
         cut = True  # gone or unreadable mid-block: what was read is all diag knows

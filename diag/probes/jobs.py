@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from typing import Dict, Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from diag.model import GpuSample
 from diag.probes.bounded_reads import STALL_S, Read, read_all
@@ -184,8 +184,10 @@ def _read_seen(
     return seen
 
 
-def _stream_env(redactor: Redactor, path: str, max_bytes: int) -> Optional[bytes]:
-    return stream_environ(path, redactor, ENVIRON_MAX_BYTES, max_bytes)
+def _stream_env(
+    redactor: Redactor, path: str, max_bytes: int, progress: Callable[[], None]
+) -> Optional[bytes]:
+    return stream_environ(path, redactor, ENVIRON_MAX_BYTES, max_bytes, progress)
 
 
 def _argv(raw: Optional[bytes]) -> Tuple[str, ...]:
