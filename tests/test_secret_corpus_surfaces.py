@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Mapping
 
@@ -308,3 +309,17 @@ def test_wrapped_lines_and_cookies_leak_nowhere(spawn: Any, tmp_path: Path) -> N
     summary = Tools(tmp_path / "mcp").summary(str(out / "run.json"))
     texts["MCP summary"] = json.dumps(summary, ensure_ascii=False)
     assert not _all_leaks(planted, texts), _all_leaks(planted, texts)
+
+
+def test_a_slow_streamed_read_that_moves_on_is_not_a_hang() -> None:
+    """``bounded_reads`` times a stall from the last piece a streaming reader got back."""
+    from diag.probes.bounded_reads import Read, read_all
+
+    def slow(path: str, max_bytes: int, progress: Any) -> bytes:
+        for _ in range(4):
+            time.sleep(0.15)
+            progress()
+        return b"done"
+
+    done = read_all([Read("/nonexistent", 8, slow)], stall_s=0.4)
+    assert done.data == [b"done"] and done.hung == ()
