@@ -71,9 +71,9 @@ class RoleSign:
 
     ``rank_pattern``: a regex source whose first group is the rank (``scheduler_TP(\\d+)``)."""
 
-    title: str
-    role: FrameworkRole
-    rank_pattern: Optional[str] = None
+    title: str  # a fragment of its title or argv: "sglang::scheduler"
+    role: FrameworkRole  # the part it plays
+    rank_pattern: Optional[str] = None  # a regex source, group 1 its rank: r"TP(\d+)"
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,8 @@ class FrameSign:
     when ``files`` is empty). A bare name is too common to mean anything (``get``, ``wait``):
     the file says whose it is."""
 
-    names: FrozenSet[str]
-    files: Tuple[str, ...] = ()
+    names: FrozenSet[str]  # function names, the last dotted part: "get", "dequeue"
+    files: Tuple[str, ...] = ()  # file-name endings: "queue.py", "shm_broadcast.py"
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,8 @@ class FrameWait:
     waits on (a peer for ``collective``, a client for ``accept``, ...). The first sign of the
     union that matches a frame wins (packs in ``_MODULES`` order, signs in pack order)."""
 
-    sign: FrameSign
-    kind: FrameWaitKind
+    sign: FrameSign  # which frames
+    kind: FrameWaitKind  # what a thread parked there waits for
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,12 @@ class Clock:
     named in ``source``."""
 
     name: str  # "SGLang's watchdog"
-    default_s: Optional[float]
-    starts: ClockStart
-    action: ClockAction
-    argv_flag: Optional[str] = None
-    env: Optional[str] = None
-    env_scale: float = 1.0
+    default_s: Optional[float]  # its budget when nothing sets it; None: off unless set
+    starts: ClockStart  # what starts its count ("absolute": the value is an end time)
+    action: ClockAction  # what it does when it fires
+    argv_flag: Optional[str] = None  # the flag that sets it: "--watchdog-timeout"
+    env: Optional[str] = None  # the env variable that sets it: "VLLM_RPC_TIMEOUT"
+    env_scale: float = 1.0  # the variable's unit in seconds: 0.001 for milliseconds
     # Whether it can fire while a rank loads (else only once the job runs).
     during_startup: bool = False
     # How late it may fire, as a multiple of its budget (a watchdog that looks every half
@@ -132,9 +132,9 @@ class Clock:
     # A watchdog that is a thread of one process role and counts only while that process runs
     # a step: the role (``diag.text.roles``' "scheduler"), the frames of a step, and the name
     # prefix of its idle loop (a process back there never fires it).
-    thread_of: str = ""
-    counts_in: FrozenSet[str] = frozenset()
-    idle_loop_prefix: str = ""
+    thread_of: str = ""  # the role whose thread it is: "scheduler"
+    counts_in: FrozenSet[str] = frozenset()  # frames of a step: "run_batch"
+    idle_loop_prefix: str = ""  # the idle loop's name prefix: "event_loop"
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class Pack:
     modules: Tuple[str, ...] = ()  # file fragments of its frames: "sglang/srt/"
     env: Tuple[str, ...] = ()  # env names only it sets: "SGLANG_"
     # --- its processes
-    roles: Tuple[RoleSign, ...] = ()
+    roles: Tuple[RoleSign, ...] = ()  # its processes' parts, by title
     launchers: FrozenSet[str] = frozenset()  # process names that only start ranks
     helpers: Tuple[str, ...] = ()  # process-title fragments of helpers, never ranks
     # comm prefixes of its communication backend's threads: a process running one has peers
@@ -177,17 +177,21 @@ class Pack:
     housekeeping_frames: FrozenSet[str] = frozenset()  # its own long polls and RPCs
     lock_frames: FrozenSet[str] = frozenset()  # lock libraries' acquire/retry loops
     work_files: Tuple[str, ...] = ()  # file fragments where its frames are model work
-    native: Tuple[NativeProgress, ...] = ()
+    native: Tuple[NativeProgress, ...] = ()  # its libraries' progress engines
     # --- its logs (regular-expression sources)
-    ready_lines: Tuple[str, ...] = ()
+    ready_lines: Tuple[str, ...] = ()  # the job listens, loaded: "ready to roll"
     heartbeat_lines: Tuple[str, ...] = ()  # stats lines that repeat whether or not work moves
     progress_lines: Tuple[str, ...] = ()  # completions: a step, a request served
     failure_lines: Tuple[str, ...] = ()  # its own spellings of a failure/stall
+    # Its own spellings of "I will try again" that the generic retry words miss: a rank
+    # asleep after one is backing off (diag.verdict.backoff), not diverged.
+    retry_lines: Tuple[str, ...] = ()
     death_lines: Tuple[str, ...] = ()
     # --- its start-up (phase -> frames that mean it)
+    # (phase, the function names that mean a rank is in it): ("compiling", {"_compile"})
     startup_frames: Tuple[Tuple[StartupPhase, FrozenSet[str]], ...] = ()
     # --- its clocks
-    clocks: Tuple[Clock, ...] = ()
+    clocks: Tuple[Clock, ...] = ()  # the timeouts it puts on a job
     # --- facts the first fields could not hold (each read by one generic cause module)
     # Frames that are a known wait, and of which kind (``diag.verdict.waits.frame_kind``).
     frame_waits: Tuple[FrameWait, ...] = ()
