@@ -1,13 +1,19 @@
 """Which native locations are waits (diag.verdict.native_waits): the packs' progress engines
-matched against a thread's PCs. Records as the probe writes them (the real-process tests are
-in test_native_waits_real.py)."""
+matched against a thread's PCs, on records as the probe writes them; and the probe's own
+timeout (the real-process tests are in test_native_waits_real.py)."""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import threading
+import time
+from typing import Optional, Sequence, Tuple
+
+import pytest
 
 from diag.frameworks import PACKS
 from diag.model import NativeLocation, NativeSpot, ThreadSample
+from diag.probes import native_location
+from diag.probes.procfs import ProcFS
 from diag.verdict.native_waits import native_spin, progress_spots
 
 
@@ -65,3 +71,29 @@ def test_one_located_sample_a_moving_stack_or_a_sleeping_thread_is_not_enough() 
     one = ThreadSample(tid=7, state="R", stack_id="s1")
     assert native_spin([_thread(VADER, OPAL), one, one]) is None
     assert native_spin([_thread(VADER, OPAL), None]) is None
+
+
+def test_a_stuck_native_read_returns_the_threads_as_read_and_turns_the_probe_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A read that blocks in the kernel (a library on a stalled mount) cannot be interrupted:
+    the probe gives it up after its timeout, and stops for the capture after two."""
+    release = threading.Event()
+
+    def stuck(*_args: object, **_kwargs: object) -> Tuple[ThreadSample, ...]:
+        release.wait(10.0)
+        return ()
+
+    monkeypatch.setattr(native_location, "attach_native", stuck)
+    monkeypatch.setattr(native_location, "TIMEOUT_S", 0.1)
+    probe = native_location.NativeProbe(ProcFS())
+    threads = (ThreadSample(tid=1, state="R"), ThreadSample(tid=2, state="S"))
+    try:
+        started = time.monotonic()
+        assert probe.attach(1, threads) == threads
+        assert probe.attach(1, threads) == threads
+        assert time.monotonic() - started < 2.0
+        assert probe.off is not None and "stuck" in probe.off
+        assert probe.attach(1, threads) == threads  # off: nothing started
+    finally:
+        release.set()

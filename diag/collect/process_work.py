@@ -22,8 +22,7 @@ from diag.bundle.stack_budget import FRAME_FILE_CHARS, FRAME_NAME_CHARS, shorten
 from diag.model import CpuLimits, Frame, OpenFile, ProcessSample, ThreadSample
 from diag.probes.cgroup_cpu import CpuLimitReader
 from diag.probes.cpython.pymem import warm_symbols
-from diag.probes.native_location import attach_native
-from diag.probes.native_symbols import SymbolCache
+from diag.probes.native_location import NativeProbe
 from diag.probes.open_files import read_open_files
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, read_identity
@@ -109,9 +108,9 @@ class ProcessReader:
         self.stack_reader = stack_reader
         self.timeout_s = timeout_s
         self.exit_codes: Dict[int, Optional[int]] = {}
-        # The ELF function tables of the libraries running threads were found in, for the
-        # capture: a job's ranks share theirs (``diag.probes.native_symbols``).
-        self.symbols = SymbolCache()
+        # Where running threads are in native code, with the ELF function tables of their
+        # libraries cached for the capture: a job's ranks share theirs.
+        self.native = NativeProbe(procfs, machine)
         self._cpu_limits: Optional[CpuLimitReader] = None  # made at its first use
 
     def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
@@ -146,12 +145,9 @@ class ProcessReader:
 
     def _threads(self, pid: int) -> Tuple[ThreadSample, ...]:
         """Its threads, the running ones with their native location (where their CPU goes
-        in C: a progress engine polling for a message is a wait). That read fails alone."""
-        threads = read_threads(self.procfs, pid, self.machine)
-        try:
-            return attach_native(self.procfs, pid, threads, self.symbols, self.machine)
-        except Exception:  # one probe's failure must not lose the rest of the sample
-            return threads
+        in C: a progress engine polling for a message is a wait), which fails alone under its
+        own timeout (``NativeProbe``)."""
+        return self.native.attach(pid, read_threads(self.procfs, pid, self.machine))
 
     def _limits(self, pid: int, nice: int, policy: int) -> Optional[CpuLimits]:
         """Its cgroup CPU limit and throttling, nice and policy (``probes.cgroup_cpu``: ~50 us

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import platform
 import struct
+import threading
 import time
 from collections import Counter
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -173,3 +174,43 @@ def attach_native(
     return tuple(
         msgspec.structs.replace(t, native=found[t.tid]) if t.tid in found else t for t in threads
     )
+
+
+TIMEOUT_S = 1.0  # the whole attribution of one process at one sample
+MAX_HUNG = 2  # attributions given up on before the probe stops for the capture
+
+
+class NativeProbe:
+    """``attach_native`` for one capture, under ``TIMEOUT_S`` and failing alone: its reads
+    (the target's maps, its libraries' symbol tables) can block in the kernel - a map lock
+    held by a thread stuck in D state, a library on a stalled NFS or FUSE mount. Such a read
+    cannot be interrupted: it is left in a daemon thread and the threads are returned as
+    read. After ``MAX_HUNG`` of those the probe is off for the rest of the capture (``off``
+    says why), so a sick host does not collect stuck threads."""
+
+    def __init__(self, procfs: ProcFS, machine: str = "") -> None:
+        self.procfs, self.machine = procfs, machine
+        self.cache = SymbolCache()
+        self.hung = 0
+        self.off: Optional[str] = None
+
+    def attach(self, pid: int, threads: Tuple[ThreadSample, ...]) -> Tuple[ThreadSample, ...]:
+        if self.off is not None or not any(t.state == "R" for t in threads):
+            return threads
+        box: List[Tuple[ThreadSample, ...]] = []
+
+        def work() -> None:
+            try:
+                box.append(attach_native(self.procfs, pid, threads, self.cache, self.machine))
+            except Exception:  # a probe's failure is its own: the threads stay as read
+                box.append(threads)
+
+        worker = threading.Thread(target=work, name="diag-native-pc", daemon=True)
+        worker.start()
+        worker.join(TIMEOUT_S)
+        if box:
+            return box[0]
+        self.hung += 1
+        if self.hung >= MAX_HUNG:
+            self.off = f"native locations: {self.hung} reads stuck over {TIMEOUT_S:g} s"
+        return threads
