@@ -66,7 +66,7 @@ WaitFamily = Literal[
 ]
 
 # The families of the rule table (``diag.verdict.rules``), one module each.
-RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors", "flow"]
+RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors", "machine", "flow"]
 
 # The rules of the table, in no particular order (the table's order is in
 # ``diag.verdict.rules.TABLE``).
@@ -76,6 +76,7 @@ RuleId = Literal[
     "rank_stopped",
     "log_names_dead_rank",
     "blocked_on_itself",
+    "cpu_held_back",
     "waits_on_itself",
     "waits_on_filesystem",
     "answers_requests",

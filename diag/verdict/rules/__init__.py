@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from diag.model import RuleMatch
-from diag.verdict.rules import deaths, doors, flow, graph, locks, motion, peers, words
+from diag.verdict.rules import deaths, doors, flow, graph, locks, machine, motion, peers, words
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
 from diag.verdict.situation import Situation
@@ -95,6 +95,25 @@ TABLE: Tuple[Rule, ...] = (
         left held by a thread that died, an event only a dead consumer sets. No peer, port or
         timer can help it.""",
         examples=["abandoned_lock"],
+    ),
+    rule(
+        "cpu_held_back",
+        "machine",
+        ["slow"],
+        machine.cpu_held_back,
+        words.CPU_HELD_OUTRANKS,
+        ["deltas"],
+        doc="""A rank is runnable in most samples and the kernel keeps it from the CPU: its
+        cgroup's CPU limit throttled it in at least half of its scheduling periods (a pod's
+        ``limits.cpu`` of a few hundredths of a core), or it waited on a run queue half the
+        time at nice 10 or more (SCHED_BATCH, SCHED_IDLE) beside busier processes. Its
+        peers wait for it in their collectives and its log is silent for seconds, which read
+        as a diverged, deadlocked rank; it runs its own code, slowly. Raise the limit or give
+        it a CPU; killing the job would not help. The row also takes the place of any
+        deadlocked decision whose suspect the kernel reports runnable and that moved during
+        the capture (its run-queue delay grew faster than its CPU time, or its stack changed
+        while it ran in no wait or poll loop): runnable is not blocked, whatever the cause.""",
+        examples=["gloo_cpu_quota"],
     ),
     rule(
         "answers_requests",
@@ -428,6 +447,10 @@ TABLE: Tuple[Rule, ...] = (
 )
 
 
+# The row a deadlocked decision about a runnable, moving process yields to.
+_SPARED_BY = next(r for r in TABLE if r.id == "cpu_held_back")
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What the table gave: the deciding row and its decision, the later rows that matched
@@ -467,6 +490,12 @@ def apply(s: Situation, table: Tuple[Rule, ...] = TABLE) -> Outcome:
     if chosen is None:  # only if the fallback itself failed
         row = table[-1]
         chosen = (row, Decision("unknown", 0.2, words.NO_RULE_DECIDED))
+    spared = machine.spare_runnable(s, chosen[1])  # runnable is not blocked (#37)
+    if spared is not None:
+        also.insert(
+            0, RuleMatch(rule=chosen[0].id, state="deadlocked", overruled=_SPARED_BY.outranks)
+        )
+        chosen = (_SPARED_BY, spared)
     return Outcome(chosen[0], chosen[1], tuple(also), tuple(problems))
 
 

@@ -570,6 +570,10 @@ DOORS_OUTRANKS = "waits a port, stdin or a timer can end are idle before they ar
 DOOR_CHAINS_OUTRANKS = (
     "a chain that ends at a door names who can end the wait, where the ranks' own waits see none"
 )
+CPU_HELD_OUTRANKS = (
+    "a rank the kernel keeps from the CPU (a cgroup limit, a low priority) is slow however "
+    "its peers wait or its output moves: the machine sets the job's pace"
+)
 
 # The verdict's sentence (after "unknown: ") when no row decided: only if the fallback failed.
 NO_RULE_DECIDED = "nothing moves, and the rules could not say more (see the problems below)"
