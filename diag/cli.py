@@ -370,7 +370,10 @@ def ps(as_json: bool, no_gpu: bool) -> None:
     "--out-dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Where captures write their reports (default: $TMPDIR/diag-mcp-<uid>).",
+    help=(
+        "Where captures write their reports (default: a fresh private directory, mode 0700, "
+        "made per server under $XDG_RUNTIME_DIR or $TMPDIR)."
+    ),
 )
 def mcp(out_dir: Optional[str]) -> None:
     """Serve diag's tools to a coding agent: a Model Context Protocol server over stdio.
