@@ -77,6 +77,19 @@ def test_a_stream_read_steadily_is_progressing(tmp_path: Path) -> None:
     assert not any(kind == "flow" for _, _, kind in _edges(v)), _why(v)
 
 
+def test_a_stalled_request_stream_waits_on_the_server_that_stopped_reading(
+    tmp_path: Path,
+) -> None:
+    """The other direction: the client streams requests and the server's handler stopped
+    reading them; the client's request writer waits for the server."""
+    client, server, v = _capture(tmp_path, "--upload")
+    assert v["state"] == "slow", _why(v)
+    assert v["rule"] == "flow_paused", _why(v)
+    assert "`consume_request_iterator`" in v["summary"] and f"pid {server}" in v["summary"]
+    assert (f"/{client}", f"/{server}", "flow") in _edges(v), _why(v)
+    assert _suspects(v)[:2] == [server, client], v["suspects"]
+
+
 def test_the_server_alone_waits_on_a_client_outside_the_capture(tmp_path: Path) -> None:
     """Pointed at the server only, the party is outside the capture: still not idle, and the
     wait ends at the peer's address."""

@@ -27,7 +27,9 @@ class FlowPause:
     """One way a framework pauses itself until a party ends it.
 
     Shown by a thread: a thread whose innermost ``depth`` frames hold a function of ``frames``
-    in a file ending with one of ``files`` (both required), in every sample. Or by a log line:
+    in a file containing one of ``files`` (both required), with only frames of files in
+    ``via`` above it (the wait primitive it parks in: no user code, which would be a wait
+    of its own - a request generator blocked on its producer), in every sample. Or by a log line:
     ``pause_line`` (a regex source; named groups ``pct``, ``used``, ``limit`` where the line
     has them) with no later ``resume_line``; the paused process is the one of ``files`` whose
     resident memory is nearest the ``used`` the line reports.
@@ -39,6 +41,7 @@ class FlowPause:
     what: str  # "gRPC's stream writer waits for its client to read (HTTP/2 flow control)"
     frames: FrozenSet[str] = frozenset()
     files: Tuple[str, ...] = ()
+    via: Tuple[str, ...] = ("/threading.py",)
     depth: int = 8
     pause_line: str = ""
     resume_line: str = ""

@@ -40,6 +40,9 @@ PACK = Pack(
             "control: the server's receive window is full)",
             frames=frozenset({"consume_request_iterator"}),
             files=("grpc/_channel.py",),
+            # It parks in _common.wait(state.condition.wait, ...); a thread in the user's own
+            # request generator (next(request_iterator)) waits on its producer instead.
+            via=("/threading.py", "grpc/_common.py"),
             remedy="find why the server stopped reading the request stream (py-spy dump "
             "it); the client resumes as soon as it reads",
         ),

@@ -84,8 +84,10 @@ def _paused_frame(bundle: Bundle, ps: ProcessSample, fp: FlowPause) -> Dict[int,
         for f in frames_of(bundle, t.stack_id)[: fp.depth]:
             name = f.name.rsplit(".", 1)[-1]
             if name in fp.frames and any(x in f.filename for x in fp.files):
-                found[t.tid] = f.name
+                found[t.tid] = name
                 break
+            if not any(x in f.filename for x in fp.via):
+                break  # other code above the pause frame: a wait of its own
     return found
 
 
