@@ -7,7 +7,8 @@ communication library's progress engine waits for a message; it does not compute
 - The verdict, on real Open MPI (Debian's openmpi-bin + mpi4py): two ranks deadlocked in the
   progress engine (rank 1 in ``MPI_Recv`` of a message never sent, rank 0 in ``MPI_Barrier``)
   are deadlocked, not "slow: CPU-bound", and the spinning symbol is named; two ranks
-  exchanging messages in a loop while logging steps are progressing.
+  exchanging messages in a loop while logging steps are progressing; the same deadlock over
+  UCX (Open MPI's ucx PML) spins in ``ucp_worker_progress`` and is deadlocked too.
 
 The MPI tests skip without mpirun or mpi4py (``make install`` installs both), and every test
 that needs the kernel's sampler skips where perf_event_open is refused (a container's seccomp
@@ -23,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -146,8 +148,8 @@ def _mpirun(program: str, *args: str) -> List[str]:
     return [MPIRUN, *flags, sys.executable, str(PROGRAMS / program), *args]
 
 
-def _capture(argv: List[str], tmp_path: Path) -> Dict[str, Any]:
-    started = start_ready(argv, timeout_s=90.0, env=MPI_ENV)
+def _capture(argv: List[str], tmp_path: Path, env: Dict[str, str] = MPI_ENV) -> Dict[str, Any]:
+    started = start_ready(argv, timeout_s=90.0, env=env)
     try:
         out = tmp_path / "bundle.json"
         done = run_diag(
@@ -199,6 +201,42 @@ def test_ranks_spinning_in_mpi_progress_are_deadlocked_not_slow(tmp_path: Path) 
     assert "CPU-bound" not in summary, summary
     assert re.search(r"libopen-pal's `(" + "|".join(OPEN_MPI_ENGINE) + r")`", summary), summary
     assert "spinning on a core waiting for a message" in summary, summary
+
+
+def _has_ucx_pml() -> bool:
+    """Open MPI built with UCX (Debian's is): ``ompi_info`` lists the ucx PML."""
+    info = shutil.which("ompi_info")
+    if info is None:
+        return False
+    listed = subprocess.run([info], capture_output=True, text=True, timeout=60)
+    return "MCA pml: ucx" in listed.stdout
+
+
+# UCX's PML selects only InfiniBand devices by default: any device, shared memory only.
+UCX_ENV = {
+    "OMPI_MCA_pml": "ucx",
+    "OMPI_MCA_pml_ucx_tls": "any",
+    "OMPI_MCA_pml_ucx_devices": "any",
+    "OMPI_MCA_btl": "self",
+    "UCX_TLS": "sm,self",
+    "OMPI_MCA_plm_rsh_agent": "false",
+}
+
+
+@needs_mpi
+@needs_perf
+def test_ranks_spinning_in_ucx_worker_progress_are_deadlocked(tmp_path: Path) -> None:
+    """The same deadlock over UCX (Open MPI's ucx PML): the ranks spin in UCX's worker
+    progress (``ucp_worker_progress``, ``uct_*`` transports), a wait all the same."""
+    if not _has_ucx_pml():
+        pytest.skip("this Open MPI has no UCX PML")
+    bundle = _capture(_mpirun("mpi_deadlock.py"), tmp_path, UCX_ENV)
+    summary = bundle["verdict"]["summary"]
+    spots = _rank_spots(bundle)
+    assert any(s.get("symbol") == "ucp_worker_progress" for s in spots), spots
+    assert bundle["verdict"]["state"] == "deadlocked", summary
+    assert "spinning on a core waiting for a message" in summary, summary
+    assert re.search(r"(libucp|libopen-pal|mca_pml_ucx)'?s? `", summary), summary
 
 
 @needs_mpi

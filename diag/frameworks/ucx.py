@@ -41,5 +41,8 @@ PACK = Pack(
         "(ucs_callbackq_*), and each transport's uct_*_iface_progress",
         "pmodels/mpich src/mpid/ch4/netmod/ucx/ucx_progress.h: MPIDI_NM_progress calls "
         "ucp_worker_progress - MPICH over UCX spins there",
+        "measured here (tests/test_native_waits_real.py, Debian's Open MPI 4.1.4 with "
+        "pml=ucx, UCX_TLS=sm,self): ranks in MPI_Recv/MPI_Barrier spin in libucp's "
+        "ucp_worker_progress and ucp_tag_probe_nb, libuct, mca_pml_ucx_progress",
     ),
 )
