@@ -40,9 +40,6 @@ NOT_YET_MOVED: Dict[str, str] = {
     # The collector's NCCL log kinds mapped to evidence signals (``vocab.EvidenceSignal``
     # names are ``nccl-*``): moving them renames stored evidence signals.
     "collectives.py": "NCCL log-kind -> evidence-signal map (stored signal names)",
-    # Lock-taking frames of threading/logging, finalizer and logging-handler frames: stdlib
-    # facts self_wait's boundary finder reads (fields still to add to the stdlib pack).
-    "self_wait.py": "stdlib lock/finalizer/logging frames (threading.py, logging, weakref)",
 }
 # Owned by the rule-docs work: ``examples`` name recorded captures (``vllm_tp2_...``), which
 # are file names of samples, not framework knowledge.

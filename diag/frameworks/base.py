@@ -255,6 +255,14 @@ class Pack:
     # Installed packages (their top directory under site-packages) that are plumbing, not the
     # job's own code: a stack is named by its innermost frame outside them (``diag.frames``).
     plumbing_packages: FrozenSet[str] = frozenset()
+    # Handler boundaries a lock can be taken again across (``diag.verdict.self_wait``): frames
+    # that only take a lock (``Lock.acquire``, ``Handler.acquire``), files whose locks are
+    # re-entrant (logging's), finalizer frames (``weakref.finalize.__call__``) and logging
+    # handler frames (``Handler.handle``/``emit``) a lock is taken again under.
+    lock_take_frames: Tuple[FrameSign, ...] = ()
+    rlock_files: Tuple[str, ...] = ()
+    finalizer_frames: Tuple[FrameSign, ...] = ()
+    log_handler_frames: Tuple[FrameSign, ...] = ()
     # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     debugger_frames: FrozenSet[str] = frozenset()
     # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory

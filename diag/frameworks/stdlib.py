@@ -101,6 +101,23 @@ PACK = Pack(
             "recv_noblock",
         }
     ),
+    # threading's and logging's lock takers; logging's locks are RLocks (their owner re-enters).
+    lock_take_frames=(
+        FrameSign(
+            frozenset({"acquire", "__enter__", "_acquireLock", "_acquire_restore"}),
+            ("threading.py", "logging/__init__.py"),
+        ),
+    ),
+    rlock_files=("logging/__init__.py",),
+    # weakref.finalize's call and a WeakValueDictionary's removal callback run finalizers.
+    finalizer_frames=(
+        FrameSign(
+            frozenset({"__del__", "_remove", "__call__", "callback", "_callback"}), ("weakref.py",)
+        ),
+    ),
+    log_handler_frames=(
+        FrameSign(frozenset({"handle", "callHandlers", "emit"}), ("logging/__init__.py",)),
+    ),
     # pdb's Cmd.cmdloop / Pdb.interaction, code.interact, breakpoint().
     debugger_frames=frozenset(
         {

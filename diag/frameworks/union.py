@@ -88,6 +88,18 @@ def _frame_waits() -> Dict[str, Tuple[Tuple[Tuple[str, ...], FrameWaitKind], ...
 
 FRAME_WAITS = _frame_waits()
 
+# --- a lock taken again across a handler (``diag.verdict.self_wait``)
+LOCK_TAKE_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "lock_take_frames")
+RLOCK_FILES: Tuple[str, ...] = _ordered(p.rlock_files for p in PACKS)
+FINALIZER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "finalizer_frames")
+LOG_HANDLER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "log_handler_frames")
+
+
+def matches(signs: Tuple[FrameSign, ...], name: str, filename: str) -> bool:
+    """``name`` (a short frame name) in ``filename`` is one of ``signs``."""
+    return any(name in s.names and (not s.files or filename.endswith(s.files)) for s in signs)
+
+
 # --- poll loops
 CHECK_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "check_frames")
 COMPLETION_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "completion_frames")
@@ -99,6 +111,7 @@ WORK_FILES: Tuple[str, ...] = _ordered(p.work_files for p in PACKS)
 # --- logs
 READY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.ready_lines)
 DEATH_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.death_lines)
+RETRY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.retry_lines)
 # Tried in order: the first that matches names the rank (a framework's own spelling first).
 DEATH_RANK_PATTERNS: Tuple[Pattern[str], ...] = tuple(
     re.compile(s) for s in _ordered(p.death_rank_patterns for p in PACKS)

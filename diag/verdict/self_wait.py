@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
 from diag.frames import is_library
+from diag.frameworks import union
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import ThreadWait, frames_of, thread_wait
@@ -39,18 +40,16 @@ from diag.verdict.waits import SLEEP, short_name
 Boundary = Literal["signal handler", "finalizer", "GC callback", "logging handler", "re-entered"]
 
 # Frames that only take a lock: skipped to find the function taking it.
-_LOCK_FILES = ("threading.py", "logging/__init__.py")
-_RLOCK_FILES = ("logging/__init__.py",)
-_LOCK_NAMES = frozenset({"acquire", "__enter__", "_acquireLock", "_acquire_restore"})
+_LOCK_TAKERS = union.LOCK_TAKE_FRAMES
+_RLOCK_FILES = union.RLOCK_FILES
 _SIGNAL_NAME = re.compile(
     r"(^|_)(sig|signal|signals|alarm|sigalrm|sigterm|sigint|sighup|sigusr\d?|on_term|on_int"
     r"|handler|handle_signal|on_signal|timeout|watchdog_fired)($|_)",
     re.IGNORECASE,
 )
-_FINALIZER_NAMES = frozenset({"__del__", "_remove", "__call__", "callback", "_callback"})
-_FINALIZER_FILES = ("weakref.py",)
+_FINALIZERS = union.FINALIZER_FRAMES
 _GC_NAME = re.compile(r"(^|_)gc(_|$)|gc_callback|on_gc|collect_callback", re.IGNORECASE)
-_LOGGING_BOUNDARY = frozenset({"handle", "callHandlers", "emit"})
+_LOG_HANDLERS = union.LOG_HANDLER_FRAMES
 MAX_FRAMES = 4096  # a stack longer than this is read up to here (a hostile or runaway stack)
 
 
@@ -73,7 +72,7 @@ class SelfWait:
 
 
 def _is_lock_frame(f: Frame) -> bool:
-    return short_name(f.name) in _LOCK_NAMES and f.filename.endswith(_LOCK_FILES)
+    return union.matches(_LOCK_TAKERS, short_name(f.name), f.filename)
 
 
 def _same(a: Frame, b: Frame) -> bool:
@@ -84,9 +83,7 @@ def _boundary(between: Sequence[Frame], blocked: Frame) -> Optional[Tuple[Frame,
     """The handler boundary among the frames between the two copies (innermost first)."""
     for f in between:
         name = short_name(f.name)
-        if name == "__del__" or (
-            name in _FINALIZER_NAMES and f.filename.endswith(_FINALIZER_FILES)
-        ):
+        if name == "__del__" or union.matches(_FINALIZERS, name, f.filename):
             return f, "finalizer"
     for f in between:
         if _GC_NAME.search(short_name(f.name)):
@@ -95,7 +92,7 @@ def _boundary(between: Sequence[Frame], blocked: Frame) -> Optional[Tuple[Frame,
         if _SIGNAL_NAME.search(short_name(f.name)) and not _same(f, blocked):
             return f, "signal handler"
     for f in between:
-        if short_name(f.name) in _LOGGING_BOUNDARY and f.filename.endswith("logging/__init__.py"):
+        if union.matches(_LOG_HANDLERS, short_name(f.name), f.filename):
             return f, "logging handler"
     return None
 
