@@ -13,6 +13,7 @@ import pytest
 from diag.frameworks import PACKS
 from diag.model import NativeLocation, NativeSpot, ThreadSample
 from diag.probes import native_location
+from diag.probes.native_symbols import library_name
 from diag.probes.procfs import ProcFS
 from diag.verdict.native_waits import native_spin, progress_spots
 
@@ -97,3 +98,8 @@ def test_a_stuck_native_read_returns_the_threads_as_read_and_turns_the_probe_off
         assert probe.attach(1, threads) == threads  # off: nothing started
     finally:
         release.set()
+
+
+def test_a_library_named_with_control_characters_is_shown_without_them() -> None:
+    assert library_name("/tmp/x/lib\x1b[31mevil.so (deleted)") == "lib[31mevil.so"
+    assert library_name("/usr/lib/libmpi.so.40") == "libmpi.so.40"

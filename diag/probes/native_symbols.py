@@ -79,11 +79,12 @@ def find_mapping(maps: List[Mapping], addr: int) -> Optional[Mapping]:
 
 
 def library_name(path: str) -> str:
-    """How a location names its file: its base name, capped ("libopen-pal.so.40.30.2")."""
+    """How a location names its file: its base name, capped, printable characters only (the
+    target names its files; a sentence and a terminal show this): "libopen-pal.so.40.30.2"."""
     name = path.rsplit("/", 1)[-1]
     if name.endswith(" (deleted)"):
         name = name[: -len(" (deleted)")]
-    return name[:NAME_MAX_CHARS]
+    return "".join(c for c in name[:NAME_MAX_CHARS] if c.isprintable())
 
 
 @dataclass
