@@ -62,6 +62,10 @@ JOIN_WINDOW_CHARS = 160
 MAX_JOINED_LINES = 4
 # Lines few enough to look at break by break once their joined text is suspect.
 _FEW_LINES = 8
+# Lines of code under ``if secret_key:`` that are no value.
+_CODE_LINES = frozenset(
+    {"break", "continue", "pass", "return", "raise", "yield", "None", "True", "False", "..."}
+)
 # A line all token, and at least this long, is a wrapped token's middle (not a whole value).
 _MIN_WRAPPED_CHARS = 20
 _VALUE_HEAD_RE = re.compile(r"[^\s\"'\\<>,;]+")
@@ -80,7 +84,8 @@ def join_wrapped(
     half is recognised. So each break is read joined within ``JOIN_WINDOW_CHARS`` of it:
     directly, by ``wrapped`` (a token's halves: learned values and token shapes only - a
     ``key=2`` at one line's end joined to the next line's word is not a secret), and with a
-    space, by ``paired`` (a key at a line's end, its value on the next: every rule). What
+    space, by ``paired`` (a key at a line's end, its value the whole next line: every rule -
+    not ``if token:`` and an indented line of code). What
     they replace there that the two edges scrubbed apart keep is replaced in the lines. A
     token wrapped at a fixed width through whole lines goes on into the next line's first
     word, up to ``MAX_JOINED_LINES``. Neither scrub may learn: the joined text is diag's.
@@ -174,7 +179,10 @@ def _join_pair(
         if scrubbed == joined or scrubbed == scrub(edge_a) + sep + scrub(edge_b):
             continue  # nothing, or each edge's own secrets: its line's scrub takes them
         b_at = len(edge_a) + len(sep)
-        for start, end in _replaced(joined, scrubbed):
+        spans = _replaced(joined, scrubbed)
+        if not wrap and not _whole_value_line(b, [(s - b_at, e - b_at) for s, e in spans]):
+            continue  # ``if token:`` then an indented line of code: not a key and its value
+        for start, end in spans:
             if start < len(edge_a):
                 cut_a.append((start, min(end, len(edge_a))))
             if end > b_at:
@@ -185,6 +193,21 @@ def _join_pair(
     offset = len(a) - len(edge_a)
     new_a = _cut(a, [(s + offset, e + offset) for s, e in cut_a])
     return new_a, _cut(b, cut_b), through and len(b) <= JOIN_WINDOW_CHARS
+
+
+def _whole_value_line(line: str, spans: List[Tuple[int, int]]) -> bool:
+    """A key's value on the next line is that line, whole (``Bearer`` / ``eyJ...``,
+    ``password:`` / ``    V``): the spans replace all of it but its indentation."""
+    start, end = len(line) - len(line.lstrip()), len(line.rstrip())
+    if end > JOIN_WINDOW_CHARS or start >= end or line[start:end] in _CODE_LINES:
+        return False
+    covered = [(max(s, start), min(e, end)) for s, e in spans if e > start and s < end]
+    at = start
+    for s, e in sorted(covered):
+        if s > at:
+            return False
+        at = max(at, e)
+    return at >= end
 
 
 def _replaced(before: str, after: str) -> List[Tuple[int, int]]:
