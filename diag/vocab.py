@@ -90,6 +90,7 @@ RuleId = Literal[
     "waits_for_nodes_to_join",
     "collective_laggard",
     "server_feeds_ranks",
+    "peer_backs_off",
     "peers_wait",
     "results_never_come",
     "lock_cycle",

@@ -55,6 +55,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("peers_wait",),
     ),
     Scenario(
+        "gloo_backoff_503",
+        "slow",
+        ("rank:1",),
+        True,
+        "3 gloo ranks; rank 1 got HTTP 503 from its shard server and backs off (exponential, "
+        "then the server's Retry-After: 45 s sleep), logging each retry; ranks 0,2 in all_reduce",
+        rules=("peer_backs_off",),
+    ),
+    Scenario(
+        "gloo_retry_never_ready",
+        "deadlocked",
+        ("rank:1",),
+        True,
+        "3 gloo ranks; rank 1 retries a shard server that answers 503 to every request, every "
+        "second for ever, the same retry line each time; ranks 0,2 in all_reduce",
+    ),
+    Scenario(
         "gloo_mismatched_collective",
         "deadlocked",
         ("rank:2",),

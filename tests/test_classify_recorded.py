@@ -218,6 +218,12 @@ GRAPH_DISAGREES = {
     # timer can end that sleep; the rules call a rank sleeping outside its group's collective
     # a divergence (it will not come back by itself).
     "gloo_diverge_sleep",
+    # Rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a
+    # timer ends it (idle); the rules say the group is slow - it resumes, on a clock.
+    "gloo_backoff_503",
+    # ... and rank 1 retries a server that answers 503 for good: to the graph a timer ends
+    # each sleep; the rules read the same retry line again and again - it never resumes.
+    "gloo_retry_never_ready",
     # Flight Recorder says a rank is behind in the collectives; the graph does not read FR.
     "fr_lag_4ranks",
     # Rank 1 sits at a pdb prompt on a silent stdin: to the graph input can still come (a

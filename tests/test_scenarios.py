@@ -44,6 +44,10 @@ _PROMPT_LAGGARD = (
 )
 GRAPH_DISAGREES: Dict[str, str] = {
     "torchrun_pdb_rank": _PROMPT_LAGGARD,
+    "gloo_backoff_503": (
+        "rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a "
+        "timer ends it (idle); the rules read the group slow - it resumes, on a clock"
+    ),
     "ray_idle": (
         "an idle ray::IDLE worker waits for tasks inside Ray's C++ core worker (Worker.main_loop, "
         "no Python wait the graph knows, no CPU): the graph reads it blocked or computing by "

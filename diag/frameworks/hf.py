@@ -49,5 +49,7 @@ PACK = Pack(
     loading_converts=("transformers/core_model_loading",),
     # The Hub's cache (and ModelScope's, a mirror users in China run), generic download dirs.
     download_dirs=("/huggingface/", "/hub/", "/.cache/", "/modelscope/", "/downloads/"),
+    # The Hub's http_backoff logs the error before its "Retrying in 2s [Retry 2/5]."
+    retry_lines=(r"thrown while requesting (?:GET|HEAD|POST|PUT)\b",),
     sources=("transformers 4.57 modeling_utils.py, core_model_loading.py; hf_hub 0.35",),
 )

@@ -119,5 +119,7 @@ PACK = Pack(
             source="torch 2.4 ProcessGroupNCCL.cpp (heartbeatTimeoutInSec_ default 8 min)",
         ),
     ),
+    # c10d's TCPStore client retries its connect until the store's host listens (socket.cpp).
+    retry_lines=(r"The client socket has failed to connect to",),
     sources=("torch 2.6 torch/distributed/distributed_c10d.py, rendezvous.py",),
 )

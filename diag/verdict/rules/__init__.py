@@ -282,6 +282,21 @@ TABLE: Tuple[Rule, ...] = (
         examples=["torchrun_tp_server_idle"],
     ),
     rule(
+        "peer_backs_off",
+        "peers",
+        ["slow"],
+        peers.peer_backs_off,
+        words.BACKOFF_OUTRANKS,
+        doc="""Ranks wait on a peer in a collective, and every rank outside it sleeps in a
+        timed wait (a retry's back-off) whose timeout, read from the kernel, ends within 10
+        min: it resumes by itself, so the job is slow - wait for it, and the sentence says
+        when it wakes and quotes its retry line. A sleep of 10 min or more (``while True:
+        time.sleep(3600)``), one slept again and again with no longer budget, or the same
+        retry line logged again and again (a condition that can never hold) is not a
+        back-off: ``peers_wait`` names the rank.""",
+        examples=["gloo_backoff_503"],
+    ),
+    rule(
         "peers_wait",
         "peers",
         ["deadlocked"],

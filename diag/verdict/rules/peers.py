@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from diag.model import Suspect
+from diag.verdict.backoff import backoff_sentence, backoffs
 from diag.verdict.equivalence import odd_classes
 from diag.verdict.rendezvous import mismatch, store_joins, waiting_agents
 from diag.verdict.rules import words
@@ -21,7 +22,7 @@ from diag.verdict.stories import (
     peer_story,
     pool_story,
 )
-from diag.verdict.waits import RESULT
+from diag.verdict.waits import PEER, RESULT
 
 
 def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
@@ -63,6 +64,27 @@ def collective_laggard(s: Situation) -> Optional[Decision]:
     first = culprits[0]
     summary = words.collective_laggard(first.evidence.detail, first.suspects[0].pid)
     return decided("deadlocked", 0.85, summary, [x for f in culprits for x in f.suspects])
+
+
+def peer_backs_off(s: Situation) -> Optional[Decision]:
+    """Ranks wait on a peer, and every rank outside the collective sleeps in a timed wait that
+    ends by itself within a sane back-off (``diag.verdict.backoff``): it resumes, the job is
+    slow. A sleep of 10 min or more, one slept again and again, or the same retry logged again
+    and again is no back-off, and ``peers_wait`` names the rank."""
+    if not s.peer_waiters:
+        return None
+    others = [p for p in s.alive if p.main_family != PEER]
+    backs = backoffs(s.ctx.bundle, others)
+    if not backs:
+        return None
+    summary = backoff_sentence(backs, s.peer_waiters)
+    suspects = [
+        Suspect(
+            pid=b.proc.pid, rank=b.proc.rank, host=b.proc.key[0], reason=words.backoff_reason(b)
+        )
+        for b in backs
+    ]
+    return decided("slow", 0.75 if backs[0].line else 0.6, summary, suspects)
 
 
 def peers_wait(s: Situation) -> Optional[Decision]:

@@ -21,10 +21,12 @@ from __future__ import annotations
 from typing import AbstractSet, Optional, Sequence
 
 from diag.model import WaitNode
+from diag.verdict.backoff import Backoff
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings, StoreJoin
 from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undrained_put_text
+from diag.verdict.wait_age import age_words
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.verdict.work import Starved, poll_note
 from diag.vocab import VerdictState
@@ -90,6 +92,15 @@ def data_starved(st: Starved) -> str:
         "the job is data-starved, not stuck: don't kill it. See where the dataset spends its "
         f"time (`py-spy dump --pid {st.workers[0].pid}`), check the storage or network it "
         "reads, raise num_workers / prefetch_factor or cache the data"
+    )
+
+
+def backoff_reason(b: Backoff) -> str:
+    """A back-off's suspect line: where it sleeps and when it wakes."""
+    budget = f" of {age_words(b.timeout_s)}" if b.timeout_s is not None else ""
+    return (
+        f"sleeps in {where(b.proc)} ({b.call}{budget}); wakes by itself in "
+        f"~{age_words(max(1.0, b.wakes_in_s))} - its peers wait for it"
     )
 
 
@@ -519,6 +530,10 @@ STOPPED_OUTSIDER_OUTRANKS = (
 PEERS_OUTRANKS = (
     "ranks waiting on a peer name the odd rank: a divergence, whatever pools, locks or "
     "doors the same stacks show"
+)
+BACKOFF_OUTRANKS = (
+    "a rank whose sleep ends by itself within a sane back-off resumes: its peers' wait is "
+    "slow, not a divergence"
 )
 LOST_RESULTS_OUTRANKS = (
     "a parent waiting for pool results no worker computes is a lost task, not its workers' "
