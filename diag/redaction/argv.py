@@ -97,8 +97,8 @@ def argv_secrets(argv: Sequence[str]) -> Spans:
         elif "=" in arg and not arg.startswith("-"):
             name, _, value = arg.partition("=")
             strength = secret_strength(name)
-            if value and (strength == 2 or (strength == 1 and looks_secret(value))):
-                spans[index] = len(name) + 1  # ``token=V`` as text reads it: V looks secret
+            if value and (strength == 2 or (strength == 1 and _reads_like_token(value))):
+                spans[index] = len(name) + 1  # ``token=V``, V a token (not ``key=train``)
     return spans
 
 
@@ -181,6 +181,19 @@ def _user_pass(value: str) -> bool:
     if ":" not in value or value.startswith("-"):
         return False
     return re.fullmatch(r"[\d:]+", value) is None
+
+
+def _reads_like_token(value: str) -> bool:
+    """The value of a weak name (``token=``, ``key=``, ``session=``) that is learned from
+    argv: 12+ characters with letters and digits, as text reads it secret (``looks_secret``)
+    - not a Hydra override's ``data.key=train_split`` or ``key=run1``, which learned would be
+    scrubbed from every path that holds them."""
+    return (
+        len(value) >= 12
+        and looks_secret(value)
+        and re.search(r"[A-Za-z]", value) is not None
+        and re.search(r"\d", value) is not None
+    )
 
 
 def _reads_like_password(value: str) -> bool:
