@@ -7,7 +7,8 @@ communication library's progress engine waits for a message; it does not compute
 - The verdict, on real Open MPI (Debian's openmpi-bin + mpi4py): two ranks deadlocked in the
   progress engine (rank 1 in ``MPI_Recv`` of a message never sent, rank 0 in ``MPI_Barrier``)
   are deadlocked, not "slow: CPU-bound", and the spinning symbol is named; two ranks
-  exchanging messages in a loop while logging steps are progressing; the same deadlock over
+  exchanging messages in a loop while logging steps are progressing; a rank computing while its
+  peer spins in MPI_Recv is slow (the computing rank named); the same deadlock over
   UCX (Open MPI's ucx PML) spins in ``ucp_worker_progress`` and is deadlocked too.
 
 The MPI tests skip without mpirun or mpi4py (``make install`` installs both), and every test
@@ -237,6 +238,20 @@ def test_ranks_spinning_in_ucx_worker_progress_are_deadlocked(tmp_path: Path) ->
     assert bundle["verdict"]["state"] == "deadlocked", summary
     assert "spinning on a core waiting for a message" in summary, summary
     assert re.search(r"(libucp|libopen-pal|mca_pml_ucx)'?s? `", summary), summary
+
+
+@needs_mpi
+@needs_perf
+def test_a_rank_computing_while_its_peer_spins_in_mpi_is_slow_not_deadlocked(
+    tmp_path: Path,
+) -> None:
+    """The spinning receiver is a wait on the computing rank: the job is slow, the rank that
+    computes is the one named as working, and the receiver's CPU is no work of its own."""
+    bundle = _capture(_mpirun("mpi_straggler.py"), tmp_path)
+    summary = bundle["verdict"]["summary"]
+    assert bundle["verdict"]["state"] == "slow", summary
+    assert re.search(r"rank 0 is CPU-bound", summary), summary
+    assert re.search(r"rank 1 waits in libopen-pal's `", summary), summary
 
 
 @needs_mpi
