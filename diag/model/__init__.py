@@ -22,6 +22,7 @@ from diag.model.identity import HostEntry, HostInfo, ProcessInfo, Target
 from diag.model.judged import (
     ChainEnd,
     CollectiveRecord,
+    CpuHoldRecord,
     EdgeKind,
     Evidence,
     LogSignal,
@@ -89,6 +90,7 @@ __all__ = [
     "CgroupVersion",
     "ChainEnd",
     "CollectiveRecord",
+    "CpuHoldRecord",
     "CpuLimits",
     "EdgeKind",
     "Evidence",

@@ -261,6 +261,27 @@ class Stragglers(Record, frozen=True):
     basis: StragglerBasis = "none"
 
 
+class CpuHoldRecord(Record, frozen=True):
+    """What kept one process from the CPU over a capture (``diag.verdict.machine``): the most
+    any of its threads waited on a run queue, in how many samples that thread was runnable,
+    the share of its cgroup's periods throttled (None: no limit, or too few periods), and
+    ``cause`` when that is why it is slow ("limit", "priority"; "" otherwise)."""
+
+    pid: int
+    host: str = ""
+    rank: Optional[int] = None
+    window_s: float = 0.0
+    run_delay_s: float = 0.0
+    runnable_samples: int = 0
+    samples: int = 0
+    throttled_share: Optional[float] = None
+    throttled_s: Optional[float] = None
+    cause: str = ""
+
+
+MAX_CPU_HOLDS = 64  # processes a verdict keeps: those held back first, then by rank
+
+
 class RuleMatch(Record, frozen=True):
     """A rule of the table that also matched a capture but came after the one that decided:
     what it would have said, and why the decider outranks it."""
@@ -314,3 +335,6 @@ class Verdict(Record, frozen=True):
     # (diag.verdict.wait_age, from the kernel's se.exec_start); None when not known or short.
     quiet_since_s: Optional[float] = None
     quiet_for_s: Optional[float] = None
+    # What kept each process from the CPU (diag.verdict.machine), at most ``MAX_CPU_HOLDS``;
+    # empty in bundles written before the CPU limits were read.
+    cpu_holds: Tuple[CpuHoldRecord, ...] = ()

@@ -17,6 +17,7 @@ from diag.model import Bundle, RankPhase, Verdict, main_thread
 from diag.render import facts, fmt, scale
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex
+from diag.render.machine import build_machine
 from diag.render.matrix import build_matrix
 from diag.render.ranks import build_futex_groups, build_ranks
 from diag.render.series import build_gpu
@@ -47,6 +48,7 @@ SECTIONS: Dict[str, str] = {
     "stacks": "Distinct stacks",
     "futex": "Futex wait groups",
     "stragglers": "Stragglers: who the ranks wait for",
+    "machine": "Machine: what bounds each process's CPU",
     "gpu": "GPU",
     "collectives": "Collectives (Flight Recorder, NCCL RAS)",
     "nccl-logs": "NCCL log lines",
@@ -143,6 +145,7 @@ def build_view(
         hosts=build_hosts(bundle),
         graph=build_graph(index, verdict),
         stragglers=build_stragglers(index, verdict),
+        machine=build_machine(index, verdict),
     )
     return scale.finish(view, index, part, verdict, reg) if big else view
 

@@ -143,6 +143,24 @@ def _stragglers(view: ReportView, md: MarkdownText) -> List[str]:
     return [f"### Stragglers\n\n{md.text(st.summary)}\n\n" + _table(header, rows) + more]
 
 
+def _machine(view: ReportView, md: MarkdownText) -> List[str]:
+    """What bounds each process's CPU: the host's load, and a row per process (held first)."""
+    m = view.machine
+    if m is None:
+        return []
+    rows = [
+        [md.text(r.label) + (f" **({md.text(r.held)})**" if r.held else ""), md.text(r.limit),
+         md.text(r.throttled), md.text(r.run_delay), md.text(r.runnable), md.text(r.priority),
+         md.text(r.cpuset)]
+        for r in m.rows
+    ]  # fmt: skip
+    header = ["process", "CPU limit", "throttled", "run-queue delay", "runnable", "priority",
+              "cpuset"]  # fmt: skip
+    host = f"Host: {md.text(m.host_line)}\n\n" if m.host_line else ""
+    more = f"\n\n_{md.text(m.more)}_" if m.more else ""
+    return [f"### Machine\n\n{host}" + _table(header, rows) + more]
+
+
 def render_markdown(view: ReportView, scrub: Optional[Callable[[str], str]] = None) -> str:
     """The ticket text of ``view``; ``scrub`` (the capture's ``Redactor.scrub``) is applied to
     every value before it is escaped - ``write_reports`` passes it, and scrubs the file after."""
@@ -164,6 +182,7 @@ def render_markdown(view: ReportView, scrub: Optional[Callable[[str], str]] = No
         lines = [f"- {md.text(c)}" for c in view.graph.chains]
         parts.append("### Who waits on whom\n\n" + "\n".join(lines))
     parts += _stragglers(view, md)
+    parts += _machine(view, md)
     if view.evidence:
         items = []
         for n, e in enumerate(view.evidence, 1):

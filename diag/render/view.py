@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from diag.render.view_base import Spark, View
 from diag.render.view_graph import GraphArrow, GraphBox, GraphView
+from diag.render.view_machine import MachineRow, MachineView
 from diag.render.view_stragglers import StragglerRow, StragglersView
 from diag.render.view_tables import (
     CollectiveRow,
@@ -296,6 +297,9 @@ class ReportView(View, frozen=True):
     graph: Optional[GraphView] = None  # who waits on whom (the verdict's wait-for graph)
     # Who the ranks wait for: per-rank "waits for others" bars (diag.render.stragglers).
     stragglers: Optional[StragglersView] = None
+    # What bounded each process's CPU: its cgroup's limit, throttling, run-queue delay, nice
+    # (diag.render.machine); None for a bundle written before they were read.
+    machine: Optional[MachineView] = None
 
 
 __all__ = [
@@ -316,6 +320,8 @@ __all__ = [
     "HostRow",
     "LegendEntry",
     "LogView",
+    "MachineRow",
+    "MachineView",
     "Matrix",
     "MatrixCell",
     "MatrixRow",

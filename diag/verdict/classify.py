@@ -39,6 +39,7 @@ from diag.verdict.features import ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.graph import wait_graph
 from diag.verdict.log_deaths import log_deaths
+from diag.verdict.machine import hold_records
 from diag.verdict.participants import participants
 from diag.verdict.progress import log_growth
 from diag.verdict.rules import TABLE, Outcome, apply
@@ -175,6 +176,7 @@ def _qualified(
         stragglers=straggling.record,
         quiet_since_s=age.since_s,
         quiet_for_s=age.for_s,
+        cpu_holds=hold_records(ctx.bundle, ctx.procs),  # what kept each from the CPU
     )
 
 

@@ -28,7 +28,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
 
-from diag.model import Bundle, CpuLimits, ProcessSample, SchedPolicy, ThreadSample
+from diag.model import (
+    Bundle,
+    CpuHoldRecord,
+    CpuLimits,
+    ProcessSample,
+    SchedPolicy,
+    ThreadSample,
+)
+from diag.model.judged import MAX_CPU_HOLDS
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
 from diag.verdict.wording import group_by_wait, verb, where, who
@@ -338,12 +346,46 @@ def suspect_reason(hold: CpuHold, cause: Cause) -> str:
     return f"waits for a CPU at a low priority: {_priority_text(hold)}"
 
 
+def hold_records(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[CpuHoldRecord, ...]:
+    """The verdict's record of what kept each process from the CPU (the report's machine
+    section reads it): held back first, then by rank; () for a bundle written before the CPU
+    limits were read (its JSON stays as it was)."""
+    if not any(p.cpu_limits is not None for s in bundle.samples for p in s.processes):
+        return ()
+    holds = cpu_holds(bundle)
+    out = []
+    for p in procs:
+        hold = holds.get(p.key)
+        if hold is None:
+            continue
+        cause = "" if spins(p) else (cause_of(hold) or "")
+        out.append(
+            CpuHoldRecord(
+                pid=p.pid,
+                host=p.key[0],
+                rank=p.rank,
+                window_s=round(hold.window_s, 3),
+                run_delay_s=round(hold.run_delay_s, 3),
+                runnable_samples=hold.runnable_samples,
+                samples=hold.samples,
+                throttled_share=(
+                    round(hold.throttled_share, 4) if hold.throttled_share is not None else None
+                ),
+                throttled_s=round(hold.throttled_s, 3) if hold.throttled_s is not None else None,
+                cause=cause,
+            )
+        )
+    out.sort(key=lambda r: (not r.cause, r.rank is None, r.rank or 0, r.pid))
+    return tuple(out[:MAX_CPU_HOLDS])
+
+
 __all__ = [
     "CpuHold",
     "cause_of",
     "cpu_holds",
     "held_back",
     "held_sentence",
+    "hold_records",
     "host_note",
     "moved_running",
     "runnable_moving",

@@ -1,0 +1,93 @@
+"""The report's machine section: per host its CPU demand against its cores, and per process
+what bounded its CPU over the capture - its cgroup's limit and the share of periods throttled,
+its run-queue delay, nice and policy, cpuset, CPU pressure. The figures over the capture are
+the verdict's own (``Verdict.cpu_holds``, from ``diag.verdict.machine``), so the table says
+what the verdict read; the limit, priority and cpuset are the last sample's.
+
+Shown for verdicts that carry them (bundles written since issue #37); bounded by the
+verdict's own cap, the processes the machine holds back first.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from diag.model import Bundle, CpuHoldRecord, CpuLimits, Verdict
+from diag.render.index import BundleIndex
+from diag.render.view_machine import MachineRow, MachineView
+
+_HELD = {"limit": "CPU limit", "priority": "low priority", "queue": "run queue"}
+
+
+def _host_line(bundle: Bundle) -> str:
+    for sample in reversed(bundle.samples):
+        h = sample.host_load
+        if h is None:
+            continue
+        line = f"load {h.load1:.1f} on {h.cpus} core{'s' if h.cpus != 1 else ''}"
+        line += f", {h.runnable} runnable"
+        if h.psi_some_avg10 is not None:
+            line += f"; CPU pressure (some, 10 s) {h.psi_some_avg10:.0f} %"
+        return line
+    return ""
+
+
+def _limit(c: Optional[CpuLimits]) -> str:
+    if c is None or c.version is None:
+        return "?"
+    if c.quota_cores is None:
+        return f"none ({c.version})"
+    return f"{c.quota_cores:.2f} of a core ({c.limit_group or c.group}, {c.version})"
+
+
+def _throttled(hold: CpuHoldRecord) -> str:
+    if hold.throttled_share is None:
+        return ""
+    secs = f", {hold.throttled_s:.1f} s" if hold.throttled_s is not None else ""
+    return f"{hold.throttled_share * 100:.0f} % of periods{secs}"
+
+
+def _priority(c: Optional[CpuLimits]) -> str:
+    if c is None:
+        return ""
+    return f"nice {c.nice}, {c.policy}" if c.nice else c.policy
+
+
+def _cpuset(c: Optional[CpuLimits]) -> str:
+    if c is None:
+        return ""
+    return f"{c.cpuset} ({c.cpuset_cpus} CPUs)" if c.cpuset_cpus else c.cpuset
+
+
+def _row(index: BundleIndex, hold: CpuHoldRecord) -> MachineRow:
+    proc = index.by_key.get((hold.host, hold.pid))
+    last = proc.last if proc is not None else None
+    c = last.cpu_limits if last is not None else None
+    share = hold.run_delay_s / hold.window_s if hold.window_s > 0 else 0.0
+    return MachineRow(
+        label=proc.label if proc is not None else f"pid {hold.pid}",
+        anchor=proc.anchor if proc is not None else "",
+        host=hold.host,
+        limit=_limit(c),
+        throttled=_throttled(hold),
+        run_delay=f"{hold.run_delay_s:.1f} s of {hold.window_s:.1f} s ({share * 100:.0f} %)",
+        runnable=f"{hold.runnable_samples} of {hold.samples} samples" if hold.samples else "",
+        priority=_priority(c),
+        cpuset=_cpuset(c),
+        pressure=(
+            f"{c.pressure_some_avg10:.0f} %"
+            if c is not None and c.pressure_some_avg10 is not None
+            else ""
+        ),
+        held=_HELD.get(hold.cause, ""),
+    )
+
+
+def build_machine(index: BundleIndex, verdict: Optional[Verdict]) -> Optional[MachineView]:
+    """None when the verdict carries no CPU holds (an older bundle, nothing read)."""
+    if verdict is None or not verdict.cpu_holds:
+        return None
+    return MachineView(
+        host_line=_host_line(index.bundle),
+        rows=tuple(_row(index, h) for h in verdict.cpu_holds),
+    )
