@@ -21,6 +21,7 @@ from typing import Dict, Iterator, List, Set, Tuple, get_args
 import pytest
 
 from diag.frameworks import PACKS, base, union
+from diag.vocab import WaitFamily
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICT = ROOT / "diag" / "verdict"
@@ -57,6 +58,7 @@ GENERIC = {
 # The closed sets the records use (wait kinds, start-up phases, roles) are the verdict's words.
 GENERIC |= {*get_args(base.FrameWaitKind), *get_args(base.StartupPhase)}
 GENERIC |= set(get_args(base.FrameworkRole))
+GENERIC |= set(get_args(WaitFamily))  # "serve", "peer", ... (vllm's "serve" subcommand too)
 
 
 def _strings(value: object) -> Iterator[str]:

@@ -77,6 +77,31 @@ class RoleSign:
 
 
 @dataclass(frozen=True)
+class TitledRole:
+    """A process whose setproctitle title is its pack's ``title_prefix`` + ``part``, then
+    index suffixes (``_TP0``, ``_DP1_TP3``), plays ``role`` and is called ``label`` (+ the
+    suffix: "scheduler TP0"). A TP index in the suffix is the process's rank."""
+
+    part: str  # the title's part after the prefix: "scheduler", "EngineCore"
+    role: str  # the report's role column: "scheduler", "engine core", "DP controller"
+    label: str  # how a sentence names it: "scheduler", "EngineCore", "DP coordinator"
+
+
+@dataclass(frozen=True)
+class CommandRole:
+    """A process whose command line reads as one of the framework's own (it keeps its argv,
+    no title): ``python -m <module>``, ``<program> <subcommand>``, or an argv[1..3] element
+    holding ``fragment``. Any one of the three set is enough."""
+
+    role: str  # the report's role column: "API server", "helper"
+    label: str  # how a sentence names it: "main (HTTP + tokenizer)"
+    module: str = ""  # an argv[1..3] element equal to it: "sglang.launch_server"
+    program: str = ""  # argv[0..1]'s basename, with ``subcommand`` in argv[1..3]: "vllm"
+    subcommand: str = ""  # "serve"
+    fragment: str = ""  # a fragment of an argv[1..3] element: "multiprocessing.resource_tracker"
+
+
+@dataclass(frozen=True)
 class FrameSign:
     """Frames whose function (the last dotted part of py-spy's qualified name: ``Queue.get``
     -> ``get``) is one of ``names``, in a file whose name ends with one of ``files`` (any file
@@ -266,6 +291,13 @@ class Pack:
     # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     debugger_frames: FrozenSet[str] = frozenset()
     # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
+    # How its processes are named (``diag.text.roles``): the title prefix its setproctitle
+    # titles share ("sglang::"), a regex source for the part after it ("[a-z_]+?"), the parts
+    # it knows, and the command lines of its processes that keep their argv.
+    title_prefix: str = ""
+    title_part: str = ""
+    titled_roles: Tuple[TitledRole, ...] = ()
+    command_roles: Tuple[CommandRole, ...] = ()
     # falling) - ``diag.verdict.flow_control`` (``flow.FlowPause``).
     flow_pauses: Tuple[FlowPause, ...] = ()
     # Where each fact was checked (a source path and version), for the next reader.

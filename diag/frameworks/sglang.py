@@ -8,7 +8,7 @@ sglang/srt/entrypoints/http_server.py).
 
 from __future__ import annotations
 
-from diag.frameworks.base import Clock, Pack, RoleSign
+from diag.frameworks.base import Clock, CommandRole, Pack, RoleSign, TitledRole
 
 PACK = Pack(
     name="SGLang",
@@ -23,6 +23,20 @@ PACK = Pack(
         RoleSign("sglang::detokenizer", "detokenizer"),
         RoleSign("sglang::data_parallel_controller", "controller"),
         RoleSign("sglang.launch_server", "front end"),
+    ),
+    # setproctitle(f"sglang::{name}{suffix}"): sglang::scheduler_TP0, sglang::detokenizer.
+    title_prefix="sglang::",
+    title_part="[a-z_]+?",
+    titled_roles=(
+        TitledRole("scheduler", "scheduler", "scheduler"),
+        TitledRole("detokenizer", "detokenizer", "detokenizer"),
+        TitledRole("tokenizer_worker", "tokenizer", "tokenizer worker"),
+        TitledRole("data_parallel_controller", "DP controller", "DP controller"),
+    ),
+    # Its main process keeps its command line: FastAPI/uvicorn and the TokenizerManager.
+    command_roles=(
+        CommandRole("API server", "main (HTTP + tokenizer)", module="sglang.launch_server"),
+        CommandRole("API server", "main (HTTP + tokenizer)", program="sglang", subcommand="serve"),
     ),
     # Its TP collectives (shared with vLLM's parallel_state, which SGLang vendors).
     frame_waits=(),

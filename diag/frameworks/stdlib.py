@@ -7,13 +7,16 @@ Facts from CPython 3.9-3.13's ``Lib/`` (the function names py-spy shows there).
 
 from __future__ import annotations
 
-from diag.frameworks.base import FrameSign, FrameWait, Pack
+from diag.frameworks.base import CommandRole, FrameSign, FrameWait, Pack
 
 PACK = Pack(
     name="Python standard library",
     key="stdlib",
     # multiprocessing's daemons: one per job that uses it, never a rank.
     helpers=("resource_tracker", "forkserver", "semaphore_tracker"),
+    command_roles=(
+        CommandRole("helper", "resource tracker", fragment="multiprocessing.resource_tracker"),
+    ),
     frame_waits=(
         FrameWait(FrameSign(frozenset({"get", "_get"}), ("queue.py", "queues.py")), "queue"),
         # An idle ThreadPoolExecutor worker: ``work_queue.get(block=True)`` on a C SimpleQueue,

@@ -14,7 +14,7 @@ import re
 from typing import Dict, FrozenSet, Iterable, List, Pattern, Tuple
 
 from diag.frameworks import PACKS
-from diag.frameworks.base import Clock, FrameSign, FrameWaitKind, Pack, StartupPhase
+from diag.frameworks.base import Clock, CommandRole, FrameSign, FrameWaitKind, Pack, StartupPhase
 
 
 def _names(values: Iterable[FrozenSet[str]]) -> FrozenSet[str]:
@@ -54,6 +54,21 @@ AGENT_FLAGS: FrozenSet[str] = _names(p.agent_flags for p in PACKS)
 RPC_MARKERS: Tuple[str, ...] = _ordered(p.rpc_markers for p in PACKS)
 RPC_THREADS: FrozenSet[str] = _names(p.rpc_threads for p in PACKS)
 PLUMBING_PACKAGES: FrozenSet[str] = _names(p.plumbing_packages for p in PACKS)
+
+# Process titles: (prefix, its compiled title regex - group 1 the part, group 2 the index
+# suffix -, part -> (role, label)) per pack that titles its processes; command-line roles.
+TITLES: Tuple[Tuple[str, Pattern[str], Dict[str, Tuple[str, str]]], ...] = tuple(
+    (
+        p.title_prefix,
+        re.compile(
+            "^" + re.escape(p.title_prefix) + f"({p.title_part})" + r"(?:_((?:[A-Z]+\d+_?)+))?$"
+        ),
+        {t.part: (t.role, t.label) for t in p.titled_roles},
+    )
+    for p in PACKS
+    if p.title_prefix and p.titled_roles
+)
+COMMAND_ROLES: Tuple[CommandRole, ...] = tuple(c for p in PACKS for c in p.command_roles)
 
 # --- waits
 RENDEZVOUS_FRAMES: FrozenSet[str] = _names(p.rendezvous_frames for p in PACKS)

@@ -8,7 +8,15 @@ vllm/model_executor/model_loader/).
 
 from __future__ import annotations
 
-from diag.frameworks.base import Clock, FrameSign, FrameWait, Pack, RoleSign
+from diag.frameworks.base import (
+    Clock,
+    CommandRole,
+    FrameSign,
+    FrameWait,
+    Pack,
+    RoleSign,
+    TitledRole,
+)
 
 # vLLM's shared-memory MessageQueue: TP workers wait here for rank 0's next broadcast.
 _SHM_QUEUE = frozenset({"dequeue", "acquire_read", "broadcast_object"})
@@ -23,6 +31,18 @@ PACK = Pack(
     roles=(
         RoleSign("VLLM::EngineCore", "engine core"),
         RoleSign("VLLM::Worker", "worker", r"TP(\d+)"),
+    ),
+    # setproctitle: VLLM::EngineCore, VLLM::Worker_TP1, VLLM::APIServer, VLLM::DPCoordinator.
+    title_prefix="VLLM::",
+    title_part="[A-Za-z]+",
+    titled_roles=(
+        TitledRole("EngineCore", "engine core", "EngineCore"),
+        TitledRole("Worker", "worker", "worker"),
+        TitledRole("APIServer", "API server", "API server"),
+        TitledRole("DPCoordinator", "DP controller", "DP coordinator"),
+    ),
+    command_roles=(
+        CommandRole("API server", "API server (vllm serve)", program="vllm", subcommand="serve"),
     ),
     frame_waits=(
         # Inference servers' own collectives (vLLM's TP ops, its CPU shared-memory all-reduce,

@@ -7,7 +7,8 @@ SGLang ``sglang::scheduler`` / ``sglang::scheduler_TP0`` / ``sglang::scheduler_D
 ``VLLM::Worker_TP1``. Their front ends keep their command line: ``python -m
 sglang.launch_server`` (FastAPI/uvicorn and the TokenizerManager in one process), ``vllm serve``.
 A verdict that says "detokenizer (pid 2206) is stopped" is read at once; "pid 2206 is stopped"
-sends the reader to ``ps``. One table, pure (argv and the kernel's name in), shared by the
+sends the reader to ``ps``. The titles and command lines are the packs' (``title_prefix``,
+``titled_roles``, ``command_roles``); pure (argv and the kernel's name in), shared by the
 verdict's wording and the report's tables.
 
 ``role`` is the part the process plays (the report's "role" column): scheduler, detokenizer,
@@ -22,6 +23,8 @@ import os
 import re
 from typing import NamedTuple, Optional, Sequence
 
+from diag.frameworks import union
+
 
 class FrameworkRole(NamedTuple):
     role: str  # "scheduler", "detokenizer", "API server", "engine core", "worker", ...
@@ -29,23 +32,7 @@ class FrameworkRole(NamedTuple):
     indexed: bool = False  # the name carries the TP index (= the process's rank)
 
 
-_SGLANG_TITLE = re.compile(r"^sglang::([a-z_]+?)(?:_((?:[A-Z]+\d+_?)+))?$")
-_VLLM_TITLE = re.compile(r"^VLLM::([A-Za-z]+)(?:_((?:[A-Z]+\d+_?)+))?$")
 _TP = re.compile(r"(?:^|_)TP\d+(?:$|_)")
-
-# SGLang's process titles (sglang/srt/...: setproctitle(f"sglang::{name}{suffix}")).
-_SGLANG_ROLES = {
-    "scheduler": ("scheduler", "scheduler"),
-    "detokenizer": ("detokenizer", "detokenizer"),
-    "tokenizer_worker": ("tokenizer", "tokenizer worker"),
-    "data_parallel_controller": ("DP controller", "DP controller"),
-}
-_VLLM_ROLES = {
-    "EngineCore": ("engine core", "EngineCore"),
-    "Worker": ("worker", "worker"),
-    "APIServer": ("API server", "API server"),
-    "DPCoordinator": ("DP controller", "DP coordinator"),
-}
 
 
 def title_of(cmdline: Sequence[str], comm: str) -> str:
@@ -73,7 +60,7 @@ COMM_CHARS = 15
 
 
 def _cut(comm: str) -> Optional[FrameworkRole]:
-    for prefix, table in (("sglang::", _SGLANG_ROLES), ("VLLM::", _VLLM_ROLES)):
+    for prefix, _, table in union.TITLES:
         for key, (role, name) in table.items():
             full = prefix + key
             if full.startswith(comm) or comm.startswith(full):
@@ -81,25 +68,31 @@ def _cut(comm: str) -> Optional[FrameworkRole]:
     return None
 
 
+def _commanded(cmdline: Sequence[str]) -> Optional[FrameworkRole]:
+    """The role a framework's own command line says (its packs' ``command_roles``)."""
+    programs = {os.path.basename(a) for a in cmdline[:2]}
+    args = list(cmdline[1:4])
+    for c in union.COMMAND_ROLES:
+        if (
+            (c.fragment and any(c.fragment in a for a in args))
+            or (c.module and c.module in args)
+            or (c.program and c.program in programs and c.subcommand in args)
+        ):
+            return FrameworkRole(c.role, c.label)
+    return None
+
+
 def framework_role(cmdline: Sequence[str], comm: str = "") -> Optional[FrameworkRole]:
-    """The framework part this process plays, or None for a process no table here names."""
+    """The framework part this process plays, or None for a process no pack names."""
     title = title_of(cmdline, comm)
-    found = _titled(_SGLANG_TITLE.match(title), _SGLANG_ROLES) or _titled(
-        _VLLM_TITLE.match(title), _VLLM_ROLES
+    found = next(
+        (r for _, rx, table in union.TITLES if (r := _titled(rx.match(title), table))), None
     )
     if found is None and len(title) == COMM_CHARS:
         found = _cut(title)
     if found is not None or len(cmdline) < 2:
         return found
-    if any("multiprocessing.resource_tracker" in a for a in cmdline[1:4]):
-        return FrameworkRole("helper", "resource tracker")
-    programs = {os.path.basename(a) for a in cmdline[:2]}
-    args = list(cmdline[1:4])
-    if "sglang.launch_server" in args or ("sglang" in programs and "serve" in args):
-        return FrameworkRole("API server", "main (HTTP + tokenizer)")
-    if "vllm" in programs and "serve" in args:
-        return FrameworkRole("API server", "API server (vllm serve)")
-    return None
+    return _commanded(cmdline)
 
 
 def named(role: FrameworkRole, rank: Optional[int], pid: int) -> str:
