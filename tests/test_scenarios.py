@@ -48,6 +48,10 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a "
         "timer ends it (idle); the rules read the group slow - it resumes, on a clock"
     ),
+    "gloo_retry_never_ready": (
+        "rank 1 retries a server that answers 503 for good, a 1 s sleep each time: to the graph "
+        "a timer ends each sleep (idle); the rules read the same retry again and again - stuck"
+    ),
     "ray_idle": (
         "an idle ray::IDLE worker waits for tasks inside Ray's C++ core worker (Worker.main_loop, "
         "no Python wait the graph knows, no CPU): the graph reads it blocked or computing by "
@@ -71,6 +75,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
     "startup_parked": (
         "a start-up parked between two steps: to the graph every wait ends at a door (a port, "
         "a timer); that the job has not finished starting is the readiness rule's judgment"
+    ),
+    "store_host_crashed": (
+        "the ranks wait to join the store of rank 0, which died before diag looked: no process "
+        "is left for the graph to end their chain at; its death is read from its traceback "
+        "and its launcher (store_host_died)"
     ),
 }
 
