@@ -720,6 +720,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "gloo_pipeline_unbalanced",
+        "progressing",
+        ("rank:0",),
+        True,
+        "two-stage gloo pipeline (send/recv), stage 0 holds 5x the layers of stage 1: rank 0 "
+        "named the bottleneck stage (rebalance the split), rank 1 waits for it in `recv`",
+        rules=("output_moves",),
+    ),
+    Scenario(
+        "gloo_pipeline_balanced",
+        "progressing",
+        (),
+        True,
+        "two-stage gloo pipeline (send/recv) split evenly: no straggler",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "gloo_input_straggler",
         "progressing|slow",
         ("rank:1",),

@@ -198,6 +198,9 @@ class Pack:
     poll_files: Tuple[str, ...] = ()  # file fragments of its poll loops
     receive_frames: FrozenSet[str] = frozenset()  # a receive that waits on a peer
     collective_frames: FrozenSet[str] = frozenset()  # collectives (a peer must join)
+    # Point-to-point calls (a send, a receive, their batch and wait): a rank there waits on one
+    # neighbour - a pipeline stage on the next or previous one (``diag.verdict.stragglers``).
+    p2p_frames: FrozenSet[str] = frozenset()
     rendezvous_frames: FrozenSet[str] = frozenset()  # joining the job's rendezvous / store
     housekeeping_frames: FrozenSet[str] = frozenset()  # its own long polls and RPCs
     lock_frames: FrozenSet[str] = frozenset()  # lock libraries' acquire/retry loops

@@ -40,6 +40,12 @@ _COLLECTIVES = frozenset(
         "wait_stream",
     }
 )
+# torch.distributed.pipelining's schedules batch their sends and receives and wait on them
+# (torch 2.4-2.13 pipelining/schedules.py).
+_SCHEDULE_P2P = frozenset({"_batch_p2p", "_sorted_batch_p2p", "_wait_batch_p2p"})
+# Point-to-point: c10d's send/recv (and their non-blocking forms, waited on through their Work)
+# and the schedules' batches - a wait on one neighbour, not the whole group.
+_P2P = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"}) | _SCHEDULE_P2P
 # Connecting to the rendezvous store: ``init_process_group`` builds its TCPStore here and, on a
 # rank that does not host it, connects to MASTER_ADDR:MASTER_PORT - retrying while nothing
 # accepts there.
@@ -77,6 +83,7 @@ PACK = Pack(
         {"broadcast", "broadcast_object_list", "scatter", "scatter_object_list", "recv", "irecv"}
     ),
     rendezvous_frames=_RENDEZVOUS,
+    p2p_frames=_P2P,
     store_frames=_STORE,
     frame_waits=(
         FrameWait(
@@ -89,6 +96,8 @@ PACK = Pack(
             ),
             "rendezvous",
         ),
+        # A pipelining schedule waits on its batched sends and receives here (``w.wait()``).
+        FrameWait(FrameSign(_SCHEDULE_P2P, ("pipelining/schedules.py",)), "collective"),
     ),
     comm_files=("torch/distributed/",),
     # Where frameworks keep their collectives: vLLM's and SGLang's ``distributed`` packages

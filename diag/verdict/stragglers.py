@@ -195,14 +195,15 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
     """The ranks that compute at a multiple of the others' CPU while in a job that syncs
     (empty: no outlier). On a shared host a waiting rank may be caught runnable in its compute
     frame in every sample, so the stack shares alone miss it; the CPU ratio does not."""
-    typical = median(r.main_cpu_pct for r in loads)
     cands = [
         r
         for r in loads
         if r.compute_share >= STRAGGLER_COMPUTE_SHARE
         and r.peer_wait_share <= STRAGGLER_WAIT_SHARE
         and r.main_cpu_pct >= STRAGGLER_MAIN_CPU_PCT
-        and r.main_cpu_pct >= typical * CPU_RATIO
+        # against the others' median, not one it is part of: of two pipeline stages, the
+        # median of both is half the bottleneck's own CPU whatever its neighbour burns
+        and r.main_cpu_pct >= median(q.main_cpu_pct for q in loads if q is not r) * CPU_RATIO
     ]
     if not cands or len(cands) > max(1, len(loads) // 4):
         return []
@@ -285,7 +286,20 @@ def _waiters_text(others: Sequence[RankLoad]) -> str:
     cpus = [r.main_cpu_pct for r in others]
     who = rank_set(r.rank for r in others)
     seen = f"{op} {_pct_span(shares)} of the samples" if max(shares) > 0 else ""
-    return f"{who} wait for it{seen} (main thread {_pct_span(cpus)} of a core)"
+    return f"{who} wait for it{seen} (main thread {_pct_span(cpus)} of a core){_p2p_remedy(ops)}"
+
+
+def _p2p_remedy(ops: Dict[str, int]) -> str:
+    """Where the others wait for it mostly in point-to-point calls (a receive from it, a send
+    to it), it is a pipeline stage the next ones wait for: the split between stages is
+    uneven, and moving layers off it is the remedy - more ranks would wait the same."""
+    p2p = sum(n for op, n in ops.items() if op.strip("`") in union.P2P_FRAMES)
+    if not ops or p2p * 2 <= sum(ops.values()):
+        return ""
+    return (
+        "; those are point-to-point waits: it is the bottleneck stage of a pipeline - "
+        "rebalance the split (move layers off it to its neighbours)"
+    )
 
 
 def _sample_summary(slow: Sequence[RankLoad], others: Sequence[RankLoad]) -> str:
