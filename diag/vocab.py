@@ -75,6 +75,7 @@ RuleId = Literal[
     "flow_paused",
     "rank_stopped",
     "log_names_dead_rank",
+    "store_host_died",
     "blocked_on_itself",
     "cpu_held_back",
     "waits_on_itself",

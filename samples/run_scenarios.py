@@ -354,6 +354,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "local_rank: 1`; rank 0 busy-polls for it",
     ),
     Scenario(
+        "store_host_crashed",
+        "deadlocked",
+        ("rank:0",),
+        True,
+        "a launcher tees 3 gloo ranks into one log as `[rankN]:`; rank 0, the store's host "
+        "(loopback MASTER_ADDR), exits 1 with a traceback before init and is reaped; ranks 1-2 "
+        "retry connecting to its store",
+        rules=("store_host_died",),
+    ),
+    Scenario(
+        "store_host_late",
+        "progressing",
+        None,  # rank 0 may be named the straggler it was
+        True,
+        "the same launcher; rank 0 is slow to start and reaches init during the capture: the "
+        "store comes up, the ranks meet and train",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

@@ -246,6 +246,10 @@ GRAPH_DISAGREES = {
     # no dead end to the graph) and the pipe's holder outside the job sleeps: the graph gives
     # no state, the rule follows the pipe edges to the holder.
     "wait_edges_communicate_background",
+    # Ranks 1-2 wait to join the store of rank 0, which died before diag looked: no process
+    # is left for the graph to end their chain at (it gives no state); the rules read its
+    # death from its traceback and its launcher (store_host_died).
+    "store_host_crashed",
 }
 
 

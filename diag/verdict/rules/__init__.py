@@ -28,7 +28,18 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from diag.model import RuleMatch
-from diag.verdict.rules import deaths, doors, flow, graph, locks, machine, motion, peers, words
+from diag.verdict.rules import (
+    deaths,
+    doors,
+    flow,
+    graph,
+    locks,
+    machine,
+    motion,
+    peers,
+    words,
+    words_joins,
+)
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
 from diag.verdict.situation import Situation
@@ -71,6 +82,21 @@ TABLE: Tuple[Rule, ...] = (
         A death line from before an elastic restart, or in a job that progresses, is
         history and does not count.""",
         examples=["launcher_lost_rank"],
+    ),
+    rule(
+        "store_host_died",
+        "deaths",
+        ["deadlocked"],
+        deaths.store_host_died,
+        words_joins.HOST_DIED_OUTRANKS,
+        doc="""Ranks in ``init_process_group`` connect to a c10d store no process of the
+        capture listens on, and the capture holds evidence that the store's host, rank 0,
+        died: its traceback in a followed log (lines its launcher tagged ``[rank0]:``), a line
+        giving its non-zero exit status, or - on a loopback MASTER_ADDR - no process being
+        rank 0 while the joiners' launcher has reaped a child that ran. Death outranks the
+        door: the wait looks like "the master is late", but it will never come. Without such
+        evidence ``waits_for_nodes_to_join`` reads idle and says which evidence would tell.""",
+        examples=["store_host_crashed"],
     ),
     rule(
         "waits_on_itself",

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 from typing import Optional
 
+from diag.model import Suspect
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
+from diag.verdict.host_gone import host_gone
 from diag.verdict.participants import (
     framework_rank,
     is_helper,
     is_rank_helper,
     strong_rank,
 )
-from diag.verdict.rules import words
+from diag.verdict.rendezvous import store_joins
+from diag.verdict.rules import words, words_joins
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -109,6 +112,20 @@ def log_names_dead_rank(s: Situation) -> Optional[Decision]:
     survivors = [p for p in survivors if not p.dead]
     summary = words.rank_gone_in_log(d, survivors)
     return decided("deadlocked", 0.75, summary, [])
+
+
+def store_host_died(s: Situation) -> Optional[Decision]:
+    """Ranks wait to join a c10d store nobody listens on, and the capture holds evidence that
+    the store's host rank died (``host_gone``: its traceback, its exit status, its launcher
+    having reaped it on this host): it will never come, whatever the wait looks like."""
+    join = store_joins(s.ctx.bundle, s.ctx.procs)
+    gone = host_gone(s.ctx.bundle, join, s.ctx.procs, s.ctx.logs) if join else None
+    if join is None or gone is None or not gone.dead:
+        return None
+    host = join.joiners[0].key[0]
+    reason = words_joins.host_died_reason(gone)
+    suspect = Suspect(pid=0, rank=gone.rank, host=host, reason=reason)
+    return decided("deadlocked", 0.8, words_joins.store_host_died(join, gone), [suspect])
 
 
 def log_reports_death(s: Situation) -> Optional[Decision]:
