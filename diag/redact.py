@@ -390,7 +390,7 @@ class Redactor:
         spans = argv_secrets(argv)
         out: List[str] = []
         for index, arg in enumerate(argv):
-            joined = joined_secrets(arg) if any(c.isspace() for c in arg) else []
+            joined = joined_secrets(arg) if _command_like(argv, index) else []
             for value in joined:  # a title rewritten in place, an ``sh -c`` command: an argv
                 self.add_secret(value)  # joined into one, its values replaced where they are
             offset = spans.get(index)
@@ -446,6 +446,18 @@ class Redactor:
                 new = json.dumps(self.scrub_obj(json.loads(old)), ensure_ascii=False)
             fixed.append(new)
         return "\n".join(fixed)
+
+
+def _command_like(argv: Sequence[str], index: int) -> bool:
+    """Whether ``argv[index]`` may be a command line joined into one argument (a title, the
+    command of ``sh -c``): it has whitespace and is not a program's source (``python -c``,
+    whose docstrings and string literals would teach words as secrets)."""
+    arg = argv[index]
+    if not any(c.isspace() for c in arg):
+        return False
+    if index >= 2 and argv[index - 1] == "-c":
+        return not argv[0].rsplit("/", 1)[-1].startswith(("python", "pypy", "node", "perl"))
+    return True
 
 
 def _scrub_blocks(text: str) -> str:
