@@ -21,12 +21,12 @@ from diag.model import Frame
 _PLUMBING_PACKAGES = union.PLUMBING_PACKAGES
 # Where installed packages live (the job's own code may be anywhere else).
 SITE_DIRS = ("site-packages/", "dist-packages/")
-# Standard-library and generated code, wherever a frame's file is.
+# Standard-library code, wherever a frame's file is, and the packs' code and generated code
+# wherever it is installed or written (``library_files``: torch's, Inductor's kernels).
 _LIBRARY_MARKERS = (
     "lib/python",
     "<frozen",
-    "/torchinductor_",  # Inductor's generated kernels: torch's code, not the job's
-    "torch/",
+    *union.LIBRARY_FILES,
     "multiprocessing/",
     "asyncio/",
     "concurrent/",

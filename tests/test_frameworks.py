@@ -52,6 +52,7 @@ GENERIC = {
     "accept", "sleep", "poll", "select", "lock", "join", "result", "child", "queue", "wait",
     "stopped", "read", "write", "recv", "get", "run", "done", "value", "worker", "scheduler",
     "handle", "emit", "forward", "download", "synchronize", "collective", "rendezvous",
+    "exception", "next", "callback", "monitor", "query", "empty", "full", "exists", "send",
     # Weight files' formats (a file suffix list, not a framework's table); a resource.
     ".safetensors", "memory",
 }  # fmt: skip

@@ -283,6 +283,9 @@ class Pack:
     # Installed packages (their top directory under site-packages) that are plumbing, not the
     # job's own code: a stack is named by its innermost frame outside them (``diag.frames``).
     plumbing_packages: FrozenSet[str] = frozenset()
+    # File fragments of its code (or code it generates) wherever the file is, not only under
+    # site-packages: plumbing too (torch built from source, Inductor's generated kernels).
+    library_files: Tuple[str, ...] = ()
     # Handler boundaries a lock can be taken again across (``diag.verdict.self_wait``): frames
     # that only take a lock (``Lock.acquire``, ``Handler.acquire``), files whose locks are
     # re-entrant (logging's), finalizer frames (``weakref.finalize.__call__``) and logging

@@ -80,5 +80,7 @@ PACK = Pack(
         }
     ),
     plumbing_packages=frozenset({"torch", "triton", "numpy"}),
+    # Inductor's generated kernels are torch's code, not the job's.
+    library_files=("/torchinductor_", "torch/"),
     sources=("torch 2.6 torch/cuda/streams.py, torch/futures/__init__.py, torch/_inductor/",),
 )

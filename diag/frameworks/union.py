@@ -54,6 +54,7 @@ AGENT_FLAGS: FrozenSet[str] = _names(p.agent_flags for p in PACKS)
 RPC_MARKERS: Tuple[str, ...] = _ordered(p.rpc_markers for p in PACKS)
 RPC_THREADS: FrozenSet[str] = _names(p.rpc_threads for p in PACKS)
 PLUMBING_PACKAGES: FrozenSet[str] = _names(p.plumbing_packages for p in PACKS)
+LIBRARY_FILES: Tuple[str, ...] = _ordered(p.library_files for p in PACKS)
 
 # Process titles: (prefix, its compiled title regex - group 1 the part, group 2 the index
 # suffix -, part -> (role, label)) per pack that titles its processes; command-line roles.
