@@ -841,6 +841,16 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("dask", "distributed"),
         rules=("flow_paused",),
     ),
+    Scenario(
+        "zmq_push_stalled",
+        "slow",
+        ("root",),  # the sender; the receiver that stopped reading leads the suspects
+        False,
+        "a scheduler pushes batches to its detokenizer over ZeroMQ PUSH/PULL; the detokenizer "
+        "reads 3 and sleeps: the scheduler's blocking `send` waits at the high-water mark",
+        ("zmq",),
+        rules=("flow_paused",),
+    ),
 )
 
 

@@ -68,7 +68,9 @@ def test_a_worker_paused_for_memory_is_slow_and_names_its_threshold(tmp_path: Pa
     edges = {(e["src"], e["dst"], e["kind"]) for e in v["graph"]["edges"]}
     assert (f"/{worker}", "outside:memory", "flow") in edges, _why(v)
     # ... and the client that waits on the worker's tasks leads to it.
-    assert any(f"pid {worker}" in c and "outside: memory" in c for c in v["graph"]["chains"])
+    assert any(f"pid {worker}" in c and "outside: memory" in c for c in v["graph"]["chains"]), _why(
+        v
+    )
 
 
 def test_a_running_computation_is_progressing(tmp_path: Path) -> None:

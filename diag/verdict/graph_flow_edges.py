@@ -3,6 +3,10 @@ that can end the pause, drawn as a ``flow`` edge - the peer that must read what 
 writer waits to send (a process of the capture, or ``outside: unknown peer``), the memory a
 paused worker waits to fall (``outside: memory``). A process whose output moves is not
 paused, whatever its writer thread waits on between sends: it gets no edge.
+
+A paused process's other edges go: what it does not answer while paused (a scheduler's
+request to a paused worker, the worker's own to its scheduler) is the pause's doing, and a
+chain followed through them reads a cycle "nothing will end" where memory or a reader will.
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ def stall_text(s: FlowStall) -> str:
 
 def flow_edges(b: _Builder) -> None:
     """One ``flow`` edge per party of each stall of the capture (``flow_stalls``)."""
+    paused = set()
     for s in flow_stalls(b.bundle, b.procs):
         key = node_key(s.proc)
         if key not in b.nodes or b.nodes[key].state in _WORK_STATES:
             continue
+        if key not in paused:
+            paused.add(key)
+            b.edges[:] = [e for e in b.edges if e.src != key]
         text = stall_text(s)
         if s.pause.party == "memory":
             b.edge(s.proc, OUT_MEMORY, "flow", text)

@@ -53,8 +53,10 @@ def peer_reader_paused(s: FlowStall) -> str:
     if s.peers:
         party = "; ".join(f"{_pid(q)}, in {where(q)}" for q in s.peers)
         ends = f"the party that can end it: {party}"
-    else:
-        ends = "its peer is not in this capture (" + (", ".join(s.outside) or "unknown") + ")"
+    elif s.outside:
+        ends = f"its peer is not in this capture ({', '.join(s.outside)})"
+    else:  # a unix socket's peer is recorded only when a thread blocks on the socket itself
+        ends = "its peer was not found (a unix socket's, such as ZeroMQ ipc://, may not be)"
     return (
         f"slow: {_pid(s.proc)}: {s.pause.what} - thread {s.tid} waits in `{s.where}` in every "
         f"sample; {ends}. Stalled, not idle: nothing more is sent until it reads. What to do: "
