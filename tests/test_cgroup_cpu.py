@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 
 from diag.bundle.io import load_bundle
-from diag.model import Bundle
+from diag.model import Bundle, ThreadSample
 from diag.probes.cgroup_cpu import (
     CgroupMounts,
     CpuLimitReader,
@@ -123,7 +123,7 @@ def _thread_motion(bundle: Bundle, pid: int) -> List[Tuple[int, bool, bool]]:
     """Per thread of ``pid`` runnable (state R) in some sample: (tid, its run-queue delay grew
     by more than its CPU time and 0.1 s at least, its Python stack changed)."""
     clk = bundle.host.clk_tck or 100
-    seen: Dict[int, list] = {}  # type: ignore[type-arg]
+    seen: Dict[int, List[ThreadSample]] = {}
     for s in bundle.samples:
         for p in s.processes:
             if p.pid == pid and p.status == "alive":

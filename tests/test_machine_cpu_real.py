@@ -61,9 +61,7 @@ def cpu_cgroup() -> Iterator[Path]:
                 time.sleep(0.2)
 
 
-def _capture(
-    name: str, tmp_path: Path, env: Optional[Dict[str, str]] = None
-) -> Dict[str, Any]:
+def _capture(name: str, tmp_path: Path, env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     started = start_ready([sys.executable, str(SCENARIOS / f"{name}.py")], 240, env=env)
     try:
         out = tmp_path / f"{name}.json"
