@@ -163,7 +163,7 @@ def test_pack_keys_are_their_modules() -> None:
 
 
 def _documented_records() -> List[type]:
-    return [base.Pack, base.Clock, base.RoleSign, base.FrameSign, base.FrameWait]
+    return [base.Pack, base.Clock, base.RoleSign, base.FrameSign, base.FrameWait, base.FlowPause]
 
 
 def test_docs_document_every_field() -> None:
@@ -190,6 +190,9 @@ def test_pack_regexes_compile(pack: base.Pack) -> None:
         re.compile(source)
     for _, source in pack.startup_lines:
         re.compile(source)
+    for pause in pack.flow_pauses:  # a framework's own pauses (diag.verdict.flow_control)
+        for source in (pause.pause_line, pause.resume_line):
+            re.compile(source)
 
 
 def test_union_is_lookup_tables() -> None:

@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import FrozenSet, Literal, Optional, Tuple
 
-from diag.frameworks.flow import FlowPause
-
 # What a clock does when it fires.
 ClockAction = Literal["aborts", "kills", "fails_startup", "restarts", "warns"]
 # What starts its count.
@@ -174,6 +172,43 @@ class NativeProgress:
     what: str = ""  # "MPI's progress engine polls for a message"
 
 
+# Who can end a framework's own pause (``FlowPause``): the peer at the other end of the paused
+# thread's connection (it must read), or the paused process's memory (it must fall).
+PauseParty = Literal["peer reader", "memory"]
+
+
+@dataclass(frozen=True)
+class FlowPause:
+    """A framework's own flow control or admission pause: a wait a named party ends, never
+    "idle, healthy" by default (``diag.verdict.flow_control`` finds it, the wait-for graph
+    draws a ``flow`` edge to the party). A stream writer waiting for its peer to read (gRPC's
+    HTTP/2 flow control, a ZeroMQ send at its high-water mark) or a worker that paused itself
+    under memory pressure (Dask) looks, by CPU and stacks alone, like a server waiting for work.
+
+    Shown by a thread: one whose innermost ``depth`` frames hold a function of ``frames`` in a
+    file containing one of ``files``, with only frames of ``via`` files above it, in every
+    sample. Or by a log line: ``pause_line`` with no later ``resume_line``, the paused process
+    being the one of ``files`` whose resident memory is nearest the ``used`` it reports."""
+
+    party: PauseParty
+    what: str  # "gRPC's stream writer waits for its client to read (HTTP/2 flow control)"
+    # Function names (the last dotted part) a paused thread waits in: "_send_response".
+    frames: FrozenSet[str] = frozenset()
+    # File fragments of those frames - and of a log-shown pause's processes' frames.
+    files: Tuple[str, ...] = ()
+    # File fragments a thread may be in above the pause frame (its wait primitive): other
+    # code there is a wait of its own (a request generator blocked on its producer).
+    via: Tuple[str, ...] = ("/threading.py",)
+    depth: int = 8  # how many innermost frames are searched for the pause frame
+    # Regex source of the line it logs when it pauses (named groups ``pct``, ``used``,
+    # ``limit`` where the line has them), and of the line it logs when it resumes.
+    pause_line: str = ""
+    resume_line: str = ""
+    threshold: str = ""  # the setting that decides it: "distributed.worker.memory.pause"
+    default_threshold_pct: float = 0.0  # that setting's default, in % (0: none to tell)
+    remedy: str = ""  # what a user does about it, one sentence
+
+
 @dataclass(frozen=True)
 class Pack:
     """Everything diag knows about one framework (see the module docstring)."""
@@ -304,7 +339,7 @@ class Pack:
     title_part: str = ""
     titled_roles: Tuple[TitledRole, ...] = ()
     command_roles: Tuple[CommandRole, ...] = ()
-    # falling) - ``diag.verdict.flow_control`` (``flow.FlowPause``).
+    # falling) - ``diag.verdict.flow_control`` (``FlowPause``).
     flow_pauses: Tuple[FlowPause, ...] = ()
     # Where each fact was checked (a source path and version), for the next reader.
     sources: Tuple[str, ...] = field(default=())

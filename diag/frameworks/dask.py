@@ -14,8 +14,7 @@ unmanaged memory (a leak in a task's library) never falls by itself. That is a
 
 from __future__ import annotations
 
-from diag.frameworks.base import Pack, RoleSign
-from diag.frameworks.flow import FlowPause
+from diag.frameworks.base import FlowPause, Pack, RoleSign
 
 PACK = Pack(
     name="Dask distributed",

@@ -11,8 +11,7 @@ in ``consume_request_iterator``. Both are ``flow_pauses`` (``diag.verdict.flow_c
 
 from __future__ import annotations
 
-from diag.frameworks.base import Pack
-from diag.frameworks.flow import FlowPause
+from diag.frameworks.base import FlowPause, Pack
 
 PACK = Pack(
     name="gRPC (grpcio)",

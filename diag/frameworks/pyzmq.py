@@ -5,8 +5,7 @@ Facts from pyzmq 25-26 (zmq/sugar/socket.py, zmq/sugar/poll.py, zmq/error.py).
 
 from __future__ import annotations
 
-from diag.frameworks.base import Pack
-from diag.frameworks.flow import FlowPause
+from diag.frameworks.base import FlowPause, Pack
 
 PACK = Pack(
     name="pyzmq (ZeroMQ)",

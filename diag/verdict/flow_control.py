@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Pattern, Sequence, Tuple
 
 from diag.frameworks import PACKS
-from diag.frameworks.flow import FlowPause
+from diag.frameworks.base import FlowPause
 from diag.model import Bundle, FdEnd, ProcessSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import frames_of
