@@ -250,8 +250,9 @@ def test_a_rank_computing_while_its_peer_spins_in_mpi_is_slow_not_deadlocked(
     bundle = _capture(_mpirun("mpi_straggler.py"), tmp_path)
     summary = bundle["verdict"]["summary"]
     assert bundle["verdict"]["state"] == "slow", summary
-    assert re.search(r"rank 0 is CPU-bound", summary), summary
-    assert re.search(r"rank 1 waits in libopen-pal's `", summary), summary
+    # rank 0 works: "is CPU-bound", or "runs, slowly" where the host's load starves it
+    assert re.search(r"rank 0 (is CPU-bound|runs)", summary), summary
+    assert re.search(r"rank 1 waits (for it )?in libopen-pal's `", summary), summary
 
 
 @needs_mpi

@@ -4,7 +4,8 @@ Only threads in state R are looked at - a sleeping thread's wait is in its kerne
 already; a running one's "work" may be a communication library polling for a message. Their
 PCs come from the kernel's sampler (``native_pc.sample_pcs``: a few ms, the target never
 stopped) or, where perf is refused or the thread did not run in the window, from
-``/proc/PID/task/TID/syscall`` read again (a preempted thread shows ``-1 SP PC``). Each PC maps
+``/proc/PID/task/TID/syscall`` read once more - which gives a PC only if the thread has
+blocked or stopped since (the kernel answers ``running`` for any runnable thread). Each PC maps
 to a library and function (``native_symbols``). A PC inside the C library or the loader
 (``sched_yield``, ``clock_gettime``, a syscall wrapper) says little: the first return address
 on its stack outside them names the caller (``NativeSpot.caller``).
@@ -51,7 +52,7 @@ from diag.probes.procfs import ProcFS
 BUDGET_S = 0.25  # symbol work a process a sample; past it, locations keep their library only
 MAX_SPOTS = 6
 CALLERS = 2  # return addresses kept from a stack copy
-SYSCALL_READS = 3  # /proc/PID/task/TID/syscall reads of a thread perf gave nothing for
+SYSCALL_READS = 1  # /proc/PID/task/TID/syscall reads of a thread perf gave nothing for
 
 
 class _Locator:

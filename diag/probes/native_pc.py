@@ -1,15 +1,17 @@
 """Program counters of running threads, without stopping them.
 
-``/proc/PID/task/TID/syscall`` gives a thread's PC and SP only while it is off the CPU (in a
-syscall, or preempted: ``-1 SP PC``); a thread spinning alone on a core reads ``running`` every
-time (measured here: 40 of 40 reads of an MPI rank polling for a message), and ``stat``'s
-``kstkeip`` is 0 on current kernels. The kernel's own sampler does see it: a ``perf_event_open``
-software clock on the thread, counting only user time, for a few milliseconds, records the PC
-and a copy of the top of its user stack at each tick into a ring buffer we map - the target is
-never stopped or signalled, as with ``perf record``. Where perf is refused (no
-CAP_PERFMON/root, a seccomp profile that blocks it) this gives nothing and the caller keeps the
-/proc PC. Bounded: ``MAX_THREADS`` threads a call, ``WINDOW_S`` of sampling, a ring of
-``RING_PAGES`` pages, ``STACK_BYTES`` of stack per sample.
+``/proc/PID/task/TID/syscall`` gives a thread's PC and SP only when it is not runnable: the
+kernel's ``task_current_syscall`` answers ``running`` for any task in TASK_RUNNING, preempted
+or not (measured here: 40 of 40 reads of an MPI rank polling for a message, and every read of
+a ``sched_yield`` loop sharing one core with a CPU hog); ``-1 SP PC`` is a stopped or traced
+thread. ``stat``'s ``kstkeip`` is 0 on current kernels. The kernel's own sampler does see it:
+a ``perf_event_open`` software clock on the thread, counting only user time, for a few
+milliseconds, records the PC and a copy of the top of its user stack at each tick into a ring
+buffer we map - the target is never stopped or signalled, as with ``perf record``. Where perf
+is refused (no CAP_PERFMON/root, a seccomp profile that blocks it) this gives nothing: a
+spinning thread then has no location. Bounded: ``MAX_THREADS`` threads a call,
+``MAX_WINDOWS`` windows of ``WINDOW_S``, a ring of ``RING_PAGES`` pages, ``STACK_BYTES`` of
+stack per sample.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import struct
 import time
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-MAX_THREADS = 8  # threads sampled a process a sample: the busiest ones
+MAX_THREADS = 8  # threads sampled a process a sample: its first running ones, main first
 WINDOW_S = 0.008
 # A thread that got no tick in a window (a busy host: it waited for a CPU) gets another, up to
 # this many windows in all; threads that ran are not sampled again.
