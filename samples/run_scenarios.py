@@ -372,6 +372,21 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "store comes up, the ranks meet and train",
     ),
     Scenario(
+        "threaded_server_short_requests",
+        "progressing",
+        (),
+        False,
+        "a ThreadingHTTPServer (a thread and a connection per request, no access log) answers a "
+        "client process of the job every 50 ms, each answer a few ms of hashing",
+    ),
+    Scenario(
+        "threaded_server_no_client",
+        "idle",
+        (),
+        False,
+        "the same thread-per-request server, no client",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

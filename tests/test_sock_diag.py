@@ -157,3 +157,39 @@ def test_client_connections_carry_traffic_and_pending_requests() -> None:
         client.kill()
         client.wait()
         server.close()
+
+
+def test_connections_the_server_closed_are_counted_on_its_port_not_the_clients() -> None:
+    """Real sockets: three connections the server closes first after its answer stay in
+    TIME_WAIT on its listening port (``SocketView.closed``: count and ages); connections the
+    client closes first - a client giving up on a stuck server - leave nothing there."""
+    import time
+
+    from diag.probes.sockets import socket_views
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    try:
+        for _ in range(3):
+            client = socket.create_connection(("127.0.0.1", port))
+            conn, _ = server.accept()
+            conn.sendall(b"answer")
+            conn.close()  # the server closes first: TIME_WAIT on :port
+            client.recv(16)
+            client.close()
+        time.sleep(0.05)
+        (closed,) = socket_views(ProcFS(), [os.getpid()])[os.getpid()].closed
+        assert (closed.port, closed.count) == (port, 3)
+        assert 0 <= closed.youngest_age_ms <= closed.oldest_age_ms < 10_000
+        for _ in range(2):
+            client = socket.create_connection(("127.0.0.1", port))
+            conn, _ = server.accept()
+            client.close()  # the client closes first: TIME_WAIT on its own side
+            time.sleep(0.02)
+            conn.close()
+        (again,) = socket_views(ProcFS(), [os.getpid()])[os.getpid()].closed
+        assert again.count == 3
+    finally:
+        server.close()

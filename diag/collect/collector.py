@@ -433,6 +433,7 @@ class Collector:
                     listen_ports=view.ports,
                     served=view.served,
                     served_more=view.served_more,
+                    closed=view.closed,
                 )
             )
         return samples, new_stacks

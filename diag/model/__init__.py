@@ -45,6 +45,7 @@ from diag.model.judged import (
 from diag.model.samples import (
     SYSTEM_LIBRARIES,
     CgroupVersion,
+    ClosedConns,
     CpuLimits,
     FdEnd,
     FdHolder,
@@ -89,6 +90,7 @@ __all__ = [
     "Bundle",
     "CgroupVersion",
     "ChainEnd",
+    "ClosedConns",
     "CollectiveRecord",
     "CpuHoldRecord",
     "CpuLimits",

@@ -60,6 +60,20 @@ class ServedConn(Record, frozen=True):
         return self.bytes_out == 0 or self.rqueue_bytes > 0 or self.recv_age_ms < self.send_age_ms
 
 
+class ClosedConns(Record, frozen=True):
+    """Connections a listening port's server closed within the last 60 s (TIME_WAIT on the
+    port: the server closed first, after its answer - a client giving up on a stuck server
+    leaves its TIME_WAIT on its own side). A request that came and went between two samples
+    shows nowhere else: no open connection, no log line, its thread gone.
+    ``youngest_age_ms``: the last close, before this sample; ``oldest_age_ms``: the first
+    still remembered."""
+
+    port: int
+    count: int = 0
+    youngest_age_ms: int = 0
+    oldest_age_ms: int = 0
+
+
 class OpenFile(Record, frozen=True):
     """A big regular file a process holds open or has mapped (weights, checkpoints, downloads).
 
@@ -291,6 +305,8 @@ class ProcessSample(Record, frozen=True):
     # the rest): traffic and pending requests that /proc/P/io cannot see.
     served: Tuple[ServedConn, ...] = ()
     served_more: int = 0
+    # Connections to those ports closed in the last 60 s (TIME_WAIT), by port.
+    closed: Tuple[ClosedConns, ...] = ()
     # Python stacks: ok | not-python | failed (see the sample's failures) | skipped
     py_status: str = "skipped"
     # The stacks are the previous dump's: no thread ran since it (diag.probes.quiescence).

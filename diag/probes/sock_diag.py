@@ -28,6 +28,10 @@ _NLM_F_DUMP = 0x300
 TCP_LISTEN_STATE = 10
 TCP_ESTABLISHED_STATE = 1
 TCP_CLOSE_WAIT_STATE = 8
+TCP_TIME_WAIT_STATE = 6
+# Linux keeps a closed connection in TIME_WAIT for TCP_TIMEWAIT_LEN, a constant (60 s): a
+# TIME_WAIT socket's age is that less its timer's ``expires``.
+TIME_WAIT_MS = 60_000
 INET_DIAG_INFO = 2  # rtattr type of struct tcp_info
 # struct tcp_info (linux/tcp.h): the offsets of the fields read, and the length they need.
 _TI_LAST_DATA_SENT = 44
@@ -57,9 +61,24 @@ class TcpConn(NamedTuple):
     send_age_ms: Optional[int] = None  # tcpi_last_data_sent
 
 
+class Closed(NamedTuple):
+    """Connections of one local port in TIME_WAIT: this side closed them within the last 60 s.
+    A server that closes each connection after its answer (HTTP/1.0, ``Connection: close``)
+    leaves one per request on its listening port. Only the side that closes first is left in
+    TIME_WAIT, so a client that gave up on a stuck server leaves it on the client's side, never
+    on the server's port. Nothing else shows a request that came and went between two
+    samples."""
+
+    sockets: int
+    youngest_age_ms: int
+    oldest_age_ms: int
+
+
 class TcpTable(NamedTuple):
     listen: Dict[int, int]  # {inode: port}
     conns: Dict[int, TcpConn]  # {inode: connection}, established or half-closed
+    # {local port: its TIME_WAIT sockets}
+    closed: Dict[int, Closed] = {}
 
 
 def dump_request(family: int, seq: int = 1, states: int = 1 << TCP_LISTEN_STATE) -> bytes:
@@ -138,11 +157,25 @@ def _conn(family: int, fields: tuple, info: Optional[bytes]) -> TcpConn:  # type
     )
 
 
+def _tally_closed(closed: Dict[int, Closed], fields: tuple) -> None:  # type: ignore[type-arg]
+    age_ms = max(0, TIME_WAIT_MS - fields[10])
+    port = int.from_bytes(fields[4], "big")
+    old = closed.get(port)
+    if old is None:
+        closed[port] = Closed(1, age_ms, age_ms)
+    else:
+        young, aged = min(old.youngest_age_ms, age_ms), max(old.oldest_age_ms, age_ms)
+        closed[port] = Closed(old.sockets + 1, young, aged)
+
+
 def parse_dump(
-    data: bytes, into: Dict[int, int], conns: Optional[Dict[int, TcpConn]] = None
+    data: bytes,
+    into: Dict[int, int],
+    conns: Optional[Dict[int, TcpConn]] = None,
+    closed: Optional[Dict[int, Closed]] = None,
 ) -> bool:
-    """Add one datagram's LISTEN sockets to ``into`` ({inode: port}) and its connected ones to
-    ``conns``; True once the dump is done.
+    """Add one datagram's LISTEN sockets to ``into`` ({inode: port}), its connected ones to
+    ``conns`` and its TIME_WAIT ones to ``closed``; True once the dump is done.
 
     Raises OSError for an error message (the kernel's errno), ValueError for a truncated one.
     """
@@ -154,6 +187,9 @@ def parse_dump(
         family, state, sport, inode = fields[0], fields[1], fields[4], fields[-1]
         if state == TCP_LISTEN_STATE and inode:
             into[inode] = int.from_bytes(sport, "big")
+        elif state == TCP_TIME_WAIT_STATE:
+            if closed is not None and len(closed) < MAX_CONNECTIONS:
+                _tally_closed(closed, fields)
         elif conns is not None and inode and len(conns) < MAX_CONNECTIONS:
             conns[inode] = _conn(family, fields, _tcp_info(data, body + _MSG.size, end))
     return done
@@ -171,12 +207,18 @@ def listening_sockets(timeout_s: float = 2.0) -> Dict[int, int]:
 
 
 def tcp_table(timeout_s: float = 2.0) -> TcpTable:
-    """Listening sockets and connected ones (with ``tcp_info``) of this namespace, one dump per
-    address family. Raises OSError when netlink sock_diag is unavailable."""
-    table = TcpTable({}, {})
-    states = (1 << TCP_LISTEN_STATE) | (1 << TCP_ESTABLISHED_STATE) | (1 << TCP_CLOSE_WAIT_STATE)
+    """Listening sockets, connected ones (with ``tcp_info``) and TIME_WAIT ones (tallied by
+    port) of this namespace, one dump per address family. Raises OSError when netlink
+    sock_diag is unavailable."""
+    table = TcpTable({}, {}, {})
+    states = (
+        (1 << TCP_LISTEN_STATE)
+        | (1 << TCP_ESTABLISHED_STATE)
+        | (1 << TCP_CLOSE_WAIT_STATE)
+        | (1 << TCP_TIME_WAIT_STATE)
+    )
     for family in (socket.AF_INET, socket.AF_INET6):
-        _dump_family(family, table.listen, timeout_s, states, table.conns)
+        _dump_family(family, table.listen, timeout_s, states, table.conns, table.closed)
     return table
 
 
@@ -186,6 +228,7 @@ def _dump_family(
     timeout_s: float,
     states: int = 1 << TCP_LISTEN_STATE,
     conns: Optional[Dict[int, TcpConn]] = None,
+    closed: Optional[Dict[int, Closed]] = None,
 ) -> None:
     with socket.socket(
         socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG
@@ -194,7 +237,7 @@ def _dump_family(
         sock.sendto(dump_request(family, states=states), (0, 0))
         while True:
             try:
-                done = parse_dump(sock.recv(65536), into, conns)
+                done = parse_dump(sock.recv(65536), into, conns, closed)
             except ValueError as exc:
                 raise OSError(f"sock_diag: {exc}") from exc
             if done:

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Set, Tuple
 
-from diag.model import ServedConn
+from diag.model import ClosedConns, ServedConn
 from diag.probes.fd_ends import FdLinks, read_fd_links
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import TcpTable, tcp_table
@@ -87,6 +87,8 @@ class SocketView(NamedTuple):
     # local server, or its listener while the connection waits in the accept queue - so a
     # client's wait can be followed to the server's process, in the job or not.
     tcp_peers: Mapping[int, int] = {}
+    # Connections to its listening ports closed in the last 60 s (TIME_WAIT), by port.
+    closed: Tuple[ClosedConns, ...] = ()
 
 
 _LOOPBACK = ("127.", "[::1]", "::1", "[::ffff:127.")
@@ -210,6 +212,12 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
         view = SocketView(ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers)
         if ports:
             served, more = _served(full, inodes, ports, job_endpoints)
-            view = view._replace(served=served, served_more=more)
+            closed = tuple(
+                ClosedConns(port=port, count=c.sockets, youngest_age_ms=c.youngest_age_ms,
+                            oldest_age_ms=c.oldest_age_ms)
+                for port in ports
+                if (c := full.closed.get(port)) is not None
+            )  # fmt: skip
+            view = view._replace(served=served, served_more=more, closed=closed)
         out[pid] = view
     return out

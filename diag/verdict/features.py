@@ -21,6 +21,7 @@ from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_th
 from diag.text.roles import framework_role, named
 from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
+from diag.verdict.short_requests import ShortRequests, short_requests
 from diag.verdict.thread_wait import (
     ThreadWait,
     alone_on_own_queue,
@@ -86,6 +87,9 @@ class ProcSignals:
     # process could end any of those waits, and all of them wait. It cannot wake by itself.
     self_blocked: bool = False
     served_conns: int = 0  # client connections open at the last sample (outside the job)
+    # Connections to its ports accepted and closed between samples (TIME_WAIT): requests too
+    # short for any sample to see (``diag.verdict.short_requests``).
+    short_requests: Optional[ShortRequests] = None
     # Requests from outside the job that arrived before the window and got no answer in it.
     stale_requests: int = 0
     stale_age_s: float = 0.0  # the oldest of them: seconds since its data arrived
@@ -365,6 +369,7 @@ def _window(
         sig.write_delta_bytes = max(0, last.io.wchar - first.io.wchar)
         sig.write_calls_delta = max(0, last.io.syscw - first.io.syscw)
     _served(sig, first, last)
+    sig.short_requests = short_requests(alive)
     sig.thread_names = tuple(sorted({t.name for t in last.threads if t.name}))
     sig.file_progress_bytes = _file_progress(first, last)
     samples = [ps for _, ps in alive]

@@ -138,8 +138,9 @@ def request_ports(p: ProcSignals, ports: Collection[int]) -> FrozenSet[int]:
 
 def answers(p: ProcSignals) -> bool:
     """It answered requests during the capture, whoever sent them (with the job's own
-    requests counted in by ``with_requests_from_the_job``)."""
-    return p.served_delta_bytes >= SERVED_MIN_BYTES
+    requests counted in by ``with_requests_from_the_job``) - on connections it held, or on
+    connections it accepted and closed between samples (``short_requests``)."""
+    return p.served_delta_bytes >= SERVED_MIN_BYTES or p.short_requests is not None
 
 
 def with_job_context(procs: Sequence[ProcSignals]) -> List[ProcSignals]:

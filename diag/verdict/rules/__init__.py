@@ -151,8 +151,11 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Bytes flow on the connections to a server's listening ports between samples:
         it answers its clients. Socket traffic does not show in ``/proc/PID/io`` and servers
         often log nothing per request, so this is the only sign of a busy server whose
-        threads sit in epoll between requests.""",
-        examples=["uvicorn_busy_no_log"],
+        threads sit in epoll between requests. A thread-per-request server that closes each
+        connection after a few ms holds none at any sample: the connections it closed
+        between samples, in most intervals (TIME_WAIT on its port, younger than the gap),
+        are its answers (``diag.verdict.short_requests``).""",
+        examples=["uvicorn_busy_no_log", "threaded_server_short_requests"],
     ),
     rule(
         "output_moves",

@@ -25,10 +25,11 @@ from diag.verdict.backoff import Backoff
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings, StoreJoin
+from diag.verdict.rules.words_served import short_requests_part
 from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undrained_put_text
 from diag.verdict.wait_age import age_words
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
-from diag.verdict.work import Starved, poll_note
+from diag.verdict.work import SERVED_MIN_BYTES, Starved, poll_note
 from diag.vocab import VerdictState
 
 # --- deaths -----------------------------------------------------------------------------------
@@ -63,6 +64,9 @@ def answers_requests(servers: Sequence[ProcSignals]) -> str:
     """``answers_requests``: bytes flow to the servers' listening ports (the first three)."""
     parts = []
     for p in servers[:3]:
+        if p.short_requests is not None and p.served_delta_bytes < SERVED_MIN_BYTES:
+            parts.append(short_requests_part(p, p.short_requests))
+            continue
         ports = ", ".join(f":{port}" for port in p.listen_ports[:3])
         rate = p.served_delta_bytes / p.window_s if p.window_s > 0 else 0.0
         parts.append(
