@@ -4,9 +4,10 @@ timeout (the real-process tests are in test_native_waits_real.py)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from typing import Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -103,3 +104,27 @@ def test_a_stuck_native_read_returns_the_threads_as_read_and_turns_the_probe_off
 def test_a_library_named_with_control_characters_is_shown_without_them() -> None:
     assert library_name("/tmp/x/lib\x1b[31mevil.so (deleted)") == "lib[31mevil.so"
     assert library_name("/usr/lib/libmpi.so.40") == "libmpi.so.40"
+
+
+def test_a_refused_sampler_is_said_once_as_a_probe_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where perf_event_open is refused (a container's seccomp profile) a spinning rank has no
+    native location and reads as CPU-bound: the capture says why, once per reader. (The
+    refusal is faked: as root here the kernel grants it.)"""
+
+    def refused(
+        tids: Sequence[int], machine: str = "", why: Optional[List[str]] = None
+    ) -> Dict[int, List[object]]:
+        if why is not None:
+            why.append("perf_event_open: EPERM")
+        return {}
+
+    monkeypatch.setattr(native_location, "sample_pcs", refused)
+    probe = native_location.NativeProbe(ProcFS())
+    me = os.getpid()
+    threads = (ThreadSample(tid=me, state="R"),)
+    assert probe.note() is None
+    probe.attach(me, threads)
+    note = probe.note()
+    assert note is not None and "EPERM" in note and "CAP_PERFMON" in note
+    probe.attach(me, threads)
+    assert probe.note() is None  # said once

@@ -83,6 +83,8 @@ class ProcessResult(msgspec.Struct, frozen=True):
     identity: Optional[Identity] = None
     sample: Optional[ProcessSample] = None
     proc_error: Optional[str] = None
+    # Why running threads got no native location (perf refused, reads stuck): once a reader.
+    native_note: Optional[str] = None
     proc_s: float = 0.0
     stacks: Optional[StackRead] = None
 
@@ -255,6 +257,7 @@ class ProcessReader:
             pid=job.pid,
             sample=sample,
             proc_error=error,
+            native_note=self.native.note(),
             proc_s=proc_s,
             stacks=stacks,
         )

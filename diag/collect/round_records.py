@@ -125,6 +125,8 @@ class RoundRecords:
             self.time("proc", result.proc_s)
             if result.proc_error is not None:
                 self.fail("proc", result.proc_error, pid, result.proc_s)
+            if result.native_note is not None:
+                self.fail("native", result.native_note, pid)
             if result.sample is not None:
                 self.procs[pid] = result.sample
                 if result.sample.status == "zombie":

@@ -151,8 +151,10 @@ def attach_native(
     threads: Tuple[ThreadSample, ...],
     cache: SymbolCache,
     machine: str = "",
+    refused: Optional[List[str]] = None,
 ) -> Tuple[ThreadSample, ...]:
-    """``threads`` with ``native`` set on the running ones whose PC could be read."""
+    """``threads`` with ``native`` set on the running ones whose PC could be read;
+    ``refused`` gets why the kernel's sampler said no, when it did."""
     running = [t.tid for t in threads if t.state == "R"]
     if not running or not procfs.live:
         return threads
@@ -161,7 +163,7 @@ def attach_native(
     if not maps:
         return threads
     loc = _Locator(pid, maps, cache, str(procfs.root), machine)
-    perf = sample_pcs(running, machine)
+    perf = sample_pcs(running, machine, refused)
     found: Dict[int, NativeLocation] = {}
     for tid in running:
         samples = perf.get(tid)
@@ -194,6 +196,25 @@ class NativeProbe:
         self.cache = SymbolCache()
         self.hung = 0
         self.off: Optional[str] = None
+        self._refused: List[str] = []
+        self._told = False
+
+    def note(self) -> Optional[str]:
+        """Why running threads get no native location in this capture (perf refused, reads
+        stuck), once: a probe failure of its own, so a rank read as CPU-bound says it may be
+        spinning in a progress loop diag could not see."""
+        if self._told:
+            return None
+        if self.off is None and not self._refused:
+            return None
+        self._told = True
+        if self.off is not None:
+            return self.off
+        return (
+            f"{self._refused[0]}: running threads' native locations not read (root or "
+            "CAP_PERFMON, and perf_event_open allowed by the seccomp profile) - a rank "
+            "spinning in a progress loop (MPI, UCX, CUDA) reads as CPU-bound"
+        )
 
     def attach(self, pid: int, threads: Tuple[ThreadSample, ...]) -> Tuple[ThreadSample, ...]:
         if self.off is not None or not any(t.state == "R" for t in threads):
@@ -202,7 +223,9 @@ class NativeProbe:
 
         def work() -> None:
             try:
-                box.append(attach_native(self.procfs, pid, threads, self.cache, self.machine))
+                why = None if self._refused else self._refused  # the first refusal is enough
+                got = attach_native(self.procfs, pid, threads, self.cache, self.machine, why)
+                box.append(got)
             except Exception:  # a probe's failure is its own: the threads stay as read
                 box.append(threads)
 

@@ -17,6 +17,7 @@ stack per sample.
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import mmap
 import os
@@ -70,12 +71,22 @@ class _Open(NamedTuple):
     ring: mmap.mmap
 
 
-def sample_pcs(tids: Sequence[int], machine: str = "") -> Dict[int, List[PcSample]]:
+# perf_event_open's answers that mean "not here, not for any thread": no right to it
+# (perf_event_paranoid, no CAP_PERFMON), a seccomp profile, a kernel without perf events.
+_REFUSED = {errno.EPERM: "EPERM", errno.EACCES: "EACCES", errno.ENOSYS: "ENOSYS"}
+
+
+def sample_pcs(
+    tids: Sequence[int], machine: str = "", refused: Optional[List[str]] = None
+) -> Dict[int, List[PcSample]]:
     """{tid: PCs seen in one short window}; a thread perf refuses, or that did not run in the
-    window, has no entry. Never raises for a thread; raises nothing at all."""
+    window, has no entry. Never raises for a thread; raises nothing at all. ``refused``: gets
+    why, when perf is refused for every thread (the capture then has no native locations)."""
     machine = machine or platform.machine()
     nr = _PERF_OPEN.get(machine)
     if nr is None or not tids:
+        if nr is None and refused is not None:
+            refused.append(f"no perf_event_open number known for {machine}")
         return {}
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -83,10 +94,12 @@ def sample_pcs(tids: Sequence[int], machine: str = "") -> Dict[int, List[PcSampl
         return {}
     attr = _attr(machine)
     opened: List[_Open] = []
+    errors: List[int] = []
     try:
         for tid in list(tids)[:MAX_THREADS]:
             fd = libc.syscall(nr, attr, tid, -1, -1, _FD_CLOEXEC)
             if fd < 0:
+                errors.append(ctypes.get_errno())
                 continue
             try:
                 ring = mmap.mmap(fd, (1 + RING_PAGES) * _PAGE, mmap.MAP_SHARED,
@@ -96,6 +109,8 @@ def sample_pcs(tids: Sequence[int], machine: str = "") -> Dict[int, List[PcSampl
                 continue
             opened.append(_Open(tid, fd, ring))
         if not opened:
+            if refused is not None and errors and all(e in _REFUSED for e in errors):
+                refused.append(f"perf_event_open: {_REFUSED[errors[0]]}")
             return {}
         out: Dict[int, List[PcSample]] = {}
         waiting = list(opened)
