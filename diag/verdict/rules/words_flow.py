@@ -55,8 +55,11 @@ def peer_reader_paused(s: FlowStall) -> str:
         ends = f"the party that can end it: {party}"
     elif s.outside:
         ends = f"its peer is not in this capture ({', '.join(s.outside)})"
-    else:  # a unix socket's peer is recorded only when a thread blocks on the socket itself
-        ends = "its peer was not found (a unix socket's, such as ZeroMQ ipc://, may not be)"
+    else:
+        ends = (
+            "its peer was not found (a unix socket's peer is recorded only when a thread "
+            "blocks on that socket itself; `ss -xp` names it)"
+        )
     return (
         f"slow: {_pid(s.proc)}: {s.pause.what} - thread {s.tid} waits in `{s.where}` in every "
         f"sample; {ends}. Stalled, not idle: nothing more is sent until it reads. What to do: "
