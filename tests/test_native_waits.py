@@ -9,13 +9,16 @@ import threading
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import msgspec
 import pytest
+from series import Proc, StackSpec, Thr, build
 
 from diag.frameworks import PACKS
-from diag.model import NativeLocation, NativeSpot, ThreadSample
+from diag.model import Bundle, NativeLocation, NativeSpot, ThreadSample
 from diag.probes import native_location
 from diag.probes.native_symbols import library_name
 from diag.probes.procfs import ProcFS
+from diag.verdict.features import extract
 from diag.verdict.native_waits import native_spin, progress_spots
 
 
@@ -128,3 +131,41 @@ def test_a_refused_sampler_is_said_once_as_a_probe_note(monkeypatch: pytest.Monk
     assert note is not None and "EPERM" in note and "CAP_PERFMON" in note
     probe.attach(me, threads)
     assert probe.note() is None  # said once
+
+
+def _with_native(bundle: Bundle, tid: int, loc: NativeLocation) -> Bundle:
+    """The bundle with thread ``tid`` located at ``loc`` in every sample (as the probe
+    records a running thread)."""
+    samples = []
+    for s in bundle.samples:
+        procs = []
+        for ps in s.processes:
+            threads = tuple(
+                msgspec.structs.replace(t, native=loc) if t.tid == tid else t for t in ps.threads
+            )
+            procs.append(msgspec.structs.replace(ps, threads=threads))
+        samples.append(msgspec.structs.replace(s, processes=tuple(procs)))
+    return msgspec.structs.replace(bundle, samples=tuple(samples))
+
+
+NCCL = NativeSpot(library="libnccl.so.2", symbol="ncclProxyProgress", hits=20)
+
+
+def test_a_native_thread_in_a_progress_engine_spins_whatever_its_main_thread_does() -> None:
+    """NCCL's proxy thread polling the network while the main thread computes: its CPU is
+    communication's, not the step's - the compute is the main thread's alone."""
+    steps: List[StackSpec] = [
+        (("forward", "/job/model.py"), ("main", "/job/train.py")),
+        (("backward", "/job/model.py"), ("main", "/job/train.py")),
+        (("step", "/job/opt.py"), ("main", "/job/train.py")),
+    ]
+    proxy = Thr(tid_offset=3, stack=None, cpu_pct=100.0, state="R", name="NCCL Progress 0")
+    rank = Proc(
+        pid=500, rank=0, world_size=2, stack=steps, cpu_pct=80.0, state="R", threads=[proxy]
+    )
+    bundle = _with_native(build([rank]), 503, NativeLocation(spots=(NCCL,), pcs=20))
+    (sig,) = extract(bundle)
+    assert sig.spin_label == "libnccl's `ncclProxyProgress`"
+    assert sig.spin_pct > 90.0 and sig.compute_pct < 90.0
+    (plain,) = extract(build([rank]))  # without its location: as before, the proxy computes
+    assert plain.spin_pct == 0.0

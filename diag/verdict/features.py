@@ -181,14 +181,17 @@ def _interval(
             continue
         loop = loops.get(t.tid)
         tw = loop.wait if loop else thread_wait(bundle, t)
-        # A native thread follows its main thread: spinning while that one waits on a peer.
+        # A native thread follows its main thread: spinning while that one waits on a peer -
+        # unless it spins in a progress engine itself (NCCL's proxy, a UCX progress thread).
+        engine = loop is not None and loop.wait.native
         if t.stack_id is None:
-            is_spin = main_peer_still
+            is_spin = main_peer_still or engine
         else:
             is_spin = loop is not None or (tw.kind is not None and not moved)
         if is_spin:
             spin += pct
-            label = main_wait.label if main_wait and t.stack_id is None else tw.label
+            follows = main_wait is not None and t.stack_id is None and not engine
+            label = main_wait.label if main_wait is not None and follows else tw.label
             spin_labels[label] = spin_labels.get(label, 0.0) + pct
         else:
             compute += pct
