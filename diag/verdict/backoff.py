@@ -82,17 +82,23 @@ def _main_threads(bundle: Bundle, p: ProcSignals) -> List[Tuple[float, ThreadSam
     return out
 
 
-def _rewakes(threads: Sequence[Tuple[float, ThreadSample]]) -> int:
+def _rewakes(threads: Sequence[Tuple[float, ThreadSample]]) -> Tuple[int, bool]:
     """Times its sleep ended between two samples (the next came after it was due) and it was
-    asleep again, with a budget no longer than before: a poll, not a back-off that grows."""
-    count = 0
+    asleep again, with a budget no longer than before: a poll, not a back-off that grows; and
+    whether one such budget was shorter than half the gap between the samples - a sleep that
+    short cannot be why the rank is missing from a collective for the whole capture (a
+    ``while not flag.exists(): time.sleep(0.5)`` poll caught asleep at two samples only, when
+    a read failed at the third, is no back-off)."""
+    count, short = 0, False
     for (t0, before), (t1, after) in zip(threads, threads[1:]):
         if before.wakes_in_s is None or after.wakes_in_s is None:
             continue
         grew = (after.timeout_s or 0.0) > (before.timeout_s or 0.0) * 1.2
         if t1 - t0 > before.wakes_in_s + 0.05 and not grew:
             count += 1
-    return count
+            budget = before.timeout_s if before.timeout_s is not None else before.wakes_in_s
+            short = short or budget < (t1 - t0) / 2
+    return count, short
 
 
 def retry_lines(bundle: Bundle, p: ProcSignals) -> List[str]:
@@ -127,7 +133,8 @@ def backing_off(bundle: Bundle, p: ProcSignals) -> Optional[Backoff]:
         return None
     if last.timeout_s is not None and last.timeout_s >= SANE_BACKOFF_S:
         return None
-    if last.wakes_in_s >= SANE_BACKOFF_S or _rewakes(threads) >= REWAKES:
+    rewakes, short = _rewakes(threads)
+    if last.wakes_in_s >= SANE_BACKOFF_S or rewakes >= REWAKES or short:
         return None
     lines = retry_lines(bundle, p)
     if repeats(lines) >= REPEATS:
