@@ -73,6 +73,23 @@ def test_a_worker_paused_for_memory_is_slow_and_names_its_threshold(tmp_path: Pa
     )
 
 
+def test_a_worker_whose_log_diag_cannot_read_is_judged_by_its_memory(tmp_path: Path) -> None:
+    """`dask scheduler` and `dask worker --memory-limit 600MiB` with their output in
+    /dev/null: no pause line to read, yet the worker holds more than 80% of the limit its
+    nanny's command line gives - most likely paused, said as such (before: "deadlocked: ... a
+    cycle of requests ... Restart it")."""
+    ready, bundle = _capture(tmp_path, "--cli")
+    assert ready.split()[1:] == ["paused"], ready
+    v, worker = bundle["verdict"], _worker_pid(bundle)
+    assert v["state"] == "slow", _why(v)
+    assert v["rule"] == "flow_paused", _why(v)
+    assert f"pid {worker}, a Dask distributed worker, has most likely paused" in v["summary"]
+    assert "of its 600.00 MiB limit" in v["summary"] and "No pause line was read" in v["summary"]
+    assert [s["pid"] for s in v["suspects"]][:1] == [worker], v["suspects"]
+    edges = {(e["src"], e["dst"], e["kind"]) for e in v["graph"]["edges"]}
+    assert (f"/{worker}", "outside:memory", "flow") in edges, _why(v)
+
+
 def test_a_running_computation_is_progressing(tmp_path: Path) -> None:
     _, bundle = _capture(tmp_path, "--running")
     v = bundle["verdict"]

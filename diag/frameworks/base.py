@@ -206,6 +206,11 @@ class FlowPause:
     resume_line: str = ""
     threshold: str = ""  # the setting that decides it: "distributed.worker.memory.pause"
     default_threshold_pct: float = 0.0  # that setting's default, in % (0: none to tell)
+    # An argv flag of the paused process or of its parent giving the limit the threshold is
+    # a share of ("--memory-limit", in bytes with a unit): where its log cannot be read, a
+    # process of ``files`` holding more than ``default_threshold_pct`` of it has most likely
+    # paused (said as such: the setting may be changed in a config file diag cannot see).
+    limit_flag: str = ""
     remedy: str = ""  # what a user does about it, one sentence
 
 

@@ -50,6 +50,8 @@ PACK = Pack(
             resume_line=r"Worker is at \d+% memory usage\. Resuming worker\.",
             threshold="distributed.worker.memory.pause",
             default_threshold_pct=80.0,
+            # `dask worker --memory-limit 8GiB` (the nanny's argv; its worker is spawned).
+            limit_flag="--memory-limit",
             remedy="free the worker's memory (a leak in a task's library is unmanaged memory: "
             "client.restart() or restart that worker), raise its memory_limit, or make tasks "
             "smaller; it resumes by itself once its memory falls below the threshold",

@@ -14,6 +14,9 @@ sample it was seen in (two at least - one sample of a writer waiting for each se
 steady stream looks too; a stream that moves is decided by the motion rules first). Shown by
 a log line: the framework's pause line in a log the job writes, with no resume line after it,
 and a process of the framework whose resident memory still holds what the line reported.
+Where no log shows it (output to a pipe or /dev/null), a process of the framework holding
+more than the pause threshold of the limit its command line gives is most likely paused
+(``inferred``: the threshold may be changed in a config file diag cannot read).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ _PAUSES: Tuple[Tuple[str, FlowPause, Optional[Pattern[str]], Optional[Pattern[st
 )
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _UNITS.update({"kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12})
+_UNITS_ANY_CASE = {unit.lower(): size for unit, size in _UNITS.items()}  # "8gb", "600mib"
 # A paused process still holds at least this share of the memory its pause line reported.
 _HELD_SHARE = 0.8
 # How many peers of one paused writer are named.
@@ -66,6 +70,7 @@ class FlowStall:
     pct: Optional[int] = None
     used: str = ""
     limit: str = ""
+    inferred: bool = False  # from memory against the limit, no pause line seen
 
 
 def _sample_of(bundle: Bundle, index: int, key: Tuple[str, int]) -> Optional[ProcessSample]:
@@ -154,11 +159,76 @@ def _peers(
 
 
 def _bytes(text: str) -> Optional[int]:
-    number, _, unit = text.partition(" ")
+    """``522.09 MiB``, ``600MiB``, ``8GB`` or a plain count of bytes (above 1: a fraction of
+    the host's memory, or ``auto``, is no size); None when it is none of these."""
+    m = re.fullmatch(r"\s*([\d.]+(?:e\d+)?)\s*([A-Za-z]*)\s*", text)
+    if m is None:
+        return None
     try:
-        return int(float(number) * _UNITS[unit])
+        number = float(m.group(1))
+        size = number * (_UNITS_ANY_CASE[m.group(2).lower()] if m.group(2) else 1)
     except (KeyError, ValueError):
         return None
+    return int(size) if size > 1 else None
+
+
+def _shown(n: int) -> str:
+    """Bytes as the pause lines write them: ``522.09 MiB``."""
+    for unit in ("TiB", "GiB", "MiB", "KiB"):
+        if n >= _UNITS[unit]:
+            return f"{n / _UNITS[unit]:.2f} {unit}"
+    return f"{n} B"
+
+
+def _flag(argv: Sequence[str], flag: str) -> Optional[str]:
+    for i, arg in enumerate(argv[:64]):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1 :]
+    return None
+
+
+def _limit_of(p: ProcSignals, procs: Sequence[ProcSignals], flag: str) -> Optional[int]:
+    """The limit ``flag`` gives on the command line of ``p`` or of its parent (a nanny that
+    spawned it)."""
+    parent = [q for q in procs if q.key == (p.key[0], p.info.ppid or -1)]
+    for q in (p, *parent):
+        value = _flag(q.info.cmdline, flag)
+        if value is not None:
+            return _bytes(value)
+    return None
+
+
+def _rss_pause(
+    bundle: Bundle, procs: Sequence[ProcSignals], name: str, fp: FlowPause
+) -> Optional[FlowStall]:
+    """The process of the framework furthest past its pause threshold of the limit its
+    command line gives, when no pause line was seen."""
+    best: Optional[Tuple[float, ProcSignals, int, int]] = None
+    for p in procs:
+        ps = _sample_of(bundle, p.samples[-1], p.key) if p.samples and not p.dead else None
+        if ps is None or not _is_framework(bundle, ps, fp):
+            continue
+        limit = _limit_of(p, procs, fp.limit_flag)
+        if not limit:
+            continue
+        share = 100.0 * ps.rss_bytes / limit
+        if share > fp.default_threshold_pct and (best is None or share > best[0]):
+            best = (share, p, ps.rss_bytes, limit)
+    if best is None:
+        return None
+    share, p, used, limit = best
+    return FlowStall(
+        proc=p,
+        framework=name,
+        pause=fp,
+        where="",
+        pct=int(share),
+        used=_shown(used),
+        limit=_shown(limit),
+        inferred=True,
+    )
 
 
 def _log_pause(
@@ -208,6 +278,12 @@ def _log_pause(
     )
 
 
+def _any_log_line(bundle: Bundle, pause: Pattern[str]) -> bool:
+    """Whether a log of the job shows the pause line at all (then it decides, resumed or not)."""
+    last = bundle.samples[-1] if bundle.samples else None
+    return last is not None and any(pause.search(x) for log in last.logs for x in log.tail)
+
+
 def _is_framework(bundle: Bundle, ps: ProcessSample, fp: FlowPause) -> bool:
     for t in ps.threads:
         if any(x in f.filename for f in frames_of(bundle, t.stack_id) for x in fp.files):
@@ -221,6 +297,8 @@ def flow_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[FlowStall
     for name, fp, pause, _ in _PAUSES:
         if pause is not None:
             found = _log_pause(bundle, procs, name, fp, pause)
+            if found is None and fp.limit_flag and not _any_log_line(bundle, pause):
+                found = _rss_pause(bundle, procs, name, fp)
             if found is not None:
                 out.append(found)
             continue

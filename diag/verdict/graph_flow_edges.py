@@ -18,6 +18,11 @@ from diag.verdict.wording import where
 
 def stall_text(s: FlowStall) -> str:
     """How a stall reads on its edge (and in a chain): what paused, where, on whom."""
+    if s.pause.party == "memory" and s.inferred:
+        return (
+            f"{s.framework}: holds {s.pct}% of its {s.limit} memory limit, past its "
+            f"`{s.pause.threshold}` threshold: most likely paused (no pause line read)"
+        )
     if s.pause.party == "memory":
         at = f" at {s.pct}% memory" if s.pct is not None else ""
         limit = f" of its {s.limit} limit" if s.limit else ""

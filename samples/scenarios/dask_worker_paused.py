@@ -9,7 +9,10 @@ Its output (and the worker's, which inherits it) goes to ``dask.log`` in a tempo
 directory, as a job's ``> job.log 2>&1`` does; READY goes to the original stdout.
 
 ``--running``: the contrast - the same cluster computes a stream of small tasks and the client
-logs each result (progressing)."""
+logs each result (progressing).
+``--cli``: the scheduler and the worker are ``dask scheduler`` / ``dask worker --memory-limit
+600MiB`` processes whose output goes nowhere diag can read (``/dev/null``, as a container's
+stdout pipe): the pause is known only by the worker's memory against its limit."""
 
 from __future__ import annotations
 
@@ -51,6 +54,27 @@ def paused_status(client: object) -> bool:
     return any(w.get("status") == "paused" for w in info["workers"].values())
 
 
+def cli_cluster() -> object:
+    """`dask scheduler` and `dask worker` processes (children of this client), their output
+    discarded; the client once the worker has joined."""
+    import subprocess
+
+    from dask.distributed import Client
+
+    dask = os.path.join(os.path.dirname(sys.executable), "dask")
+    info = os.path.join(tempfile.mkdtemp(prefix="diag-dask-"), "scheduler.json")
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    common = ["--scheduler-file", info]
+    subprocess.Popen([dask, "scheduler", "--port", "0", "--no-dashboard", *common], **quiet)
+    while not os.path.exists(info):
+        time.sleep(0.1)
+    worker = [dask, "worker", *common, "--nworkers", "1", "--nthreads", "2", "--no-dashboard"]
+    subprocess.Popen([*worker, "--memory-limit", str(LIMIT_BYTES)], **quiet)
+    client = Client(scheduler_file=info)
+    client.wait_for_workers(1, timeout=60)
+    return client
+
+
 def main() -> None:
     ready = os.fdopen(os.dup(1), "w")
     log = os.path.join(tempfile.mkdtemp(prefix="diag-dask-"), "dask.log")
@@ -62,14 +86,17 @@ def main() -> None:
 
     from dask.distributed import Client, LocalCluster
 
-    cluster = LocalCluster(
-        n_workers=1,
-        threads_per_worker=2,
-        processes=True,
-        memory_limit=LIMIT_BYTES,
-        dashboard_address=None,
-    )
-    client = Client(cluster)
+    if "--cli" in sys.argv:
+        client: Client = cli_cluster()  # type: ignore[assignment]
+    else:
+        cluster = LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=True,
+            memory_limit=LIMIT_BYTES,
+            dashboard_address=None,
+        )
+        client = Client(cluster)
     if "--running" in sys.argv:
         print("READY", flush=True, file=ready)
         i = 0

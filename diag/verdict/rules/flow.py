@@ -53,7 +53,7 @@ def flow_paused(s: Situation) -> Optional[Decision]:
                 pid=st.proc.pid, rank=st.proc.rank, host=host, reason=words_flow.paused_reason(st)
             )
         ]
-        return decided("slow", 0.75, text, suspects)
+        return decided("slow", 0.6 if st.inferred else 0.75, text, suspects)
     suspects = [
         Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=words_flow.stopped_reading_reason(st))
         for q in st.peers

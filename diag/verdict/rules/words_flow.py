@@ -31,8 +31,8 @@ def _waiters(waiters: Sequence[ProcSignals]) -> str:
 
 
 def memory_paused(s: FlowStall, waiters: Sequence[ProcSignals]) -> str:
-    """``flow_paused``: a worker its framework paused for memory."""
-    at = f" at {s.pct}% memory" if s.pct is not None else " for memory"
+    """``flow_paused``: a worker its framework paused for memory (or, with no pause line to
+    read, one holding more than its pause threshold of its limit)."""
     parts = [f"{s.used} of its {s.limit} limit"] if s.used and s.limit else []
     if s.pause.threshold:
         default = s.pause.default_threshold_pct
@@ -41,10 +41,25 @@ def memory_paused(s: FlowStall, waiters: Sequence[ProcSignals]) -> str:
             + (f" is {default:.0f}% by default" if default else "")
         )
     held = f" ({'; '.join(parts)})" if parts else ""
+    who = f"{_pid(s.proc)}, a {s.framework} worker,"
+    if s.inferred:
+        head = (
+            f"slow: {who} has most likely paused itself: it holds {s.pct}% of its memory "
+            f"limit{held}, past the threshold at which it starts no task until its memory "
+            "falls"
+        )
+        seen = "No pause line was read (its output goes where diag cannot follow it: pass "
+        seen += "its log with --log to be sure)"
+    else:
+        at = f" at {s.pct}% memory" if s.pct is not None else " for memory"
+        head = (
+            f"slow: {who} paused itself{at}{held}: it starts no task until its memory falls "
+            "below the threshold"
+        )
+        seen = f"Its log: `{s.line[:200]}`"
     return (
-        f"slow: {_pid(s.proc)}, a {s.framework} worker, paused itself{at}{held}: it starts "
-        f"no task until its memory falls below the threshold{_waiters(waiters)} - stuck on "
-        f"memory, not idle. Its log: `{s.line[:200]}`. What to do: {s.pause.remedy}"
+        f"{head}{_waiters(waiters)} - stuck on memory, not idle. {seen}. What to do: "
+        f"{s.pause.remedy}"
     )
 
 
@@ -69,6 +84,8 @@ def peer_reader_paused(s: FlowStall) -> str:
 
 def paused_reason(s: FlowStall) -> str:
     """A paused process as a suspect."""
+    if s.pause.party == "memory" and s.inferred:
+        return f"holds {s.pct}% of its {s.limit} memory limit: past its pause threshold"
     if s.pause.party == "memory":
         return f"paused itself for memory ({s.framework}): {s.line[:160]}"
     return f"its stream writer waits in `{s.where}` for its peer to read ({s.framework})"
