@@ -44,3 +44,8 @@ def test_stopped_rank_peers_report_their_wait_age_within_a_second(tmp_path: Path
     assert abs(verdict["quiet_for_s"] - truth) <= 1.0, (verdict["quiet_for_s"], truth)
     assert abs(verdict["quiet_since_s"] - stopped_at) <= 1.0
     assert "have not run for" in verdict["summary"], verdict["summary"]
+    # Until when: gloo's collective timeout (the default 30 min; the scenario's own timeout=
+    # cannot be seen in a stack, and the sentence says it assumed the default).
+    assert "gloo collective timeout (30 min 0 s, its default" in verdict["summary"]
+    left = verdict["summary"].split("fails the waiting ranks in ~", 1)[1].split(" ", 2)
+    assert 27 <= int(left[0]) <= 30 and left[1].startswith("min"), verdict["summary"]

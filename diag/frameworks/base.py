@@ -158,6 +158,10 @@ class Clock:
     thread_of: str = ""  # the role whose thread it is: "scheduler"
     counts_in: FrozenSet[str] = frozenset()  # frames of a step: "run_batch"
     idle_loop_prefix: str = ""  # the idle loop's name prefix: "event_loop"
+    # Threads whose name starts with one of these show the clock runs in that process (a
+    # backend's own threads: gloo's "pt_gloo_runloop", NCCL's "pt_nccl_watchdg"): a clock of a
+    # library rather than of a command line (``diag.verdict.countdown``).
+    thread_prefixes: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,28 @@ PACK = Pack(
     ),
     completion_frames=(),
     clocks=(
+        # A collective that waits longer than its process group's timeout fails the waiting
+        # rank (gloo raises in the collective; NCCL's watchdog aborts the communicator and,
+        # with TORCH_NCCL_ASYNC_ERROR_HANDLING's default, the process). The budget is the
+        # ``timeout=`` of init_process_group/new_group: its default is what a stack cannot show.
+        Clock(
+            name="torch.distributed's gloo collective timeout",
+            default_s=1800.0,
+            starts="collective",
+            action="aborts",
+            knob="`timeout=` of `init_process_group`",
+            thread_prefixes=("pt_gloo_runloop", "gloo_tcp_loop"),
+            source="torch 2.13 torch/distributed/constants.py default_pg_timeout (30 min)",
+        ),
+        Clock(
+            name="torch.distributed's NCCL watchdog",
+            default_s=600.0,
+            starts="collective",
+            action="kills",
+            knob="`timeout=` of `init_process_group`",
+            thread_prefixes=("pt_nccl_watchdg", "pt_nccl_heartbt"),
+            source="torch 2.6 ProcessGroupNCCL.hpp kProcessGroupNCCLDefaultTimeout (10 min)",
+        ),
         Clock(
             name="torch's NCCL heartbeat monitor",
             default_s=480.0,

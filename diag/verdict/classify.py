@@ -47,6 +47,7 @@ from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
+from diag.verdict.countdown import countdown
 from diag.verdict.wait_age import wait_age
 from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState
@@ -158,6 +159,7 @@ def _qualified(
     working = [x.pid for x in suspects] if state == "slow" else []
     age = wait_age(state, ctx.bundle, parts, working)  # since when, from the kernel
     text += age.tail
+    text += countdown(state, ctx.bundle, parts, age, startup.phases)  # ... and until when
     if problems:
         text += " (judged with part of the verdict missing: see its problems)"
     return Verdict(
