@@ -324,6 +324,12 @@ class Pack:
     download_dirs: Tuple[str, ...] = ()
     # Process names (the kernel's, or argv[0]'s basename) of its compilers and build tools.
     compilers: FrozenSet[str] = frozenset()
+    # Compile jobs known by their command line: (a word of argv[0..3], words one of which
+    # must be there too) - Triton's compile subprocess: ("triton", ("compile", "ptxas")).
+    compile_argv: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()
+    # Frames that load weights under a name of their own: (which frames, the name a report
+    # gives them) - torch/serialization.py's load/_load is "torch.load".
+    loader_frames: Tuple[Tuple[FrameSign, str], ...] = ()
     # Installed packages (their top directory under site-packages) that are plumbing, not the
     # job's own code: a stack is named by its innermost frame outside them (``diag.frames``).
     plumbing_packages: FrozenSet[str] = frozenset()

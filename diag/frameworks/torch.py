@@ -79,6 +79,10 @@ PACK = Pack(
             "ninja",
         }
     ),
+    compile_argv=(("triton", ("compile", "ptxas")),),
+    loader_frames=(
+        (FrameSign(frozenset({"load", "_load"}), ("torch/serialization.py",)), "torch.load"),
+    ),
     plumbing_packages=frozenset({"torch", "triton", "numpy"}),
     # Inductor's generated kernels are torch's code, not the job's.
     library_files=("/torchinductor_", "torch/"),

@@ -165,6 +165,10 @@ COMPILERS: FrozenSet[str] = _names(p.compilers for p in PACKS)
 
 def startup_frames(phase: StartupPhase) -> FrozenSet[str]:
     return STARTUP_FRAMES.get(phase, frozenset())
+COMPILE_ARGV: Tuple[Tuple[str, Tuple[str, ...]], ...] = tuple(
+    c for p in PACKS for c in p.compile_argv
+)
+LOADER_FRAMES: Tuple[Tuple[FrameSign, str], ...] = tuple(f for p in PACKS for f in p.loader_frames)
 
 
 def startup_files(phase: StartupPhase) -> Tuple[str, ...]:

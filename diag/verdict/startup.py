@@ -36,6 +36,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
+from diag.frameworks import union
 from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase
 from diag.text.units import size
 from diag.verdict.features import ProcSignals, frames_of
@@ -112,7 +113,9 @@ def _is_compiler(info: ProcessInfo) -> bool:
     if name in COMPILERS or argv0 in COMPILERS or re.match(r"^(?:\w+-)*(?:gcc|g\+\+)", argv0):
         return True
     joined = " ".join(info.cmdline[:4])
-    return "triton" in joined and ("compile" in joined or "ptxas" in joined)
+    return any(
+        word in joined and any(w in joined for w in also) for word, also in union.COMPILE_ARGV
+    )
 
 
 Kids = Dict[Tuple[str, int], List[ProcessInfo]]
@@ -238,8 +241,9 @@ def _loader_frame(p: _Proc) -> Optional[str]:
     for name, filename in p.names:
         if name in _LOADER_NAMES or any(f in filename for f in _LOADER_FILES):
             return name
-        if filename.endswith("torch/serialization.py") and name in ("load", "_load"):
-            return "torch.load"
+        for sign, called in union.LOADER_FRAMES:
+            if union.matches((sign,), name, filename):
+                return called
     return None
 
 
