@@ -291,10 +291,24 @@ def _is_framework(bundle: Bundle, ps: ProcessSample, fp: FlowPause) -> bool:
     return False
 
 
+def _present(bundle: Bundle) -> List[bool]:
+    """Per entry of ``_PAUSES``: whether any frame of the capture is in its framework's files.
+
+    Every way a pause shows needs a process of the framework (a thread in its pause frame, or
+    ``_is_framework`` for a log- or memory-shown pause), so a capture with none of its files is
+    skipped whole: one pass over the interned stacks instead of every thread of every process
+    of every sample - at 1,024 ranks x 300 threads that was 3 s of a 3.4 s verdict, twice."""
+    files = {f.filename for stack in bundle.stacks.values() for f in stack.frames}
+    return [any(x in name for name in files for x in fp.files) for _, fp, _, _ in _PAUSES]
+
+
 def flow_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[FlowStall, ...]:
     """Every process of the capture its framework paused, with the party that can end it."""
     out: List[FlowStall] = []
-    for name, fp, pause, _ in _PAUSES:
+    present = _present(bundle)
+    for (name, fp, pause, _), here in zip(_PAUSES, present):
+        if not here:
+            continue
         if pause is not None:
             found = _log_pause(bundle, procs, name, fp, pause)
             if found is None and fp.limit_flag and not _any_log_line(bundle, pause):
