@@ -80,6 +80,8 @@ RuleId = Literal[
     "cpu_held_back",
     "waits_on_itself",
     "waits_on_filesystem",
+    "requests_pile_up",
+    "output_reports_failure",
     "answers_requests",
     "output_moves",
     "works_silently",

@@ -507,6 +507,34 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_for_outside",),
     ),
     Scenario(
+        "http_wedged_pileup",
+        "deadlocked",
+        ("root",),
+        False,
+        "threaded HTTP server: each handler holds a lock across a wait for an event its warm-up "
+        "thread (dead at start-up, one logged traceback) was to set; request threads pile up on "
+        "the lock while an in-job client logs timeouts",
+        rules=("requests_pile_up",),
+    ),
+    Scenario(
+        "http_some_fail",
+        "progressing",
+        (),
+        False,
+        "threaded HTTP server: every third request is slower than the in-job client's 1 s "
+        "timeout and logged failed, the others complete: progressing, with the failure rate",
+        rules=("output_moves",),
+    ),
+    Scenario(
+        "retry_until_answers",
+        "slow",
+        (),
+        False,
+        "retries a local service outside the job that answers 503 for its first minute, logging "
+        "each failure: its only output is failure, nothing is blocked",
+        rules=("output_reports_failure",),
+    ),
+    Scenario(
         "retry_backoff",
         "idle",
         (),

@@ -250,6 +250,14 @@ GRAPH_DISAGREES = {
     # is left for the graph to end their chain at (it gives no state); the rules read its
     # death from its traceback and its launcher (store_host_died).
     "store_host_crashed",
+    # Request threads pile up on a lock whose holder waits for an event nobody sets; the
+    # clients' requests reach the server's main thread, asleep on a timer: to the graph a
+    # handler that sleeps (slow); the rules read the pile and its holder (requests_pile_up).
+    "http_wedged_pileup",
+    # A job retries a service outside it that answers 503, sleeping 1 s between tries: to
+    # the graph a timer ends each sleep (idle); the rules read its log - failures only, none
+    # completed - and call it slow until the service answers (output_reports_failure).
+    "retry_until_answers",
 }
 
 

@@ -72,6 +72,15 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the graph the compilers that exited (0) are ends it waits on; that they were the "
         "work, and more follow, is the rules' judgment (slow, compiling)"
     ),
+    "http_wedged_pileup": (
+        "the clients' requests reach the server's main thread, asleep on a timer: to the graph a "
+        "handler that sleeps (slow); the pile on the lock and its holder waiting for an event "
+        "no live thread sets are the rules' judgment (requests_pile_up)"
+    ),
+    "retry_until_answers": (
+        "the job sleeps 1 s between tries: to the graph a timer ends it (idle); that its only "
+        "output is failures of a service it keeps calling is the rules' judgment (slow)"
+    ),
     "startup_parked": (
         "a start-up parked between two steps: to the graph every wait ends at a door (a port, "
         "a timer); that the job has not finished starting is the readiness rule's judgment"

@@ -40,5 +40,17 @@ PACK = Pack(
     rpc_markers=("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard"),
     rpc_threads=frozenset({"gcs_client_io_s", "task_event_buff", "gcs_server", "raylet"}),
     plumbing_packages=frozenset({"ray"}),
+    # Ray Serve's proxy and router on requests that did not complete: the client gave up
+    # ("Client for request ... disconnected, cancelling request."), a request past its
+    # ``request_timeout_s``, a replica too slow or none to take it, a replica's failed health
+    # check (ray 2.9-2.40 serve/_private/proxy.py, router.py, deployment_state.py).
+    failure_lines=(
+        r"disconnected, cancell?ing request",
+        r"request (?:\S+ )?timed out after",
+        r"(?:has|have) taken more than [\d.]+ ?s to",
+        r"no (?:available )?replicas? (?:available|found|to (?:route|assign))",
+        r"health check (?:failed|for replica)",
+        r"replica \S+ (?:is )?unhealthy",
+    ),
     sources=("ray 2.40 python/ray/_private/worker.py",),
 )

@@ -50,5 +50,16 @@ PACK = Pack(
             "sniffio",
         }
     ),
+    # uvicorn's and gunicorn's own words when a request or a worker fails (access lines with
+    # their status are read generically): an application that raised, a response never
+    # finished, a worker killed by the arbiter's timeout (uvicorn 0.30 protocols/http/*.py,
+    # gunicorn 22 arbiter.py).
+    failure_lines=(
+        r"Exception in ASGI application",
+        r"ASGI callable returned without (?:starting|completing) response",
+        r"WORKER TIMEOUT \(pid:\d+\)",
+        r"Worker \(pid:\d+\) was sent (?:SIGKILL|SIGTERM)",
+        r"Error handling request\b",
+    ),
     sources=("uvicorn 0.30 uvicorn/server.py, werkzeug 3 serving.py",),
 )

@@ -129,6 +129,10 @@ WORK_FILES: Tuple[str, ...] = _ordered(p.work_files for p in PACKS)
 READY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.ready_lines)
 DEATH_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.death_lines)
 RETRY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.retry_lines)
+# A framework's own words for a completion and for a failure or stall of its requests
+# (``diag.verdict.output_kinds``): Ray Serve's "cancelling request", gunicorn's WORKER TIMEOUT.
+PROGRESS_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.progress_lines)
+FAILURE_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.failure_lines)
 # Tried in order: the first that matches names the rank (a framework's own spelling first).
 DEATH_RANK_PATTERNS: Tuple[Pattern[str], ...] = tuple(
     re.compile(s) for s in _ordered(p.death_rank_patterns for p in PACKS)

@@ -11,6 +11,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 from diag.model import RankClass, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath, log_deaths
+from diag.verdict.output_kinds import failing_logs
 from diag.verdict.participants import (
     framework_rank,
     is_helper,
@@ -75,6 +76,9 @@ class Situation:
     helped: List[Tuple[ProcSignals, float, List[str]]]
     answering: List[ProcSignals]  # servers whose client connections moved data
     graph: Optional[WaitGraph] = None  # who waits on whom (diag.verdict.graph)
+    # Logs that moved with failures only (``diag.verdict.output_kinds``): not progress, but
+    # evidence of a stall - out of ``progress_logs``, their bytes out of ``writers``.
+    failing_logs: Tuple[LogGrowth, ...] = ()
 
 
 def measure(
@@ -89,7 +93,7 @@ def measure(
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
     helped = child_work(ctx.procs, parts)
     quiet = not (workers or readers or growers or helped or WORK in leans)
-    progress_logs, writers = _output(ctx, alive, quiet)
+    progress_logs, writers, failing = _output(ctx, alive, quiet)
     ports = serving_ports(ctx.procs)
     # Waits only the job itself can end: peers, locks, results, its own queues.
     waiting_on_others = [
@@ -129,13 +133,15 @@ def measure(
         ports=ports,
         waiting_on_others=waiting_on_others,
         ranked_dead=ranked_dead,
+        failing_logs=tuple(failing),
     )
 
 
 def _output(
     ctx: Context, alive: Sequence[ProcSignals], quiet: bool = False
-) -> Tuple[List[LogGrowth], List[ProcSignals]]:
-    """The job's output that moves: logs that grew with progress, and processes writing bytes
+) -> Tuple[List[LogGrowth], List[ProcSignals], List[LogGrowth]]:
+    """The job's output that moves: logs that grew with progress (not with failures only:
+    those are the third list), and processes writing bytes
     that are no heartbeat, no start-up phase's bar or compiler artefacts, no exchange among
     the job's own ranks (``diag.verdict.work``) - and, in a ``quiet`` job (nothing computes,
     reads, grows or runs on a GPU), no timer's status writes (``_timer_writes``)."""
@@ -149,11 +155,21 @@ def _output(
         for lg in ctx.logs
         if lg.progress and not (lg.pids and lg.writers <= helpers) and lg not in bars
     ]
+    # "FAILED after 10.0 s: timed out" is no progress, nor a retry line judged a heartbeat
+    failing = failing_logs(
+        lg
+        for lg in ctx.logs
+        if lg.grew
+        and not lg.writers_dead
+        and not (lg.pids and lg.writers <= helpers)
+        and lg not in bars
+    )
+    progress_logs = [lg for lg in progress_logs if lg not in failing]
     # What a process wrote into a log judged a heartbeat (vLLM's zero-counter stats line), or
     # a start-up phase's progress bar, is that, not output: its wchar rose by the same bytes.
     heartbeat_bytes: Dict[Tuple[str, int], int] = {}
     for lg in ctx.logs:
-        if lg.grew and (not lg.progress or lg in bars):
+        if lg.grew and (not lg.progress or lg in bars or lg in failing):
             for key in lg.writers:
                 heartbeat_bytes[key] = heartbeat_bytes.get(key, 0) + _written_into(lg)
     # Bytes a compiler or its cache writes during start-up are that phase's work, not output;
@@ -165,7 +181,7 @@ def _output(
     if quiet:
         not_output |= {p.key for p in alive if _timer_writes(p)}
     writers = [p for p in alive if p.key not in not_output and output_bytes(p, heartbeat_bytes)]
-    return progress_logs, writers
+    return progress_logs, writers, failing
 
 
 def _timer_writes(p: ProcSignals) -> bool:

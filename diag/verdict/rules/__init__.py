@@ -39,6 +39,7 @@ from diag.verdict.rules import (
     peers,
     words,
     words_joins,
+    words_output,
 )
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
@@ -140,6 +141,42 @@ TABLE: Tuple[Rule, ...] = (
         the capture (its run-queue delay grew faster than its CPU time, or its stack changed
         while it ran in no wait or poll loop): runnable is not blocked, whatever the cause.""",
         examples=["gloo_cpu_quota"],
+    ),
+    rule(
+        "requests_pile_up",
+        "locks",
+        ["deadlocked"],
+        locks.requests_pile_up,
+        words_output.PILE_UP_OUTRANKS,
+        ["deltas"],
+        doc="""Threads accumulate across samples on one lock (more at the last sample than
+        at the first, at least 3), all in the same frame, while a thread further down that
+        frame - the lock's holder - waits untimed for an event, a queue item or a condition,
+        and no thread of the process works in any sample: nothing will set what the holder
+        waits for (its setter died - a logged "Exception in thread" traceback is quoted). A
+        wedged threaded server: its accept loop runs, its health endpoint may answer, its
+        clients' timeouts move its log; every new request thread joins the pile. Restart
+        it, and fix what was to set the event.""",
+        examples=["http_wedged_pileup"],
+    ),
+    rule(
+        "output_reports_failure",
+        "motion",
+        ["deadlocked", "slow"],
+        motion.output_reports_failure,
+        words_output.FAILURES_OUTRANK,
+        ["deltas"],
+        doc="""The job's only moving output is failure - timeouts, cancellations, retries,
+        refused connections, failed health checks, 4xx/5xx access lines, tracebacks, a
+        framework's own "cancelling request" or "no replica available" (its pack's
+        ``failure_lines``) - with no completion beside it, and nothing else moves or works.
+        A job that narrates its own failure is stuck, not progressing: with threads blocked on
+        a lock in every sample, deadlocked on what its failures name; with nothing blocked
+        and no peer or lock wait (a retry loop backing off), slow - it goes on when what it
+        calls answers. The failure rate is in the sentence ("12 failures in 6 s (12
+        timeouts), none completed"); failures beside completions stay progressing
+        (``output_moves``) with that rate.""",
+        examples=["retry_until_answers"],
     ),
     rule(
         "answers_requests",

@@ -14,7 +14,8 @@ from diag.verdict.participants import (
     serving_ports,
     strong_rank,
 )
-from diag.verdict.rules import words, words_files
+from diag.verdict.pileup import pile_ups
+from diag.verdict.rules import words, words_files, words_output
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.self_wait import self_waits, undrained_puts
 from diag.verdict.situation import (
@@ -43,6 +44,22 @@ def blocked_on_itself(s: Situation) -> Optional[Decision]:
         for q in chosen[:4]
     ]
     return decided("deadlocked", 0.8 if ranks else 0.75, summary, suspects)
+
+
+def requests_pile_up(s: Situation) -> Optional[Decision]:
+    """Threads accumulate across samples on one lock whose holder, inside the same frame, waits
+    untimed for an event, queue or condition, and no thread of the process works: nothing will
+    ever set it (its setter died - a logged "Exception in thread"). A wedged server, whatever
+    its accept loop, health endpoint or log still do."""
+    piles = pile_ups(s.ctx.bundle, s.alive)
+    if not piles:
+        return None
+    pu = piles[0]
+    host, pid = pu.key
+    rank = next((p.rank for p in s.alive if p.key == pu.key), None)
+    reason, chain = words_output.pile_up_reason(pu), words_output.pile_up_chain(pu)
+    suspect = Suspect(pid=pid, rank=rank, host=host, reason=reason, chain=chain)
+    return decided("deadlocked", 0.85, words_output.pile_up(pu), [suspect])
 
 
 def _odd_first(stuck: Sequence[ProcSignals]) -> List[ProcSignals]:

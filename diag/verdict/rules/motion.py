@@ -7,7 +7,8 @@ from typing import List, Optional
 
 from diag.model import Suspect
 from diag.verdict.native_work import native_calls
-from diag.verdict.rules import words
+from diag.verdict.output_kinds import capture_span_s, log_tally, merged
+from diag.verdict.rules import words, words_output
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -36,7 +37,40 @@ def output_moves(s: Situation) -> Optional[Decision]:
     if not (s.progressing and s.intervals > 0):
         return None
     summary, confidence, suspects = progress_story(s.progress_logs, s.writers, s.workers, s.dead)
+    reported = merged(log_tally(lg) for lg in s.progress_logs)
+    if reported.failures:  # failures beside completions: progress, with its failure rate
+        summary += words_output.failures_beside_progress(reported, capture_span_s(s.ctx.bundle))
     return decided("progressing", confidence, summary, suspects)
+
+
+def output_reports_failure(s: Situation) -> Optional[Decision]:
+    """The job's only moving output is failure (timeouts, cancellations, refused connections,
+    5xx, tracebacks) and nothing else moves: with threads blocked on a lock in every sample
+    and nothing working, deadlocked - stuck on what its failures name; with nothing blocked
+    and no peer or lock wait (a retry loop backing off), slow - it goes on when what it calls
+    answers. Output beside it that moves, or work, leaves the decision to the rows below."""
+    if not s.failing_logs or s.progressing or s.working or s.intervals == 0:
+        return None
+    t = merged(log_tally(lg) for lg in s.failing_logs)
+    span = capture_span_s(s.ctx.bundle)
+    blocked = [p for p in s.alive if p.lock_waiters]
+    if blocked:
+        suspects = [
+            Suspect(
+                pid=p.pid,
+                rank=p.rank,
+                host=p.key[0],
+                reason=f"its threads block on a lock "
+                f"in `{p.lock_waiters[0][2]}` while its output reports only failures",
+            )
+            for p in blocked[:4]
+        ]
+        return decided(
+            "deadlocked", 0.7, words_output.only_failures_blocked(t, span, blocked), suspects
+        )
+    if s.peer_waiters or s.waiting_on_others:
+        return None  # a peer or a lock of the job: the rows below name it
+    return decided("slow", 0.55, words_output.only_failures_retrying(t, span))
 
 
 def works_silently(s: Situation) -> Optional[Decision]:

@@ -1,0 +1,74 @@
+"""What moving output says (diag/verdict/output_kinds.py): completions are progress;
+failures, timeouts, cancellations, retries, refused connections, failed health checks, 4xx/5xx
+access lines, tracebacks and a framework's own stall words are evidence of a stall."""
+
+from __future__ import annotations
+
+import pytest
+
+from diag.verdict.output_kinds import line_kind, tally
+from diag.verdict.rules.words_output import failure_rate
+
+
+@pytest.mark.parametrize(
+    ("line", "kind", "failure"),
+    [
+        ('INFO:     127.0.0.1:5000 - "GET /v1/completions HTTP/1.1" 200 OK', "completion", None),
+        ('127.0.0.1 - - [06/Dec/2026] "POST /retry HTTP/1.1" 201 2 "-"', "completion", None),
+        ('INFO:     127.0.0.1:5000 - "GET /v1 HTTP/1.1" 503 Service Unavailable', "failure",
+         "HTTP error"),
+        ("GET /app 504 30012.1ms", "failure", "HTTP error"),
+        ("request 12 FAILED after 10.0 s: timed out", "failure", "timeout"),
+        ("request 12 cancelled: client disconnected", "failure", "cancellation"),
+        ("attempt 3: [Errno 111] Connection refused; retrying in 5 s", "failure",
+         "refused connection"),
+        ("health check failed for replica abc", "failure", "framework stall"),
+        ("liveness: health check failing (3 in a row)", "failure", "failed health check"),
+        ("attempt 7 failed: HTTP Error 503: Service Unavailable", "failure", "HTTP error"),
+        ("backing off 4.0 s before the next try", "failure", "retry"),
+        ("RuntimeError: CUDA error: an illegal memory access", "failure", "exception"),
+        # a framework's own words (its pack): Ray Serve, gunicorn, uvicorn
+        ("Client for request 9c1 disconnected, cancelling request.", "failure", "framework stall"),
+        ("[2026-12-06 04:00:00 +0000] [7] [CRITICAL] WORKER TIMEOUT (pid:42)", "failure",
+         "framework stall"),
+        ("ERROR:    Exception in ASGI application", "failure", "framework stall"),
+        # completions
+        ("step 120 loss 1.93", "completion", None),
+        ("request 4 completed in 0.12 s", "completion", None),
+        ("generated 512 tokens", "completion", None),
+        ("Loading checkpoint shards", "other", None),
+    ],
+)  # fmt: skip
+def test_line_kinds(line: str, kind: str, failure: object) -> None:
+    assert line_kind(line) == (kind, failure)
+
+
+def test_a_traceback_is_one_failure() -> None:
+    lines = [
+        "Exception in thread warmup:",
+        "Traceback (most recent call last):",
+        '  File "/srv/app.py", line 20, in warm_up',
+        "    raise RuntimeError('no tokenizer')",
+        "RuntimeError: no tokenizer",
+    ]
+    t = tally(lines)
+    assert (t.failures, t.completions, t.others) == (1, 0, 0)
+    assert t.failing_only
+
+
+def test_failures_only_beside_nothing_else() -> None:
+    t = tally(["request 1 FAILED: timed out", "request 1 cancelled", "request 2 FAILED: timed out"])
+    assert t.failing_only
+    assert dict(t.kinds) == {"timeout": 2, "cancellation": 1}
+    assert failure_rate(t, 6.0) == "3 failures in 6 s (2 timeouts, 1 cancellation), none completed"
+    assert t.last_failure == "request 2 FAILED: timed out"
+
+
+def test_failures_beside_completions_are_a_rate_not_a_stall() -> None:
+    t = tally(["request 1 ok", "request 2 FAILED: timed out", "request 3 ok", "request 4 ok"])
+    assert not t.failing_only
+    assert failure_rate(t, 4.0) == "1 of 4 outcomes failed in 4 s (25 %: 1 timeout)"
+
+
+def test_a_line_that_reports_neither_keeps_the_log_out_of_failing_only() -> None:
+    assert not tally(["request 1 FAILED: timed out", "reloading model weights"]).failing_only
