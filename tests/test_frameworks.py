@@ -73,7 +73,8 @@ GENERIC |= {*get_args(base.FrameWaitKind), *get_args(base.StartupPhase)}
 GENERIC |= set(get_args(base.FrameworkRole))
 GENERIC |= {*get_args(base.ClockStart), *get_args(base.ClockAction)}
 # The report's role column and a pause's party are the verdict's words too.
-GENERIC |= {r.role for p in PACKS for r in (*p.titled_roles, *p.command_roles)}
+GENERIC |= {r.role for p in PACKS for r in p.titled_roles}
+GENERIC |= {c.role for p in PACKS for c in p.command_roles}
 GENERIC |= {f.party for p in PACKS for f in p.flow_pauses}
 GENERIC |= set(get_args(WaitFamily))  # "serve", "peer", ... (vllm's "serve" subcommand too)
 
