@@ -64,7 +64,7 @@ GENERIC = {
     "stopped", "read", "write", "recv", "get", "run", "done", "value", "worker", "scheduler",
     "handle", "emit", "forward", "download", "synchronize", "collective", "rendezvous",
     "exception", "next", "callback", "monitor", "query", "empty", "full", "exists", "send",
-    "load",
+    "load", "compile",
     # Weight files' formats (a file suffix list, not a framework's table); a resource.
     ".safetensors", "memory",
 }  # fmt: skip
