@@ -32,6 +32,7 @@ from diag.verdict.collectives import (
     nccl_log_source,
     ras_source,
 )
+from diag.verdict.countdown import countdown
 from diag.verdict.equivalence import rank_classes
 from diag.verdict.evidence import evidence_for
 from diag.verdict.exits import dedupe, exited_verdict, seen_lines, with_log_deaths
@@ -47,7 +48,6 @@ from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
-from diag.verdict.countdown import countdown
 from diag.verdict.wait_age import wait_age
 from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState
