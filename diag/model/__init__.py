@@ -43,8 +43,10 @@ from diag.model.judged import (
     WaitNode,
 )
 from diag.model.samples import (
+    CLOCK_EVENT_BITS,
     SYSTEM_LIBRARIES,
     CgroupVersion,
+    ClockEventReason,
     ClosedConns,
     CpuLimits,
     FdEnd,
@@ -59,6 +61,7 @@ from diag.model.samples import (
     GpuDevice,
     GpuProcess,
     GpuSample,
+    GpuXid,
     HostLoad,
     IoCounters,
     LogSample,
@@ -76,6 +79,7 @@ from diag.model.samples import (
     ServedConn,
     Stack,
     ThreadSample,
+    clock_event_names,
     is_system_library,
     main_thread,
 )
@@ -84,12 +88,14 @@ from diag.vocab import STATES, Role, VerdictState
 # One definition each, in the modules above; re-exported so that a record is imported from
 # ``diag.model`` wherever it is defined (and the vocabulary from ``diag.vocab``).
 __all__ = [
+    "CLOCK_EVENT_BITS",
     "SCHEMA_VERSION",
     "STATES",
     "SYSTEM_LIBRARIES",
     "Bundle",
     "CgroupVersion",
     "ChainEnd",
+    "ClockEventReason",
     "ClosedConns",
     "CollectiveRecord",
     "CpuHoldRecord",
@@ -108,6 +114,7 @@ __all__ = [
     "GpuDevice",
     "GpuProcess",
     "GpuSample",
+    "GpuXid",
     "HostEntry",
     "HostInfo",
     "HostLoad",
@@ -148,6 +155,7 @@ __all__ = [
     "WaitEdge",
     "WaitGraph",
     "WaitNode",
+    "clock_event_names",
     "is_system_library",
     "main_thread",
 ]

@@ -352,6 +352,52 @@ class GpuProcess(Record, frozen=True):
     used_memory_bytes: Optional[int] = None
 
 
+class GpuXid(Record, frozen=True):
+    """One XID event (NVML's ``nvmlEventTypeXidCriticalError``): its number and when diag's
+    worker took it from the event set (NVML's v2 event carries no time)."""
+
+    xid: int
+    t_s: float = 0.0
+
+
+# NVML's clock-event reason bits (nvml.h; pynvml's ``nvmlClocksEventReason*`` and, on older
+# bindings, ``nvmlClocksThrottleReason*`` - tests/test_gpu_health.py checks each value against
+# the installed binding). Name, bit, in bit order.
+ClockEventReason = Literal[
+    "gpu_idle",
+    "applications_clocks",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake",
+    "display_clocks",
+    "board_limit",
+    "reliability",
+]
+CLOCK_EVENT_BITS: Tuple[Tuple[ClockEventReason, int], ...] = (
+    ("gpu_idle", 0x1),
+    ("applications_clocks", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake", 0x80),
+    ("display_clocks", 0x100),
+    ("board_limit", 0x200),
+    ("reliability", 0x400),
+)
+
+
+def clock_event_names(mask: Optional[int]) -> Tuple[ClockEventReason, ...]:
+    """The reasons set in an NVML clock-event mask, in bit order (unknown bits left out)."""
+    if not mask:
+        return ()
+    return tuple(name for name, bit in CLOCK_EVENT_BITS if mask & bit)
+
+
 class GpuDevice(Record, frozen=True):
     index: int
     host: str = ""  # set by diag merge: device indexes repeat on every host
@@ -368,6 +414,29 @@ class GpuDevice(Record, frozen=True):
     processes: Tuple[GpuProcess, ...] = ()
     pci_bus_id: str = ""
     error: Optional[str] = None  # e.g. "GPU is lost": the device answered nothing else
+    # Why its clocks are what they are (issue #37): NVML's clock-event (throttle) reason mask
+    # at this instant (``clock_event_names`` reads it) and the SM clock's ceiling.
+    clock_event_mask: Optional[int] = None
+    sm_clock_max_mhz: Optional[int] = None
+    # Faults: XIDs that arrived since the previous read (the worker's event set, polled),
+    # ECC error counts (volatile: since the driver loaded; aggregate: the board's life),
+    # retired pages (before Ampere) or remapped rows (Ampere on), PCIe replays.
+    xids: Tuple[GpuXid, ...] = ()
+    ecc_volatile_corrected: Optional[int] = None
+    ecc_volatile_uncorrected: Optional[int] = None
+    ecc_aggregate_corrected: Optional[int] = None
+    ecc_aggregate_uncorrected: Optional[int] = None
+    retired_pages_sbe: Optional[int] = None
+    retired_pages_dbe: Optional[int] = None
+    retired_pages_pending: Optional[bool] = None
+    remapped_rows_correctable: Optional[int] = None
+    remapped_rows_uncorrectable: Optional[int] = None
+    remap_pending: Optional[bool] = None
+    remap_failed: Optional[bool] = None
+    pcie_replays: Optional[int] = None
+    # Fields NVML refused, by name ("ecc": "Not Supported", "pcie_replays": "Insufficient
+    # Permissions"): each failed alone; the rest of the device was read.
+    unread: Dict[str, str] = {}
 
 
 class GpuSample(Record, frozen=True):

@@ -25,6 +25,8 @@ from __future__ import annotations
 import io
 import json
 import sys
+import time
+from functools import partial
 from typing import IO, Any, Callable, Dict, List, Optional, Sequence
 
 MIB = 1024 * 1024
@@ -58,7 +60,7 @@ def _processes(nvml: Any, handle: Any) -> List[Dict[str, Any]]:
     return out
 
 
-def _device(nvml: Any, index: int) -> Dict[str, Any]:
+def _device(nvml: Any, index: int, xids: Optional[XidWatch] = None) -> Dict[str, Any]:
     try:
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
     except nvml.NVMLError as exc:
@@ -92,7 +94,173 @@ def _device(nvml: Any, index: int) -> Dict[str, Any]:
     if temp is not None:
         dev["temperature_c"] = float(temp)
     dev["processes"] = _processes(nvml, handle)
+    _health(nvml, handle, dev)
+    if xids is not None:
+        xids.read(index, handle, dev)
     return dev
+
+
+# Issue #37: why the clocks are low, and the faults. Each field fails alone: a refusal
+# (Not Supported on a board without ECC, Insufficient Permissions in a container) is kept by
+# name in ``unread`` and the next field is read. The worker's deadline bounds every call
+# (NVML calls cannot be interrupted in-process); the counts are bounded here.
+MAX_XIDS_PER_READ = 16  # per device and request; the rest stay queued for the next read
+_FUNCTION_NOT_FOUND = 13  # NVML_ERROR_FUNCTION_NOT_FOUND: an older driver lacks the call
+_TIMEOUT = 10  # NVML_ERROR_TIMEOUT: the event set holds nothing (a poll with 0 ms)
+_CLOCK_EVENT_CALLS = (
+    "nvmlDeviceGetCurrentClocksEventReasons",  # NVML 12.535 on
+    "nvmlDeviceGetCurrentClocksThrottleReasons",  # older drivers (deprecated name)
+)
+
+
+def _field(nvml: Any, dev: Dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
+    """One field, or None with NVML's refusal kept in ``dev["unread"][name]``."""
+    try:
+        return fn()
+    except nvml.NVMLError as exc:
+        dev.setdefault("unread", {})[name] = _text(exc)[:80]
+        return None
+
+
+def _clock_events(nvml: Any, handle: Any, dev: Dict[str, Any]) -> None:
+    for call in _CLOCK_EVENT_CALLS:
+        fn = getattr(nvml, call, None)
+        if fn is None:  # a binding that predates the name
+            continue
+        try:
+            dev["clock_event_mask"] = int(fn(handle))
+            return
+        except nvml.NVMLError as exc:
+            if getattr(exc, "value", None) == _FUNCTION_NOT_FOUND:
+                continue
+            dev.setdefault("unread", {})["clock_events"] = _text(exc)[:80]
+            return
+    dev.setdefault("unread", {})["clock_events"] = "no clock-event call in this NVML"
+
+
+def _ecc(nvml: Any, handle: Any, dev: Dict[str, Any]) -> None:
+    corrected = nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+    uncorrected = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    for key, kind, counter in (
+        ("ecc_volatile_uncorrected", uncorrected, nvml.NVML_VOLATILE_ECC),
+        ("ecc_volatile_corrected", corrected, nvml.NVML_VOLATILE_ECC),
+        ("ecc_aggregate_uncorrected", uncorrected, nvml.NVML_AGGREGATE_ECC),
+        ("ecc_aggregate_corrected", corrected, nvml.NVML_AGGREGATE_ECC),
+    ):
+        value = _field(
+            nvml, dev, "ecc", partial(nvml.nvmlDeviceGetTotalEccErrors, handle, kind, counter)
+        )
+        if value is None:
+            return  # ECC off or unsupported: the other counters answer the same
+        dev[key] = int(value)
+
+
+def _pages(nvml: Any, handle: Any, dev: Dict[str, Any]) -> None:
+    """Retired pages (before Ampere) and remapped rows (Ampere on): each board has one."""
+    for key, cause in (
+        ("retired_pages_dbe", nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
+        ("retired_pages_sbe", nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+    ):
+        pages = _field(
+            nvml, dev, "retired_pages", partial(nvml.nvmlDeviceGetRetiredPages, handle, cause)
+        )
+        if pages is None:
+            break
+        dev[key] = len(pages)
+    else:
+        pending = _field(
+            nvml,
+            dev,
+            "retired_pages",
+            lambda: nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle),
+        )
+        if pending is not None:
+            dev["retired_pages_pending"] = bool(pending)
+    rows = _field(nvml, dev, "remapped_rows", lambda: nvml.nvmlDeviceGetRemappedRows(handle))
+    if rows is not None:
+        corr, unc, pending, failed = rows
+        dev["remapped_rows_correctable"] = int(corr)
+        dev["remapped_rows_uncorrectable"] = int(unc)
+        dev["remap_pending"] = bool(pending)
+        dev["remap_failed"] = bool(failed)
+
+
+def _health(nvml: Any, handle: Any, dev: Dict[str, Any]) -> None:
+    _clock_events(nvml, handle, dev)
+    top = _field(
+        nvml,
+        dev,
+        "sm_clock_max",
+        lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM),
+    )
+    if top is not None:
+        dev["sm_clock_max_mhz"] = int(top)
+    _ecc(nvml, handle, dev)
+    _pages(nvml, handle, dev)
+    replays = _field(nvml, dev, "pcie_replays", lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle))
+    if replays is not None:
+        dev["pcie_replays"] = int(replays)
+
+
+class XidWatch:
+    """Per device, an NVML event set registered for XID critical errors, kept for the
+    session and drained without blocking (a 0 ms wait) at each request: the XIDs that arrived
+    since the previous read. NVML delivers only events after registration, so the first read
+    of a capture sees none from before it (the NVRM lines of the kernel log tell those)."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.sets: Dict[int, Any] = {}
+        self.refused: Dict[int, str] = {}
+
+    def _set(self, index: int, handle: Any) -> Any:
+        nvml = self.nvml
+        if index in self.sets or index in self.refused:
+            return self.sets.get(index)
+        try:
+            event_set = nvml.nvmlEventSetCreate()
+        except nvml.NVMLError as exc:
+            self.refused[index] = _text(exc)[:80]
+            return None
+        try:
+            nvml.nvmlDeviceRegisterEvents(handle, nvml.nvmlEventTypeXidCriticalError, event_set)
+        except nvml.NVMLError as exc:
+            self.refused[index] = _text(exc)[:80]
+            _free(nvml, event_set)
+            return None
+        self.sets[index] = event_set
+        return event_set
+
+    def read(self, index: int, handle: Any, dev: Dict[str, Any]) -> None:
+        nvml = self.nvml
+        event_set = self._set(index, handle)
+        if event_set is None:
+            dev.setdefault("unread", {})["xids"] = self.refused.get(index, "")
+            return
+        xids: List[Dict[str, Any]] = []
+        for _ in range(MAX_XIDS_PER_READ):
+            try:
+                data = nvml.nvmlEventSetWait_v2(event_set, 0)
+            except nvml.NVMLError as exc:
+                if getattr(exc, "value", None) != _TIMEOUT:
+                    dev.setdefault("unread", {})["xids"] = _text(exc)[:80]
+                break
+            xids.append({"xid": int(data.eventData), "t_s": round(time.time(), 3)})
+        if xids:
+            dev["xids"] = xids
+
+    def close(self) -> None:
+        for event_set in self.sets.values():
+            _free(self.nvml, event_set)
+        self.sets.clear()
+        self.refused.clear()
+
+
+def _free(nvml: Any, event_set: Any) -> None:
+    try:
+        nvml.nvmlEventSetFree(event_set)
+    except Exception:
+        pass
 
 
 class NvmlSession:
@@ -104,6 +272,7 @@ class NvmlSession:
     def __init__(self, nvml: Any) -> None:
         self.nvml = nvml
         self.initialised = False
+        self.xids = XidWatch(nvml)
 
     def read(self) -> Dict[str, Any]:
         nvml = self.nvml
@@ -126,7 +295,7 @@ class NvmlSession:
             return {"available": False, "reason": "no NVIDIA GPU on this host"}
         result: Dict[str, Any] = {
             "available": True,
-            "devices": [_device(nvml, i) for i in range(count)],
+            "devices": [_device(nvml, i, self.xids) for i in range(count)],
         }
         if driver:
             result["driver_version"] = driver
@@ -136,6 +305,7 @@ class NvmlSession:
         if not self.initialised:
             return
         self.initialised = False
+        self.xids.close()
         try:
             self.nvml.nvmlShutdown()
         except Exception:
