@@ -104,6 +104,7 @@ RuleId = Literal[
     "pipe_full_in_dead_chain",
     "chains_never_end",
     "polls_for_stale_lock_file",
+    "timer_cannot_end",
     "waits_for_outside",
     "pipe_full",
     "chains_end_at_doors",

@@ -387,6 +387,36 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same thread-per-request server, no client",
     ),
     Scenario(
+        "child_pipe_polled",
+        "deadlocked",
+        ("root",),
+        False,
+        "a driver runs an exporter child with stdout=PIPE and polls `proc.poll()` with 0.25 s "
+        "sleeps, reading only at exit; the exporter blocks writing to the full pipe",
+    ),
+    Scenario(
+        "child_pipe_drained",
+        "progressing",
+        None,
+        False,
+        "the same driver reads the exporter's output line by line as it comes",
+    ),
+    Scenario(
+        "lock_held_polling_uploads",
+        "deadlocked",
+        ("root",),
+        False,
+        "a coordinator holds `state_lock` while it polls its upload threads' `is_alive()` with "
+        "0.4 s sleeps; the 4 upload threads block on that lock to record their results",
+    ),
+    Scenario(
+        "lock_released_polling_uploads",
+        "progressing",
+        None,
+        False,
+        "the same coordinator releases the lock before it polls: rounds finish",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

@@ -250,6 +250,12 @@ GRAPH_DISAGREES = {
     # is left for the graph to end their chain at (it gives no state); the rules read its
     # death from its traceback and its launcher (store_host_died).
     "store_host_crashed",
+    # A parent polls on a timer and never reads the full pipe its child blocks on; a thread
+    # holds a lock while it polls on a timer for the threads that need it: to the graph the
+    # timer ends the wait (idle); the rules read that it woke again and again, the same
+    # stack each time, and never moved the other side (timer_cannot_end).
+    "child_pipe_polled",
+    "lock_held_polling_uploads",
     # Request threads pile up on a lock whose holder waits for an event nobody sets; the
     # clients' requests reach the server's main thread, asleep on a timer: to the graph a
     # handler that sleeps (slow); the rules read the pile and its holder (requests_pile_up).

@@ -90,6 +90,16 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "is left for the graph to end their chain at; its death is read from its traceback "
         "and its launcher (store_host_died)"
     ),
+    "child_pipe_polled": (
+        "the parent polls on a timer and never reads the full pipe its child blocks on: to the "
+        "graph the timer ends its wait (idle); that it woke again and again and never read is "
+        "the rules' judgment (timer_cannot_end)"
+    ),
+    "lock_held_polling_uploads": (
+        "threads block on a lock while the only other thread polls on a timer: to the graph "
+        "the timer may release it (idle); that it woke again and again, the same stack each "
+        "time, and the lock never moved is the rules' judgment (timer_cannot_end)"
+    ),
 }
 
 

@@ -274,10 +274,6 @@ class Pack:
     # and, in ``comm_dirs``, only inside an installed package (``site-packages/.../comm/``):
     # a bare ``all_reduce`` there waits on peers; in the job's own ``comm/`` it may compute.
     comm_files: Tuple[str, ...] = ()
-    # The env variables that hold its rendezvous store's address and port: a rank holds that
-    # port open (no door), and a rank joining waits on whoever should listen there.
-    store_addr_env: str = ""
-    store_port_env: str = ""
     comm_dirs: Tuple[str, ...] = ()
     # Decorator frames that say nothing about where a thread is (``_call_impl``).
     wrapper_frames: FrozenSet[str] = frozenset()

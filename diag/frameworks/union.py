@@ -74,10 +74,6 @@ COMMAND_ROLES: Tuple[CommandRole, ...] = tuple(c for p in PACKS for c in p.comma
 # --- waits
 RENDEZVOUS_FRAMES: FrozenSet[str] = _names(p.rendezvous_frames for p in PACKS)
 STORE_FRAMES: FrozenSet[str] = _names(p.store_frames for p in PACKS)
-# (address variable, port variable) of each pack's rendezvous store.
-STORE_ENVS: Tuple[Tuple[str, str], ...] = tuple(
-    (p.store_addr_env, p.store_port_env) for p in PACKS if p.store_port_env
-)
 COLLECTIVE_FRAMES: FrozenSet[str] = _names(p.collective_frames for p in PACKS)
 RECEIVE_FRAMES: FrozenSet[str] = _names(p.receive_frames for p in PACKS)
 P2P_FRAMES: FrozenSet[str] = _names(p.p2p_frames for p in PACKS)

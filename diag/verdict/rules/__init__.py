@@ -43,6 +43,7 @@ from diag.verdict.rules import (
 )
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
+from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
@@ -477,6 +478,22 @@ TABLE: Tuple[Rule, ...] = (
         itself, and a rerun waits on the same file; deleting it does. (Its example was
         recorded by tests/test_wait_edges_real.py.)""",
         examples=["wait_edges_stale_torch_build_lock"],
+    ),
+    rule(
+        "timer_cannot_end",
+        "graph",
+        ["deadlocked"],
+        graph.timer_cannot_end,
+        FUTILE_POLL_OUTRANKS,
+        doc="""Nothing works, and the one thing that wakes is a thread polling on a timer that
+        cannot end the wait (``diag.verdict.futile_poll``): it woke twice or more, back in the
+        same sleep with the same stack each time, reading and writing nothing, while the other
+        side never moved. A child blocks writing to a full pipe whose read end its parent
+        holds and never reads (``while proc.poll() is None: sleep()``); threads block untimed
+        on one lock while every other thread of their process only polls (it holds the lock
+        while waiting for them, or the holder is gone). As for a put on a full queue nobody
+        drains, the timer is no door; a single long sleep (a back-off) still is.""",
+        examples=["child_pipe_polled", "lock_held_polling_uploads"],
     ),
     rule(
         "waits_for_outside",

@@ -8,6 +8,7 @@ from typing import Optional
 
 from diag.model import Suspect, WaitGraph
 from diag.verdict.chains import DEAD_ENDS, graph_state
+from diag.verdict.futile_poll import lock_polled, pipe_polled
 from diag.verdict.graph_nodes import (
     OUTSIDE_JOB,
     node_key,
@@ -16,7 +17,7 @@ from diag.verdict.participants import (
     serving_ports,
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
-from diag.verdict.rules import words
+from diag.verdict.rules import words, words_polls
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -134,6 +135,24 @@ def chains_never_end(s: Situation) -> Optional[Decision]:
     # fd inodes): less sure than a stopped or dead end.
     confidence = 0.6 if "cycle" in g.reasons else 0.75
     return decided("deadlocked", confidence, summary, suspects)
+
+
+def timer_cannot_end(s: Situation) -> Optional[Decision]:
+    """A poller's timer wakes cannot end the wait (``futile_poll``): it never reads the full
+    pipe its child blocks on, or every running thread beside a lock's waiters only polls."""
+    if s.progressing or s.workers:
+        return None
+    found = pipe_polled(s.ctx.bundle, writers_of(s.alive), s.ctx.procs, s.graph)
+    for p in s.alive if found is None else ():
+        found = lock_polled(s.ctx.bundle, p)
+        if found is not None:
+            break
+    if found is None:
+        return None
+    p = found.poller
+    reason = words_polls.futile_reason(found)
+    suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
+    return decided("deadlocked", 0.7, words_polls.futile_poll(found), suspects)
 
 
 def pipe_full(s: Situation) -> Optional[Decision]:

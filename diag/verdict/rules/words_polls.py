@@ -1,0 +1,51 @@
+"""The rules' words for timer wakes that cannot end a wait (``futile_poll``): a reader that
+polls on a timer and never reads the full pipe its child blocks on, a lock whose waiters'
+only running neighbours poll on a timer.
+
+May import the base and ``diag.verdict`` - never a family module of the table.
+"""
+
+from __future__ import annotations
+
+from diag.verdict.futile_poll import FutilePoll, Poller
+from diag.verdict.wording import verb, where, who
+
+FUTILE_POLL_OUTRANKS = (
+    "a timer that wakes a thread which only asks again is no door: what it waits for needs "
+    "an act its loop never does"
+)
+
+
+def _poll(p: Poller) -> str:
+    return f"thread {p.thread} sleeps in {p.where} and woke {p.wakes} times"
+
+
+def futile_poll(f: FutilePoll) -> str:
+    """``timer_cannot_end``: the sentence for either picture."""
+    polls = "; ".join(_poll(p) for p in f.polls[:2])
+    others = "thread polls" if len(f.polls) == 1 else "threads poll"
+    if f.kind == "pipe":
+        return (
+            f"deadlocked: {who(list(f.waiters))} {verb(list(f.waiters), 'blocks', 'block')} "
+            f"writing to a full pipe (in {where(f.waiters[0])}) that pid {f.poller.pid} holds "
+            f"the read end of, and pid {f.poller.pid} polls on a timer instead of reading it "
+            f"({polls} during the capture, back in the same sleep each time, reading nothing). "
+            "The writer waits for it to read, it waits for the writer to finish: its timer "
+            "cannot end that. Kill the job; the fix: read the output while waiting "
+            "(`communicate()`, a reader thread) or send it to a file"
+        )
+    return (
+        f"deadlocked: {f.blocked_threads} thread(s) of pid {f.poller.pid} block on one lock in "
+        f"{f.lock_in}, untimed, and the only other {others} "
+        f"on a timer ({polls} during the capture, the same stack each time, doing nothing "
+        "else): those wakes cannot release the lock - the poller holds it while it waits for "
+        "the threads that need it, or its holder is gone. Kill it (`py-spy dump --pid "
+        f"{f.poller.pid}` first shows who waits where); the fix: release the lock before "
+        "waiting for work that takes it"
+    )
+
+
+def futile_reason(f: FutilePoll) -> str:
+    """A suspect's reason: the poller."""
+    what = "never reads the pipe its child fills" if f.kind == "pipe" else "cannot release the lock"
+    return f"polls on a timer ({f.polls[0].wakes} wakes, the same stack) and {what}"
