@@ -556,6 +556,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "batch_timeouts_lock",
+        "deadlocked",
+        ("root",),
+        False,
+        "main waits on a lock a loader holds across a wait for an event its dead downloader was "
+        "to set; a watchdog logs \"batch N timed out; retrying\" every second: failures only",
+        rules=("output_reports_failure",),
+    ),
+    Scenario(
         "retry_until_answers",
         "slow",
         (),

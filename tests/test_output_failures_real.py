@@ -5,6 +5,8 @@ programs (samples/scenarios/), each with its contrast:
   dead warm-up thread was to set, while an in-job client logs timeouts: deadlocked, the pile
   and its holder named, though its health endpoint answers 200 (contrast: a server where some
   requests fail and the others complete - progressing, with the failure rate);
+- a job whose only output is timeouts while a thread blocks on a lock in every sample:
+  deadlocked;
 - a job retrying a service outside it that answers 503 (a local HTTP server beside it): slow,
   never deadlocked - and once the service answers during the capture, not deadlocked either.
 """
@@ -86,3 +88,15 @@ def test_job_whose_outside_service_answers_during_the_capture_is_not_deadlocked(
     started = _start("retry_until_answers", env={"DIAG_SERVICE_UNAVAILABLE_S": "4"})
     verdict = _capture(started, tmp_path)
     assert verdict["state"] in ("progressing", "slow"), verdict["summary"]
+
+
+def test_failures_only_beside_a_thread_blocked_on_a_lock_is_deadlocked(tmp_path: Path) -> None:
+    """No pile (one waiter): the log's timeouts and a thread on a lock in every sample."""
+    started = _start("batch_timeouts_lock")
+    verdict = _capture(started, tmp_path)
+    summary = verdict["summary"]
+    assert verdict["state"] == "deadlocked", summary
+    assert verdict["rule"] == "output_reports_failure", summary
+    assert "its only moving output is failure" in summary and "timeouts), none" in summary
+    assert f"pid {started.pid}: 1 thread in `main`" in summary, summary
+    assert [s["pid"] for s in verdict["suspects"]] == [started.pid]

@@ -77,6 +77,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "handler that sleeps (slow); the pile on the lock and its holder waiting for an event "
         "no live thread sets are the rules' judgment (requests_pile_up)"
     ),
+    "batch_timeouts_lock": (
+        "a watchdog thread sleeps 1 s between its timeout lines: to the graph a timer that can "
+        "end the wait (idle); that it only reports failures while a thread blocks on a lock in "
+        "every sample is the rules' judgment (deadlocked)"
+    ),
     "retry_until_answers": (
         "the job sleeps 1 s between tries: to the graph a timer ends it (idle); that its only "
         "output is failures of a service it keeps calling is the rules' judgment (slow)"

@@ -177,7 +177,7 @@ TABLE: Tuple[Rule, ...] = (
         calls answers. The failure rate is in the sentence ("12 failures in 6 s (12
         timeouts), none completed"); failures beside completions stay progressing
         (``output_moves``) with that rate.""",
-        examples=["retry_until_answers"],
+        examples=["retry_until_answers", "batch_timeouts_lock"],
     ),
     rule(
         "answers_requests",

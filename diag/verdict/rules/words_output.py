@@ -46,7 +46,8 @@ def _quote(t: OutputTally) -> str:
 def only_failures_blocked(t: OutputTally, span_s: float, blocked: Sequence[ProcSignals]) -> str:
     """``output_reports_failure``, deadlocked: failure is all that moves and threads block."""
     who = ", ".join(
-        f"pid {p.pid}: {len(p.lock_waiters)} in `{p.lock_waiters[0][2]}`" for p in blocked[:3]
+        f"pid {p.pid}: {_plural(len(p.lock_waiters), 'thread')} in `{p.lock_waiters[0][2]}`"
+        for p in blocked[:3]
     )
     return (
         f"deadlocked: its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}"
