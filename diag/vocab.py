@@ -83,6 +83,7 @@ RuleId = Literal[
     "requests_pile_up",
     "output_reports_failure",
     "answers_requests",
+    "alone_in_phase",
     "output_moves",
     "works_silently",
     "children_work",

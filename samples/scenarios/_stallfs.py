@@ -1,8 +1,10 @@
-"""A tiny FUSE daemon that never answers reads (``_stallfs.py MOUNTPOINT WATCH_PID``), spoken
+"""A tiny FUSE daemon that never answers reads (``_stallfs.py MOUNTPOINT WATCH_PID [RATE]``), spoken
 straight over /dev/fuse (no libfuse): one regular file, ``shard0.bin``, whose lookup, open
 and getattr are answered and whose reads are left pending forever - a FUSE backend stuck on
 its object store. It unmounts (lazily) and exits once WATCH_PID is gone, so a scenario killed
-with SIGKILL leaves no mount behind. Needs root (mount(2)) and /dev/fuse."""
+with SIGKILL leaves no mount behind. Given RATE (bytes per second), it answers reads at that
+pace instead (zeros): a slow mirror or a saturated network mount. Needs root (mount(2)) and
+/dev/fuse."""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def _watch(pid: int, libc: ctypes.CDLL, mountpoint: str) -> None:
         time.sleep(0.5)
 
 
-def serve(mountpoint: str, watch_pid: int) -> None:
+def serve(mountpoint: str, watch_pid: int, rate: float = 0.0) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open("/dev/fuse", os.O_RDWR)
     opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
@@ -63,6 +65,11 @@ def serve(mountpoint: str, watch_pid: int) -> None:
             reply(unique, struct.pack("<QII", 60, 0, 0) + a)
         elif op in (14, 27):  # OPEN, OPENDIR
             reply(unique, struct.pack("<QII", 1, 0, 0))
+        elif op == 15 and rate > 0:  # READ at RATE bytes/s: a slow mirror
+            offset, want = struct.unpack_from("<QI", body, 8)
+            n = max(0, min(want, SIZE - offset))
+            time.sleep(n / rate)
+            reply(unique, b"\0" * n)
         elif op == 15:  # READ: the object store never answers
             continue
         elif op in (18, 25, 29):  # RELEASE, FLUSH, RELEASEDIR
@@ -73,14 +80,15 @@ def serve(mountpoint: str, watch_pid: int) -> None:
             reply(unique, error=-38)  # ENOSYS
 
 
-def start_detached(mountpoint: str) -> None:
+def start_detached(mountpoint: str, rate: float = 0.0) -> None:
     """Start the daemon outside the caller's process tree (double fork), as a system's FUSE
-    daemon would be, and wait until the mount answers."""
+    daemon would be, and wait until the mount answers (reads at ``rate`` bytes/s; 0: never)."""
     watch = os.getpid()
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.execv(sys.executable, [sys.executable, __file__, mountpoint, str(watch)])
+            argv = [sys.executable, __file__, mountpoint, str(watch), str(rate)]
+            os.execv(sys.executable, argv)
         os._exit(0)
     os.wait()
     deadline = time.monotonic() + 20
@@ -91,4 +99,4 @@ def start_detached(mountpoint: str) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)

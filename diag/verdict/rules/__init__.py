@@ -43,6 +43,7 @@ from diag.verdict.rules import (
 )
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
+from diag.verdict.rules.words_phases import LONE_PHASE_OUTRANKS
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
 from diag.verdict.situation import Situation
 
@@ -194,6 +195,22 @@ TABLE: Tuple[Rule, ...] = (
         between samples, in most intervals (TIME_WAIT on its port, younger than the gap),
         are its answers (``diag.verdict.short_requests``).""",
         examples=["uvicorn_busy_no_log", "threaded_server_short_requests"],
+    ),
+    rule(
+        "alone_in_phase",
+        "motion",
+        ["slow"],
+        motion.alone_in_phase,
+        LONE_PHASE_OUTRANKS,
+        ["deltas"],
+        doc="""One rank (or a few, fewer than half) writes while every other rank waits for it
+        on its peers - in a barrier, a collective - and no log of the job moves: it is alone
+        in a phase (downloading its weights from a slow mirror, saving or compressing a
+        checkpoint, loading, compiling) and the job's steps have stopped for it. Bytes that
+        one rank writes are not the job's progress; the phase is named with its rate and,
+        where its file tells how far it is, its ETA (``diag.verdict.long_phase``). Wait for
+        it, or speed up what it reads or writes.""",
+        examples=["gloo_download_slow_mirror"],
     ),
     rule(
         "output_moves",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from diag.model import Suspect
+from diag.verdict.long_phase import lone_phase, lone_sentence, mover_reason
 from diag.verdict.native_work import native_calls
 from diag.verdict.output_kinds import capture_span_s, log_tally, merged
 from diag.verdict.rules import words, words_output
@@ -30,6 +31,21 @@ def answers_requests(s: Situation) -> Optional[Decision]:
     summary = words.answers_requests(s.answering)
     suspects: List[Suspect] = []
     return decided("progressing", 0.8, summary, suspects)
+
+
+def alone_in_phase(s: Situation) -> Optional[Decision]:
+    """A minority of ranks write while every other rank waits on its peers and no log of the
+    job moves: one rank's phase (a download, a save), slow - named with its rate and ETA."""
+    if not (s.progressing and s.intervals > 0):
+        return None
+    lone = lone_phase(s.ctx.bundle, s.alive, s.writers, len(s.progress_logs))
+    if lone is None:
+        return None
+    suspects = [
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=mover_reason(lone, p))
+        for p in lone.movers
+    ]
+    return decided("slow", 0.75, lone_sentence(lone), suspects)
 
 
 def output_moves(s: Situation) -> Optional[Decision]:
