@@ -45,12 +45,8 @@ NOT_YET_MOVED: Dict[str, str] = {
 # Literals inside functions (not tables) that still name a framework or a pack's name, per
 # module: the inline half of the same gap, printed and shrinking the same way.
 NOT_YET_MOVED_INLINE: Dict[str, str] = {
-    "rendezvous.py": "torchrun's option names (rdzv_endpoint, master_addr...) and MASTER_ADDR/"
-    "MASTER_PORT read by settings_of/store_joins: the agent parser's semantics",
-    "participants.py": "MASTER_PORT: the rendezvous port a rank holds open (not a door)",
-    "self_wait.py": "/queue.py, /threading.py, __del__ in the put/drain and finalizer checks",
-    "thread_wait.py": "/queue.py in the all-ranks-in-a-queue check",
-    "graph_edges.py": "/queue.py, multiprocessing, concurrent/futures in the pool-feeder check",
+    "rendezvous.py": "torchrun's option names (rdzv_endpoint, master_addr, nnodes...) whose "
+    "meaning settings_of reads: the agent parser's semantics",
     "fs_waits.py": "'fuse': the FsWait kind the collector writes (a filesystem type)",
 }
 # Owned by the rule-docs work: ``examples`` name recorded captures (``vllm_tp2_...``), which
@@ -65,6 +61,8 @@ GENERIC = {
     "handle", "emit", "forward", "download", "synchronize", "collective", "rendezvous",
     "exception", "next", "callback", "monitor", "query", "empty", "full", "exists", "send",
     "load", "compile",
+    # Python's finalizer hook: a language name, not a library's.
+    "__del__",
     # Weight files' formats (a file suffix list, not a framework's table); a resource.
     ".safetensors", "memory",
 }  # fmt: skip

@@ -270,6 +270,10 @@ class Pack:
     # Frames of a rank connecting to its rendezvous *store* (a subset of ``rendezvous_frames``,
     # qualified names as py-spy gives them): nothing listens there yet -> it waits on its host.
     store_frames: FrozenSet[str] = frozenset()
+    # The env variables that hold its rendezvous store's address and port: a rank holds that
+    # port open (no door), and a rank joining waits on whoever should listen there.
+    store_addr_env: str = ""
+    store_port_env: str = ""
     # File fragments of its collectives' modules wherever the file is (``torch/distributed/``)
     # and, in ``comm_dirs``, only inside an installed package (``site-packages/.../comm/``):
     # a bare ``all_reduce`` there waits on peers; in the job's own ``comm/`` it may compute.
@@ -345,6 +349,10 @@ class Pack:
     finalizer_frames: Tuple[FrameSign, ...] = ()
     log_handler_frames: Tuple[FrameSign, ...] = ()
     # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
+    # File endings of its queue module (a put or get there is a queue's, whoever calls it)
+    # and of its threading module (the frames that wrap a thread's own entry function).
+    queue_files: Tuple[str, ...] = ()
+    thread_files: Tuple[str, ...] = ()
     debugger_frames: FrozenSet[str] = frozenset()
     # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
     # How its processes are named (``diag.text.roles``): the title prefix its setproctitle

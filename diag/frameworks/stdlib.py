@@ -112,6 +112,8 @@ PACK = Pack(
         ),
     ),
     rlock_files=("logging/__init__.py",),
+    queue_files=("/queue.py",),
+    thread_files=("/threading.py",),
     # weakref.finalize's call and a WeakValueDictionary's removal callback run finalizers.
     finalizer_frames=(
         FrameSign(

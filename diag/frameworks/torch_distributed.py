@@ -85,6 +85,8 @@ PACK = Pack(
     rendezvous_frames=_RENDEZVOUS,
     p2p_frames=_P2P,
     store_frames=_STORE,
+    store_addr_env="MASTER_ADDR",
+    store_port_env="MASTER_PORT",
     frame_waits=(
         FrameWait(
             FrameSign(_COLLECTIVES, ("distributed_c10d.py", "c10d_logger.py", "distributed.py")),

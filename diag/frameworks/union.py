@@ -74,6 +74,10 @@ COMMAND_ROLES: Tuple[CommandRole, ...] = tuple(c for p in PACKS for c in p.comma
 # --- waits
 RENDEZVOUS_FRAMES: FrozenSet[str] = _names(p.rendezvous_frames for p in PACKS)
 STORE_FRAMES: FrozenSet[str] = _names(p.store_frames for p in PACKS)
+# (address variable, port variable) of each pack's rendezvous store.
+STORE_ENVS: Tuple[Tuple[str, str], ...] = tuple(
+    (p.store_addr_env, p.store_port_env) for p in PACKS if p.store_port_env
+)
 COLLECTIVE_FRAMES: FrozenSet[str] = _names(p.collective_frames for p in PACKS)
 RECEIVE_FRAMES: FrozenSet[str] = _names(p.receive_frames for p in PACKS)
 P2P_FRAMES: FrozenSet[str] = _names(p.p2p_frames for p in PACKS)
@@ -108,6 +112,8 @@ FRAME_WAITS = _frame_waits()
 # --- a lock taken again across a handler (``diag.verdict.self_wait``)
 LOCK_TAKE_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "lock_take_frames")
 RLOCK_FILES: Tuple[str, ...] = _ordered(p.rlock_files for p in PACKS)
+QUEUE_FILES: Tuple[str, ...] = _ordered(p.queue_files for p in PACKS)
+THREAD_FILES: Tuple[str, ...] = _ordered(p.thread_files for p in PACKS)
 FINALIZER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "finalizer_frames")
 LOG_HANDLER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "log_handler_frames")
 

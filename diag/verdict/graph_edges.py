@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Collection, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.model import (
     Bundle,
     EdgeKind,
@@ -112,8 +113,8 @@ def _thread_queue(b: _Builder, p: ProcSignals) -> bool:
     for f in frames_of(b.bundle, main.stack_id)[:8]:
         if "multiprocessing" in f.filename or "/pool.py" in f.filename:
             return False
-        if f.filename.endswith("/queue.py") or "concurrent/futures" in f.filename:
-            return not b.children.get((p.key[0], p.pid)) or f.filename.endswith("/queue.py")
+        if f.filename.endswith(union.QUEUE_FILES) or "concurrent/futures" in f.filename:
+            return not b.children.get((p.key[0], p.pid)) or f.filename.endswith(union.QUEUE_FILES)
     return False
 
 

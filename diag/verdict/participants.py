@@ -56,7 +56,7 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
         argv0 = os.path.basename(p.info.cmdline[0]) if p.info.cmdline else ""
         if argv0 in _LAUNCHER_NAMES:
             continue
-        master = p.info.env.get("MASTER_PORT", "")
+        masters = {p.info.env.get(port_env, "") for _, port_env in union.STORE_ENVS}
         # Any rank, even one guessed from start order (mp.spawn passes the rank as an
         # argument), or a process waiting in a collective: its ephemeral ports are gloo's.
         rank = p.rank is not None or p.main_family == PEER
@@ -65,7 +65,7 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
         # one per peer pair: vLLM's TP=1 worker holds 13), rank or not.
         comm = rank or len(ephemeral) >= 3
         for port in p.listen_ports:
-            if str(port) != master and not (comm and port in EPHEMERAL_PORTS):
+            if str(port) not in masters and not (comm and port in EPHEMERAL_PORTS):
                 ports[port] = ports.get(port, True) and rank
     # The door before a rank's own port (SGLang's HTTP port before scheduler TP0's store),
     # well-known ports before ephemeral ones (:8000 first): summaries show the first.

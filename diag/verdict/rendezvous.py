@@ -162,8 +162,15 @@ def store_joins(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[StoreJ
     ]
     if not joiners or any(p.main_family == PEER and p not in joiners for p in alive):
         return None
-    env = next((p.info.env for p in joiners if p.info.env.get("MASTER_PORT")), {})
-    addr, port = env.get("MASTER_ADDR", "")[:100], env.get("MASTER_PORT", "")[:8]
+    addr, port = next(
+        (
+            (p.info.env.get(addr_env, "")[:100], p.info.env.get(port_env, "")[:8])
+            for p in joiners
+            for addr_env, port_env in union.STORE_ENVS
+            if p.info.env.get(port_env)
+        ),
+        ("", ""),
+    )
     if port.isdigit():
         if any(int(port) in p.listen_ports for p in alive):
             return None

@@ -353,8 +353,8 @@ class UndrainedPut:
 
 def _put_frames(frames: Sequence[Frame]) -> Optional[Tuple[Frame, Frame]]:
     for i, f in enumerate(frames[:QUEUE_DEPTH]):
-        if short_name(f.name) == "put" and f.filename.endswith("/queue.py"):
-            below = [g for g in frames[i + 1 :] if not g.filename.endswith("/queue.py")]
+        if short_name(f.name) == "put" and f.filename.endswith(union.QUEUE_FILES):
+            below = [g for g in frames[i + 1 :] if not g.filename.endswith(union.QUEUE_FILES)]
             return f, below[0] if below else f
     return None
 
@@ -370,7 +370,11 @@ def _cycled_without_draining(
     if all(t.stack_id is None for t in series):
         ran = (last.utime_ticks + last.stime_ticks) - (first.utime_ticks + first.stime_ticks)
         return (name, 0) if ran == 0 else None
-    if any(f.filename.endswith("/queue.py") for t in series for f in frames_of(bundle, t.stack_id)):
+    if any(
+        f.filename.endswith(union.QUEUE_FILES)
+        for t in series
+        for f in frames_of(bundle, t.stack_id)
+    ):
         return None
     timed = [t for t in series if t.stack_id is not None and _on_timer(thread_wait(bundle, t))]
     if not timed:
@@ -391,11 +395,11 @@ def _sleeps_in_entry(frames: Sequence[Frame]) -> bool:
     an item and retries its upload with backoff sleeps in ``upload`` under its loop, and
     drains the queue once that returns. Only threading's frames wrap the entry (a wait's
     ``Event.wait`` above it, ``Thread.run``/``_bootstrap`` below)."""
-    user = [i for i, f in enumerate(frames) if not f.filename.endswith("/threading.py")]
+    user = [i for i, f in enumerate(frames) if not f.filename.endswith(union.THREAD_FILES)]
     if not user:
         return False
     rest = frames[user[0] + 1 :]
-    return bool(rest) and all(f.filename.endswith("/threading.py") for f in rest)
+    return bool(rest) and all(f.filename.endswith(union.THREAD_FILES) for f in rest)
 
 
 def _main_series(alive: Sequence[ProcessSample]) -> List[ThreadSample]:

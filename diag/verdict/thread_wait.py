@@ -200,6 +200,6 @@ def alone_on_own_queue(bundle: Bundle, alive: List[ProcessSample]) -> bool:
         return False
     for ps in alive:
         frames = frames_of(bundle, ps.threads[0].stack_id)[:6]
-        if not any(f.filename.endswith("/queue.py") for f in frames):
+        if not any(f.filename.endswith(union.QUEUE_FILES) for f in frames):
             return False
     return True
