@@ -348,11 +348,11 @@ class Pack:
     rlock_files: Tuple[str, ...] = ()
     finalizer_frames: Tuple[FrameSign, ...] = ()
     log_handler_frames: Tuple[FrameSign, ...] = ()
-    # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     # File endings of its queue module (a put or get there is a queue's, whoever calls it)
     # and of its threading module (the frames that wrap a thread's own entry function).
     queue_files: Tuple[str, ...] = ()
     thread_files: Tuple[str, ...] = ()
+    # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     debugger_frames: FrozenSet[str] = frozenset()
     # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
     # How its processes are named (``diag.text.roles``): the title prefix its setproctitle
