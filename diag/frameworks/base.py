@@ -354,7 +354,6 @@ class Pack:
     thread_files: Tuple[str, ...] = ()
     # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     debugger_frames: FrozenSet[str] = frozenset()
-    # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
     # How its processes are named (``diag.text.roles``): the title prefix its setproctitle
     # titles share ("sglang::"), a regex source for the part after it ("[a-z_]+?"), the parts
     # it knows, and the command lines of its processes that keep their argv.
@@ -362,6 +361,7 @@ class Pack:
     title_part: str = ""
     titled_roles: Tuple[TitledRole, ...] = ()
     command_roles: Tuple[CommandRole, ...] = ()
+    # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
     # falling) - ``diag.verdict.flow_control`` (``FlowPause``).
     flow_pauses: Tuple[FlowPause, ...] = ()
     # Where each fact was checked (a source path and version), for the next reader.
