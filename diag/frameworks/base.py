@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import FrozenSet, Literal, Optional, Tuple
 
 # What a clock does when it fires.
-ClockAction = Literal["aborts", "kills", "fails_startup", "restarts", "warns"]
+# "proceeds": the wait ends without the missing party (torchrun's last call starts the job
+# with the nodes that joined).
+ClockAction = Literal["aborts", "kills", "fails_startup", "restarts", "warns", "proceeds"]
 # What starts its count.
 ClockStart = Literal["start", "collective", "quiet", "step", "request", "join", "absolute"]
 # A process's role in a framework's layout (more specific than ``diag.vocab.Role``).
@@ -133,6 +135,7 @@ class Clock:
     starts: ClockStart  # what starts its count ("absolute": the value is an end time)
     action: ClockAction  # what it does when it fires
     argv_flag: Optional[str] = None  # the flag that sets it: "--watchdog-timeout"
+    argv_key: str = ""  # a key inside that flag's k=v,... value: torchrun's "join_timeout"
     env: Optional[str] = None  # the env variable that sets it: "VLLM_RPC_TIMEOUT"
     env_scale: float = 1.0  # the variable's unit in seconds: 0.001 for milliseconds
     # Whether it can fire while a rank loads (else only once the job runs).

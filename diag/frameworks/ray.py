@@ -8,7 +8,7 @@ worker thread names).
 
 from __future__ import annotations
 
-from diag.frameworks.base import FrameSign, FrameWait, Pack
+from diag.frameworks.base import Clock, FrameSign, FrameWait, Pack
 
 PACK = Pack(
     name="Ray",
@@ -52,5 +52,42 @@ PACK = Pack(
         r"health check (?:failed|for replica)",
         r"replica \S+ (?:is )?unhealthy",
     ),
-    sources=("ray 2.40 python/ray/_private/worker.py",),
+    # Ray Train's controller (v2, ray/train/v2/_internal/constants.py): a worker whose health
+    # check hangs this long is marked dead and the group restarted (per its FailureConfig); a
+    # worker group that does not start in time fails; its own collectives (``ray.train.report``
+    # barriers) time out only when ``RAY_TRAIN_COLLECTIVE_TIMEOUT_S`` is set (-1: off).
+    clocks=(
+        Clock(
+            name="Ray Train's worker health-check timeout",
+            default_s=600.0,
+            starts="quiet",
+            action="restarts",
+            env="RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S",
+            knob="`RAY_TRAIN_WORKER_HEALTH_CHECK_TIMEOUT_S`",
+            source="ray 2.50 train/v2/_internal/constants.py (10 min)",
+        ),
+        Clock(
+            name="Ray Train's worker-group start timeout",
+            default_s=60.0,
+            starts="start",
+            action="fails_startup",
+            env="RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S",
+            knob="`RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S`",
+            during_startup=True,
+            source="ray 2.50 train/v2/_internal/constants.py (60 s)",
+        ),
+        Clock(
+            name="Ray Train's collective timeout",
+            default_s=None,
+            starts="collective",
+            action="aborts",
+            env="RAY_TRAIN_COLLECTIVE_TIMEOUT_S",
+            knob="`RAY_TRAIN_COLLECTIVE_TIMEOUT_S`",
+            source="ray 2.50 train/v2/_internal/constants.py (-1: no timeout)",
+        ),
+    ),
+    sources=(
+        "ray 2.40 python/ray/_private/worker.py",
+        "ray 2.50 python/ray/train/v2/_internal/constants.py",
+    ),
 )

@@ -6,7 +6,7 @@ Facts from torch 2.6 torch/distributed/run.py and torch/distributed/elastic/agen
 
 from __future__ import annotations
 
-from diag.frameworks.base import FrameSign, FrameWait, Pack
+from diag.frameworks.base import Clock, FrameSign, FrameWait, Pack
 
 PACK = Pack(
     name="torchrun (torch.distributed.elastic)",
@@ -40,5 +40,38 @@ PACK = Pack(
             "child",
         ),
     ),
-    sources=("torch 2.6 torch/distributed/run.py, elastic/agent/server/api.py",),
+    # The rendezvous of the job's nodes (``--rdzv-conf k=v,...``, either spelling; torch 2.13
+    # elastic/rendezvous/dynamic_rendezvous.py RendezvousTimeout._DEFAULT_TIMEOUTS): each
+    # agent's join counts from its start (or a restart's new round) and fails the agent
+    # (RendezvousTimeoutError) when too few nodes came; once ``--nnodes`` MIN joined, the last
+    # call waits for the rest up to MAX, then starts the job without them.
+    clocks=(
+        Clock(
+            name="torchrun's rendezvous join timeout",
+            default_s=600.0,
+            starts="join",
+            action="fails_startup",
+            argv_flag="--rdzv-conf",
+            argv_key="join_timeout",
+            knob="`--rdzv-conf join_timeout=`",
+            during_startup=True,
+            implied=True,
+            source="torch 2.13 elastic/rendezvous/dynamic_rendezvous.py (join: 600 s)",
+        ),
+        Clock(
+            name="torchrun's rendezvous last call",
+            default_s=30.0,
+            starts="join",
+            action="proceeds",
+            argv_flag="--rdzv-conf",
+            argv_key="last_call_timeout",
+            knob="`--rdzv-conf last_call_timeout=`",
+            during_startup=True,
+            source="torch 2.13 elastic/rendezvous/dynamic_rendezvous.py (last_call: 30 s)",
+        ),
+    ),
+    sources=(
+        "torch 2.6 torch/distributed/run.py, elastic/agent/server/api.py",
+        "torch 2.13 torch/distributed/elastic/rendezvous/dynamic_rendezvous.py, utils.py",
+    ),
 )

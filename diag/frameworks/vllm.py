@@ -120,6 +120,26 @@ PACK = Pack(
     # "Worker proc VllmWorker-1 died unexpectedly", "(Worker_TP1 pid=N)".
     death_rank_patterns=(r"VllmWorker[-_ ]?(\d+)", r"\bWorker[_ ]?TP(\d+)"),
     clocks=(
+        # The API server's wait for its engines' first message on the input socket. In
+        # ``vllm serve`` (one API server) that poll begins only after ``wait_for_engine_startup``
+        # - which has no timeout - saw the engines' READY, i.e. after the load: it does not
+        # bound a start-up there (vllm#48031, measured on 0.24 with a 5 s budget). API server
+        # processes of ``--api-server-count`` > 1 / data parallel skip that wait and count
+        # from their start (vllm#35547: killed at 600 s while loading shards).
+        Clock(
+            name="vLLM's engine-ready timeout",
+            default_s=600.0,
+            starts="start",
+            action="fails_startup",
+            env="VLLM_ENGINE_READY_TIMEOUT_S",
+            knob="`VLLM_ENGINE_READY_TIMEOUT_S`",
+            implied=True,
+            source=(
+                "vllm 0.32 vllm/envs.py (VLLM_ENGINE_READY_TIMEOUT_S = 600), "
+                "v1/engine/core_client.py (MPClient polls its input socket after "
+                "launch_core_engines), v1/engine/utils.py (wait_for_engine_startup: no timeout)"
+            ),
+        ),
         Clock(
             name="vLLM's RPC timeout",
             default_s=None,

@@ -73,6 +73,7 @@ ALLOWED_PREFIXES = (
     "VLLM_",
     "ACCELERATE_",
     "DEEPSPEED_",
+    "RAY_TRAIN_",  # Ray Train's timeouts (health check, worker-group start, collectives)
     "MEGATRON_",
     "XLA_",
     "JAX_",

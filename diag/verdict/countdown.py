@@ -14,13 +14,14 @@ is not visible in a stack, and the sentence says which default it assumed.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frameworks import union
 from diag.frameworks.base import Clock
 from diag.model import Bundle, RankPhase
 from diag.verdict.features import ProcSignals
 from diag.verdict.startup_signs import eta_words
+from diag.verdict.startup_timeouts import timeouts_of
 from diag.verdict.wait_age import WaitAge, age_words
 from diag.verdict.waits import PEER
 from diag.vocab import VerdictState
@@ -31,19 +32,35 @@ _COLLECTIVE_CLOCKS: Tuple[Clock, ...] = tuple(
 _STATES: Tuple[VerdictState, ...] = ("deadlocked", "idle", "slow")
 
 
-def _running_clocks(bundle: Bundle, parts: Sequence[ProcSignals]) -> Dict[str, Clock]:
-    """The collective clocks of the ranks that wait on a peer, by the backend threads they run."""
-    waiting = {p.info.pid for p in parts if p.main_family == PEER}
-    if not waiting or not bundle.samples:
+class _Running(NamedTuple):
+    clock: Clock
+    budget_s: float
+    set_by: str  # "`DEEPSPEED_TIMEOUT=45`", "" for the default
+
+
+def _running_clocks(bundle: Bundle, parts: Sequence[ProcSignals]) -> Dict[str, _Running]:
+    """The collective clocks of the ranks that wait on a peer, by the backend threads they run,
+    each with its budget as the rank's argv/env set it. A framework's own default for its
+    process group set by env (DeepSpeed's ``DEEPSPEED_TIMEOUT``) replaces torch's defaults."""
+    infos = {p.info.pid: p.info for p in parts if p.main_family == PEER}
+    if not infos or not bundle.samples:
         return {}
-    found: Dict[str, Clock] = {}
+    found: Dict[str, _Running] = {}
     for ps in bundle.samples[-1].processes:
-        if ps.pid not in waiting:
+        if ps.pid not in infos:
             continue
         names = {t.name for t in ps.threads}
+        read = {t.who: t for t in timeouts_of(infos[ps.pid])}
         for clock in _COLLECTIVE_CLOCKS:
-            if any(n.startswith(clock.thread_prefixes) for n in names):
-                found[clock.name] = clock
+            if not any(n.startswith(clock.thread_prefixes) for n in names):
+                continue
+            t = read.get(clock.name)
+            if t is None and (clock.implied or clock.env or clock.argv_flag):
+                continue  # a clock its argv/env (or its framework) turns on, and nothing does
+            budget = t.seconds if t is not None and t.seconds else float(clock.default_s or 0.0)
+            found[clock.name] = _Running(clock, budget, t.set_by if t is not None else "")
+    if any(r.set_by for r in found.values()):  # set for the process group: defaults are not
+        found = {k: r for k, r in found.items() if r.set_by}
     return found
 
 
@@ -65,10 +82,12 @@ def countdown(
     clocks = _running_clocks(bundle, parts)
     lines: List[str] = []
     eta = _eta_s(phases)
-    for clock in sorted(clocks.values(), key=lambda c: c.default_s or 0.0):
-        budget = float(clock.default_s or 0.0) * clock.late_factor
+    for clock, budget_s, set_by in sorted(clocks.values(), key=lambda r: r.budget_s):
+        budget = budget_s * clock.late_factor
         left = budget - age.for_s
         what = f"{clock.name} ({age_words(budget)}, its default; {clock.knob} sets it)"
+        if set_by:
+            what = f"{clock.name} ({age_words(budget)}, set by {set_by})"
         verb = "kills the job" if clock.action == "kills" else "fails the waiting ranks"
         if left <= 0:
             lines.append(

@@ -26,15 +26,30 @@ class Timeout(NamedTuple):
     # How late it may fire, as a multiple of ``seconds``: SGLang's watchdog looks every half
     # budget, so it fires 1-1.5 budgets after the last step.
     late: float = 1.0
+    # Where its budget was read: "`--watchdog-timeout 700`", "`VLLM_ENGINE_READY_TIMEOUT_S=900`",
+    # "" for the framework's default; what starts its count and what it does (``Clock``).
+    set_by: str = ""
+    starts: str = ""
+    action: str = ""
 
 
-def _flag(argv: Sequence[str], name: str) -> Optional[str]:
+def _flag(argv: Sequence[str], name: str, key: str = "") -> Optional[str]:
+    """The value of ``--name V`` / ``--name=V`` (or its ``--na_me`` spelling: argparse CLIs
+    such as torchrun take both); with ``key``, the value of ``key=`` inside ``V``'s
+    comma-separated ``k=v`` pairs (``--rdzv-conf join_timeout=900,last_call_timeout=60``)."""
+    spellings = {name, "--" + name[2:].replace("-", "_")} if name.startswith("--") else {name}
+    value: Optional[str] = None
     for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
+        if arg in spellings and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif "=" in arg and arg.split("=", 1)[0] in spellings:
+            value = arg.split("=", 1)[1]
+        if value is not None:
+            break
+    if value is None or not key:
+        return value
+    pairs = (kv.split("=", 1) for kv in value.split(",") if "=" in kv)
+    return next((v.strip() for k, v in pairs if k.strip() == key), None)
 
 
 def _number(text: Optional[str]) -> Optional[float]:
@@ -51,15 +66,25 @@ def _truthy(text: Optional[str]) -> bool:
 def _timeout(pack: Pack, clock: Clock, info: ProcessInfo) -> Optional[Timeout]:
     """One clock of a pack as it holds for this process, or None when nothing turns it on."""
     argv, env = info.cmdline, info.env
-    value = _number(_flag(argv, clock.argv_flag)) if clock.argv_flag else None
-    if value is None and clock.env:
+    raw_flag = _flag(argv, clock.argv_flag, clock.argv_key) if clock.argv_flag else None
+    value = _number(raw_flag)
+    set_by = ""
+    if value is not None:
+        set_by = f"`{clock.argv_key or clock.argv_flag}={raw_flag}`"
+    elif clock.env:
         raw = _number(env.get(clock.env))
         # A unit other than seconds: divide by its inverse (5000 ms / 1000.0 is exactly 5.0).
         value = raw if raw is None or clock.env_scale == 1.0 else raw / (1.0 / clock.env_scale)
+        set_by = f"`{clock.env}={env.get(clock.env)}`" if value is not None else ""
+    if value is not None and value <= 0 and clock.default_s is None:
+        return None  # a non-positive value turns an opt-in clock off (Ray Train's -1)
     if clock.starts == "absolute":
         if value is None or value <= 0:
             return None
-        return Timeout(clock.name, clock.knob, None, value, clock.during_startup, clock.late_factor)
+        return Timeout(
+            clock.name, clock.knob, None, value, clock.during_startup, clock.late_factor,
+            set_by, clock.starts, clock.action,
+        )  # fmt: skip
     on = (
         value is not None
         or (clock.implied and union.recognised(pack, info.name, tuple(argv)))
@@ -68,7 +93,10 @@ def _timeout(pack: Pack, clock: Clock, info: ProcessInfo) -> Optional[Timeout]:
     seconds = value if value is not None else clock.default_s
     if not on or seconds is None:
         return None
-    return Timeout(clock.name, clock.knob, seconds, None, clock.during_startup, clock.late_factor)
+    return Timeout(
+        clock.name, clock.knob, seconds, None, clock.during_startup, clock.late_factor,
+        set_by, clock.starts, clock.action,
+    )  # fmt: skip
 
 
 def timeouts_of(info: ProcessInfo) -> List[Timeout]:
@@ -124,12 +152,16 @@ def job_wide(timeouts: Dict[int, List[Timeout]], procs: Sequence[ProcSignals]) -
     (in place)."""
     for clock in _JOB_WIDE:
         flag = clock.argv_flag or ""
-        flags = [_number(_flag(p.info.cmdline, flag)) for p in procs]
-        value = next((f for f in flags if f is not None), None)
+        flags = [_flag(p.info.cmdline, flag, clock.argv_key) for p in procs]
+        raw = next((f for f in flags if _number(f) is not None), None)
+        value = _number(raw)
         if value is None:
             continue
+        by = f"`{clock.argv_key or flag}={raw}`"
         for items in timeouts.values():
-            items[:] = [t._replace(seconds=value) if t.who == clock.name else t for t in items]
+            items[:] = [
+                t._replace(seconds=value, set_by=by) if t.who == clock.name else t for t in items
+            ]
 
 
 _JOB_WIDE = tuple(c for _, c in union.CLOCKS if c.job_wide and c.argv_flag)

@@ -10,6 +10,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.model import Bundle, RankPhase
 from diag.text.roles import framework_role
+from diag.verdict.clocks import startup_countdown
 from diag.verdict.features import ProcSignals
 from diag.verdict.startup import _label, phase_phrase, startup_phases
 from diag.verdict.startup_signs import (
@@ -61,6 +62,8 @@ def startup_parts(
         tail += "; " + "; ".join(phase_phrase(r, names) for r in starting[:2])
         if len(starting) > 2:
             tail += f" (+{len(starting) - 2} more)"
+    if state in ("slow", "progressing"):
+        tail += startup_countdown(bundle, procs, timeouts, phases)  # ... and its clocks
     elif state in ("deadlocked", "idle", "unknown"):
         moving = [r for r in starting if r.eta_s is not None]
         if moving:
