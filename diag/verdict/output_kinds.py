@@ -19,6 +19,7 @@ from typing import Dict, Iterable, List, Literal, Optional, Tuple
 
 from diag.frameworks import union
 from diag.model import Bundle
+from diag.verdict.backoff import RETRY_WORDS
 from diag.verdict.progress import LogGrowth, is_error_line
 from diag.verdict.startup_signs import parse_tqdm
 
@@ -63,7 +64,7 @@ _FAILURES: Tuple[Tuple[FailureKind, re.Pattern[str]], ...] = (
             re.I,
         ),
     ),
-    ("retry", re.compile(r"\bretry(?:ing)?\b|\bretries\b|\bback(?:ing)?[ -]?off\b", re.I)),
+    ("retry", RETRY_WORDS),  # one definition: the back-off cause's (diag.verdict.backoff)
 )
 _FAILED = re.compile(r"\bfail(?:ed|s|ure|ing)?\b|\bunable to\b|\bcould not\b", re.I)
 # Generic completion words and positions: a request served, a step, items or tokens done.
