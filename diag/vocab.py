@@ -76,6 +76,7 @@ RuleId = Literal[
     "rank_stopped",
     "log_names_dead_rank",
     "store_host_died",
+    "gpu_failed",
     "blocked_on_itself",
     "cpu_held_back",
     "waits_on_itself",

@@ -14,14 +14,17 @@ import json
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Dict
+from typing import Any, Dict, Sequence
 
 import pytest
 from conftest import FAKE_NVML, REPO
 
-from diag.model import CLOCK_EVENT_BITS, clock_event_names
+from diag.model import CLOCK_EVENT_BITS, Bundle, GpuDevice, GpuXid, clock_event_names
 from diag.probes.gpu import nvml_worker
 from diag.probes.gpu.probe import GpuProbe, read_gpu
+from diag.verdict.classify import classify
+from tests.rule_fixtures import ALL_REDUCE, SYNC, gpu_fell_off_bus, gpu_ranks, h100, with_gpus
+from tests.series import Proc, build
 
 
 def _fake_module() -> ModuleType:
@@ -185,3 +188,134 @@ def test_xids_are_bounded_per_read(fake_nvml: pytest.MonkeyPatch) -> None:
     cap = nvml_worker.MAX_XIDS_PER_READ
     assert [x.xid for x in first.devices[0].xids] == many[:cap]
     assert [x.xid for x in second.devices[0].xids] == many[cap : 2 * cap]
+
+
+# --- the verdict: a throttled GPU names its rank as the straggler; a fallen GPU is a death ---
+
+
+def _training(world: int, gpus: Sequence[Sequence[GpuDevice]], odd: int = -1) -> Bundle:
+    """A data-parallel job whose log moves (steps), every rank caught in ``all_reduce`` or
+    in its forward pass alike - as on a GPU job, where each rank's CPU waits in the same
+    synchronising call whichever GPU is slow - unless ``odd`` computes at 4x the CPU."""
+    compute = (
+        ("forward", "/job/model.py"),
+        ("train_step", "/job/train.py"),
+        ("main", "/job/train.py"),
+    )
+    procs = [
+        Proc(
+            pid=100 + r,
+            rank=r,
+            world_size=world,
+            rank_source="env:RANK",
+            stack=[compute] * 3 if r == odd else [ALL_REDUCE, compute, ALL_REDUCE],  # type: ignore[list-item]
+            cpu_pct=95.0 if r == odd else 22.0,
+            state="R",
+        )
+        for r in range(world)
+    ]
+    log = [(1000 + 200 * i, 10 + 2 * i, (f"step {10 + 2 * i} loss 1.{i}",)) for i in range(3)]
+    return with_gpus(build(procs, logs={"/job/train.log": log}), gpus)
+
+
+HW_THERMAL = 0x40
+SW_POWER_CAP = 0x4
+
+
+def test_a_throttled_gpu_names_its_rank_as_the_straggler_with_the_cause() -> None:
+    gpus = [h100(r, 100 + r) for r in range(3)]
+    gpus.append(h100(3, 103, sm_clock_mhz=1100, clock_event_mask=HW_THERMAL, power_w=390.0))
+    verdict = classify(_training(4, [gpus]))
+    assert verdict.state == "progressing", verdict.summary
+    assert verdict.stragglers is not None and verdict.stragglers.basis == "gpu-throttle"
+    assert verdict.stragglers.suspects == (3,)
+    cause = "rank 3 - its GPU 3 runs at 1,100 of 1,980 MHz, throttled by HW thermal slowdown"
+    assert cause in verdict.summary, verdict.summary
+    assert "(the other ranks' GPUs at 1,980 MHz)" in verdict.summary
+    assert "check its cooling" in verdict.summary
+    assert [s.rank for s in verdict.suspects] == [3]
+    gpu_lines = [e.detail for e in verdict.evidence if e.signal == "gpu"]
+    assert (
+        "GPU 3 (rank 3) runs at 1,100 of 1,980 MHz, throttled by HW thermal slowdown" in gpu_lines
+    )
+    record = {g.index: g for g in verdict.gpu_health}
+    assert record[3].throttled and record[3].reasons == ("hw_thermal_slowdown",)
+    assert record[3].rank == 3 and record[3].sm_clock_mhz == 1100
+    assert not record[0].throttled and record[0].sm_clock_max_mhz == 1980
+
+
+def test_the_same_job_with_healthy_gpus_names_no_straggler() -> None:
+    verdict = classify(_training(4, [[h100(r, 100 + r) for r in range(4)]]))
+    assert verdict.state == "progressing", verdict.summary
+    assert verdict.stragglers is not None and verdict.stragglers.suspects == ()
+    assert "throttled" not in verdict.summary and verdict.suspects == ()
+    assert all(not g.throttled for g in verdict.gpu_health)
+
+
+def test_gpus_all_at_their_power_cap_name_no_straggler() -> None:
+    """Every GPU of the job capped alike (a power-capped node): nobody is slower than the
+    rest; the throttling is evidence, not a straggler."""
+    gpus = [h100(r, 100 + r, sm_clock_mhz=1500, clock_event_mask=SW_POWER_CAP) for r in range(4)]
+    verdict = classify(_training(4, [gpus]))
+    assert verdict.stragglers is not None and verdict.stragglers.suspects == ()
+    assert (
+        sum(e.signal == "gpu" and "software power cap" in e.detail for e in verdict.evidence) == 4
+    )
+
+
+def test_a_cpu_straggler_whose_gpu_is_throttled_gets_the_cause() -> None:
+    gpus = [h100(r, 100 + r) for r in range(4)]
+    gpus[2] = h100(2, 102, sm_clock_mhz=1400, clock_event_mask=SW_POWER_CAP | 0x8)
+    verdict = classify(_training(4, [gpus], odd=2))
+    assert verdict.stragglers is not None and verdict.stragglers.basis == "samples"
+    summary = verdict.stragglers.summary
+    assert summary.startswith("straggler: rank 2 computes"), summary
+    assert summary.endswith(
+        "; rank 2's GPU 2 runs at 1,400 of 1,980 MHz, throttled by HW slowdown and its "
+        "software power cap"
+    ), summary
+
+
+def test_a_gpu_that_fell_off_the_bus_is_a_death() -> None:
+    verdict = classify(gpu_fell_off_bus())
+    assert (verdict.rule, verdict.state) == ("gpu_failed", "deadlocked")
+    assert verdict.summary.startswith(
+        "deadlocked: rank 3's GPU 3 fell off the bus (XID 79) - rank 3 cannot go on; ranks 0"
+    ), verdict.summary
+    assert "a death, not a slow rank" in verdict.summary
+    assert [s.rank for s in verdict.suspects] == [3]
+    errors = [e.detail for e in verdict.evidence if e.signal == "gpu-error"]
+    assert errors == ["GPU 3 (rank 3): XID 79: the GPU fell off the bus"]
+    assert verdict.gpu_health[3].fatal == "fell off the bus (XID 79)"
+
+
+def test_a_non_fatal_xid_and_uncorrected_ecc_are_evidence_not_a_death() -> None:
+    gpus = [h100(r, 100 + r) for r in range(4)]
+    later = [
+        *gpus[:1],
+        h100(1, 101, xids=(GpuXid(xid=48, t_s=1002.0),), ecc_volatile_uncorrected=2),
+        *gpus[2:],
+    ]
+    after = [*gpus[:1], h100(1, 101, ecc_volatile_uncorrected=2), *gpus[2:]]
+    verdict = classify(_training(4, [gpus, later, after]))
+    assert verdict.rule != "gpu_failed" and verdict.state == "progressing", verdict.summary
+    errors = [e.detail for e in verdict.evidence if e.signal == "gpu-error"]
+    assert errors == [
+        "GPU 1 (rank 1): XID 48: a double-bit ECC error; 2 uncorrected ECC error(s) since the "
+        "driver loaded, 2 during the capture"
+    ]
+    assert verdict.gpu_health[1].xids == (48,) and verdict.gpu_health[1].ecc_uncorrected_new == 2
+
+
+def test_bundles_without_the_fields_keep_their_json() -> None:
+    """A bundle written before issue #37 (no clock reasons, no XIDs) records no GPU health."""
+    old = with_gpus(gpu_ranks(2, 0), [[GpuDevice(index=0, util_gpu_pct=50.0, sm_clock_mhz=1500)]])
+    assert classify(old).gpu_health == ()
+
+
+def test_a_gpu_nvml_reports_lost_is_a_death_too() -> None:
+    healthy = [h100(r, 100 + r) for r in range(2)]
+    lost = [healthy[0], GpuDevice(index=1, error="GPU is lost")]
+    verdict = classify(with_gpus(gpu_ranks(2, 1, SYNC), [healthy, lost, lost]))
+    assert (verdict.rule, verdict.state) == ("gpu_failed", "deadlocked"), verdict.summary
+    assert "rank 1's GPU 1 is lost (NVML: GPU is lost)" in verdict.summary

@@ -207,7 +207,7 @@ class WaitGraph(Record, frozen=True):
     line_ends: Tuple[Tuple[str, ...], ...] = ()
 
 
-StragglerBasis = Literal["samples", "own-wait", "flight-recorder", "none"]
+StragglerBasis = Literal["samples", "own-wait", "flight-recorder", "gpu-throttle", "none"]
 
 
 class RankLoad(Record, frozen=True):
@@ -282,6 +282,36 @@ class CpuHoldRecord(Record, frozen=True):
 MAX_CPU_HOLDS = 64  # processes a verdict keeps: those held back first, then by rank
 
 
+class GpuHealthRecord(Record, frozen=True):
+    """One GPU over a capture as the verdict read it (``diag.verdict.gpu_health``): its
+    median SM clock against its ceiling, the clock-event reasons set in most of its samples
+    (``CLOCK_EVENT_BITS`` names), whether that throttles it, the XIDs that arrived during the
+    capture, ECC counts (volatile: since the driver loaded) and PCIe replays with their growth
+    over the capture, remapped rows / retired pages, the faults in words, why its work ended
+    (``fatal``: XID 79, an uncontained ECC error, lost), and what NVML refused to say."""
+
+    index: int
+    host: str = ""
+    rank: Optional[int] = None
+    pid: Optional[int] = None
+    samples: int = 0
+    sm_clock_mhz: Optional[int] = None
+    sm_clock_max_mhz: Optional[int] = None
+    reasons: Tuple[str, ...] = ()
+    throttled: bool = False
+    xids: Tuple[int, ...] = ()
+    ecc_uncorrected: Optional[int] = None
+    ecc_corrected: Optional[int] = None
+    ecc_uncorrected_new: Optional[int] = None
+    pcie_replays: Optional[int] = None
+    pcie_replays_new: Optional[int] = None
+    remapped_rows: Optional[int] = None
+    retired_pages: Optional[int] = None
+    faults: Tuple[str, ...] = ()
+    fatal: str = ""
+    unread: Tuple[str, ...] = ()
+
+
 class RuleMatch(Record, frozen=True):
     """A rule of the table that also matched a capture but came after the one that decided:
     what it would have said, and why the decider outranks it."""
@@ -338,3 +368,6 @@ class Verdict(Record, frozen=True):
     # What kept each process from the CPU (diag.verdict.machine), at most ``MAX_CPU_HOLDS``;
     # empty in bundles written before the CPU limits were read.
     cpu_holds: Tuple[CpuHoldRecord, ...] = ()
+    # Each GPU's clocks, throttle reasons and faults (diag.verdict.gpu_health), at most 64;
+    # empty in bundles written before they were read.
+    gpu_health: Tuple[GpuHealthRecord, ...] = ()

@@ -38,6 +38,7 @@ from diag.verdict.evidence import evidence_for
 from diag.verdict.exits import dedupe, exited_verdict, seen_lines, with_log_deaths
 from diag.verdict.features import ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
+from diag.verdict.gpu_health import gpu_health_findings, health_records
 from diag.verdict.graph import wait_graph
 from diag.verdict.log_deaths import log_deaths
 from diag.verdict.machine import hold_records
@@ -60,6 +61,7 @@ EVIDENCE_SOURCES: Tuple[EvidenceSource, ...] = (
     nccl_log_source,
     ras_source,
     gpu_error_source,
+    gpu_health_findings,  # throttled GPUs, XIDs, ECC (issue #37)
 )
 
 
@@ -179,6 +181,7 @@ def _qualified(
         quiet_since_s=age.since_s,
         quiet_for_s=age.for_s,
         cpu_holds=hold_records(ctx.bundle, ctx.procs),  # what kept each from the CPU
+        gpu_health=health_records(ctx.bundle),  # each GPU's clocks, throttling, faults
     )
 
 

@@ -36,6 +36,7 @@ from diag.model import (
 )
 from diag.text.units import rank_set
 from diag.verdict.features import ProcSignals
+from diag.verdict.gpu_health import gpu_stragglers, throttle_tail
 from diag.verdict.thread_wait import NATIVE_PEER_LABEL, rank_wait
 from diag.verdict.waits import PEER, family, short_name
 
@@ -369,6 +370,9 @@ def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional
         slow, kind = _by_own_wait(loads), "own-wait"
     if not slow:
         slow, kind = _by_flight_recorder(loads), "flight-recorder"
+    by_gpu = gpu_stragglers(bundle, [(r.host, r.rank) for r in loads])  # issue #37
+    if not slow and by_gpu:
+        slow, kind = [r for r in loads if (r.host, r.rank) in by_gpu], "gpu-throttle"
     others = [r for r in loads if r not in slow]
     if not slow:
         summary, kind = _none_summary(loads), "none"
@@ -376,8 +380,13 @@ def straggler_analysis(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional
         summary = _sample_summary(slow, others) + _fr_confirms(slow, others)
     elif kind == "own-wait":
         summary = _own_wait_summary(slow, others) + _fr_confirms(slow, others)
+    elif kind == "gpu-throttle":
+        texts = "; ".join(by_gpu[(r.host, r.rank)] for r in slow)
+        summary = f"straggler: {_who(slow)} - {texts}; {_waiters_text(others)}"
     else:
         summary = _fr_summary(slow[0], others)
+    if kind != "gpu-throttle":  # a straggler named by its stacks or dumps: why it is slow
+        summary += throttle_tail(bundle, [(r.host, r.rank) for r in slow])
     multi_host = len({r.host for r in loads}) > 1
     kept = _kept(loads, slow)
     return Stragglers(

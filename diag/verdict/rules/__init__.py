@@ -102,6 +102,20 @@ TABLE: Tuple[Rule, ...] = (
         examples=["store_host_crashed"],
     ),
     rule(
+        "gpu_failed",
+        "deaths",
+        ["deadlocked"],
+        deaths.gpu_failed,
+        words.GPU_FAILED_OUTRANKS,
+        doc="""A GPU held by a process of the job reported XID 79 (it fell off the bus) or XID
+        95 (an uncontained ECC error) during the capture, or NVML reports it lost. The rank
+        on it cannot go on - its CUDA calls fail or spin on a device that is gone - and its
+        peers wait for it in their collectives until a timeout: a death, not a slow rank.
+        The GPU needs a reset or service; drain the node and restart the job without it.
+        (No GPU here: the example is a bundle the test helpers build, as NVML reports it.)""",
+        examples=["fixture:gpu_fell_off_bus"],
+    ),
+    rule(
         "waits_on_itself",
         "locks",
         ["deadlocked"],

@@ -8,6 +8,7 @@ from typing import Optional
 
 from diag.model import Suspect
 from diag.verdict.features import ProcSignals
+from diag.verdict.gpu_health import failed_sentence, fatal_gpus
 from diag.verdict.graph_nodes import node_key
 from diag.verdict.host_gone import host_gone
 from diag.verdict.participants import (
@@ -139,3 +140,20 @@ def log_reports_death(s: Situation) -> Optional[Decision]:
     log, line = deaths[0]
     summary = words.death_in_log(log.path, line, s.alive)
     return decided("deadlocked", 0.7, summary, [])
+
+
+def gpu_failed(s: Situation) -> Optional[Decision]:
+    """A process of the job whose GPU's work has ended (XID 79: it fell off the bus; XID 95:
+    an uncontained ECC error; NVML reports it lost): it cannot go on and its peers wait for
+    it - a death, whatever it still burns (a CUDA call spinning on a lost device)."""
+    live = {p.key: p for p in s.ctx.participants if not p.dead}
+    failed = [f for f in fatal_gpus(s.ctx.bundle) if (f[1].host, f[1].pid) in live]
+    if not failed:
+        return None
+    gone = {(f[1].host, f[1].pid) for f in failed}
+    others = [p.rank for k, p in live.items() if k not in gone]
+    suspects = [
+        Suspect(pid=info.pid, rank=info.rank, host=info.host, reason=f"its GPU {st.key[1]} {why}")
+        for st, info, why in failed
+    ]
+    return decided("deadlocked", 0.85, failed_sentence(failed, others), suspects)

@@ -589,6 +589,10 @@ DOORS_OUTRANKS = "waits a port, stdin or a timer can end are idle before they ar
 DOOR_CHAINS_OUTRANKS = (
     "a chain that ends at a door names who can end the wait, where the ranks' own waits see none"
 )
+GPU_FAILED_OUTRANKS = (
+    "a GPU that fell off the bus or lost its memory's integrity ends its rank's work: its "
+    "peers wait for a rank that cannot answer, however it spins on the lost device"
+)
 CPU_HELD_OUTRANKS = (
     "a rank the kernel keeps from the CPU (a cgroup limit, a low priority) is slow however "
     "its peers wait or its output moves: the machine sets the job's pace"
