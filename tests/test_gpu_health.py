@@ -12,13 +12,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Dict, Sequence
 
 import pytest
-from conftest import FAKE_NVML, REPO
+from conftest import FAKE_NVML, PROGRAMS, REPO, run_diag
 
+from diag.bundle.io import load_bundle
 from diag.model import CLOCK_EVENT_BITS, Bundle, GpuDevice, GpuXid, clock_event_names
 from diag.probes.gpu import nvml_worker
 from diag.probes.gpu.probe import GpuProbe, read_gpu
@@ -319,3 +321,86 @@ def test_a_gpu_nvml_reports_lost_is_a_death_too() -> None:
     verdict = classify(with_gpus(gpu_ranks(2, 1, SYNC), [healthy, lost, lost]))
     assert (verdict.rule, verdict.state) == ("gpu_failed", "deadlocked"), verdict.summary
     assert "rank 1's GPU 1 is lost (NVML: GPU is lost)" in verdict.summary
+
+
+# --- end to end: a real capture of real processes, NVML served by the fake ---
+
+
+def _capture(
+    fake_nvml: pytest.MonkeyPatch, spawn: Any, tmp_path: Path, fields: Dict[str, Any]
+) -> Path:
+    job = spawn([sys.executable, str(PROGRAMS / "rank_job.py"), "4"])
+    ranks = {int(k): v for k, v in json.loads(job.lines[-1].split("READY", 1)[1]).items()}
+    fake_nvml.setenv("FAKE_NVML_COUNT", "4")
+    fake_nvml.setenv("FAKE_NVML_PIDS", ",".join(str(ranks[r]) for r in range(4)))
+    fake_nvml.setenv("FAKE_NVML_DEVICES", _devices(fields))
+    fake_nvml.setenv("FAKE_NVML_REFUSE", "pcie_replays:4")
+    out = tmp_path / "gpus.json"
+    argv = ["capture", "--pid", str(job.pid), "--count", "3", "--interval", "0.5", "-o", str(out)]
+    result = run_diag(argv)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_throttle_reasons_and_xids_reach_the_json_the_report_and_the_verdict(
+    fake_nvml: pytest.MonkeyPatch, spawn: Any, tmp_path: Path
+) -> None:
+    out = _capture(
+        fake_nvml,
+        spawn,
+        tmp_path,
+        {
+            "3": {"clock_event_mask": 0x40, "sm_clock_mhz": 1100},
+            "1": {"xids": [48], "xids_at": 2, "ecc_volatile_uncorrected": 2},
+        },
+    )
+    bundle = load_bundle(out)
+    # the JSON bundle: the raw NVML fields per sample, and the verdict's record per GPU
+    last = bundle.samples[-1].gpu
+    assert last is not None and last.devices[3].clock_event_mask == 0x40
+    assert last.devices[3].sm_clock_max_mhz == 1980
+    assert last.devices[0].unread == {
+        "retired_pages": "Not Supported",
+        "pcie_replays": "Insufficient Permissions",
+    }
+    xids = [x.xid for s in bundle.samples if s.gpu for x in s.gpu.devices[1].xids]
+    assert xids == [48]
+    raw = json.loads(out.read_text())
+    assert raw["samples"][-1]["gpu"]["devices"][3]["clock_event_mask"] == 64
+    verdict = bundle.verdict
+    assert verdict is not None
+    health = {g["index"]: g for g in raw["verdict"]["gpu_health"]}
+    assert health[3]["throttled"] is True and health[3]["reasons"] == ["hw_thermal_slowdown"]
+    assert health[3]["rank"] == 3 and health[3]["sm_clock_mhz"] == 1100
+    assert health[1]["xids"] == [48] and health[1]["ecc_uncorrected"] == 2
+    # the verdict's evidence
+    details = {e.detail for e in verdict.evidence if e.signal in ("gpu", "gpu-error")}
+    assert "GPU 3 (rank 3) runs at 1,100 of 1,980 MHz, throttled by HW thermal slowdown" in details
+    assert (
+        "GPU 1 (rank 1): XID 48: a double-bit ECC error; 2 uncorrected ECC error(s) since the "
+        "driver loaded" in details
+    ), details
+    assert verdict.rule != "gpu_failed"
+    # the report: the machine section's GPU table, HTML and Markdown
+    html = out.with_suffix(".html").read_text()
+    md = out.with_suffix(".md").read_text()
+    assert 'id="machine-gpus"' in html and "HW thermal slowdown" in html
+    assert "1,100 of 1,980 MHz" in html and "throttled</span>" in html
+    assert "pcie_replays: Insufficient Permissions" in html
+    assert "### Machine" in md and "GPUs (NVML):" in md
+    assert "| GPU 3 **(throttled)** | rank 3 | 1,100 of 1,980 MHz | HW thermal slowdown |" in md
+    assert "XID 48: a double-bit ECC error" in md
+
+
+@pytest.mark.slow
+def test_xid_79_from_nvml_is_a_death_in_the_verdict(
+    fake_nvml: pytest.MonkeyPatch, spawn: Any, tmp_path: Path
+) -> None:
+    out = _capture(fake_nvml, spawn, tmp_path, {"2": {"xids": [79], "xids_at": 2}})
+    verdict = json.loads(out.read_text())["verdict"]
+    assert (verdict["rule"], verdict["state"]) == ("gpu_failed", "deadlocked"), verdict["summary"]
+    assert verdict["summary"].startswith("deadlocked: rank 2's GPU 2 fell off the bus (XID 79)")
+    assert [s.get("rank") for s in verdict["suspects"]][:1] == [2]
+    md = out.with_suffix(".md").read_text()
+    assert "| GPU 2 **(failed)** | rank 2 |" in md

@@ -45,6 +45,7 @@ from diag.model.judged import (
 )
 from diag.model.samples import (
     CLOCK_EVENT_BITS,
+    CLOCK_EVENT_WORDS,
     SYSTEM_LIBRARIES,
     CgroupVersion,
     ClockEventReason,
@@ -90,6 +91,7 @@ from diag.vocab import STATES, Role, VerdictState
 # ``diag.model`` wherever it is defined (and the vocabulary from ``diag.vocab``).
 __all__ = [
     "CLOCK_EVENT_BITS",
+    "CLOCK_EVENT_WORDS",
     "SCHEMA_VERSION",
     "STATES",
     "SYSTEM_LIBRARIES",

@@ -391,6 +391,22 @@ CLOCK_EVENT_BITS: Tuple[Tuple[ClockEventReason, int], ...] = (
 )
 
 
+# Each reason in words, as a report and a verdict say it.
+CLOCK_EVENT_WORDS: Dict[str, str] = {
+    "gpu_idle": "idle",
+    "applications_clocks": "application clocks set below the maximum",
+    "sw_power_cap": "its software power cap",
+    "hw_slowdown": "HW slowdown",
+    "sync_boost": "sync boost (held to its group's slowest GPU)",
+    "sw_thermal_slowdown": "SW thermal slowdown",
+    "hw_thermal_slowdown": "HW thermal slowdown",
+    "hw_power_brake": "HW power brake slowdown",
+    "display_clocks": "display clock setting",
+    "board_limit": "a board limit",
+    "reliability": "a reliability limit",
+}
+
+
 def clock_event_names(mask: Optional[int]) -> Tuple[ClockEventReason, ...]:
     """The reasons set in an NVML clock-event mask, in bit order (unknown bits left out)."""
     if not mask:

@@ -4,17 +4,21 @@ its run-queue delay, nice and policy, cpuset, CPU pressure. The figures over the
 the verdict's own (``Verdict.cpu_holds``, from ``diag.verdict.machine``), so the table says
 what the verdict read; the limit, priority and cpuset are the last sample's.
 
+Per GPU (issue #37): its median SM clock against its ceiling, the clock-event reasons set in
+most samples, XIDs, ECC, PCIe replays, remapped rows / retired pages, what NVML refused -
+the verdict's ``Verdict.gpu_health``, so the table says what the verdict read.
+
 Shown for verdicts that carry them (bundles written since issue #37); bounded by the
-verdict's own cap, the processes the machine holds back first.
+verdict's own caps, the processes the machine holds back first.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from diag.model import Bundle, CpuHoldRecord, CpuLimits, Verdict
+from diag.model import CLOCK_EVENT_WORDS, Bundle, CpuHoldRecord, CpuLimits, GpuHealthRecord, Verdict
 from diag.render.index import BundleIndex
-from diag.render.view_machine import MachineRow, MachineView
+from diag.render.view_machine import MachineGpuRow, MachineRow, MachineView
 
 _HELD = {"limit": "CPU limit", "priority": "low priority", "queue": "run queue"}
 
@@ -83,11 +87,58 @@ def _row(index: BundleIndex, hold: CpuHoldRecord) -> MachineRow:
     )
 
 
+def _ecc(g: GpuHealthRecord) -> str:
+    if g.ecc_uncorrected is None and g.ecc_corrected is None:
+        return ""
+    new = f" ({g.ecc_uncorrected_new} during the capture)" if g.ecc_uncorrected_new else ""
+    return f"{g.ecc_uncorrected or 0} uncorrected{new}, {g.ecc_corrected or 0} corrected"
+
+
+def _pages(g: GpuHealthRecord) -> str:
+    parts = []
+    if g.remapped_rows is not None:
+        parts.append(f"{g.remapped_rows} rows remapped")
+    if g.retired_pages is not None:
+        parts.append(f"{g.retired_pages} pages retired")
+    return ", ".join(parts)
+
+
+def _gpu_row(index: BundleIndex, g: GpuHealthRecord) -> MachineGpuRow:
+    proc = index.by_key.get((g.host, g.pid)) if g.pid is not None else None
+    owner = f"rank {g.rank}" if g.rank is not None else (f"pid {g.pid}" if g.pid else "")
+    clock = ""
+    if g.sm_clock_mhz is not None:
+        top = f" of {g.sm_clock_max_mhz:,}" if g.sm_clock_max_mhz else ""
+        clock = f"{g.sm_clock_mhz:,}{top} MHz"
+    xids = ", ".join(str(x) for x in sorted(set(g.xids)))
+    replays = ""
+    if g.pcie_replays is not None:
+        grown = f" (+{g.pcie_replays_new} during the capture)" if g.pcie_replays_new else ""
+        replays = f"{g.pcie_replays}{grown}"
+    return MachineGpuRow(
+        label=f"GPU {g.index}",
+        host=g.host,
+        owner=proc.label if proc is not None else owner,
+        anchor=proc.anchor if proc is not None else "",
+        clock=clock,
+        reasons=", ".join(CLOCK_EVENT_WORDS.get(r, r) for r in g.reasons),
+        xids=xids,
+        ecc=_ecc(g),
+        pcie_replays=replays,
+        pages=_pages(g),
+        faults="; ".join(g.faults),
+        fatal=g.fatal,
+        unread="; ".join(g.unread),
+        held="failed" if g.fatal else ("throttled" if g.throttled else ""),
+    )
+
+
 def build_machine(index: BundleIndex, verdict: Optional[Verdict]) -> Optional[MachineView]:
-    """None when the verdict carries no CPU holds (an older bundle, nothing read)."""
-    if verdict is None or not verdict.cpu_holds:
+    """None when the verdict carries no CPU holds and no GPU health (an older bundle)."""
+    if verdict is None or not (verdict.cpu_holds or verdict.gpu_health):
         return None
     return MachineView(
-        host_line=_host_line(index.bundle),
+        host_line=_host_line(index.bundle) if verdict.cpu_holds else "",
         rows=tuple(_row(index, h) for h in verdict.cpu_holds),
+        gpus=tuple(_gpu_row(index, g) for g in verdict.gpu_health),
     )

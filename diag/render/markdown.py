@@ -18,7 +18,7 @@ import re
 from typing import Callable, List, Optional
 
 from diag.render import markdown_scale
-from diag.render.view import RANK_COLUMNS, ReportView, StackView
+from diag.render.view import RANK_COLUMNS, MachineView, ReportView, StackView
 from diag.text.markdown_escape import MarkdownText
 
 MAX_CHARS = 60_000
@@ -158,7 +158,24 @@ def _machine(view: ReportView, md: MarkdownText) -> List[str]:
               "cpuset"]  # fmt: skip
     host = f"Host: {md.text(m.host_line)}\n\n" if m.host_line else ""
     more = f"\n\n_{md.text(m.more)}_" if m.more else ""
-    return [f"### Machine\n\n{host}" + _table(header, rows) + more]
+    cpu = _table(header, rows) + more if m.rows else ""
+    return [f"### Machine\n\n{host}" + cpu + _machine_gpus(m, md)]
+
+
+def _machine_gpus(m: MachineView, md: MarkdownText) -> str:
+    """Per GPU: its clock against its ceiling, throttle reasons, XIDs, ECC, PCIe replays."""
+    if not m.gpus:
+        return ""
+    rows = [
+        [md.text(g.label) + (f" **({md.text(g.held)})**" if g.held else ""), md.text(g.owner),
+         md.text(g.clock), md.text(g.reasons), md.text(g.xids), md.text(g.ecc),
+         md.text(g.pcie_replays), md.text(g.pages), md.text(g.faults), md.text(g.unread)]
+        for g in m.gpus
+    ]  # fmt: skip
+    header = ["GPU", "held by", "SM clock", "throttle reasons", "XIDs", "ECC", "PCIe replays",
+              "rows / pages", "faults", "not read"]  # fmt: skip
+    lead = "\n\n" if m.rows else ""
+    return f"{lead}GPUs (NVML):\n\n" + _table(header, rows)
 
 
 def render_markdown(view: ReportView, scrub: Optional[Callable[[str], str]] = None) -> str:

@@ -23,9 +23,30 @@ class MachineRow(View, frozen=True):
     held: str = ""  # the cause when the machine holds it back: "CPU limit", "low priority"
 
 
+class MachineGpuRow(View, frozen=True):
+    """One GPU over the capture (issue #37): its clocks and why, its faults, in words."""
+
+    label: str  # "GPU 3"
+    host: str = ""
+    owner: str = ""  # "rank 3"
+    anchor: str = ""  # the owner's
+    clock: str = ""  # "1,100 of 1,980 MHz"
+    reasons: str = ""  # "HW thermal slowdown"; "" when no reason is set
+    xids: str = ""  # "48, 79": the XIDs that arrived during the capture
+    ecc: str = ""  # "2 uncorrected (2 during the capture), 120 corrected"
+    pcie_replays: str = ""  # "17 (+17 during the capture)"
+    pages: str = ""  # "3 rows remapped"; "2 pages retired"
+    faults: str = ""  # the verdict's words: "XID 79: the GPU fell off the bus; ..."
+    fatal: str = ""  # why its work ended: "fell off the bus (XID 79)"
+    unread: str = ""  # "ecc: Not Supported"
+    held: str = ""  # "throttled", "failed": the tag when it slows or ended its rank
+
+
 class MachineView(View, frozen=True):
-    """Per host: its load against its cores and CPU pressure; per process, its rows."""
+    """Per host: its load against its cores and CPU pressure; per process, its rows; per GPU,
+    its clocks, throttle reasons and faults (``gpus``)."""
 
     host_line: str = ""  # "load 7.4 on 2 cores, 10 runnable; CPU pressure (some) 98 %"
     rows: Tuple[MachineRow, ...] = ()
     more: str = ""
+    gpus: Tuple[MachineGpuRow, ...] = ()

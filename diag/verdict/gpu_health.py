@@ -27,6 +27,7 @@ from statistics import median
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from diag.model import (
+    CLOCK_EVENT_WORDS,
     Bundle,
     Evidence,
     GpuDevice,
@@ -48,19 +49,7 @@ SLOWING: Tuple[str, ...] = (
     "sw_thermal_slowdown",
     "sw_power_cap",
 )
-REASON_WORDS: Dict[str, str] = {
-    "gpu_idle": "idle",
-    "applications_clocks": "application clocks set below the maximum",
-    "sw_power_cap": "its software power cap",
-    "hw_slowdown": "HW slowdown",
-    "sync_boost": "sync boost (held to its group's slowest GPU)",
-    "sw_thermal_slowdown": "SW thermal slowdown",
-    "hw_thermal_slowdown": "HW thermal slowdown",
-    "hw_power_brake": "HW power brake slowdown",
-    "display_clocks": "display clock setting",
-    "board_limit": "a board limit",
-    "reliability": "a reliability limit",
-}
+REASON_WORDS = CLOCK_EVENT_WORDS  # one definition, the model's
 REMEDY: Dict[str, str] = {
     "hw_thermal_slowdown": "check its cooling (fans, airflow, inlet temperature)",
     "sw_thermal_slowdown": "check its cooling (fans, airflow, inlet temperature)",
