@@ -547,6 +547,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("requests_pile_up",),
     ),
     Scenario(
+        "pool_server_wedged",
+        "deadlocked",
+        ("root",),
+        False,
+        "HTTP server on a fixed pool of 4 worker threads, all wedged: one holds a lock across a "
+        "wait for an event its dead refresher was to set, 3 queue on it (a full pool: no growth)",
+        rules=("requests_pile_up",),
+    ),
+    Scenario(
         "http_some_fail",
         "progressing",
         (),

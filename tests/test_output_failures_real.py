@@ -100,3 +100,15 @@ def test_failures_only_beside_a_thread_blocked_on_a_lock_is_deadlocked(tmp_path:
     assert "its only moving output is failure" in summary and "timeouts), none" in summary
     assert f"pid {started.pid}: 1 thread in `main`" in summary, summary
     assert [s["pid"] for s in verdict["suspects"]] == [started.pid]
+
+
+def test_a_full_pool_wedged_on_one_lock_is_deadlocked(tmp_path: Path) -> None:
+    """The pile cannot grow past a fixed pool of workers: the same 3 on the lock in every
+    sample is still the wedge, its holder a pool worker."""
+    started = _start("pool_server_wedged")
+    verdict = _capture(started, tmp_path)
+    summary = verdict["summary"]
+    assert verdict["state"] == "deadlocked", summary
+    assert verdict["rule"] == "requests_pile_up", summary
+    assert "3 request threads" in summary and "its pool is full" in summary, summary
+    assert "(`worker_" in summary and "thread `refresher` died" in summary, summary

@@ -82,6 +82,10 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "end the wait (idle); that it only reports failures while a thread blocks on a lock in "
         "every sample is the rules' judgment (deadlocked)"
     ),
+    "pool_server_wedged": (
+        "as http_wedged_pileup: the clients' requests reach the main thread asleep on a timer "
+        "(slow to the graph); the full pool on the lock and its holder are the rules' judgment"
+    ),
     "retry_until_answers": (
         "the job sleeps 1 s between tries: to the graph a timer ends it (idle); that its only "
         "output is failures of a service it keeps calling is the rules' judgment (slow)"

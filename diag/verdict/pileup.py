@@ -142,16 +142,20 @@ def _with_exception(line: str, after: Sequence[str]) -> str:
 
 
 def pile_up(bundle: Bundle, p: ProcSignals) -> Optional[PileUp]:
-    """The process's pile-up, or None: threads on one lock in every sample, more in the last
-    than in the first and at least ``PILE_MIN``, its holder parked untimed inside the same
-    frame, and no thread of the process working in any sample."""
+    """The process's pile-up, or None: threads on one lock in every sample, at least
+    ``PILE_MIN`` in the last and more than in the first (or ``PILE_MIN`` in every sample: a
+    full pool), its holder parked untimed inside the same frame, and no thread of the process
+    working in any sample."""
     seq = _samples(bundle, p)
     if len(seq) < 2:
         return None
     by_sample = [_lock_waiters(bundle, ps) for ps in seq]
     for addr, last in by_sample[-1].items():
         counts = tuple(len(w.get(addr, ())) for w in by_sample)
-        if counts[-1] < PILE_MIN or counts[-1] <= counts[0] or 0 in counts:
+        # growing, or a pool already full (its size of threads parked on the lock in
+        # every sample: a thread pool's workers cannot grow past it)
+        grows, full = counts[-1] > counts[0], min(counts) >= PILE_MIN
+        if counts[-1] < PILE_MIN or 0 in counts or not (grows or full):
             continue
         frame = last[0][1]
         waiters = {t.tid for w in by_sample for t, _ in w.get(addr, ())}

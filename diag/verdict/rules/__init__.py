@@ -166,7 +166,8 @@ TABLE: Tuple[Rule, ...] = (
         words_output.PILE_UP_OUTRANKS,
         ["deltas"],
         doc="""Threads accumulate across samples on one lock (more at the last sample than
-        at the first, at least 3), all in the same frame, while a thread further down that
+        at the first, at least 3; or a full pool: 3 or more in every sample), all in the same
+        frame, while a thread further down that
         frame - the lock's holder - waits untimed for an event, a queue item or a condition,
         and no thread of the process works in any sample: nothing will set what the holder
         waits for (its setter died - a logged "Exception in thread" traceback is quoted). A

@@ -82,11 +82,15 @@ def _what(pu: PileUp) -> str:
 def pile_up(pu: PileUp) -> str:
     """``requests_pile_up``: the count, the chain, the dead thread, the remedy."""
     kind = "request threads" if pu.serves else "threads"
-    counts = " → ".join(str(n) for n in pu.counts)
+    counts = (
+        f"{' → '.join(str(n) for n in pu.counts)} over the samples"
+        if pu.counts[-1] > pu.counts[0]
+        else "in every sample: its pool is full"
+    )
     dead = f' (thread `{pu.dead_thread}` died: "{pu.dead_line}")' if pu.dead_thread else ""
     return (
         f"deadlocked: {pu.counts[-1]} {kind} of pid {pu.key[1]} queue on a lock in "
-        f"`{pu.frame}` ({counts} over the samples), held by thread {pu.holder_tid} "
+        f"`{pu.frame}` ({counts}), held by thread {pu.holder_tid} "
         f"(`{pu.holder_name}`) waiting in `{pu.holder_wait}` for {_what(pu)} that no live "
         f"thread sets{dead} - the server is wedged whatever its health endpoint answers: "
         f"restart it, and fix what was to set it"
