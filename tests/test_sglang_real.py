@@ -279,6 +279,7 @@ class TestOneScheduler:
 
 
 LOAD_BEGIN = "Load weight begin"
+LOAD_WATCHDOG_S = 900
 LOAD_END = re.compile(r"Load weight end\. elapsed=([\d.]+) s")
 
 
@@ -287,7 +288,11 @@ def loading(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A TP 1 server with ``--sleep-on-idle`` on a ~4 GiB bf16 checkpoint (8 shards), captured
     as soon as its log says the weight load began."""
     model = _build_model(tmp_path_factory.mktemp("sglang-big-model"), "--gib", str(BIG_MODEL_GIB))
-    srv = start_server(model, tmp_path_factory.mktemp("sglang-load"), 1, "--sleep-on-idle")
+    # A watchdog budget of its own (#33): read back beside the load's ETA.
+    srv = start_server(
+        model, tmp_path_factory.mktemp("sglang-load"), 1, "--sleep-on-idle",
+        "--watchdog-timeout", str(LOAD_WATCHDOG_S),
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while LOAD_BEGIN not in srv.tail(1 << 20) and time.monotonic() < deadline:
@@ -324,6 +329,13 @@ class TestWeightLoad:
         )
         assert phases[0].get("progress_pct") is not None, phases
         assert phases[0].get("eta_s") is not None, phases
+        # Its own clock beside the ETA: the watchdog's budget as set, counting down (#33).
+        countdown = re.search(
+            r"ETA [^;]*; SGLang's watchdog \(15 min 0 s, set by `--watchdog-timeout=900`\) "
+            r"kills it in ~(\d+) min - (?:after|before) the ETA",
+            verdict["summary"],
+        )
+        assert countdown and 10 <= int(countdown.group(1)) <= 15, verdict_line(bundle)
 
     def test_idle_sleep_on_idle(self, loading: Server) -> None:
         """``--sleep-on-idle``: the scheduler sleeps between polls (~2% of a core)."""

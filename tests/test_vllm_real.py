@@ -70,6 +70,9 @@ def vllm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_model(VLLM_VENV / "bin" / "python", "vllm_model.py", out, timeout_s=300)
 
 
+ENGINE_READY_TIMEOUT_S = 900
+
+
 def _server_env(cache: Path) -> Dict[str, str]:
     env = offline_env(VLLM_VENV, cache / "hf")
     env.update(
@@ -81,6 +84,8 @@ def _server_env(cache: Path) -> Dict[str, str]:
             # A 1 GiB KV cache, and no pinning of OpenMP threads on a shared 2-core machine.
             "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+            # A start-up clock of its own (#33): read back in the start-up verdicts.
+            "VLLM_ENGINE_READY_TIMEOUT_S": str(ENGINE_READY_TIMEOUT_S),
         }
     )
     return env
@@ -196,6 +201,12 @@ class TestOneEngine:
             # output that moves, or work without output (tests/golden/rule_table.txt: the
             # recorded start-up captures read works_silently)
             assert verdict["rule"] in ("output_moves", "works_silently"), verdict_line(bundle)
+            # Its start-up clock, read from its env, and whether it bounds this start-up:
+            # `vllm serve` waits for its engine without it (#33, vllm#48031).
+            assert (
+                "vLLM's engine-ready timeout (15 min 0 s, set by "
+                "`VLLM_ENGINE_READY_TIMEOUT_S=900`) does not count during this start-up"
+            ) in verdict["summary"], verdict_line(bundle)
 
     def test_ready_idle_before_any_request(self, server: Server) -> None:
         """Event loop in epoll, engine in `Queue.get`, the port listening: idle, not deadlocked."""
