@@ -47,12 +47,14 @@ class PileUp:
     dead_line: str = ""  # that line, quoted
 
 
-def _samples(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
-    out = []
+def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[ProcessSample]]:
+    """Each live process's samples in order, indexed once (a merged bundle holds thousands of
+    processes: one pass, not one per process)."""
+    out: Dict[Tuple[str, int], List[ProcessSample]] = {}
     for sample in bundle.samples:
         for ps in sample.processes:
-            if (ps.host, ps.pid) == p.key and ps.status == "alive":
-                out.append(ps)
+            if ps.status == "alive":
+                out.setdefault((ps.host, ps.pid), []).append(ps)
     return out
 
 
@@ -141,12 +143,11 @@ def _with_exception(line: str, after: Sequence[str]) -> str:
     return text[:MAX_QUOTE_CHARS]
 
 
-def pile_up(bundle: Bundle, p: ProcSignals) -> Optional[PileUp]:
+def pile_up(bundle: Bundle, p: ProcSignals, seq: Sequence[ProcessSample]) -> Optional[PileUp]:
     """The process's pile-up, or None: threads on one lock in every sample, at least
     ``PILE_MIN`` in the last and more than in the first (or ``PILE_MIN`` in every sample: a
     full pool), its holder parked untimed inside the same frame, and no thread of the process
-    working in any sample."""
-    seq = _samples(bundle, p)
+    working in any sample. ``seq``: its samples, in order."""
     if len(seq) < 2:
         return None
     by_sample = [_lock_waiters(bundle, ps) for ps in seq]
@@ -182,5 +183,10 @@ def pile_up(bundle: Bundle, p: ProcSignals) -> Optional[PileUp]:
 
 def pile_ups(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[PileUp]:
     """Every live process's pile-up, biggest pile first."""
-    found = [pu for p in procs if not p.dead and (pu := pile_up(bundle, p)) is not None]
+    series = _series(bundle)
+    found = [
+        pu
+        for p in procs
+        if not p.dead and (pu := pile_up(bundle, p, series.get(p.key, []))) is not None
+    ]
     return sorted(found, key=lambda pu: -pu.counts[-1])
