@@ -727,6 +727,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "local Ray; an actor method waits on an Event never set, the driver in ray.get",
         ("ray",),
     ),
+    Scenario(
+        "ray_task_never_fits",
+        "deadlocked",
+        None,  # the driver waits; the task never had a worker
+        False,
+        "local Ray (CPUs only); the driver waits in ray.get for a task asking num_gpus=1: "
+        "Ray logs that no node can fulfil it",
+        ("ray",),
+    ),
+    Scenario(
+        "ray_task_fits",
+        "slow|progressing",
+        None,
+        False,
+        "the same task asks for 1 CPU: placed, its worker computes",
+        ("ray",),
+    ),
     # Useful work, not motion (#28): a poll loop's CPU and its ranks' exchange are no work.
     Scenario(
         "poll_loop_idle",

@@ -262,6 +262,9 @@ class Pack:
     # asleep after one is backing off (diag.verdict.backoff), not diverged.
     retry_lines: Tuple[str, ...] = ()
     death_lines: Tuple[str, ...] = ()
+    # Its scheduler's word that work can never be placed: a task or actor asking for more
+    # than any node has (a waiter on its result waits for ever, nothing was lost).
+    infeasible_lines: Tuple[str, ...] = ()
     # --- its start-up (phase -> frames that mean it)
     # (phase, the function names that mean a rank is in it): ("compiling", {"_compile"})
     startup_frames: Tuple[Tuple[StartupPhase, FrozenSet[str]], ...] = ()

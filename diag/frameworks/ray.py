@@ -40,6 +40,14 @@ PACK = Pack(
     rpc_markers=("ray::", "raylet", "gcs_server", "ray/_private", "ray/dashboard"),
     rpc_threads=frozenset({"gcs_client_io_s", "task_event_buff", "gcs_server", "raylet"}),
     plumbing_packages=frozenset({"ray"}),
+    # A task or actor whose resources no node type has: the autoscaler's event on the
+    # driver's output, "(autoscaler +5s) Error: No available node types can fulfill
+    # resource request {'CPU': 8.0}" (ray 2.x autoscaler, scheduler events on by default),
+    # and the raylet's "infeasible" warning of older releases.
+    infeasible_lines=(
+        r"No available node types can fulfill resource request",
+        r"(?:task|actor)\b[^\n]{0,120}\bis infeasible",
+    ),
     # Ray Serve's proxy and router on requests that did not complete: the client gave up
     # ("Client for request ... disconnected, cancelling request."), a request past its
     # ``request_timeout_s``, a replica too slow or none to take it, a replica's failed health

@@ -134,6 +134,7 @@ WORK_FILES: Tuple[str, ...] = _ordered(p.work_files for p in PACKS)
 # --- logs
 READY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.ready_lines)
 DEATH_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.death_lines)
+INFEASIBLE_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.infeasible_lines)
 RETRY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.retry_lines)
 # A framework's own words for a completion and for a failure or stall of its requests
 # (``diag.verdict.output_kinds``): Ray Serve's "cancelling request", gunicorn's WORKER TIMEOUT.

@@ -414,8 +414,12 @@ TABLE: Tuple[Rule, ...] = (
         words.LOST_RESULTS_OUTRANKS,
         doc="""A process waits for pool or future results that no worker computes: a task
         was lost (its worker killed, e.g. by the OOM killer) or its worker is blocked - a
-        task waiting on another task of the same full pool.""",
-        examples=["pool_lost_task"],
+        task waiting on another task of the same full pool. When its framework's scheduler
+        says the work can never be placed (a pack's ``infeasible_lines``: Ray's "No available
+        node types can fulfill resource request"), that is the cause: nothing was lost, a
+        rerun waits the same, the request or the cluster must change
+        (``diag.verdict.infeasible``).""",
+        examples=["pool_lost_task", "ray_task_never_fits"],
     ),
     rule(
         "lock_cycle",

@@ -10,8 +10,9 @@ from diag.model import Suspect
 from diag.verdict.backoff import backoff_sentence, backoffs
 from diag.verdict.equivalence import odd_classes
 from diag.verdict.host_gone import host_gone
+from diag.verdict.infeasible import infeasible
 from diag.verdict.rendezvous import mismatch, store_joins, waiting_agents
-from diag.verdict.rules import words, words_joins
+from diag.verdict.rules import words, words_infeasible, words_joins
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -106,6 +107,13 @@ def results_never_come(s: Situation) -> Optional[Decision]:
     result_waiters = [p for p in s.alive if p.main_family == RESULT]
     if not result_waiters:
         return None
+    found = infeasible(s.ctx.logs)
+    if found is not None:  # its scheduler says the work can never be placed: nothing was lost
+        reason = words_infeasible.never_placed_reason(found)
+        blamed = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)
+                  for p in result_waiters[:4]]  # fmt: skip
+        summary = words_infeasible.never_placed(result_waiters, found)
+        return decided("deadlocked", 0.8, summary, blamed)
     summary, suspects = pool_story(result_waiters, s.alive)
     return decided("deadlocked", 0.7, summary, suspects)
 
