@@ -49,3 +49,11 @@ def test_stopped_rank_peers_report_their_wait_age_within_a_second(tmp_path: Path
     assert "gloo collective timeout (30 min 0 s, its default" in verdict["summary"]
     left = verdict["summary"].split("fails the waiting ranks in ~", 1)[1].split(" ", 2)
     assert 27 <= int(left[0]) <= 30 and left[1].startswith("min"), verdict["summary"]
+    # The job as a whole: its ranks' last run, its logs' last write and the last byte between
+    # its processes all lie at the stop - nothing in it moved since.
+    assert "nothing in this job has done useful work since" in verdict["summary"]
+    assert verdict["job_quiet_since_s"] is not None, verdict["summary"]
+    assert abs(verdict["job_quiet_since_s"] - stopped_at) <= 2.0, (
+        verdict["job_quiet_since_s"] - stopped_at,
+        verdict["summary"],
+    )

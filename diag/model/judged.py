@@ -365,6 +365,9 @@ class Verdict(Record, frozen=True):
     # (diag.verdict.wait_age, from the kernel's se.exec_start); None when not known or short.
     quiet_since_s: Optional[float] = None
     quiet_for_s: Optional[float] = None
+    # Since when nothing in the job moved: its ranks' last run, its logs' last write, the last
+    # byte between its processes, bounded by its start (diag.verdict.job_quiet); None if unknown.
+    job_quiet_since_s: Optional[float] = None
     # What kept each process from the CPU (diag.verdict.machine), at most ``MAX_CPU_HOLDS``;
     # empty in bundles written before the CPU limits were read.
     cpu_holds: Tuple[CpuHoldRecord, ...] = ()

@@ -40,6 +40,7 @@ from diag.verdict.features import ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.gpu_health import gpu_health_findings, health_records
 from diag.verdict.graph import wait_graph
+from diag.verdict.job_quiet import job_quiet
 from diag.verdict.log_deaths import log_deaths
 from diag.verdict.machine import hold_records
 from diag.verdict.participants import participants
@@ -162,6 +163,8 @@ def _qualified(
     age = wait_age(state, ctx.bundle, parts, working)  # since when, from the kernel
     text += age.tail
     text += countdown(state, ctx.bundle, parts, age, startup.phases)  # ... and until when
+    quiet = job_quiet(state, ctx.bundle, ctx.procs, age)  # ... and the whole job, since when
+    text += quiet.tail
     if problems:
         text += " (judged with part of the verdict missing: see its problems)"
     return Verdict(
@@ -180,6 +183,7 @@ def _qualified(
         stragglers=straggling.record,
         quiet_since_s=age.since_s,
         quiet_for_s=age.for_s,
+        job_quiet_since_s=quiet.since_s,
         cpu_holds=hold_records(ctx.bundle, ctx.procs),  # what kept each from the CPU
         gpu_health=health_records(ctx.bundle),  # each GPU's clocks, throttling, faults
     )
