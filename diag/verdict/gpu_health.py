@@ -24,7 +24,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+    cast,
+)
 
 from diag.model import (
     CLOCK_EVENT_WORDS,
@@ -82,6 +94,7 @@ XID_WORDS: Dict[int, str] = {
 }
 
 Key = Tuple[str, int]
+T = TypeVar("T")
 MAX_GPU_HEALTH = 64  # GPUs a verdict keeps (8 a node: 8 nodes' worth)
 
 
@@ -134,7 +147,26 @@ class GpuState:
         return f"is lost (NVML: {self.lost})" if "lost" in self.lost.lower() else None
 
 
+_MEMO: Dict[str, Tuple[Bundle, Any]] = {}  # the last bundle's states and owners
+
+
+def _memo(name: str, bundle: Bundle, compute: Callable[[Bundle], T]) -> T:
+    """One pass per bundle however many readers (evidence, record, stragglers, the rule): at
+    4,096 ranks on 512 nodes a mapping of GPUs to processes is not free. Keyed by identity."""
+    hit = _MEMO.get(name)
+    if hit is not None and hit[0] is bundle:
+        return cast(T, hit[1])
+    value = compute(bundle)
+    _MEMO[name] = (bundle, value)
+    return value
+
+
 def gpu_states(bundle: Bundle) -> Dict[Key, GpuState]:
+    """Per GPU (host, index), what the capture read of it (shared: do not modify)."""
+    return _memo("states", bundle, _gpu_states)
+
+
+def _gpu_states(bundle: Bundle) -> Dict[Key, GpuState]:
     out: Dict[Key, GpuState] = {}
     for sample in bundle.samples:
         if sample.gpu is None or not sample.gpu.available:
@@ -164,12 +196,22 @@ OWNER_SAMPLES = 8  # the last samples with GPUs whose process lists map GPUs to 
 
 
 def gpu_owners(bundle: Bundle) -> Dict[Key, ProcessInfo]:
-    """(host, index) -> the job's process on it, the latest sample's mapping first: a GPU
-    lost mid-capture lists no process any more, an earlier sample still says whose it was."""
+    """(host, index) -> the job's process on it, the last sample's mapping; a GPU it leaves
+    unmapped (lost mid-capture, it lists no process any more) is looked up in the earlier
+    samples (at most ``OWNER_SAMPLES``) that still said whose it was."""
+    return _memo("owners", bundle, _gpu_owners)
+
+
+def _gpu_owners(bundle: Bundle) -> Dict[Key, ProcessInfo]:
     reads: List[GpuSample] = [s.gpu for s in bundle.samples if s.gpu and s.gpu.available]
-    out: Dict[Key, ProcessInfo] = {}
-    for gpu in reads[-OWNER_SAMPLES:]:
-        out.update({k: v[0] for k, v in map_devices(gpu, bundle.processes).items()})
+    if not reads:
+        return {}
+    out = {k: v[0] for k, v in map_devices(reads[-1], bundle.processes).items()}
+    for gpu in reversed(reads[-OWNER_SAMPLES:-1]):
+        if all((d.host, d.index) in out for d in reads[-1].devices):
+            break
+        earlier = map_devices(gpu, bundle.processes)
+        out.update({k: v[0] for k, v in earlier.items() if k not in out})
     return out
 
 
@@ -222,9 +264,10 @@ def gpu_stragglers(bundle: Bundle, ranks: Sequence[Tuple[str, int]]) -> Dict[Tup
     GPUs are not and run at least 10 % faster: (host, rank) -> the sentence. At most a quarter
     of the ranks (one of two or three): a job whose GPUs all throttle alike has no straggler."""
     states = gpu_states(bundle)
+    wanted = set(ranks)
     owned: Dict[Tuple[str, int], GpuState] = {}
     for key, owner in gpu_owners(bundle).items():
-        if owner.rank is not None and (key[0], owner.rank) in set(ranks) and key in states:
+        if owner.rank is not None and (key[0], owner.rank) in wanted and key in states:
             owned[(key[0], owner.rank)] = states[key]
     slow = [r for r, st in owned.items() if st.throttled and st.sm_mhz is not None]
     if not slow or len(owned) < 2 or len(slow) > max(1, len(owned) // 4):
