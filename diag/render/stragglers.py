@@ -18,6 +18,7 @@ _BASIS = {
     "samples": "main-thread samples and CPU",
     "own-wait": "main-thread samples: where it waits, not on its peers",
     "flight-recorder": "Flight Recorder enqueue times",
+    "gpu-throttle": "its GPU's SM clock and throttle reasons (NVML) against the other ranks' GPUs",
     "none": "main-thread samples and CPU",
 }
 
