@@ -56,10 +56,9 @@ def test_wedged_server_is_deadlocked_with_its_pile_and_holder_named(tmp_path: Pa
     assert suspect["pid"] == started.pid
     assert "holds the lock in `Handler.do_GET`" in suspect["reason"]
     assert suspect["chain"].endswith("thread `warmup`: dead"), suspect["chain"]
-    # the log moved with failures only: evidence, and what the next row would have said
-    also = {m["rule"]: m["state"] for m in verdict.get("also_matched", [])}
-    assert also.get("output_reports_failure") == "deadlocked", also
-    assert "output_moves" not in also
+    # its /health answered 200 all along (bytes on its port, access lines in its log): no
+    # rule that reads motion decided
+    assert verdict["rule"] not in ("answers_requests", "output_moves", "cpu_held_back")
 
 
 def test_server_with_some_failures_progresses_with_its_failure_rate(tmp_path: Path) -> None:

@@ -72,3 +72,14 @@ def test_failures_beside_completions_are_a_rate_not_a_stall() -> None:
 
 def test_a_line_that_reports_neither_keeps_the_log_out_of_failing_only() -> None:
     assert not tally(["request 1 FAILED: timed out", "reloading model weights"]).failing_only
+
+
+def test_a_health_check_answered_is_neither_progress_nor_failure() -> None:
+    """A wedged server answers /health all along: its access lines count neither way, so a
+    log of failures and health checks is failures only."""
+    health = 'INFO:     127.0.0.1:50312 - "GET /health HTTP/1.1" 200 OK'
+    assert line_kind(health) == ("probe", None)
+    assert line_kind("GET /metrics 200 1.2ms") == ("probe", None)
+    assert line_kind('"GET /v1/models HTTP/1.1" 200') == ("completion", None)
+    assert tally([health, "request 3 FAILED after 10.0 s: timed out", health]).failing_only
+    assert not tally([health, health]).failing_only  # no failure: not a stall either

@@ -23,7 +23,9 @@ from diag.verdict.backoff import RETRY_WORDS
 from diag.verdict.progress import LogGrowth, is_error_line
 from diag.verdict.startup_signs import parse_tqdm
 
-LineKind = Literal["completion", "failure", "other"]
+# "probe": a health check or metrics scrape answered - it says the server's loop runs, not
+# that work completes; counted neither way (a wedged server answers /health).
+LineKind = Literal["completion", "failure", "probe", "other"]
 # What a failure line says went wrong, for the sentence ("6 timeouts, 6 cancellations").
 FailureKind = Literal[
     "timeout", "cancellation", "refused connection", "failed health check", "HTTP error",
@@ -35,6 +37,12 @@ FailureKind = Literal[
 _ACCESS = re.compile(
     r"\"(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) [^\"]*\"\s+(?P<a>[1-5]\d\d)\b"
     r"|\b(?:GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS)\s+/\S*\s+(?:HTTP/[\d.]+\s+)?(?P<b>[1-5]\d\d)\b"
+)
+# The paths of health checks, readiness probes and metrics scrapes.
+_PROBE_PATH = re.compile(
+    r"\s/(?:health|healthz|healthcheck|livez|readyz|ready|ping|metrics|-/healthy|-/ready)"
+    r"(?:[/?\s\"]|$)",
+    re.I,
 )
 # Generic failure words, most specific first: the first that matches names the line's kind.
 _FAILURES: Tuple[Tuple[FailureKind, re.Pattern[str]], ...] = (
@@ -84,7 +92,9 @@ def line_kind(line: str) -> Tuple[LineKind, Optional[FailureKind]]:
     access = _ACCESS.search(line)
     if access is not None:
         status = int(access.group("a") or access.group("b"))
-        return ("failure", "HTTP error") if status >= 400 else ("completion", None)
+        if status >= 400:
+            return "failure", "HTTP error"
+        return ("probe", None) if _PROBE_PATH.search(access.group(0)) else ("completion", None)
     if union.FAILURE_LINE.search(line):
         return "failure", "framework stall"
     if union.PROGRESS_LINE.search(line):
@@ -137,6 +147,8 @@ def tally(lines: Iterable[str]) -> OutputTally:
         if previous == "failure" and line[:1].isspace():
             continue
         kind, failure = line_kind(line)
+        if kind == "probe":
+            continue  # neither progress nor failure
         if failure == "exception" and previous_failure == "exception":
             continue  # a traceback's lines: one exception
         previous_failure = failure

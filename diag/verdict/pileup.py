@@ -106,14 +106,17 @@ def _holder(
 
 
 def _nobody_works(bundle: Bundle, seq: Sequence[ProcessSample], waiters: Set[int]) -> bool:
-    """No thread of the process is caught working in any sample - none is on its way to
-    setting what the holder waits for. A request thread caught running on its way to the
-    pile (just started by the accept loop) is one of the pile, not a worker."""
-    return all(
-        t.tid in waiters or thread_wait(bundle, t).kind is not None
-        for ps in seq
-        for t in ps.threads
-    )
+    """No thread of the process that lives through the capture is caught working in more
+    than half of the samples - none is busy on its way to setting what the holder waits for.
+    A request thread on its way to the pile is one of it; a short-lived handler (a health
+    check answered) or a client caught once between its calls is no such worker."""
+    persistent = set.intersection(*({t.tid for t in ps.threads} for ps in seq)) - waiters
+    working: Dict[int, int] = {}
+    for ps in seq:
+        for t in ps.threads:
+            if t.tid in persistent and thread_wait(bundle, t).kind is None:
+                working[t.tid] = working.get(t.tid, 0) + 1
+    return all(n * 2 <= len(seq) for n in working.values())
 
 
 def _dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, str]:
@@ -129,6 +132,12 @@ def _dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, s
                 if m and m.group("name") not in live:
                     return m.group("name"), _with_exception(line, lines[i + 1 :])
     return "", ""
+
+
+def dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, str]:
+    """``_dead_thread`` for other causes (a spin on a flag a dead thread was to set,
+    ``dead_setter``): one reading of "Exception in thread NAME" for the verdict."""
+    return _dead_thread(bundle, p, live)
 
 
 def _with_exception(line: str, after: Sequence[str]) -> str:

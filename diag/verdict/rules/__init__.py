@@ -583,6 +583,10 @@ TABLE: Tuple[Rule, ...] = (
 
 # The row a deadlocked decision about a runnable, moving process yields to.
 _SPARED_BY = next(r for r in TABLE if r.id == "cpu_held_back")
+# Rows whose deadlock is read from threads blocked on a lock in every sample (a pile and its
+# holder; a lock waiter beside failures only): another thread of the process that runs - a
+# client, an event loop, a health handler - unblocks none of them, so it spares nothing.
+_THREADS_BLOCKED = frozenset({"requests_pile_up", "output_reports_failure"})
 
 
 @dataclass(frozen=True)
@@ -624,7 +628,8 @@ def apply(s: Situation, table: Tuple[Rule, ...] = TABLE) -> Outcome:
     if chosen is None:  # only if the fallback itself failed
         row = table[-1]
         chosen = (row, Decision("unknown", 0.2, words.NO_RULE_DECIDED))
-    spared = machine.spare_runnable(s, chosen[1])  # runnable is not blocked (#37)
+    # runnable is not blocked (#37) - unless the row judged the threads themselves blocked
+    spared = None if chosen[0].id in _THREADS_BLOCKED else machine.spare_runnable(s, chosen[1])
     if spared is not None:
         also.insert(
             0, RuleMatch(rule=chosen[0].id, state="deadlocked", overruled=_SPARED_BY.outranks)
