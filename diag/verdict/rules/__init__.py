@@ -235,7 +235,9 @@ TABLE: Tuple[Rule, ...] = (
         words.MOVES_OUTRANKS,
         ["deltas"],
         doc="""The job's own output moves between samples: a log grows with lines that are
-        not a heartbeat, a progress bar advances, bytes are written or sent. Progress is the
+        not a heartbeat and not failures alone (``output_reports_failure``'s; beside
+        completions the sentence carries their rate), a progress bar advances, bytes are
+        written or sent. Progress is the
         one thing a user wants to know first; stacks caught mid-collective say nothing
         against it.""",
         examples=["gloo_train_logs", "stdout_progress", "vllm_load"],
