@@ -86,6 +86,7 @@ RuleId = Literal[
     "answers_requests",
     "alone_in_phase",
     "output_moves",
+    "spins_for_dead_thread",
     "works_silently",
     "children_work",
     "calls_itself",

@@ -417,6 +417,21 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same coordinator releases the lock before it polls: rounds finish",
     ),
     Scenario(
+        "spin_on_dead_loader",
+        "deadlocked",
+        ("root",),
+        False,
+        "the main thread spins on `while not loader.ready: pass`; the loader thread died at "
+        "start-up ('Exception in thread prefetch' in the log)",
+    ),
+    Scenario(
+        "spin_until_loaded",
+        "progressing|slow",
+        None,
+        False,
+        "the same spin on a loader that is slow but alive: it ends during the capture",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

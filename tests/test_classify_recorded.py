@@ -256,6 +256,10 @@ GRAPH_DISAGREES = {
     # stack each time, and never moved the other side (timer_cannot_end).
     "child_pipe_polled",
     "lock_held_polling_uploads",
+    # A thread spins on one line while the thread that was to end the spin died: to the
+    # graph a process that computes (slow); that its setter is dead is the rules' reading of
+    # its log (spins_for_dead_thread).
+    "spin_on_dead_loader",
     # Request threads pile up on a lock whose holder waits for an event nobody sets; the
     # clients' requests reach the server's main thread, asleep on a timer: to the graph a
     # handler that sleeps (slow); the rules read the pile and its holder (requests_pile_up).

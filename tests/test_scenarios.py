@@ -109,6 +109,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the timer may release it (idle); that it woke again and again, the same stack each "
         "time, and the lock never moved is the rules' judgment (timer_cannot_end)"
     ),
+    "spin_on_dead_loader": (
+        "the main thread spins on one line: to the graph a process that computes (slow); that "
+        "the thread that was to end the spin died is the rules' reading of its log "
+        "(spins_for_dead_thread)"
+    ),
 }
 
 

@@ -43,6 +43,7 @@ from diag.verdict.rules import (
 )
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
+from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.rules.words_phases import LONE_PHASE_OUTRANKS
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
 from diag.verdict.situation import Situation
@@ -241,6 +242,22 @@ TABLE: Tuple[Rule, ...] = (
         one thing a user wants to know first; stacks caught mid-collective say nothing
         against it.""",
         examples=["gloo_train_logs", "stdout_progress", "vllm_load"],
+    ),
+    rule(
+        "spins_for_dead_thread",
+        "deaths",
+        ["deadlocked"],
+        deaths.spins_for_dead_thread,
+        SPIN_DEAD_OUTRANKS,
+        ["deltas"],
+        doc="""A thread spins on one line of the job's own code at every sample (a pure-Python
+        busy-wait, ``while not self.ready: pass``: no poll frame to see), busy in every
+        interval, while its process's log says one of its threads died ("Exception in thread
+        prefetch: ...", CPython's excepthook) and no live thread has that name: the flag the
+        spin waits for was that thread's to set. Read as work it said "slow - wait, don't
+        kill"; it never ends (``diag.verdict.dead_setter``, the dead thread as
+        ``pileup.dead_thread`` reads it).""",
+        examples=["spin_on_dead_loader"],
     ),
     rule(
         "works_silently",

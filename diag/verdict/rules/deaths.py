@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from diag.model import Suspect
+from diag.verdict.dead_setter import spin_on_dead
 from diag.verdict.features import ProcSignals
 from diag.verdict.gpu_health import failed_sentence, fatal_gpus
 from diag.verdict.graph_nodes import node_key
@@ -18,7 +19,7 @@ from diag.verdict.participants import (
     strong_rank,
 )
 from diag.verdict.rendezvous import store_joins
-from diag.verdict.rules import words, words_joins
+from diag.verdict.rules import words, words_joins, words_spin
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -127,6 +128,20 @@ def store_host_died(s: Situation) -> Optional[Decision]:
     reason = words_joins.host_died_reason(gone)
     suspect = Suspect(pid=0, rank=gone.rank, host=host, reason=reason)
     return decided("deadlocked", 0.8, words_joins.store_host_died(join, gone), [suspect])
+
+
+def spins_for_dead_thread(s: Situation) -> Optional[Decision]:
+    """A thread spins on one line of the job's code in every sample while its process's log
+    says the thread that was to end the spin died (``dead_setter``): it never ends."""
+    if s.progressing:
+        return None
+    for p in s.alive:
+        found = spin_on_dead(s.ctx.bundle, p)
+        if found is not None:
+            reason = words_spin.spin_reason(found)
+            suspect = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)
+            return decided("deadlocked", 0.6, words_spin.spins_for_dead(found), [suspect])
+    return None
 
 
 def log_reports_death(s: Situation) -> Optional[Decision]:

@@ -1,0 +1,78 @@
+"""A thread that spins on one line of the job's own code while the thread that was to end the
+spin is dead: ``while not self.ready: pass`` after its setter died.
+
+A pure-Python busy-wait shows no poll frame - no ``exists``, no ``Event.is_set``, only the
+job's own line - so it reads "slow: CPU-bound ... one long call: same stack in every sample -
+wait, don't kill". What gives it away is its log: CPython's ``threading.excepthook`` writes
+"Exception in thread prefetch:" and a traceback when a thread dies, and no live thread of the
+process carries that name any more (``pileup.dead_thread``, the request pile-up cause's
+reading). A spin that never leaves one line beside a setter that died will not end; one
+beside a live setter (slow to load) does. It cannot be told from a long C call on that line
+that has nothing to do with the dead thread, so the sentence says what would tell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from diag.model import Bundle, ProcessSample, main_thread
+from diag.verdict.features import ProcSignals
+from diag.verdict.pileup import dead_thread
+from diag.verdict.thread_wait import frames_of
+
+MIN_SAMPLES = 3  # the spin is seen on its line at every one of them
+MIN_SHARE = 0.5  # of a core, in every interval
+
+
+@dataclass(frozen=True)
+class SpinOnDead:
+    """A thread spinning on one line, and the thread its process's log says died."""
+
+    proc: ProcSignals
+    thread: str
+    frame: str  # "wait_until_ready (service.py:34)"
+    dead: str  # the dead thread's name
+    line: str  # its death line, with the exception
+
+
+def _series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
+    host, pid = p.key
+    return [
+        ps
+        for sample in bundle.samples
+        for ps in sample.processes
+        if ps.pid == pid and ps.host == host and ps.state not in ("Z", "X")
+    ]
+
+
+def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[SpinOnDead]:
+    """``p``'s main thread ran the same stack (the same line) at every sample, busy in every
+    interval, while its log says one of its threads died; None otherwise."""
+    series = _series(bundle, p)
+    if len(series) < MIN_SAMPLES or p.stopped:
+        return None
+    mains = [main_thread(ps) for ps in series]
+    if any(t is None or t.stack_id is None for t in mains):
+        return None
+    ids = {t.stack_id for t in mains if t is not None}
+    if len(ids) != 1:
+        return None
+    for (a, ta), (b, tb) in zip(zip(series, mains), zip(series[1:], mains[1:])):
+        assert ta is not None and tb is not None
+        dt = (b.t_s or 0.0) - (a.t_s or 0.0)
+        ticks = (tb.utime_ticks + tb.stime_ticks) - (ta.utime_ticks + ta.stime_ticks)
+        if dt <= 0 or ticks / clk / dt < MIN_SHARE:
+            return None
+    live = {t.py_thread_name or t.name for t in series[-1].threads}
+    name, line = dead_thread(bundle, p, live)
+    if not name:
+        return None
+    last = mains[-1]
+    assert last is not None
+    frames = frames_of(bundle, last.stack_id)
+    if not frames:
+        return None
+    top = frames[0]
+    where = f"{top.name} ({top.filename.rsplit('/', 1)[-1]}:{top.line})"
+    return SpinOnDead(p, last.py_thread_name or last.name, where, name, line)
