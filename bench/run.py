@@ -15,7 +15,8 @@ takes seconds and only proves the code paths work. The sections live in their ow
 local slurmd against one node's capture; skipped, saying why, where Slurm cannot start),
 ``saturation`` (``diag capture --pid`` beside 1x and 4x CPU hogs per core against a quiet
 host, with diag's priority boost, its real-time variant and without it), ``hostile`` (the
-issue-25 targets against the stack, output and environment budgets).
+issue-25 targets against the stack, output and environment budgets), ``monitor`` (issue 33:
+``diag watch``'s false alarms over healthy jobs and its time to detect a hang).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from bench import (
     cli_cost,
     discovery_cost,
     hostile,
+    monitor,
     overhead,
     saturation,
     scale,
@@ -68,6 +70,8 @@ class Sizes(NamedTuple):
     saturation: Tuple[int, int, float] = (5, 3, 2.0)
     # hostile targets (issue 25): threads x name chars of the deep stacks; processes x env vars
     hostile: Tuple[int, int, int, int] = (40, 5000, 5, 30_000)
+    # diag watch as a monitor (issue 33): samples per healthy job, --interval, healthy jobs
+    monitor: Tuple[int, float, int] = (20, 2.0, 5)
 
 
 FULL = Sizes((4, 8), 64, 7, 40, 2.0, (120, 2880), 5, 2880, 7, 4, 5)
@@ -91,6 +95,7 @@ SMOKE = Sizes(
     1,
     (1, 2, 0.5),
     (4, 600, 2, 500),
+    (4, 0.5, 2),
 )
 
 
@@ -185,6 +190,8 @@ def run_all(
     repeats, count, interval_s = sizes.saturation
     step("saturation", partial(saturation.measure, repeats, count, interval_s))
     step("hostile", partial(isolated, "bench.hostile.measure", **_hostile_kwargs(sizes)))
+    samples, every_s, jobs = sizes.monitor
+    step("monitor", partial(monitor.measure, samples, every_s, jobs))
     return figures
 
 
@@ -312,6 +319,8 @@ def rows_of(figures: Figures) -> List[Row]:
         rows.extend(Row(*line) for line in saturation.rows(figures["saturation"]))
     if "hostile" in figures:
         rows.extend(hostile.rows(figures["hostile"]))
+    if "monitor" in figures:
+        rows.extend(Row(*line) for line in monitor.rows(figures["monitor"]))
     return rows
 
 
