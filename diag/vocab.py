@@ -111,6 +111,7 @@ RuleId = Literal[
     "waits_for_outside",
     "pipe_full",
     "chains_end_at_doors",
+    "waits_on_quiet_peer",
     "nothing_can_wake",
 ]
 RULE_IDS: Tuple[RuleId, ...] = get_args(RuleId)

@@ -432,6 +432,21 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same spin on a loader that is slow but alive: it ends during the capture",
     ),
     Scenario(
+        "subscriber_quiet_feed",
+        "idle",
+        None,
+        False,
+        "a job subscribes to a TCP feed outside it, gets its snapshot, then waits in recv for "
+        "updates that a quiet (alive) feed does not send",
+    ),
+    Scenario(
+        "subscriber_request_unanswered",
+        "deadlocked",
+        None,
+        False,
+        "the same client sends a request the feed reads and never answers",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

@@ -260,6 +260,10 @@ GRAPH_DISAGREES = {
     # graph a process that computes (slow); that its setter is dead is the rules' reading of
     # its log (spins_for_dead_thread).
     "spin_on_dead_loader",
+    # A subscriber waits in recv on a live feed outside the job: to the graph the chain ends
+    # at a process whose own wait is not captured (deadlocked); that nothing is owed to the
+    # reader - it asked nothing - is the rules' reading of tcp_info (waits_on_quiet_peer).
+    "subscriber_quiet_feed",
     # Request threads pile up on a lock whose holder waits for an event nobody sets; the
     # clients' requests reach the server's main thread, asleep on a timer: to the graph a
     # handler that sleeps (slow); the rules read the pile and its holder (requests_pile_up).

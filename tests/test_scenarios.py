@@ -114,6 +114,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the thread that was to end the spin died is the rules' reading of its log "
         "(spins_for_dead_thread)"
     ),
+    "subscriber_quiet_feed": (
+        "a subscriber waits in recv on a live feed outside the job: to the graph the chain ends "
+        "at a process whose own wait is not captured (deadlocked); that nothing is owed to the "
+        "reader is the rules' reading of tcp_info (waits_on_quiet_peer)"
+    ),
 }
 
 

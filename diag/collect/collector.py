@@ -452,7 +452,13 @@ class Collector:
         Each is a probe of its own: a failure or a timeout loses that record alone."""
         job = {
             s.pid: JobFds(
-                s.threads, view.links, view.tcp, view.own_netns, bool(view.ports), view.tcp_peers
+                s.threads,
+                view.links,
+                view.tcp,
+                view.own_netns,
+                bool(view.ports),
+                view.tcp_peers,
+                view.owed,
             )
             for s in samples
             if s.status == "alive" and (view := views.get(s.pid)) is not None and view.links.links

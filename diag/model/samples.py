@@ -112,6 +112,10 @@ class FdEnd(Record, frozen=True):
     local: str = ""  # tcp/udp: "10.0.0.1:29500"
     remote: str = ""
     path: str = ""
+    # tcp: a reply is owed to this side - it sent data after the last it received (tcp_info's
+    # last_data_sent / last_data_recv): a request outstanding. False: nothing owed (it only
+    # received, or its last request was answered) - a subscriber waits for a push. None: unknown.
+    owed: Optional[bool] = None
 
 
 class FdHolder(Record, frozen=True):

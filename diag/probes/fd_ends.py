@@ -166,6 +166,7 @@ class JobFds(NamedTuple):
     # EngineCore over zmq ipc://) are known when its clients wait unanswered.
     serves: bool = False
     tcp_peers: Mapping[int, int] = {}  # {its TCP socket inode: the other end's, on this host}
+    owed: Mapping[int, bool] = {}  # {its TCP socket inode: a reply is owed to it}
 
 
 MAX_SERVER_SOCKETS = 32
@@ -180,6 +181,7 @@ class _Cand(NamedTuple):
     peer: Optional[int] = None
     local: str = ""
     remote: str = ""
+    owed: Optional[bool] = None
 
 
 def select_ends(cands: Sequence[_Cand], cap: int = MAX_ENDS) -> Tuple[List[_Cand], int]:
@@ -322,7 +324,10 @@ def _candidates(
                 local, remote = j.tcp[inode]
                 peer = j.tcp_peers.get(inode)
                 rank = 3 if top is None else 0
-                cands.append(_Cand(rank, fd, "tcp", inode, peer=peer, local=local, remote=remote))
+                owed = j.owed.get(inode)
+                cands.append(
+                    _Cand(rank, fd, "tcp", inode, peer=peer, local=local, remote=remote, owed=owed)
+                )
             continue
         if not is_path(link):
             continue
@@ -353,4 +358,5 @@ def _end_of(procfs: ProcFS, pid: int, c: _Cand) -> FdEnd:
         local=c.local,
         remote=c.remote,
         path=c.path,
+        owed=c.owed,
     )

@@ -16,7 +16,7 @@ from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Set, Tuple
 from diag.model import ClosedConns, ServedConn
 from diag.probes.fd_ends import FdLinks, read_fd_links
 from diag.probes.procfs import ProcFS
-from diag.probes.sock_diag import TcpTable, tcp_table
+from diag.probes.sock_diag import TcpConn, TcpTable, tcp_table
 
 TCP_LISTEN = "0A"
 _SOCKET_LINK = re.compile(r"^socket:\[(\d+)\]$")
@@ -89,6 +89,8 @@ class SocketView(NamedTuple):
     tcp_peers: Mapping[int, int] = {}
     # Connections to its listening ports closed in the last 60 s (TIME_WAIT), by port.
     closed: Tuple[ClosedConns, ...] = ()
+    # {its connected TCP socket inode: a reply is owed to it} (``owed``), where tcp_info says.
+    owed: Mapping[int, bool] = {}
 
 
 _LOOPBACK = ("127.", "[::1]", "::1", "[::ffff:127.")
@@ -162,6 +164,17 @@ def _served(
     return tuple(out), max(0, len(conns) - MAX_SERVED)
 
 
+def owed_reply(c: TcpConn) -> Optional[bool]:
+    """A reply is owed on this connection: this side sent data after the last it received (a
+    request outstanding); False when it sent nothing or its last data came in; None without
+    tcp_info."""
+    if c.bytes_out is None or c.send_age_ms is None or c.recv_age_ms is None:
+        return None
+    if c.bytes_out <= 1:  # tcpi_bytes_acked counts the SYN: nothing of its own was sent
+        return False
+    return not c.bytes_in or c.send_age_ms < c.recv_age_ms
+
+
 def listen_ports(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, Tuple[int, ...]]:
     """{pid: sorted listening ports}; pids with none (or unreadable fds) map to ()."""
     return {pid: view.ports for pid, view in socket_views(procfs, pids).items()}
@@ -209,7 +222,10 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
             if key not in peer_index:
                 peer_index[key] = tcp_peer_index(full)
             peers = tcp_peer_inodes(full, inodes, peer_index[key])
-        view = SocketView(ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers)
+        owed = {
+            i: o for i in inodes if i in full.conns and (o := owed_reply(full.conns[i])) is not None
+        }
+        view = SocketView(ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers, owed=owed)
         if ports:
             served, more = _served(full, inodes, ports, job_endpoints)
             closed = tuple(

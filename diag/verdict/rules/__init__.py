@@ -46,6 +46,7 @@ from diag.verdict.rules.words_flow import FLOW_OUTRANKS
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.rules.words_phases import LONE_PHASE_OUTRANKS
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
+from diag.verdict.rules.words_quiet import QUIET_PEER_OUTRANKS
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
@@ -584,6 +585,21 @@ TABLE: Tuple[Rule, ...] = (
         timer while it polls for a file or a host. Read alone the ranks' waits said "nothing
         can wake it"; the chain names who can.""",
         examples=["rank_waits_on_polling_helper"],
+    ),
+    rule(
+        "waits_on_quiet_peer",
+        "graph",
+        ["idle"],
+        graph.waits_on_quiet_peer,
+        QUIET_PEER_OUTRANKS,
+        ["graph"],
+        doc="""Nothing moves, and every participant blocks reading a TCP socket whose other
+        end is a live process outside the job (the graph's tcp edge) that owes it nothing:
+        tcp_info's last-data ages say it sent no request after the last data it got
+        (``FdEnd.owed``, ``diag.verdict.quiet_peer``). A subscriber on a quiet feed or broker
+        waits for a push: idle, the peer named - where a client whose request is unanswered
+        (a reply owed) stays ``nothing_can_wake``.""",
+        examples=["subscriber_quiet_feed"],
     ),
     rule(
         "nothing_can_wake",

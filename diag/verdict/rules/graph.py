@@ -17,7 +17,8 @@ from diag.verdict.participants import (
     serving_ports,
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
-from diag.verdict.rules import words, words_polls
+from diag.verdict.quiet_peer import quiet_peers
+from diag.verdict.rules import words, words_polls, words_quiet
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -183,6 +184,21 @@ def chains_end_at_doors(s: Situation) -> Optional[Decision]:
         for n in ends[:4]
     ]
     return decided("idle", 0.5, summary, suspects)
+
+
+def waits_on_quiet_peer(s: Situation) -> Optional[Decision]:
+    """Every participant blocks reading a TCP socket from a live process outside the job that
+    owes it nothing (``quiet_peer``): a subscriber on a quiet feed, not a deadlock."""
+    if s.progressing or s.workers or not s.alive:
+        return None
+    found = quiet_peers(s.ctx.bundle, s.alive, s.graph)
+    if not found:
+        return None
+    suspects = [
+        Suspect(pid=q.peer.pid, host=q.peer.host, reason=words_quiet.quiet_peer_reason(q))
+        for q in found[:4]
+    ]
+    return decided("idle", 0.55, words_quiet.quiet_peer(found), suspects)
 
 
 def nothing_can_wake(s: Situation) -> Optional[Decision]:

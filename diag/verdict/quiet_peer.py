@@ -1,0 +1,70 @@
+"""A subscriber waiting for a push is no deadlock: a thread blocked reading a TCP socket whose
+other end is a live process outside the job, when nothing is owed to it.
+
+Blocked in ``recv`` with no timer, no port and no peer of the job, a process reads "nothing can
+wake it" - the same picture as a client whose server never answers its request. The kernel
+tells the two apart: tcp_info's last-data ages say which side spoke last (``FdEnd.owed``). A
+client that sent a request after the last data it got is owed a reply that does not come; a
+subscriber that sent nothing, or whose last exchange was answered, waits for the other end to
+have something to say - a feed, a broker, a pub/sub channel on a quiet day. That end is alive
+(the wait-for graph's tcp edge to a process outside the job, not stopped, not dead): what it
+sends next ends the wait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+from diag.model import Bundle, FdEnd, WaitGraph, WaitNode, main_thread
+from diag.verdict.features import ProcSignals
+from diag.verdict.graph_nodes import node_key
+
+LIVE_STATES = ("sleeping", "serving", "blocked", "working", "computing", "spinning", "disk")
+
+
+@dataclass(frozen=True)
+class QuietPeer:
+    """A process waiting on a TCP socket for a live peer outside the job that owes it nothing."""
+
+    proc: ProcSignals
+    end: FdEnd
+    peer: WaitNode
+
+
+def _blocked_end(bundle: Bundle, p: ProcSignals) -> Optional[FdEnd]:
+    """The TCP end its main thread blocks reading at the last sample."""
+    last = next(
+        (ps for s in reversed(bundle.samples) for ps in s.processes
+         if ps.pid == p.pid and ps.host == p.key[0]),
+        None,
+    )  # fmt: skip
+    main = main_thread(last) if last is not None else None
+    if last is None or main is None or main.syscall_fd is None:
+        return None
+    return next((f for f in last.fd_ends if f.fd == main.syscall_fd and f.kind == "tcp"), None)
+
+
+def quiet_peers(
+    bundle: Bundle, waiters: Sequence[ProcSignals], graph: Optional[WaitGraph]
+) -> List[QuietPeer]:
+    """Each waiter's quiet peer; empty unless every waiter has one."""
+    if graph is None or not waiters:
+        return []
+    nodes = {n.key: n for n in graph.nodes}
+    out: List[QuietPeer] = []
+    for p in waiters:
+        end = _blocked_end(bundle, p)
+        if end is None or end.owed is not False:
+            return []
+        me = node_key(p)
+        peers = [
+            nodes[e.dst]
+            for e in graph.edges
+            if e.src == me and e.kind == "tcp" and e.dst in nodes and e.dst != me
+        ]
+        live = [n for n in peers if n.pid and n.state in LIVE_STATES]
+        if len(live) != 1 or "outside the job" not in live[0].label:
+            return []
+        out.append(QuietPeer(p, end, live[0]))
+    return out
