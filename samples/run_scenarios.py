@@ -447,6 +447,21 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "the same client sends a request the feed reads and never answers",
     ),
     Scenario(
+        "long_poll_waiting",
+        "idle",
+        None,
+        False,
+        "a ThreadingHTTPServer answers GET /events as a 30 s long poll; 3 watcher processes of "
+        "the job each hold one open; no event comes during the capture",
+    ),
+    Scenario(
+        "long_poll_answering",
+        "progressing",
+        None,
+        False,
+        "the same long poll with an event every 0.3 s: each answered and re-sent",
+    ),
+    Scenario(
         "daemon_heartbeat",
         "idle",
         (),

@@ -264,6 +264,10 @@ GRAPH_DISAGREES = {
     # at a process whose own wait is not captured (deadlocked); that nothing is owed to the
     # reader - it asked nothing - is the rules' reading of tcp_info (waits_on_quiet_peer).
     "subscriber_quiet_feed",
+    # Requests held open by a long poll: to the graph clients wait on a server whose
+    # requests go unanswered (deadlocked); that each handler waits with a timeout the kernel
+    # says ends soon is the rules' reading of the deadlines (requests_unanswered, idle).
+    "long_poll_waiting",
     # Request threads pile up on a lock whose holder waits for an event nobody sets; the
     # clients' requests reach the server's main thread, asleep on a timer: to the graph a
     # handler that sleeps (slow); the rules read the pile and its holder (requests_pile_up).

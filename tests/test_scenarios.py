@@ -119,6 +119,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "at a process whose own wait is not captured (deadlocked); that nothing is owed to the "
         "reader is the rules' reading of tcp_info (waits_on_quiet_peer)"
     ),
+    "long_poll_waiting": (
+        "requests held open by a long poll: to the graph clients wait on a server that does "
+        "not answer (deadlocked); that every handler waits with a timeout ending soon is the "
+        "rules' reading of the deadlines (requests_unanswered, idle)"
+    ),
 }
 
 

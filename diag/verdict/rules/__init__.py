@@ -488,13 +488,16 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "requests_unanswered",
         "doors",
-        ["deadlocked", "slow"],
+        ["deadlocked", "slow", "idle"],  # idle: a long poll, every handler on a timeout
         doors.requests_unanswered,
         words.UNANSWERED_OUTRANKS,
         doc="""Requests that arrived before the capture began got no byte of answer during
         it, while nothing in the server moves. Its event loop still accepts (a listening
-        port, epoll) - what made it look idle - but its handler is stuck.""",
-        examples=["http_request_cycle"],
+        port, epoll) - what made it look idle - but its handler is stuck. Unless every
+        thread waiting beside the accept loop waits with a timeout the kernel says ends
+        within 10 min: a long poll (``diag.verdict.long_poll``), idle - it answers when its
+        event comes or its timeout fires.""",
+        examples=["http_request_cycle", "long_poll_waiting"],
     ),
     rule(
         "pipe_full_in_dead_chain",

@@ -9,6 +9,7 @@ from diag.model import Suspect, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.file_locks import lock_waits
 from diag.verdict.graph_nodes import node_key
+from diag.verdict.long_poll import long_poll
 from diag.verdict.participants import (
     door,
     is_helper,
@@ -16,7 +17,7 @@ from diag.verdict.participants import (
     serves,
 )
 from diag.verdict.readiness import not_ready
-from diag.verdict.rules import words, words_files
+from diag.verdict.rules import words, words_files, words_longpoll
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -95,6 +96,9 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
         # (time.sleep in an async def) - every client waits until it returns, then it goes on.
         summary = words.handler_sleeps(p, total)
         return decided("slow", 0.55, summary, suspects)
+    polled = long_poll(s.ctx.bundle, p)
+    if polled is not None:  # every handler waits with a timeout: a long poll, not a wedge
+        return decided("idle", 0.55, words_longpoll.long_poll(p, total, polled), [])
     cycle = _cycle_through(s.graph, p)
     if cycle:  # its handler waits on a service that waits on it: no timeout ends that
         return decided("deadlocked", 0.8, words.request_cycle(p, total, cycle), suspects)

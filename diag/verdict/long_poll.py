@@ -1,0 +1,61 @@
+"""Requests held open on purpose: a long poll, told from a wedged handler by the kernel's
+timeouts.
+
+A server whose clients' requests got no byte of answer through the capture, while nothing in
+it moves, reads "a handler waits on something that never comes" - and that is what a long poll
+looks like too: ``GET /events`` parked until the next event or its timeout. The difference is in
+the handler threads' waits: a long poll waits *with a timeout* (``Condition.wait_for(...,
+timeout=30)``), and the deadline probe reads how long until each wakes by itself
+(``ThreadSample.wakes_in_s``); a wedged handler waits untimed (an event nobody sets, a lock
+nobody releases). When every thread of the server waiting beside its accept loop is in a timed
+wait that ends within ``MAX_POLL_S``, each request is answered by then at the latest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from diag.model import Bundle, ThreadSample, main_thread
+from diag.verdict.features import ProcSignals
+from diag.verdict.thread_wait import thread_wait
+from diag.verdict.waits import SLEEP
+
+MAX_POLL_S = 600.0  # a long poll's timeout; a wait longer than this is no poll
+
+
+@dataclass(frozen=True)
+class LongPoll:
+    """The server's handler threads waiting with a timeout, and when the last wakes."""
+
+    threads: int
+    wakes_in_s: float
+    where: str  # "`Condition.wait_for` ← `Events.do_GET`"
+
+
+def long_poll(bundle: Bundle, p: ProcSignals) -> Optional[LongPoll]:
+    """The process's waiting threads beside its main one all wait with a timeout that ends
+    within ``MAX_POLL_S``; None when one waits untimed or none is known to wake."""
+    last = next(
+        (ps for s in reversed(bundle.samples) for ps in s.processes
+         if ps.pid == p.pid and ps.host == p.key[0]),
+        None,
+    )  # fmt: skip
+    main = main_thread(last) if last is not None else None
+    if last is None or main is None:
+        return None
+    waiting: List[ThreadSample] = []
+    for t in last.threads:
+        if t.tid == main.tid or t.stack_id is None:
+            continue
+        w = thread_wait(bundle, t)
+        if w.kind is None or w.kind == SLEEP:
+            continue  # running, or a sleeper of its own (a ticker): no handler
+        if t.wait_timed is not True or t.wakes_in_s is None or t.wakes_in_s > MAX_POLL_S:
+            return None  # a handler that waits untimed (or for longer) may never answer
+        waiting.append(t)
+    if not waiting:
+        return None
+    w = thread_wait(bundle, waiting[0])
+    where = f"`{w.label}`" + (f" ← `{w.caller}`" if w.caller else "")
+    return LongPoll(len(waiting), max(t.wakes_in_s or 0.0 for t in waiting), where)
