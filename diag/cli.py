@@ -213,8 +213,19 @@ def capture(
         out=out,
         log_paths=tuple(log_paths),
         fr_dirs=tuple(fr_dirs),
+        extend_to_rhythm=_length_not_fixed(),
     )
     finish(result, merged=False, fail_states=fail_states, out=_echo, err=_echo_err)
+
+
+def _length_not_fixed() -> bool:
+    """Neither --count nor --interval given: the capture may extend itself to cover the
+    job's log rhythm (``diag.verdict.rhythm``)."""
+    ctx = click.get_current_context()
+    return all(
+        ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT
+        for name in ("count", "interval_s")
+    )
 
 
 @cli.command(context_settings={"allow_interspersed_args": False})

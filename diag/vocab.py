@@ -85,6 +85,7 @@ RuleId = Literal[
     "output_reports_failure",
     "answers_requests",
     "alone_in_phase",
+    "silence_within_rhythm",
     "output_moves",
     "spins_for_dead_thread",
     "works_silently",

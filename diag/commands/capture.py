@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, List, NamedTuple, Optional, Sequence
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.collect.collector import Collector
 from diag.collect.enrich import enrich_bundle
@@ -32,6 +32,7 @@ from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION
+from diag.verdict.rhythm import extension_samples, grew_since, undecided
 
 __all__ = [
     "PTRACE_REMEDY",
@@ -50,15 +51,26 @@ class Series(NamedTuple):
 
     samples: List[Sample]
     interrupted: bool
+    extended_by: int = 0  # samples added to cover the job's log rhythm (``verdict.rhythm``)
 
 
 class _Recorder:
     """A capture's ``Sampler``: it keeps every sample (a capture is a few) for one verdict."""
 
-    def __init__(self, collector: Collector, on_sample: Optional[Callable[[Sample], None]]):
+    def __init__(
+        self,
+        collector: Collector,
+        on_sample: Optional[Callable[[Sample], None]],
+        rhythm: Optional[Tuple[int, float]] = None,
+    ):
         self.collector = collector
         self.on_sample = on_sample
         self.samples: List[Sample] = []
+        # (count, interval): end at ``count`` samples, or later to cover the job's rhythm.
+        self.rhythm = rhythm
+        self.limit = rhythm[0] if rhythm else 0
+        self.extended_by = 0
+        self.beat_path = ""  # the log whose beat the extension waits for
 
     def alive(self) -> bool:
         return self.collector.alive()
@@ -67,7 +79,25 @@ class _Recorder:
         self.samples.append(self.collector.take_sample(index, late_s=late_s, lean=lean).sample)
         if self.on_sample is not None:
             self.on_sample(self.samples[-1])
-        return False
+        return self._done() if self.rhythm else False
+
+    def _done(self) -> bool:
+        """With the planned samples taken, whether the job's log beats slower than the
+        capture so far: then up to ``rhythm.MAX_EXTEND_S`` more, ended early by a line."""
+        assert self.rhythm is not None
+        count, interval_s = self.rhythm
+        taken = len(self.samples)
+        if taken == count:
+            beat = undecided(self.samples)
+            self.beat_path = beat.path if beat is not None else ""
+            self.extended_by = extension_samples(self.samples, interval_s)
+            self.limit = count + self.extended_by
+        elif taken > count and grew_since(
+            self.samples[count - 1], self.samples[-1], self.beat_path
+        ):
+            self.extended_by = taken - count  # the rhythm answered: its log has a new line
+            return True
+        return taken >= self.limit
 
 
 # The first gap between samples must leave this long for the warm-up (imports, a template):
@@ -84,22 +114,30 @@ def sample_series(
     duration_s: Optional[float] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
     warm: Optional[Callable[[], None]] = None,
+    extend_to_rhythm: bool = False,
 ) -> Series:
     """A capture's samples, taken by the one sampling loop (``commands.sampling``): ``count``
     samples (0: until ``stop`` or ``duration_s``), or until the target is gone - one last
     sample records the exit. A stop request ends it after the sample in flight; a signal's
     makes it ``interrupted``, as does a KeyboardInterrupt after the first sample. ``warm``
-    runs once, in the first gap between samples when it is ``WARM_GAP_S`` long or more."""
+    runs once, in the first gap between samples when it is ``WARM_GAP_S`` long or more.
+    ``extend_to_rhythm`` (the user fixed neither count nor interval): a capture shorter than
+    its job's log beat takes more samples, at most ``rhythm.MAX_EXTEND_S`` of them."""
     stop = stop if stop is not None else StopRequest()
-    recorder = _Recorder(collector, on_sample)
-    options = SeriesOptions(interval_s=interval_s, count=count, duration_s=duration_s)
+    extend = extend_to_rhythm and count > 0
+    recorder = _Recorder(collector, on_sample, (count, interval_s) if extend else None)
+    options = SeriesOptions(
+        interval_s=interval_s, count=0 if extend else count, duration_s=duration_s
+    )
     schedule = Schedule(interval_s, count)
     hooks = Hooks(between=_once_in_a_gap(warm, schedule, recorder)) if warm else None
     try:  # a KeyboardInterrupt before the first sample propagates: EXIT_INTERRUPTED
         end = run_series(recorder, options, stop, hooks, schedule)
     finally:
         collector.close()  # the NVML worker must not outlive the sampling
-    return Series(recorder.samples, end.interrupted or stop.signum is not None)
+    return Series(
+        recorder.samples, end.interrupted or stop.signum is not None, recorder.extended_by
+    )
 
 
 def _once_in_a_gap(
@@ -170,8 +208,10 @@ def run_capture(
     procfs: Optional[ProcFS] = None,
     on_sample: Optional[Callable[[Sample], None]] = None,
     fr_dirs: Sequence[str] = (),
+    extend_to_rhythm: bool = False,
 ) -> Outcome:
-    """``diag capture --pid P``: check the target, take ``count`` samples, write the bundle."""
+    """``diag capture --pid P``: check the target, take ``count`` samples, write the bundle
+    (more, bounded, where ``extend_to_rhythm`` and the job's log beats slower)."""
     procfs = procfs if procfs is not None else ProcFS()
     check_target(pid, procfs)
     pyspy = require_pyspy()
@@ -186,6 +226,7 @@ def run_capture(
             stop=stop,
             on_sample=on_sample,
             warm=warm_up,
+            extend_to_rhythm=extend_to_rhythm,
         )
         if stop.requested and not series.samples:
             raise KeyboardInterrupt  # nothing to write: the CLI exits with EXIT_INTERRUPTED
@@ -214,6 +255,11 @@ def _finish(
         notes.append(
             f"target PID {pid} exited during the capture: "
             f"writing the {len(samples)} sample(s) taken"
+        )
+    if series.extended_by:
+        notes.append(
+            f"extended the capture by {series.extended_by} sample(s) to cover the job's log "
+            "rhythm (--count/--interval fix its length)"
         )
     notes.extend(_stack_notes(list(collector.processes.values()), samples[-1]))
     notes.extend(denied_notes(collector))

@@ -81,7 +81,8 @@ def lone_phase(
     if not movers or len(movers) * 2 > len(ranks):
         return None
     rest = [p for p in ranks if p not in movers]
-    if not rest or any(p.main_family != PEER for p in rest):
+    # Peers that move data themselves complete their collectives: work spread over ranks.
+    if not rest or any(p.main_family != PEER or p in writers for p in rest):
         return None
     phases = {ph.pid: ph for ph in startup_phases(bundle, movers)[0] if ph.phase}
     named = {p.pid: _frame_phase(bundle, p) for p in movers if p.pid not in phases}

@@ -1,10 +1,11 @@
-"""A tiny FUSE daemon that never answers reads (``_stallfs.py MOUNTPOINT WATCH_PID [RATE]``), spoken
-straight over /dev/fuse (no libfuse): one regular file, ``shard0.bin``, whose lookup, open
-and getattr are answered and whose reads are left pending forever - a FUSE backend stuck on
-its object store. It unmounts (lazily) and exits once WATCH_PID is gone, so a scenario killed
-with SIGKILL leaves no mount behind. Given RATE (bytes per second), it answers reads at that
-pace instead (zeros): a slow mirror or a saturated network mount. Needs root (mount(2)) and
-/dev/fuse."""
+"""A tiny FUSE daemon that never answers reads
+(``_stallfs.py MOUNTPOINT WATCH_PID [RATE [DELAY]]``), spoken straight over /dev/fuse (no
+libfuse): one regular file, ``shard0.bin``, whose lookup, open and getattr are answered and
+whose reads are left pending forever - a FUSE backend stuck on its object store. It unmounts
+(lazily) and exits once WATCH_PID is gone, so a scenario killed with SIGKILL leaves no mount
+behind. Given RATE (bytes per second), it answers reads at that pace instead (zeros): a slow
+mirror or a saturated network mount; given DELAY, each read takes that long (a mount that
+answers a batch now and then). Needs root (mount(2)) and /dev/fuse."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def _watch(pid: int, libc: ctypes.CDLL, mountpoint: str) -> None:
         time.sleep(0.5)
 
 
-def serve(mountpoint: str, watch_pid: int, rate: float = 0.0) -> None:
+def serve(mountpoint: str, watch_pid: int, rate: float = 0.0, delay_s: float = 0.0) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open("/dev/fuse", os.O_RDWR)
     opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0,allow_other".encode()
@@ -65,10 +66,10 @@ def serve(mountpoint: str, watch_pid: int, rate: float = 0.0) -> None:
             reply(unique, struct.pack("<QII", 60, 0, 0) + a)
         elif op in (14, 27):  # OPEN, OPENDIR
             reply(unique, struct.pack("<QII", 1, 0, 0))
-        elif op == 15 and rate > 0:  # READ at RATE bytes/s: a slow mirror
+        elif op == 15 and (rate > 0 or delay_s > 0):  # READ at RATE bytes/s, or DELAY s each
             offset, want = struct.unpack_from("<QI", body, 8)
             n = max(0, min(want, SIZE - offset))
-            time.sleep(n / rate)
+            time.sleep(delay_s if delay_s > 0 else n / rate)
             reply(unique, b"\0" * n)
         elif op == 15:  # READ: the object store never answers
             continue
@@ -80,14 +81,15 @@ def serve(mountpoint: str, watch_pid: int, rate: float = 0.0) -> None:
             reply(unique, error=-38)  # ENOSYS
 
 
-def start_detached(mountpoint: str, rate: float = 0.0) -> None:
+def start_detached(mountpoint: str, rate: float = 0.0, delay_s: float = 0.0) -> None:
     """Start the daemon outside the caller's process tree (double fork), as a system's FUSE
-    daemon would be, and wait until the mount answers (reads at ``rate`` bytes/s; 0: never)."""
+    daemon would be, and wait until the mount answers (reads at ``rate`` bytes/s, or each in
+    ``delay_s``; neither: never)."""
     watch = os.getpid()
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            argv = [sys.executable, __file__, mountpoint, str(watch), str(rate)]
+            argv = [sys.executable, __file__, mountpoint, str(watch), str(rate), str(delay_s)]
             os.execv(sys.executable, argv)
         os._exit(0)
     os.wait()
@@ -99,4 +101,5 @@ def start_detached(mountpoint: str, rate: float = 0.0) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+    extra = [float(x) for x in sys.argv[3:5]]
+    serve(sys.argv[1], int(sys.argv[2]), *extra)

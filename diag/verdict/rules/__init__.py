@@ -44,7 +44,7 @@ from diag.verdict.rules import (
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
-from diag.verdict.rules.words_phases import LONE_PHASE_OUTRANKS
+from diag.verdict.rules.words_phases import LONE_PHASE_OUTRANKS, SILENCE_OUTRANKS
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
 from diag.verdict.rules.words_quiet import QUIET_PEER_OUTRANKS
 from diag.verdict.situation import Situation
@@ -605,6 +605,23 @@ TABLE: Tuple[Rule, ...] = (
         examples=["subscriber_quiet_feed"],
     ),
     rule(
+        "silence_within_rhythm",
+        "motion",
+        ["unknown"],
+        motion.silence_within_rhythm,
+        SILENCE_OUTRANKS,
+        ["deltas"],
+        doc="""The job's log has a beat - its tail's timestamped lines, in bursts, a median gap
+        of 3 s or more - that is longer than the capture, and it has been quiet for less than
+        1.5 of its periods: a 6 s capture of a job that logs a step every 12 s cannot call a
+        hang, whatever its ranks wait on (``diag.verdict.rhythm``). The sentence gives the
+        capture length that decides; ``diag capture`` without ``--count``/``--interval``
+        extends itself (at most 60 s) to cover the beat. It overrules a deadlocked decision
+        drawn from waits alone (peers, graph, doors), quoting it; a death or a lock's
+        structure (a cycle, a lock held by its own waiter) still decides.""",
+        examples=["gloo_step_rhythm_short"],
+    ),
+    rule(
         "nothing_can_wake",
         "graph",
         ["deadlocked"],
@@ -621,6 +638,9 @@ TABLE: Tuple[Rule, ...] = (
 
 # The row a deadlocked decision about a runnable, moving process yields to.
 _SPARED_BY = next(r for r in TABLE if r.id == "cpu_held_back")
+# The row a deadlocked decision drawn from waits yields to on a capture shorter than the
+# job's log rhythm.
+_HEDGED_BY = next(r for r in TABLE if r.id == "silence_within_rhythm")
 # Rows whose deadlock is read from threads blocked on a lock in every sample (a pile and its
 # holder; a lock waiter beside failures only): another thread of the process that runs - a
 # client, an event loop, a health handler - unblocks none of them, so it spares nothing.
@@ -673,6 +693,11 @@ def apply(s: Situation, table: Tuple[Rule, ...] = TABLE) -> Outcome:
             0, RuleMatch(rule=chosen[0].id, state="deadlocked", overruled=_SPARED_BY.outranks)
         )
         chosen = (_SPARED_BY, spared)
+    hedged = motion.rhythm_hedge(s, chosen[1], chosen[0].family)  # silence vs rhythm (#37)
+    if hedged is not None:
+        also = [m for m in also if m.rule != _HEDGED_BY.id]
+        also.insert(0, RuleMatch(rule=chosen[0].id, state="deadlocked", overruled=SILENCE_OUTRANKS))
+        chosen = (_HEDGED_BY, hedged)
     return Outcome(chosen[0], chosen[1], tuple(also), tuple(problems))
 
 

@@ -9,6 +9,7 @@ from diag.model import Suspect
 from diag.verdict.long_phase import lone_phase, lone_sentence, mover_reason
 from diag.verdict.native_work import native_calls
 from diag.verdict.output_kinds import capture_span_s, log_tally, merged
+from diag.verdict.rhythm import hedge_text, undecided
 from diag.verdict.rules import words, words_output
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
@@ -87,6 +88,32 @@ def output_reports_failure(s: Situation) -> Optional[Decision]:
     if s.peer_waiters or s.waiting_on_others:
         return None  # a peer or a lock of the job: the rows below name it
     return decided("slow", 0.55, words_output.only_failures_retrying(t, span))
+
+
+def silence_within_rhythm(s: Situation) -> Optional[Decision]:
+    """The job's log beats slower than this capture is long and is not yet overdue: the
+    capture cannot call a hang (``diag.verdict.rhythm``). Decides where no other row does;
+    ``rules.apply`` lets it overrule a deadlocked decision drawn from waits alone."""
+    r = undecided(s.ctx.bundle.samples)
+    if r is None or s.intervals == 0 or s.dead:
+        return None
+    return decided("unknown", 0.5, hedge_text(r, "nothing moved in it"))
+
+
+# The families whose deadlocked decisions are drawn from waits alone - a silence the job's
+# own rhythm may explain. Deaths and lock structure (a cycle, a lock held by its waiter) hold.
+WAIT_FAMILIES = frozenset({"peers", "graph", "doors"})
+
+
+def rhythm_hedge(s: Situation, decision: Decision, family: str) -> Optional[Decision]:
+    """A deadlocked decision of ``WAIT_FAMILIES`` on a capture shorter than its job's log
+    rhythm becomes ``silence_within_rhythm``'s, quoting it; None to keep it."""
+    if decision.state != "deadlocked" or family not in WAIT_FAMILIES:
+        return None
+    r = undecided(s.ctx.bundle.samples)
+    if r is None or s.intervals == 0 or s.dead:
+        return None
+    return decided("unknown", 0.5, hedge_text(r, decision.summary), decision.suspects)
 
 
 def works_silently(s: Situation) -> Optional[Decision]:
