@@ -79,6 +79,7 @@ RuleId = Literal[
     "gpu_failed",
     "blocked_on_itself",
     "cpu_held_back",
+    "memory_pressure",
     "waits_on_itself",
     "waits_on_filesystem",
     "requests_pile_up",

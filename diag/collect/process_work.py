@@ -19,8 +19,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import msgspec
 
 from diag.bundle.stack_budget import FRAME_FILE_CHARS, FRAME_NAME_CHARS, shorten_frames
-from diag.model import CpuLimits, Frame, OpenFile, ProcessSample, ThreadSample
+from diag.model import CpuLimits, Frame, MemLimits, OpenFile, ProcessSample, ThreadSample
 from diag.probes.cgroup_cpu import CpuLimitReader
+from diag.probes.cgroup_mem import MemLimitReader
 from diag.probes.cpython.pymem import warm_symbols
 from diag.probes.native_location import NativeProbe
 from diag.probes.open_files import read_open_files
@@ -114,6 +115,7 @@ class ProcessReader:
         # libraries cached for the capture: a job's ranks share theirs.
         self.native = NativeProbe(procfs, machine)
         self._cpu_limits: Optional[CpuLimitReader] = None  # made at its first use
+        self._mem_limits: Optional[MemLimitReader] = None  # likewise
 
     def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
         t_s = time.time()
@@ -143,6 +145,7 @@ class ProcessReader:
             exit_code=self.exit_codes.get(pid),
             open_files=() if zombie or not open_files else self._open_files(pid),
             cpu_limits=None if zombie else self._limits(pid, res.stat.nice, res.stat.policy),
+            mem_limits=None if zombie else self._mem(pid),
         )
 
     def _threads(self, pid: int) -> Tuple[ThreadSample, ...]:
@@ -158,6 +161,16 @@ class ProcessReader:
             if self._cpu_limits is None:
                 self._cpu_limits = CpuLimitReader(self.procfs)
             return self._cpu_limits.read(pid, nice, policy)
+        except Exception:  # one probe's failure must not lose the rest of the sample
+            return None
+
+    def _mem(self, pid: int) -> Optional[MemLimits]:
+        """Its memory cgroup's limit, usage, events and faults (``probes.cgroup_mem``: a few
+        small reads); None when unreadable - failing alone."""
+        try:
+            if self._mem_limits is None:
+                self._mem_limits = MemLimitReader(self.procfs)
+            return self._mem_limits.read(pid)
         except Exception:  # one probe's failure must not lose the rest of the sample
             return None
 

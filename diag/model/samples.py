@@ -245,6 +245,7 @@ class ThreadSample(Record, frozen=True):
     # Time spent runnable, waiting for a CPU, since it started (/proc/P/task/T/schedstat):
     # its growth across samples tells a starved or throttled thread from a blocked one.
     run_delay_ns: Optional[int] = None
+    majflt: Optional[int] = None  # major faults so far (stat field 12): a read from disk
     # Joined from `py-spy dump` by OS thread id; None for native-only threads.
     py_thread_name: Optional[str] = None
     stack_id: Optional[str] = None
@@ -284,6 +285,24 @@ class CpuLimits(Record, frozen=True):
     policy: SchedPolicy = "normal"
     pressure_some_avg10: Optional[float] = None
     pressure_some_total_us: Optional[int] = None
+
+
+class MemLimits(Record, frozen=True):
+    """What bounds a process's memory (``diag.probes.cgroup_mem``): its memory cgroup's limit
+    against its usage, the group's limit events and major faults, pressure where the kernel
+    has it. A rank thrashing against its limit is slow in reclaim, not hung. None: not read."""
+
+    version: CgroupVersion = "v1"
+    group: str = ""
+    limit_bytes: Optional[int] = None  # v1 memory.limit_in_bytes (None: unlimited), v2 max
+    high_bytes: Optional[int] = None  # v2 memory.high
+    usage_bytes: Optional[int] = None  # v1 memory.usage_in_bytes, v2 memory.current
+    high_events: Optional[int] = None  # v2 memory.events high
+    max_events: Optional[int] = None  # v2 memory.events max; v1 memory.failcnt
+    oom_kills: Optional[int] = None  # v2 memory.events oom_kill; v1 memory.oom_control
+    pgmajfault: Optional[int] = None  # the group's memory.stat (v1 total_pgmajfault)
+    pressure_some_avg10: Optional[float] = None  # v2 memory.pressure
+    host_pressure_some_avg10: Optional[float] = None  # /proc/pressure/memory
 
 
 class ProcessSample(Record, frozen=True):
@@ -326,6 +345,8 @@ class ProcessSample(Record, frozen=True):
     fd_ends_more: int = 0
     # Its cgroup CPU limit, throttling, cpuset, nice and policy (None: not read).
     cpu_limits: Optional[CpuLimits] = None
+    # Its memory cgroup's limit, usage, events and faults (None: not read).
+    mem_limits: Optional[MemLimits] = None
 
 
 class LogSample(Record, frozen=True):

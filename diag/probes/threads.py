@@ -203,6 +203,12 @@ def parse_thread_stat(text: str) -> Tuple[str, str, int, int]:
     return text[text.index("(") + 1 : close_at], rest[0], int(rest[11]), int(rest[12])
 
 
+def parse_majflt(text: str) -> Optional[int]:
+    """Field 12 of a stat line: the major faults so far (pages read from disk or swap)."""
+    rest = text[text.rindex(")") + 2 :].split(" ", 10)  # rest[0] is field 3
+    return int(rest[9]) if len(rest) > 9 and rest[9].isdigit() else None
+
+
 def parse_parent(text: str) -> Tuple[int, int]:
     """(ppid, start ticks) of a stat line: what the process tree needs of every process on
     the host (hundreds on a busy one), without building a whole ``TaskStat``."""
@@ -397,6 +403,7 @@ def read_thread(
         timeout_s=due.timeout_s,
         wakes_in_s=due.wakes_in_s,
         run_delay_ns=parse_run_delay_ns(schedstat) if schedstat is not None else None,
+        majflt=parse_majflt(stat),
     )
 
 

@@ -44,7 +44,11 @@ from diag.verdict.rules import (
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
-from diag.verdict.rules.words_phases import LONE_PHASE_OUTRANKS, SILENCE_OUTRANKS
+from diag.verdict.rules.words_phases import (
+    LONE_PHASE_OUTRANKS,
+    MEMORY_OUTRANKS,
+    SILENCE_OUTRANKS,
+)
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
 from diag.verdict.rules.words_quiet import QUIET_PEER_OUTRANKS
 from diag.verdict.situation import Situation
@@ -159,6 +163,24 @@ TABLE: Tuple[Rule, ...] = (
         the capture (its run-queue delay grew faster than its CPU time, or its stack changed
         while it ran in no wait or poll loop): runnable is not blocked, whatever the cause.""",
         examples=["gloo_cpu_quota"],
+    ),
+    rule(
+        "memory_pressure",
+        "machine",
+        ["slow"],
+        machine.memory_pressure,
+        MEMORY_OUTRANKS,
+        ["deltas"],
+        doc="""A rank faults its pages back in (major faults, 20 a second or more) or waits in
+        reclaim or compaction (its wait channel) while its memory cgroup sits at 90 % of its
+        limit with limit events growing (v1 ``failcnt``, v2 ``memory.events`` high/max), or
+        memory pressure (v2 group, ``/proc/pressure/memory``) is 10 % or more: it is under
+        memory pressure - its page cache and mappings are evicted and read back as fast as it
+        runs, its log goes quiet, it reads as a rank doing nothing. Slow, with the figures
+        (``diag.verdict.memory``); raise the limit or make it hold less. A loader faulting in
+        its weights with room to spare is its load, not pressure; an OOM kill in evidence is a
+        death (the rows above).""",
+        examples=["memory_cgroup_thrash"],
     ),
     rule(
         "requests_pile_up",

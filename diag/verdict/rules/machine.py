@@ -16,6 +16,7 @@ from diag.verdict.machine import (
     runs_sentence,
     suspect_reason,
 )
+from diag.verdict.memory import hold_text, pressure_sentence, under_pressure
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import Situation
 
@@ -37,6 +38,25 @@ def cpu_held_back(s: Situation) -> Optional[Decision]:
         for p, hold, cause in held
     ]
     return decided("slow", 0.8, summary, suspects)
+
+
+def memory_pressure(s: Situation) -> Optional[Decision]:
+    """A live process that faults pages back in or waits in reclaim while its memory cgroup
+    sits at its limit with limit events growing (or memory pressure is high): slow, under
+    memory pressure, with the figures (``diag.verdict.memory``)."""
+    if s.intervals == 0:
+        return None
+    alive = [p for p in s.ctx.participants if not p.dead]
+    held = under_pressure(s.ctx.bundle, alive)
+    if not held:
+        return None
+    suspects = [
+        Suspect(
+            pid=p.pid, rank=p.rank, host=p.key[0], reason="under memory pressure: " + hold_text(h)
+        )
+        for p, h in held
+    ]
+    return decided("slow", 0.75, pressure_sentence(held, alive), suspects)
 
 
 def spare_runnable(s: Situation, decision: Decision) -> Optional[Decision]:

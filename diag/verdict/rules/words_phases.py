@@ -12,3 +12,8 @@ SILENCE_OUTRANKS = (
     "a silence shorter than the job's own beat is no hang, whatever its ranks wait on: only a "
     "capture that outlasts the beat can call one"
 )
+
+MEMORY_OUTRANKS = (
+    "a rank its memory limit keeps in reclaim sets the job's pace, whatever its output or its "
+    "peers' waits say"
+)
