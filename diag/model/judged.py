@@ -277,6 +277,15 @@ class CpuHoldRecord(Record, frozen=True):
     throttled_share: Optional[float] = None
     throttled_s: Optional[float] = None
     cause: str = ""
+    # Memory (``diag.verdict.memory``): its group's usage and limit at the last sample, the
+    # limit events and major faults per second over the capture, the samples a thread of it
+    # waited in reclaim, and whether memory pressure is why it is slow.
+    mem_usage_bytes: Optional[int] = None
+    mem_limit_bytes: Optional[int] = None
+    mem_limit_events: int = 0
+    major_faults_per_s: float = 0.0
+    reclaim_samples: int = 0
+    mem_pressure: bool = False
 
 
 MAX_CPU_HOLDS = 64  # processes a verdict keeps: those held back first, then by rank

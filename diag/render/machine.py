@@ -18,6 +18,7 @@ from typing import Optional
 
 from diag.model import CLOCK_EVENT_WORDS, Bundle, CpuHoldRecord, CpuLimits, GpuHealthRecord, Verdict
 from diag.render.index import BundleIndex
+from diag.text.units import size
 from diag.render.view_machine import MachineGpuRow, MachineRow, MachineView
 
 _HELD = {"limit": "CPU limit", "priority": "low priority", "queue": "run queue"}
@@ -63,6 +64,24 @@ def _cpuset(c: Optional[CpuLimits]) -> str:
     return f"{c.cpuset} ({c.cpuset_cpus} CPUs)" if c.cpuset_cpus else c.cpuset
 
 
+def _memory(hold: CpuHoldRecord) -> str:
+    """Its group's usage against its limit, limit events, major faults and reclaim."""
+    parts = []
+    if hold.mem_usage_bytes is not None:
+        used = size(hold.mem_usage_bytes)
+        if hold.mem_limit_bytes:
+            share = hold.mem_usage_bytes / hold.mem_limit_bytes * 100
+            used += f" of {size(hold.mem_limit_bytes)} ({share:.0f} %)"
+        parts.append(used)
+    if hold.mem_limit_events:
+        parts.append(f"{hold.mem_limit_events} limit events")
+    if hold.major_faults_per_s >= 1:
+        parts.append(f"{hold.major_faults_per_s:.0f} major faults/s")
+    if hold.reclaim_samples:
+        parts.append(f"in reclaim in {hold.reclaim_samples} samples")
+    return ", ".join(parts)
+
+
 def _row(index: BundleIndex, hold: CpuHoldRecord) -> MachineRow:
     proc = index.by_key.get((hold.host, hold.pid))
     last = proc.last if proc is not None else None
@@ -83,7 +102,8 @@ def _row(index: BundleIndex, hold: CpuHoldRecord) -> MachineRow:
             if c is not None and c.pressure_some_avg10 is not None
             else ""
         ),
-        held=_HELD.get(hold.cause, ""),
+        held=_HELD.get(hold.cause, "") or ("memory" if hold.mem_pressure else ""),
+        memory=_memory(hold),
     )
 
 

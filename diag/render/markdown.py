@@ -148,14 +148,15 @@ def _machine(view: ReportView, md: MarkdownText) -> List[str]:
     m = view.machine
     if m is None:
         return []
+    mem = any(r.memory for r in m.rows)  # a column only where a memory group was read
     rows = [
         [md.text(r.label) + (f" **({md.text(r.held)})**" if r.held else ""), md.text(r.limit),
          md.text(r.throttled), md.text(r.run_delay), md.text(r.runnable), md.text(r.priority),
-         md.text(r.cpuset)]
+         md.text(r.cpuset)] + ([md.text(r.memory)] if mem else [])
         for r in m.rows
     ]  # fmt: skip
     header = ["process", "CPU limit", "throttled", "run-queue delay", "runnable", "priority",
-              "cpuset"]  # fmt: skip
+              "cpuset"] + (["memory"] if mem else [])  # fmt: skip
     host = f"Host: {md.text(m.host_line)}\n\n" if m.host_line else ""
     more = f"\n\n_{md.text(m.more)}_" if m.more else ""
     cpu = _table(header, rows) + more if m.rows else ""

@@ -21,6 +21,7 @@ class MachineRow(View, frozen=True):
     cpuset: str = ""  # "0-1 (2 CPUs)"
     pressure: str = ""  # v2 cpu.pressure some avg10: "97 %"
     held: str = ""  # the cause when the machine holds it back: "CPU limit", "low priority"
+    memory: str = ""  # "47.9 MiB of 48.0 MiB (100 %), 240526 limit events, 33 major faults/s"
 
 
 class MachineGpuRow(View, frozen=True):

@@ -39,6 +39,8 @@ from diag.model import (
 from diag.model.judged import MAX_CPU_HOLDS
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
+from diag.verdict.memory import cause_of as mem_cause
+from diag.verdict.memory import mem_holds
 from diag.verdict.wording import group_by_wait, verb, where, who
 
 THROTTLED_SHARE = 0.5  # of its scheduling periods, for a limit to be the cause
@@ -353,12 +355,15 @@ def hold_records(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[CpuHoldR
     if not any(p.cpu_limits is not None for s in bundle.samples for p in s.processes):
         return ()
     holds = cpu_holds(bundle)
+    mems = mem_holds(bundle)
     out = []
     for p in procs:
         hold = holds.get(p.key)
         if hold is None:
             continue
         cause = "" if spins(p) else (cause_of(hold) or "")
+        mem = mems.get(p.key)
+        c = mem.limits if mem is not None else None
         out.append(
             CpuHoldRecord(
                 pid=p.pid,
@@ -373,9 +378,15 @@ def hold_records(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[CpuHoldR
                 ),
                 throttled_s=round(hold.throttled_s, 3) if hold.throttled_s is not None else None,
                 cause=cause,
+                mem_usage_bytes=c.usage_bytes if c is not None else None,
+                mem_limit_bytes=c.limit_bytes if c is not None else None,
+                mem_limit_events=mem.limit_events if mem is not None else 0,
+                major_faults_per_s=round(mem.faults_per_s, 1) if mem is not None else 0.0,
+                reclaim_samples=mem.reclaim_samples if mem is not None else 0,
+                mem_pressure=mem is not None and mem_cause(mem),
             )
         )
-    out.sort(key=lambda r: (not r.cause, r.rank is None, r.rank or 0, r.pid))
+    out.sort(key=lambda r: (not (r.cause or r.mem_pressure), r.rank is None, r.rank or 0, r.pid))
     return tuple(out[:MAX_CPU_HOLDS])
 
 
