@@ -19,8 +19,17 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import msgspec
 
 from diag.bundle.stack_budget import FRAME_FILE_CHARS, FRAME_NAME_CHARS, shorten_frames
-from diag.model import CpuLimits, Frame, MemLimits, OpenFile, ProcessSample, ThreadSample
+from diag.model import (
+    CpuLimits,
+    Frame,
+    IoLimit,
+    MemLimits,
+    OpenFile,
+    ProcessSample,
+    ThreadSample,
+)
 from diag.probes.cgroup_cpu import CpuLimitReader
+from diag.probes.cgroup_io import IoLimitReader
 from diag.probes.cgroup_mem import MemLimitReader
 from diag.probes.cpython.pymem import warm_symbols
 from diag.probes.native_location import NativeProbe
@@ -116,6 +125,7 @@ class ProcessReader:
         self.native = NativeProbe(procfs, machine)
         self._cpu_limits: Optional[CpuLimitReader] = None  # made at its first use
         self._mem_limits: Optional[MemLimitReader] = None  # likewise
+        self._io_limits: Optional[IoLimitReader] = None  # likewise
 
     def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
         t_s = time.time()
@@ -146,6 +156,7 @@ class ProcessReader:
             open_files=() if zombie or not open_files else self._open_files(pid),
             cpu_limits=None if zombie else self._limits(pid, res.stat.nice, res.stat.policy),
             mem_limits=None if zombie else self._mem(pid),
+            io_limits=None if zombie else self._io(pid),
         )
 
     def _threads(self, pid: int) -> Tuple[ThreadSample, ...]:
@@ -171,6 +182,15 @@ class ProcessReader:
             if self._mem_limits is None:
                 self._mem_limits = MemLimitReader(self.procfs)
             return self._mem_limits.read(pid)
+        except Exception:  # one probe's failure must not lose the rest of the sample
+            return None
+
+    def _io(self, pid: int) -> Optional[Tuple[IoLimit, ...]]:
+        """Its cgroup's I/O throttles (``probes.cgroup_io``); None when unreadable."""
+        try:
+            if self._io_limits is None:
+                self._io_limits = IoLimitReader(self.procfs)
+            return self._io_limits.read(pid)
         except Exception:  # one probe's failure must not lose the rest of the sample
             return None
 

@@ -85,6 +85,7 @@ class OpenFile(Record, frozen=True):
     path: str
     size_bytes: int = 0
     pos_bytes: Optional[int] = None
+    device: Optional[str] = None  # "MAJ:MIN" of the filesystem it lives on (st_dev)
     resident_bytes: Optional[int] = None
     kind: Literal["read", "write", "mmap"] = "read"
     fd: Optional[int] = None
@@ -287,6 +288,15 @@ class CpuLimits(Record, frozen=True):
     pressure_some_total_us: Optional[int] = None
 
 
+class IoLimit(Record, frozen=True):
+    """One device's I/O throttle in a process's cgroup (``diag.probes.cgroup_io``): v1
+    ``blkio.throttle.*_bps_device``, v2 ``io.max``; bytes per second, None: no limit."""
+
+    device: str  # "MAJ:MIN"
+    read_bps: Optional[int] = None
+    write_bps: Optional[int] = None
+
+
 class MemLimits(Record, frozen=True):
     """What bounds a process's memory (``diag.probes.cgroup_mem``): its memory cgroup's limit
     against its usage, the group's limit events and major faults, pressure where the kernel
@@ -347,6 +357,8 @@ class ProcessSample(Record, frozen=True):
     cpu_limits: Optional[CpuLimits] = None
     # Its memory cgroup's limit, usage, events and faults (None: not read).
     mem_limits: Optional[MemLimits] = None
+    # Its cgroup's I/O throttles per device (None: not read; (): none set).
+    io_limits: Optional[Tuple[IoLimit, ...]] = None
 
 
 class LogSample(Record, frozen=True):

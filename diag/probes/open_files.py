@@ -157,6 +157,7 @@ def _open_fds(procfs: ProcFS, pid: int, min_bytes: int) -> List[OpenFile]:
                 path=cap_path(target),
                 size_bytes=st.st_size,
                 pos_bytes=pos,
+                device=f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}",
                 kind=kind,  # type: ignore[arg-type]
                 fd=fd,
             )

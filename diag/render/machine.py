@@ -18,8 +18,8 @@ from typing import Optional
 
 from diag.model import CLOCK_EVENT_WORDS, Bundle, CpuHoldRecord, CpuLimits, GpuHealthRecord, Verdict
 from diag.render.index import BundleIndex
-from diag.text.units import size
 from diag.render.view_machine import MachineGpuRow, MachineRow, MachineView
+from diag.text.units import size
 
 _HELD = {"limit": "CPU limit", "priority": "low priority", "queue": "run queue"}
 

@@ -40,6 +40,7 @@ from diag.verdict.features import ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.gpu_health import gpu_health_findings, health_records
 from diag.verdict.graph import wait_graph
+from diag.verdict.io_cause import io_tail
 from diag.verdict.job_quiet import job_quiet
 from diag.verdict.log_deaths import log_deaths
 from diag.verdict.machine import hold_records
@@ -159,6 +160,7 @@ def _qualified(
     suspects += straggling.suspects
     startup = startup_parts(state, ctx.bundle, ctx.procs)  # phases, ETA, timeout warnings
     text += startup.tail
+    text += io_tail(state, ctx.bundle, suspects)  # a throttled device named (#37)
     working = [x.pid for x in suspects] if state == "slow" else []
     age = wait_age(state, ctx.bundle, parts, working)  # since when, from the kernel
     text += age.tail
