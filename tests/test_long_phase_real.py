@@ -2,7 +2,8 @@
 reading its shard from a slow FUSE mount, and one downloading its weights from a local
 rate-limited HTTP mirror, each while ranks 1, 2 wait in a barrier - slow, with the phase, its
 rate and (for the file) how far and its ETA; never "progressing: rank 0 keeps writing output".
-The same jobs with a fast source load before the capture and train: progressing."""
+The same jobs with a fast source load before the capture and train: progressing. And a rank
+compressing a checkpoint in native code while its peers wait: slow, "compressing"."""
 
 from __future__ import annotations
 
@@ -84,4 +85,18 @@ def test_a_rank_reading_through_a_slow_mount_is_slow_with_its_rate_and_eta(
 def test_the_same_load_from_a_fast_mount_is_over_and_the_job_progresses(tmp_path: Path) -> None:
     _needs_fuse()
     verdict = _capture("gloo_load_slow_mount", tmp_path, FAST)["verdict"]
+    assert verdict["state"] == "progressing", verdict["summary"]
+
+
+def test_a_rank_compressing_a_checkpoint_while_peers_wait_is_slow(tmp_path: Path) -> None:
+    verdict = _capture("gloo_compress_checkpoint", tmp_path)["verdict"]
+    summary = verdict["summary"]
+    assert (verdict["state"], verdict["rule"]) == ("slow", "alone_in_phase"), summary
+    assert summary.startswith("slow: rank 0 is alone in a phase - compressing, writes "), summary
+    assert "/s (" in summary and "keeps writing output" not in summary
+    assert re.search(r"ranks? [12, \u2013-]+ waits? for it in `barrier`", summary), summary
+
+
+def test_the_same_compression_when_short_is_over_and_the_job_progresses(tmp_path: Path) -> None:
+    verdict = _capture("gloo_compress_checkpoint", tmp_path, FAST)["verdict"]
     assert verdict["state"] == "progressing", verdict["summary"]
