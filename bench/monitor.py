@@ -147,6 +147,8 @@ def measure(samples: int, interval_s: float, jobs: int = len(HEALTHY)) -> Dict[s
                 _stop(proc)
             figures[f"{name}_samples"] = len(states)
             figures[f"{name}_deadlocked"] = states.count("deadlocked")
+            if "deadlocked" in states:  # which sample: the first one has no deltas yet
+                figures[f"{name}_first_alarm_sample"] = states.index("deadlocked")
             total += len(states)
             alarms += states.count("deadlocked")
         figures["healthy_samples"] = total

@@ -293,6 +293,7 @@ def test_watch_keeps_the_verdicts_history(spawn: object, tmp_path: Path) -> None
     watch = start_watch([*args, "-o", str(out)])
     try:
         wait_for_samples(journal, 5, watch)
+        before = len(sample_lines(journal))  # the next sample is the first after the stop
         os.kill(job.pid, signal.SIGSTOP)
         finish(watch)
     finally:
@@ -302,6 +303,9 @@ def test_watch_keeps_the_verdicts_history(spawn: object, tmp_path: Path) -> None
     states = [h["state"] for h in history]
     # (the first sample has no deltas yet: whatever it read, progress follows, then the hang)
     assert "progressing" in states and states[-1] == "deadlocked", states
+    # Seen within two samples of the stop: the kernel says the job has not run since, so the
+    # samples before it are not judged with the hang (a sample may be under way at the stop).
+    assert history[-1]["sample"] <= before + 2, (history[-1]["sample"], before)
     assert all(a["t_s"] < b["t_s"] for a, b in zip(history, history[1:]))
     summary = run_diag(["summary", "--json", str(out.with_suffix(".json"))])
     held = json.loads(summary.stdout)["history"]

@@ -202,6 +202,11 @@ class _Loop:
         self.check_log()
         self.window.add(delta)
         last = self.window.recent(self.options.verdict_min_samples, self.options.verdict_min_span_s)
+        # Since the kernel says nothing of the job ran (#33), the samples before that are the
+        # past: judge those taken since (two at least), so a hang reads as one two samples in.
+        quiet = self.window.quiet_tail()
+        if quiet >= 2:
+            last = min(last, quiet)
         verdict = self.classify(
             self.enrich(self.window.bundle(self.host, self.target(), self.created_s, last))
         )

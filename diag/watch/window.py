@@ -11,7 +11,16 @@ import time
 from collections import deque
 from typing import Deque, Dict, Iterable, List, Optional, Protocol, Set, Tuple
 
-from diag.model import Bundle, HostInfo, ProcessInfo, Sample, Stack, Target, Verdict
+from diag.model import (
+    Bundle,
+    HostInfo,
+    ProcessInfo,
+    Sample,
+    Stack,
+    Target,
+    Verdict,
+    main_thread,
+)
 from diag.text.units import rank_set
 from diag.watch.launch import describe_exit
 
@@ -44,6 +53,10 @@ class SampleSource(Protocol):
     def alive(self) -> bool: ...
 
 
+# Roles whose own wake-ups are not the job's work: a launcher polling its children, a helper.
+_BESIDE_THE_JOB = frozenset({"launcher", "helper"})
+
+
 class SampleWindow:
     """The last ``max_samples`` samples, plus every interned stack and process identity seen."""
 
@@ -66,6 +79,30 @@ class SampleWindow:
         while n < len(samples) and samples[-1].t_s - samples[-n].t_s < min_span_s:
             n += 1
         return n
+
+    def quiet_tail(self) -> int:
+        """How many trailing samples were taken since the job last ran (issue #33): the main
+        thread of every live process but its launchers and helpers off the CPU (the kernel's
+        ``off_cpu_s``, as ``diag.verdict.wait_age`` reads it) for at least the time back to
+        them, and no thread of theirs runnable. 0 when one runs, or the kernel did not say (an
+        older kernel, no permission). A backend's own housekeeping threads (gloo's loop) wake
+        on their own and say nothing about the job's work; work on other threads shows in the
+        judged samples' CPU."""
+        if not self.samples:
+            return 0
+        last = self.samples[-1]
+        quiet: Optional[float] = None
+        for ps in last.processes:
+            info = self.processes.get((ps.host, ps.pid))
+            if ps.status != "alive" or (info is not None and info.role in _BESIDE_THE_JOB):
+                continue
+            main = main_thread(ps)
+            if main is None or main.off_cpu_s is None or any(t.state == "R" for t in ps.threads):
+                return 0
+            quiet = main.off_cpu_s if quiet is None else min(quiet, main.off_cpu_s)
+        if quiet is None:
+            return 0
+        return sum(1 for s in self.samples if s.t_s >= last.t_s - quiet)
 
     def bundle(
         self, host: HostInfo, target: Target, created_s: float, last: Optional[int] = None
