@@ -975,6 +975,42 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_on_filesystem",),
     ),
     Scenario(
+        "gloo_load_slow_mount",
+        "slow",
+        None,
+        True,
+        "3 gloo ranks; rank 0 reads its 64 MiB shard from a FUSE mount answering 1 MiB/s, ranks "
+        "1,2 in a barrier: its rate and ETA (needs root and /dev/fuse)",
+        rules=("works_silently",),
+    ),
+    Scenario(
+        "gloo_download_slow_mirror",
+        "slow",
+        ("rank:0",),
+        True,
+        "3 gloo ranks; rank 0 downloads 64 MiB from a local mirror sending 1 MiB/s, ranks 1,2 "
+        "in a barrier: one rank's phase, not the job's progress",
+        rules=("alone_in_phase",),
+    ),
+    Scenario(
+        "gloo_compress_checkpoint",
+        "slow",
+        ("rank:0",),
+        True,
+        "3 gloo ranks; rank 0 compresses a checkpoint with zlib (native code) to a file, ranks "
+        "1,2 in a barrier: one rank's phase, not the job's progress",
+        rules=("alone_in_phase",),
+    ),
+    Scenario(
+        "gloo_step_rhythm",
+        "unknown|progressing",
+        None,
+        True,
+        "3 gloo ranks, a step every 12 s (rank 2 reads each batch from a mount answering in 12 "
+        "s); a capture between two log lines cannot call a hang (needs root and /dev/fuse)",
+        rules=("silence_within_rhythm", "output_moves"),
+    ),
+    Scenario(
         "grpc_stream_stalled",
         "slow",
         ("root",),  # the client that stopped reading (the server is a suspect too)
