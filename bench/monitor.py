@@ -6,8 +6,8 @@
   it (the watch's verdict history: each state change with its sample). Goal: 0.
 - **Time to detect**: a real gloo training job (gloo_train_logs) watched; mid-watch one rank
   is SIGSTOPped - the others wait for it in ``all_reduce``. The figure is how many samples the
-  watch takes from the hang (the first sample after the stop) to a ``deadlocked`` verdict,
-  that sample included. Goal: <= 2.
+  watch takes from the hang (the first sample whose time is after the stop: one under way
+  began before it) to a ``deadlocked`` verdict, that sample included. Goal: <= 2.
 
 Each job runs under ``diag watch --pid`` at the watch's default interval (2 s) unless told
 otherwise; the whole section takes a few minutes (``--smoke``: seconds, 2 jobs).
@@ -72,16 +72,23 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.stdout.close()
 
 
-def _journal_samples(journal: Path) -> int:
+def _journal_times(journal: Path) -> List[float]:
+    """The time of each sample journaled so far."""
     if not journal.exists():
-        return 0
-    n = 0
+        return []
+    out: List[float] = []
     for raw in journal.read_bytes().split(b"\n"):
         try:
-            n += json.loads(raw).get("kind") == "sample"
+            line = json.loads(raw)
         except ValueError:
             continue  # the line being written
-    return n
+        if line.get("kind") == "sample":
+            out.append(float(line.get("sample", {}).get("t_s", 0.0)))
+    return out
+
+
+def _journal_samples(journal: Path) -> int:
+    return len(_journal_times(journal))
 
 
 def _watch(
@@ -93,19 +100,23 @@ def _watch(
     hook: Optional[Callable[[], None]] = None,
 ) -> Tuple[List[str], int]:
     """``diag watch --pid`` for ``count`` samples; ``hook`` runs once ``at_sample`` samples
-    are journaled. Returns each sample's state (from the verdict history) and the number of
-    samples journaled when the hook ran."""
+    are journaled. Returns each sample's state (from the verdict history) and the index of
+    the first sample whose time is after the hook ran (-1: it never ran)."""
     out = out_dir / f"watch_{pid}.html"
     argv = [sys.executable, "-m", "diag", "watch", "--pid", str(pid)]
     argv += ["--interval", str(interval_s), "--count", str(count), "-o", str(out)]
     watch = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    journal, hooked = out.with_suffix(".jsonl"), -1
+    journal, hooked, hooked_at = out.with_suffix(".jsonl"), -1, [0.0]
     while watch.poll() is None:
         if hook is not None and hooked < 0 and _journal_samples(journal) >= at_sample:
             hooked = _journal_samples(journal)
             hook()
+            hooked_at[0] = time.time()
         time.sleep(0.05)
     doc: Dict[str, Any] = json.loads(out.with_suffix(".json").read_text())
+    if hooked >= 0:  # the first sample taken after the hook ran (one under way began before)
+        times = _journal_times(journal)
+        hooked = next((i for i, t in enumerate(times) if t >= hooked_at[0]), len(times))
     return _states(doc.get("verdict_history", []), _journal_samples(journal)), hooked
 
 
