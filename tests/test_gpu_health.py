@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -404,3 +406,50 @@ def test_xid_79_from_nvml_is_a_death_in_the_verdict(
     assert [s.get("rank") for s in verdict["suspects"]][:1] == [2]
     md = out.with_suffix(".md").read_text()
     assert "| GPU 2 **(failed)** | rank 2 |" in md
+
+
+# --- bench/gpu_check.sh: what a lent GPU machine runs; here it must say "no NVML" cleanly ---
+
+GPU_CHECK = REPO / "bench" / "gpu_check.sh"
+
+
+def _gpu_check(tmp_path: Path, env: Dict[str, str]) -> Any:
+    return subprocess.run(
+        ["bash", str(GPU_CHECK), str(tmp_path / "out")],
+        cwd=REPO,
+        env={**os.environ, "PYTHON": sys.executable, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_gpu_check_says_no_nvml_here(tmp_path: Path) -> None:
+    done = _gpu_check(tmp_path, {})
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.startswith("gpu_check: no NVML here (NVML unavailable: "), done.stdout
+    assert done.stderr == ""
+
+
+@pytest.mark.slow
+def test_gpu_check_reads_the_fields_through_the_probe_and_a_capture(
+    fake_nvml: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The whole script under the fake NVML (and a fake ``nvidia-smi -L``): the probe's read,
+    a capture of a plain sleep, the records checked, the verdict's GPU health printed."""
+    env = {
+        "PATH": f"{FAKE_NVML / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_NVML_COUNT": "2",
+        "FAKE_NVML_DEVICES": _devices({"1": {"clock_event_mask": 0x40, "sm_clock_mhz": 1100}}),
+        "FAKE_NVML_REFUSE": "ecc:3",
+        "PYTHONPATH": os.environ["PYTHONPATH"],
+        "LD_LIBRARY_PATH": os.environ["LD_LIBRARY_PATH"],
+    }
+    done = _gpu_check(tmp_path, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "gpu_check: NVML through diag's probe: driver 550.54.15, 2 GPU(s)" in out
+    assert "SM clock 1100 of 1980 MHz; clock-event reasons 0x40: hw_thermal_slowdown" in out
+    assert "not read: ecc: Not Supported" in out
+    assert "reasons ['hw_thermal_slowdown'], throttled True" in out
+    assert out.rstrip().endswith("gpu_check: OK - NVML records filled and mapped to ranks")

@@ -49,6 +49,9 @@ WAITER_WAIT_SHARE = 0.3  # the others' median peer-wait share (or a collective b
 # points, because on a shared host every rank gets a fraction of a core and the ratio holds.
 CPU_RATIO = 2.0
 CPU_GAP_PCT = 3.0  # ... and this many points of a core above it (not rounding noise)
+# Or this many times the others' median, whatever its stack shares, while the others wait on
+# their peers in most samples: CPU time integrates the whole capture, three stacks don't.
+DOMINANT_CPU_RATIO = 4.0
 FR_LAG_MIN_MS = 20.0  # Flight Recorder: a straggler enqueues this much later on average
 FR_LAG_RATIO = 3.0  # ... and this many times the other ranks' median lag
 
@@ -199,12 +202,18 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
     cands = [
         r
         for r in loads
-        if r.compute_share >= STRAGGLER_COMPUTE_SHARE
-        and r.peer_wait_share <= STRAGGLER_WAIT_SHARE
-        and r.main_cpu_pct >= STRAGGLER_MAIN_CPU_PCT
-        # against the others' median, not one it is part of: of two pipeline stages, the
-        # median of both is half the bottleneck's own CPU whatever its neighbour burns
-        and r.main_cpu_pct >= median(q.main_cpu_pct for q in loads if q is not r) * CPU_RATIO
+        if r.main_cpu_pct >= STRAGGLER_MAIN_CPU_PCT
+        and (
+            (
+                r.compute_share >= STRAGGLER_COMPUTE_SHARE
+                and r.peer_wait_share <= STRAGGLER_WAIT_SHARE
+                # against the others' median, not one it is part of: of two pipeline stages,
+                # the median of both is half the bottleneck's own CPU whatever its neighbour
+                # burns
+                and r.main_cpu_pct >= _others_cpu(loads, r) * CPU_RATIO
+            )
+            or _dominates(loads, r)
+        )
     ]
     if not cands or len(cands) > max(1, len(loads) // 4):
         return []
@@ -220,6 +229,22 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
     if median(r.peer_wait_share for r in others) < WAITER_WAIT_SHARE and not collective():
         return []
     return cands
+
+
+def _others_cpu(loads: Sequence[RankLoad], r: RankLoad) -> float:
+    return median(q.main_cpu_pct for q in loads if q is not r)
+
+
+def _dominates(loads: Sequence[RankLoad], r: RankLoad) -> bool:
+    """A rank at ``DOMINANT_CPU_RATIO`` times the others' main-thread CPU while the others wait
+    on their peers in most samples: the one they wait for, even where three samples caught it
+    in its own short waits (a pipeline stage receiving its gradients, on a busy host)."""
+    others = [q for q in loads if q is not r]
+    return (
+        r.main_cpu_pct >= _others_cpu(loads, r) * DOMINANT_CPU_RATIO
+        and median(q.peer_wait_share for q in others) >= STRAGGLER_COMPUTE_SHARE
+        and r.peer_wait_share < 1.0
+    )
 
 
 def _by_own_wait(loads: Sequence[RankLoad]) -> List[RankLoad]:
