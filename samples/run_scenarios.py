@@ -615,7 +615,7 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("root",),
         False,
         "main waits on a lock a loader holds across a wait for an event its dead downloader was "
-        "to set; a watchdog logs \"batch N timed out; retrying\" every second: failures only",
+        'to set; a watchdog logs "batch N timed out; retrying" every second: failures only',
         rules=("output_reports_failure",),
     ),
     Scenario(

@@ -32,4 +32,4 @@ def _load() -> Tuple[Pack, ...]:
 
 PACKS: Tuple[Pack, ...] = _load()
 
-__all__ = ["PACKS", "Pack", "Clock", "NativeProgress", "RoleSign"]
+__all__ = ["PACKS", "Clock", "NativeProgress", "Pack", "RoleSign"]

@@ -176,6 +176,8 @@ COMPILERS: FrozenSet[str] = _names(p.compilers for p in PACKS)
 
 def startup_frames(phase: StartupPhase) -> FrozenSet[str]:
     return STARTUP_FRAMES.get(phase, frozenset())
+
+
 COMPILE_ARGV: Tuple[Tuple[str, Tuple[str, ...]], ...] = tuple(
     c for p in PACKS for c in p.compile_argv
 )

@@ -43,7 +43,6 @@ from diag.verdict.rules import (
 )
 from diag.verdict.rules.base import Decision, Rule, rule
 from diag.verdict.rules.words_flow import FLOW_OUTRANKS
-from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.rules.words_phases import (
     LONE_PHASE_OUTRANKS,
     MEMORY_OUTRANKS,
@@ -51,6 +50,7 @@ from diag.verdict.rules.words_phases import (
 )
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
 from diag.verdict.rules.words_quiet import QUIET_PEER_OUTRANKS
+from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
