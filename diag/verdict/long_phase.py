@@ -65,6 +65,11 @@ def _frame_phase(bundle: Bundle, p: ProcSignals) -> str:
     return ""
 
 
+# What a peer waiting in a collective sends while its collectives complete (a gradient
+# all_reduce of a small model sends tens of KiB a step; a barrier that never ends, nothing).
+PEER_SENDS_MIN_BYTES = 4 << 10
+
+
 def lone_phase(
     bundle: Bundle,
     alive: Sequence[ProcSignals],
@@ -81,8 +86,17 @@ def lone_phase(
     if not movers or len(movers) * 2 > len(ranks):
         return None
     rest = [p for p in ranks if p not in movers]
-    # Peers that move data themselves complete their collectives: work spread over ranks.
-    if not rest or any(p.main_family != PEER or p in writers for p in rest):
+    # Peers that move data themselves complete their collectives: work spread over ranks. So
+    # do peers that send at all (wchar: the exchange with the job's own ranks is no output,
+    # but it is a collective completed) or whose stack left their wait between samples - a
+    # straggler's steps go on, slowly; a lone phase stops them (its peers sit in one barrier).
+    if not rest or any(
+        p.main_family != PEER
+        or p in writers
+        or p.write_delta_bytes >= PEER_SENDS_MIN_BYTES
+        or p.main_moved
+        for p in rest
+    ):
         return None
     phases = {ph.pid: ph for ph in startup_phases(bundle, movers)[0] if ph.phase}
     named = {p.pid: _frame_phase(bundle, p) for p in movers if p.pid not in phases}

@@ -35,6 +35,7 @@ from diag.model import (
     ProcessSample,
     SchedPolicy,
     ThreadSample,
+    main_thread,
 )
 from diag.model.judged import MAX_CPU_HOLDS
 from diag.verdict.evidence import SPIN_PCT
@@ -92,14 +93,17 @@ def _ticks(t: ThreadSample) -> int:
 
 
 def _thread_waits(
-    series: Sequence[Tuple[float, ProcessSample]], clk_tck: int
+    series: Sequence[Tuple[float, ProcessSample]], clk_tck: int, main_only: bool = False
 ) -> List[Tuple[float, float, int, int]]:
     """Per thread seen in the first and last samples: (run-queue delay grown s, CPU grown s,
-    samples in state R, samples seen)."""
+    samples in state R, samples seen); ``main_only``: the main thread's alone."""
     first, last = series[0][1], series[-1][1]
     before = {t.tid: t for t in first.threads}
+    main = main_thread(last) if main_only else None
     out = []
     for t in last.threads:
+        if main_only and (main is None or t.tid != main.tid):
+            continue
         b = before.get(t.tid)
         if b is None or b.run_delay_ns is None or t.run_delay_ns is None:
             continue
@@ -153,15 +157,19 @@ def cpu_holds(bundle: Bundle) -> Dict[Key, CpuHold]:
 
 
 def starved_keys(bundle: Bundle) -> Set[Key]:
-    """Processes with a thread runnable in some sample whose run-queue delay grew by more than
-    its CPU time (and by ``STARVED_MIN_S`` at least): it waits for a CPU, it is not blocked."""
+    """Processes whose main thread - the one a verdict says waits or diverged - was runnable
+    in at least half the samples and whose run-queue delay grew by more than its CPU time
+    (and by ``STARVED_MIN_S`` at least): it waits for a CPU, it is not blocked. Only the main
+    thread: on a busy host a rank's background threads (gloo's, NCCL's, a heartbeat) are
+    caught runnable now and then, and a rank asleep for ever in ``rebuild_cache`` beside them
+    read "runs, slowly: don't kill" - wait on a dead job."""
     clk = bundle.host.clk_tck or 100
     out: Set[Key] = set()
     for key, series in _series(bundle).items():
         if len(series) < 2:
             continue
-        for delay_s, cpu_s, runnable, _ in _thread_waits(series, clk):
-            if runnable and delay_s >= STARVED_MIN_S and delay_s > cpu_s:
+        for delay_s, cpu_s, runnable, seen in _thread_waits(series, clk, main_only=True):
+            if runnable * 2 >= seen and delay_s >= STARVED_MIN_S and delay_s > cpu_s:
                 out.add(key)
                 break
     return out
@@ -173,15 +181,18 @@ def spins(p: ProcSignals) -> bool:
 
 
 def moved_running(bundle: Bundle, p: ProcSignals) -> bool:
-    """A thread of ``p`` in state R in some sample whose Python stack changed between two
-    samples, ``p`` spinning in no wait: it runs its own code, however little."""
+    """The main thread of ``p`` in state R in some sample and its Python stack changed between
+    two samples, ``p`` spinning in no wait: it runs its own code, however little. (The main
+    thread only, as for ``starved_keys``: a background thread that runs says nothing of the
+    wait the verdict names.)"""
     if spins(p):
         return False
     seen: Dict[int, List[Tuple[str, Optional[str]]]] = {}
     for sample in bundle.samples:
         for ps in sample.processes:
             if (ps.host, ps.pid) == p.key and ps.status == "alive":
-                for t in ps.threads:
+                main = main_thread(ps)
+                for t in (main,) if main is not None else ():
                     seen.setdefault(t.tid, []).append((t.state, t.stack_id))
     for states in seen.values():
         ids = {sid for _, sid in states if sid is not None}

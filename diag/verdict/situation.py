@@ -30,6 +30,7 @@ from diag.verdict.sources import (
 from diag.verdict.startup_signs import COMPILING
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
 from diag.verdict.work import (
+    SERVED_MIN_BYTES,
     answers,
     computes,
     data_starved,
@@ -111,6 +112,11 @@ def measure(
         dead if any(strong_rank(p) for p in parts) else []
     )
     answering = [p for p in ctx.procs if not p.dead and not is_rank_helper(p) and answers(p)]
+    if failing and not progress_logs:
+        # Connections accepted and closed between samples say a request came and went, not
+        # what it was answered: a job whose only moving output is failure (a 503 for ever,
+        # retried every second) answers with errors. Bytes on held connections still count.
+        answering = [p for p in answering if p.served_delta_bytes >= SERVED_MIN_BYTES]
     return Situation(
         helped=helped,
         answering=answering,
