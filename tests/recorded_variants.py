@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator
 
 from diag.bundle.io import load_bundle
-from diag.model import Bundle
+from diag.model import Bundle, Verdict
+from diag.verdict.classify import classify
 
 BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"
 Json = Dict[str, Any]
@@ -25,6 +26,11 @@ def load_variant(data: Json, tmp_path: Path) -> Bundle:
     path = tmp_path / "variant.json"
     path.write_text(json.dumps(data))
     return load_bundle(path)
+
+
+def judge_variant(data: Json, tmp_path: Path) -> Verdict:
+    """The verdict of an edited copy of a recording, judged now (not the one it stored)."""
+    return classify(load_variant(data, tmp_path))
 
 
 def threads_of(data: Json, tid: int) -> Iterator[Json]:

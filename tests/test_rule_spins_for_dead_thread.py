@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict
 
+from recorded_variants import judge_variant as _judge
+
 from diag.bundle.io import load_bundle
 from diag.verdict.classify import classify
 
@@ -22,12 +24,6 @@ def _raw() -> Json:
     data: Json = json.loads((BUNDLES / "spin_on_dead_loader.json").read_text())
     data.pop("verdict", None)
     return data
-
-
-def _judge(data: Json, tmp_path: Path) -> Any:
-    path = tmp_path / "variant.json"
-    path.write_text(json.dumps(data))
-    return classify(load_bundle(path))
 
 
 def _edit_log_lines(data: Json, change: Any) -> None:

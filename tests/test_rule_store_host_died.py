@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict
 
+from recorded_variants import judge_variant as _judge
+
 from diag.bundle.io import load_bundle
 from diag.verdict.classify import classify
 
@@ -23,12 +25,6 @@ def _crashed() -> Json:
     data: Json = json.loads((BUNDLES / "store_host_crashed.json").read_text())
     data.pop("verdict", None)
     return data
-
-
-def _judge(data: Json, tmp_path: Path) -> Any:
-    path = tmp_path / "variant.json"
-    path.write_text(json.dumps(data))
-    return classify(load_bundle(path))
 
 
 def _set_log_tail(data: Json, tail: list) -> None:  # type: ignore[type-arg]

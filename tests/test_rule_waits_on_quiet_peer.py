@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict
 
+from recorded_variants import judge_variant as _judge
+
 from diag.bundle.io import load_bundle
 from diag.probes.procfs import ProcFS
 from diag.probes.sockets import socket_views
@@ -26,12 +28,6 @@ def _raw(name: str) -> Json:
     data: Json = json.loads((BUNDLES / f"{name}.json").read_text())
     data.pop("verdict", None)
     return data
-
-
-def _judge(data: Json, tmp_path: Path) -> Any:
-    path = tmp_path / "variant.json"
-    path.write_text(json.dumps(data))
-    return classify(load_bundle(path))
 
 
 def test_owed_follows_who_spoke_last_on_real_sockets() -> None:

@@ -35,7 +35,7 @@ from typing import (
 import msgspec
 
 from diag.bundle.files import open_regular
-from diag.model import Bundle, Verdict
+from diag.model import Bundle, Verdict, history_spans
 from diag.redact import Redactor, process_redactor
 
 if TYPE_CHECKING:  # the records stay light to import: `diag ps` loads no renderer
@@ -232,22 +232,17 @@ def result_doc(
 
 
 def history_of(bundle: Bundle) -> Tuple[JsonVerdictChange, ...]:
-    """The watch's verdict changes with how long each held (to the next, or the last sample)."""
-    changes = bundle.verdict_history
-    end_s = bundle.samples[-1].t_s if bundle.samples else (changes[-1].t_s if changes else 0.0)
-    out = []
-    for i, change in enumerate(changes):
-        until = changes[i + 1].t_s if i + 1 < len(changes) else end_s
-        out.append(
-            JsonVerdictChange(
-                state=change.state,
-                since_s=round(change.t_s, 3),
-                held_s=round(max(0.0, until - change.t_s), 3),
-                sample=change.sample,
-                rule=change.rule,
-            )
+    """The watch's verdict changes with how long each held (``history_spans``)."""
+    return tuple(
+        JsonVerdictChange(
+            state=change.state,
+            since_s=round(change.t_s, 3),
+            held_s=round(held_s, 3),
+            sample=change.sample,
+            rule=change.rule,
         )
-    return tuple(out)
+        for change, held_s in history_spans(bundle)
+    )
 
 
 def bundle_redactor(bundle: Bundle) -> Redactor:

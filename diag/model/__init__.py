@@ -17,7 +17,7 @@ Times ending in ``_s`` are Unix epoch seconds unless the name says otherwise (``
 from __future__ import annotations
 
 from diag.model.base import SCHEMA_VERSION, Record
-from diag.model.bundle import Bundle
+from diag.model.bundle import Bundle, history_spans
 from diag.model.identity import HostEntry, HostInfo, ProcessInfo, Target
 from diag.model.judged import (
     ChainEnd,
@@ -164,6 +164,7 @@ __all__ = [
     "WaitGraph",
     "WaitNode",
     "clock_event_names",
+    "history_spans",
     "is_system_library",
     "main_thread",
 ]

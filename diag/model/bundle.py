@@ -30,3 +30,14 @@ class Bundle(Record, frozen=True, omit_defaults=False):
     complete: bool = True
     # A watch's verdict changes, oldest first (empty for a capture): the monitor's history.
     verdict_history: Tuple[VerdictChange, ...] = ()
+
+
+def history_spans(bundle: Bundle) -> Tuple[Tuple[VerdictChange, float], ...]:
+    """Each verdict change of a watch with how long it held, seconds: to the next change, or
+    to the last sample for the latest - one definition for the report and ``--json``."""
+    changes = bundle.verdict_history
+    if not changes:
+        return ()
+    end_s = bundle.samples[-1].t_s if bundle.samples else changes[-1].t_s
+    ends = [c.t_s for c in changes[1:]] + [end_s]
+    return tuple((c, max(0.0, until - c.t_s)) for c, until in zip(changes, ends))

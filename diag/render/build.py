@@ -13,7 +13,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.model import Bundle, RankPhase, Verdict, main_thread
+from diag.model import Bundle, RankPhase, Verdict, history_spans, main_thread
 from diag.render import facts, fmt, scale
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex
@@ -179,21 +179,16 @@ def _meta(index: BundleIndex, verdict: Optional[Verdict]) -> Meta:
 
 def _history(bundle: Bundle) -> Tuple[HistoryView, ...]:
     """The watch's verdict changes, each with how long it held (to the next, or the end)."""
-    changes = bundle.verdict_history
-    end_s = bundle.samples[-1].t_s if bundle.samples else changes[-1].t_s
-    out = []
-    for i, change in enumerate(changes):
-        until = changes[i + 1].t_s if i + 1 < len(changes) else end_s
-        out.append(
-            HistoryView(
-                state=change.state,
-                css=_STATE_CSS.get(change.state, "none"),
-                since=fmt.utc(change.t_s),
-                held=fmt.duration(max(0.0, until - change.t_s)),
-                rule=change.rule,
-            )
+    return tuple(
+        HistoryView(
+            state=change.state,
+            css=_STATE_CSS.get(change.state, "none"),
+            since=fmt.utc(change.t_s),
+            held=fmt.duration(held_s),
+            rule=change.rule,
         )
-    return tuple(out)
+        for change, held_s in history_spans(bundle)
+    )
 
 
 def _banner(index: BundleIndex, verdict: Optional[Verdict], source: str) -> Banner:
