@@ -211,7 +211,9 @@ def _step_watchdog_blocked(
         main = next((t for t in ps.threads if t.tid == ps.pid), None) if ps else None
         names = {short_name(f.name) for f in frames_of(bundle, main.stack_id)} if main else set()
         if not names:
-            return None  # no stack: diag cannot tell
+            # No stack at the last sample (a read that failed under load): whether a batch
+            # runs is unknown, so the watchdog's promise is hedged, never "should end it".
+            return "but only if a batch was running then (its stack could not be read)"
         if names & clock.counts_in or not any(n.startswith(clock.idle_loop_prefix) for n in names):
             return None  # a batch runs, or the scheduler initializes: the watchdog counts
         on_peer = on_peer or p.main_family == PEER
