@@ -286,7 +286,11 @@ def parse_wchan(text: str) -> Optional[str]:
     return None if value in ("", "0") else value
 
 
-_THREAD_FILES = ("stat", "wchan", "syscall", "status", "schedstat")
+_THREAD_FILES = ("stat", "wchan", "syscall", "status")
+# The main thread's (tid == pid) also: its run-queue delay. The main thread is the one a
+# verdict names (it waits, it diverged, it is throttled); two more reads for every thread
+# were a third of the first sample at 8 ranks x 300 threads (bench snapshot).
+_MAIN_FILES = (*_THREAD_FILES, "schedstat")
 _EXEC_START = "se.exec_start"
 _SCHED_HEAD_BYTES = 512  # se.exec_start is the first field of /proc/.../sched
 
@@ -365,8 +369,10 @@ def read_thread(
     stat that cannot be read (EACCES without ptrace-read rights) leaves its fields None.
     ``now_ms``: ``sched_now_ms``, to read how long a waiting thread has been off the CPU;
     ``mem``: the process's memory, to read a timed wait's timeout (``wait_deadline``)."""
-    texts = procfs.read_task_texts(pid, tid, _THREAD_FILES)
-    stat, wchan_text, syscall_text, status, schedstat = texts
+    main = tid == pid
+    texts = procfs.read_task_texts(pid, tid, _MAIN_FILES if main else _THREAD_FILES)
+    stat, wchan_text, syscall_text, status = texts[:4]
+    schedstat = texts[4] if main else None
     if stat is None:
         return None
     try:
@@ -378,9 +384,12 @@ def read_thread(
     if is_kernel_thread(stat):  # its syscall file reads "0 0x0 ...": read(0), not stdin
         sys_info = SyscallInfo(KERNEL_THREAD)
     vol, nonvol = parse_ctxt_switches(status) if status is not None else (None, None)
-    off_cpu = _off_cpu_s(procfs, pid, tid, state, now_ms)
+    timed = mem is not None and state != "R" and sys_info.syscall in _DEADLINE_CALLS
+    # The wait's age: of the main thread (the one a verdict names), and of a thread in a
+    # timed call (its deadline's age); one more read for every thread was too dear.
+    off_cpu = _off_cpu_s(procfs, pid, tid, state, now_ms if main or timed else None)
     due = _NO_DEADLINE
-    if mem is not None and state != "R" and sys_info.syscall in _DEADLINE_CALLS:
+    if timed and mem is not None:
         due = deadline(
             sys_info.syscall or "", (syscall_text or "").split()[1:7], mem, off_cpu, wchan
         )
