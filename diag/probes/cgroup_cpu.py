@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import msgspec
 
@@ -55,25 +55,37 @@ class CgroupMounts(NamedTuple):
     v2: Optional[Tuple[str, str]] = None
 
 
-def parse_mountinfo(text: str) -> CgroupMounts:
-    """The cgroup mounts of a mountinfo text (fields: id parent dev root mountpoint opts ...
-    ``-`` fstype source superopts)."""
-    cpu_v1 = cpuset_v1 = v2 = None
+Mount = Tuple[str, str]  # (mount point, the mount's root within the hierarchy)
+
+
+def controller_mounts(
+    text: str, controllers: Sequence[str]
+) -> Tuple[Dict[str, Mount], Optional[Mount]]:
+    """The first v1 mount of each of ``controllers`` and the v2 mount, from a mountinfo text
+    (fields: id parent dev root mountpoint opts ... ``-`` fstype source superopts); one
+    reading for the CPU, memory and I/O probes. Bounded to its first 4,096 lines."""
+    v1: Dict[str, Mount] = {}
+    v2: Optional[Mount] = None
     for line in text.splitlines()[:4096]:
         head, sep, tail = line.partition(" - ")
         fields, after = head.split(), tail.split()
         if not sep or len(fields) < 5 or len(after) < 3:
             continue
-        root, point = _unescape(fields[3]), _unescape(fields[4])
-        fstype, options = after[0], set(after[2].split(","))
-        if fstype == "cgroup2" and v2 is None:
-            v2 = (point, root)
-        elif fstype == "cgroup":
-            if "cpu" in options and cpu_v1 is None:
-                cpu_v1 = (point, root)
-            if "cpuset" in options and cpuset_v1 is None:
-                cpuset_v1 = (point, root)
-    return CgroupMounts(cpu_v1, cpuset_v1, v2)
+        where = (_unescape(fields[4]), _unescape(fields[3]))
+        if after[0] == "cgroup2" and v2 is None:
+            v2 = where
+        elif after[0] == "cgroup":
+            options = set(after[2].split(","))
+            for name in controllers:
+                if name in options and name not in v1:
+                    v1[name] = where
+    return v1, v2
+
+
+def parse_mountinfo(text: str) -> CgroupMounts:
+    """The CPU and cpuset cgroup mounts of a mountinfo text."""
+    v1, v2 = controller_mounts(text, ("cpu", "cpuset"))
+    return CgroupMounts(v1.get("cpu"), v1.get("cpuset"), v2)
 
 
 def _unescape(field: str) -> str:

@@ -13,7 +13,7 @@ import os
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from diag.model import IoLimit
-from diag.probes.cgroup_cpu import _group_dir, _unescape, parse_proc_cgroup
+from diag.probes.cgroup_cpu import _group_dir, controller_mounts, parse_proc_cgroup
 from diag.probes.procfs import ProcFS, read_capped
 
 MAX_FILE_BYTES = 4096
@@ -26,18 +26,8 @@ class IoMounts(NamedTuple):
 
 
 def parse_io_mounts(text: str) -> IoMounts:
-    v1 = v2 = None
-    for line in text.splitlines()[:4096]:
-        head, sep, tail = line.partition(" - ")
-        fields, after = head.split(), tail.split()
-        if not sep or len(fields) < 5 or len(after) < 3:
-            continue
-        where = (_unescape(fields[4]), _unescape(fields[3]))
-        if after[0] == "cgroup2" and v2 is None:
-            v2 = where
-        elif after[0] == "cgroup" and "blkio" in after[2].split(",") and v1 is None:
-            v1 = where
-    return IoMounts(v1, v2)
+    v1, v2 = controller_mounts(text, ("blkio",))
+    return IoMounts(v1.get("blkio"), v2)
 
 
 def parse_bps_device(text: str) -> Dict[str, int]:

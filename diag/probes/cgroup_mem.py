@@ -28,7 +28,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 from diag.model import MemLimits
 from diag.probes.cgroup_cpu import (
     _group_dir,
-    _unescape,
+    controller_mounts,
     parse_flat_keyed,
     parse_pressure,
     parse_proc_cgroup,
@@ -49,18 +49,8 @@ class MemMounts(NamedTuple):
 
 def parse_mem_mounts(text: str) -> MemMounts:
     """The memory cgroup mounts of a mountinfo text."""
-    v1 = v2 = None
-    for line in text.splitlines()[:4096]:
-        head, sep, tail = line.partition(" - ")
-        fields, after = head.split(), tail.split()
-        if not sep or len(fields) < 5 or len(after) < 3:
-            continue
-        where = (_unescape(fields[4]), _unescape(fields[3]))
-        if after[0] == "cgroup2" and v2 is None:
-            v2 = where
-        elif after[0] == "cgroup" and "memory" in after[2].split(",") and v1 is None:
-            v1 = where
-    return MemMounts(v1, v2)
+    v1, v2 = controller_mounts(text, ("memory",))
+    return MemMounts(v1.get("memory"), v2)
 
 
 def _int(text: Optional[str]) -> Optional[int]:

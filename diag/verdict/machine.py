@@ -42,7 +42,7 @@ from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
 from diag.verdict.memory import cause_of as mem_cause
 from diag.verdict.memory import mem_holds
-from diag.verdict.wording import group_by_wait, verb, where, who
+from diag.verdict.wording import peers_waiting_tail, verb, who
 
 THROTTLED_SHARE = 0.5  # of its scheduling periods, for a limit to be the cause
 MIN_PERIODS = 5  # periods elapsed over the capture for a throttle share to mean anything
@@ -286,15 +286,7 @@ def held_sentence(
             f"{who(procs)} {verb(procs, 'waits', 'wait')} for a CPU at a low priority "
             f"({_priority_text(low[0][1])}{host_note})"
         )
-    named = {p.key for p, _, _ in held}
-    waiters = [p for p in alive if p.key not in named and p.main_family == "peer"]
-    tail = ""
-    if waiters:
-        it = "it" if len(held) == 1 else "them"
-        tail = "; " + "; ".join(
-            f"{who(g)} {verb(g, 'waits', 'wait')} for {it} in {where(g[0])}"
-            for g in group_by_wait(waiters)[:2]
-        )
+    tail = peers_waiting_tail([p for p, _, _ in held], alive)
     remedy = []
     if limited:
         remedy.append("raise the limit")
@@ -334,13 +326,7 @@ def runs_sentence(
     """ "slow: rank 1 runs, slowly (runnable in 3 of 3 samples, ...): ranks 0, 2 wait for it
     in `all_reduce` - runnable is not blocked: wait, or look at what keeps it from a CPU"."""
     first = moving[0]
-    named = {p.key for p in moving}
-    waiters = [p for p in alive if p.key not in named and p.main_family == "peer"]
-    it = "it" if len(moving) == 1 else "them"
-    tail = "".join(
-        f"; {who(g)} {verb(g, 'waits', 'wait')} for {it} in {where(g[0])}"
-        for g in group_by_wait(waiters)[:2]
-    )
+    tail = peers_waiting_tail(moving, alive)
     return (
         f"slow: {who(moving)} {verb(moving, 'runs', 'run')}, slowly "
         f"({_motion(first, holds.get(first.key))}{host_note}){tail} - the kernel reports "

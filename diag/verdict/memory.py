@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from diag.model import Bundle, MemLimits, ProcessSample
 from diag.text.units import size
 from diag.verdict.features import ProcSignals
-from diag.verdict.wording import group_by_wait, verb, where, who
+from diag.verdict.wording import peers_waiting_tail, verb, who
 
 FULL_SHARE = 0.9  # of its limit in use
 MIN_FAULTS_PER_S = 20.0
@@ -193,13 +193,7 @@ def pressure_sentence(
     """ "slow: pid 42 is under memory pressure (...) - raise its memory limit or make it hold
     less; don't kill"."""
     procs = [p for p, _ in held]
-    named = {p.key for p in procs}
-    waiters = [p for p in alive if p.key not in named and p.main_family == "peer"]
-    it = "it" if len(procs) == 1 else "them"
-    tail = "".join(
-        f"; {who(g)} {verb(g, 'waits', 'wait')} for {it} in {where(g[0])}"
-        for g in group_by_wait(waiters)[:2]
-    )
+    tail = peers_waiting_tail(procs, alive)
     return (
         f"slow: {who(procs)} {verb(procs, 'is', 'are')} under memory pressure "
         f"({hold_text(held[0][1])}){tail} - its pages are evicted and read back as fast as "

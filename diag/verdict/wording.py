@@ -16,6 +16,7 @@ from diag.verdict.polling import POLLED_COLLECTIVE
 __all__ = [
     "group_by_wait",
     "pct",
+    "peers_waiting_tail",
     "ranges",
     "short_label",
     "size",
@@ -129,3 +130,16 @@ def log_moved(name: str, grew_lines: int, grew_bytes: int, redrawn: Sequence[str
     if before == after:
         return f"log {name} only redrew its progress bar at the same count ({after})"
     return f"log {name}'s progress bar went {before} -> {after} (redrawn in place)"
+
+
+def peers_waiting_tail(slow: Sequence[ProcSignals], alive: Sequence[ProcSignals]) -> str:
+    """ "; ranks 0, 2 wait for it in `all_reduce`": the live processes other than ``slow``
+    whose main thread waits on a peer, at most two groups - the tail of every "slow because
+    of the machine" sentence (a limit, a low priority, memory pressure, a starved rank)."""
+    named = {p.key for p in slow}
+    waiters = [p for p in alive if p.key not in named and p.main_family == "peer"]
+    it = "it" if len(slow) == 1 else "them"
+    return "".join(
+        f"; {who(g)} {verb(g, 'waits', 'wait')} for {it} in {where(g[0])}"
+        for g in group_by_wait(waiters)[:2]
+    )
