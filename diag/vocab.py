@@ -96,6 +96,7 @@ RuleId = Literal[
     "waits_on_stopped_outsider",
     "waits_for_file_lock",
     "waits_for_nodes_to_join",
+    "rendezvous_forming",
     "collective_laggard",
     "server_feeds_ranks",
     "peer_backs_off",

@@ -250,6 +250,10 @@ GRAPH_DISAGREES = {
     # is left for the graph to end their chain at (it gives no state); the rules read its
     # death from its traceback and its launcher (store_host_died).
     "store_host_crashed",
+    # Rank 0, the store's host, arrived in init_process_group during the capture and the three
+    # ranks wait there to meet: to the graph a chain of peers that never ends; the rules read
+    # the arrival across samples - the start-up advances (rendezvous_forming).
+    "store_host_arrives",
     # A parent polls on a timer and never reads the full pipe its child blocks on; a thread
     # holds a lock while it polls on a timer for the threads that need it: to the graph the
     # timer ends the wait (idle); the rules read that it woke again and again, the same

@@ -9,7 +9,7 @@ from typing import List, Sequence
 from diag.model import LogSample, Sample
 from diag.verdict.rhythm import (
     MAX_EXTEND_S,
-    extension_samples,
+    extension_end,
     grew_since,
     hedge_text,
     line_stamp,
@@ -66,14 +66,14 @@ def test_a_capture_shorter_than_the_beat_is_undecided_until_the_log_is_overdue()
     r = undecided(_samples(T0 + 2, 3, 2.0, 0))
     assert r is not None and r.period_s == 12 and round(r.quiet_s) == 6 and round(r.span_s) == 4
     assert round(r.decide_s) == 16  # the next line is late 18 s after the last one
-    assert extension_samples(_samples(T0 + 2, 3, 2.0, 0), 2.0) == 6
+    assert extension_end(_samples(T0 + 2, 3, 2.0, 0)) == ("/job/train.log", T0 + 2 + 16)
     text = hedge_text(r, "deadlocked: rank 2 diverged")
     assert text.startswith("unknown: too short to call a hang - train.log has had a line every ")
     assert "a capture of at least 16 s decides (diag capture --count 9 --interval 2" in text
     assert text.endswith("without its rhythm it reads: deadlocked: rank 2 diverged")
     # Quiet for 1.5 beats: overdue, the capture may call it.
     assert undecided(_samples(T0 + 15, 3, 2.0, 0)) is None
-    assert extension_samples(_samples(T0 + 15, 3, 2.0, 0), 2.0) == 0
+    assert extension_end(_samples(T0 + 15, 3, 2.0, 0)) is None
 
 
 def test_the_extension_is_bounded() -> None:
@@ -82,7 +82,7 @@ def test_the_extension_is_bounded() -> None:
         Sample(index=i, t_s=T0 + 901 + 2 * i, logs=(_log(9, T0 + 900, tail),)) for i in (0, 1, 2)
     ]
     assert undecided(samples) is not None
-    assert extension_samples(samples, 2.0) == MAX_EXTEND_S / 2
+    assert extension_end(samples) == ("/job/train.log", samples[-1].t_s + MAX_EXTEND_S)
 
 
 def test_a_log_that_grew_during_the_capture_is_judged_elsewhere() -> None:
@@ -97,3 +97,45 @@ def test_a_log_that_grew_during_the_capture_is_judged_elsewhere() -> None:
 
 def _fields(lg: LogSample) -> dict:  # type: ignore[type-arg]
     return {f: getattr(lg, f) for f in lg.__struct_fields__}
+
+
+class _LateCollector:
+    """Samples whose clock the test sets: the planned three run late (5-6 s apart on a
+    loaded host), the extra ones come back to back (1 s apart)."""
+
+    def __init__(self, times: Sequence[float], log_grows_at: int = -1) -> None:
+        self.times = list(times)
+        self.log_grows_at = log_grows_at
+        self.tail = _lines([-36, -24, -12, 0])
+
+    def take_sample(self, index: int, late_s: float = 0.0, lean: bool = False) -> object:
+        size = 140 if 0 <= self.log_grows_at <= index else 100
+        sample = Sample(index=index, t_s=self.times[index], logs=(_log(size, T0, self.tail),))
+        return type("Delta", (), {"sample": sample})()
+
+
+def _record(collector: _LateCollector) -> object:
+    from diag.commands.capture import _Recorder
+
+    recorder = _Recorder(collector, None, (3, 2.0))  # type: ignore[arg-type]
+    for i in range(len(collector.times)):
+        if recorder.take(i, 0.0, False, False):
+            break
+    return recorder
+
+
+def test_a_late_capture_extends_to_the_time_that_decides_not_a_number_of_samples() -> None:
+    # The last line at T0, a 12 s beat: overdue at T0 + 18. The planned samples end at
+    # T0 + 11 (late); the extra ones, back to back, must go on until T0 + 18 - six of them,
+    # where a count of (18 - 11) / 2 = 4 samples ended at T0 + 15, still "too short".
+    times = [T0 + 0.5, T0 + 5, T0 + 11, *(T0 + 11 + k for k in range(1, 30))]
+    recorder = _record(_LateCollector(times))
+    last = recorder.samples[-1]  # type: ignore[attr-defined]
+    assert last.t_s == T0 + 18 and recorder.extended_by == 7  # type: ignore[attr-defined]
+    assert undecided(recorder.samples) is None  # type: ignore[attr-defined]
+
+
+def test_the_extension_ends_at_the_next_line() -> None:
+    times = [T0 + 0.5, T0 + 5, T0 + 11, *(T0 + 11 + k for k in range(1, 30))]
+    recorder = _record(_LateCollector(times, log_grows_at=5))
+    assert len(recorder.samples) == 6 and recorder.extended_by == 3  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ note says so (the verdict will read "exited"). Only a target gone before the fir
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
@@ -32,7 +33,7 @@ from diag.errors import EXIT_TARGET_GONE, DiagError
 from diag.model import Bundle, ProcessInfo, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.stacks import KIND_PERMISSION
-from diag.verdict.rhythm import extension_samples, grew_since, undecided
+from diag.verdict.rhythm import MAX_EXTEND_S, extension_end, grew_since
 
 __all__ = [
     "PTRACE_REMEDY",
@@ -71,6 +72,11 @@ class _Recorder:
         self.limit = rhythm[0] if rhythm else 0
         self.extended_by = 0
         self.beat_path = ""  # the log whose beat the extension waits for
+        self.until_s = 0.0  # the sample time (``Sample.t_s``) the extension lasts to
+        # A bound on the samples, whatever the clock says: the planned ones and the most an
+        # extension of MAX_EXTEND_S at the interval takes, twice over for late ones.
+        if rhythm:
+            self.limit = rhythm[0] + 2 * math.ceil(MAX_EXTEND_S / max(rhythm[1], 0.1))
 
     def alive(self) -> bool:
         return self.collector.alive()
@@ -83,21 +89,25 @@ class _Recorder:
 
     def _done(self) -> bool:
         """With the planned samples taken, whether the job's log beats slower than the
-        capture so far: then up to ``rhythm.MAX_EXTEND_S`` more, ended early by a line."""
+        capture so far: then more samples until the capture is long enough to decide (at
+        most ``rhythm.MAX_EXTEND_S`` more), ended early by a line. The end is a time, not a
+        number of samples: on a loaded host the planned samples run late and the extra ones
+        come back to back, so a count of them would end the capture before the log is due."""
         assert self.rhythm is not None
-        count, interval_s = self.rhythm
+        count, _ = self.rhythm
         taken = len(self.samples)
         if taken == count:
-            beat = undecided(self.samples)
-            self.beat_path = beat.path if beat is not None else ""
-            self.extended_by = extension_samples(self.samples, interval_s)
-            self.limit = count + self.extended_by
-        elif taken > count and grew_since(
-            self.samples[count - 1], self.samples[-1], self.beat_path
-        ):
-            self.extended_by = taken - count  # the rhythm answered: its log has a new line
-            return True
-        return taken >= self.limit
+            end = extension_end(self.samples)
+            if end is None:
+                return True
+            self.beat_path, self.until_s = end
+            return self.samples[-1].t_s >= self.until_s
+        if taken < count:
+            return False
+        self.extended_by = taken - count
+        if grew_since(self.samples[count - 1], self.samples[-1], self.beat_path):
+            return True  # the rhythm answered: its log has a new line
+        return self.samples[-1].t_s >= self.until_s or taken >= self.limit
 
 
 # The first gap between samples must leave this long for the warm-up (imports, a template):

@@ -49,10 +49,11 @@ class Schedule:
             return 0.0, False
         now = time.monotonic()
         late_s = max(0.0, now - self.due(index))
-        if self.count <= 0 and late_s > self.interval_s:
+        if (self.count <= 0 or index >= self.count) and late_s > self.interval_s:
             # A watch that stalled (a suspended host, a long sample) starts its clock again
             # rather than take the samples it missed back to back: intervals of ~0 s measure
-            # nothing. A capture of N samples keeps its length instead (issue 27).
+            # nothing. A capture of N samples keeps its length instead (issue 27); the samples
+            # it adds past N (``capture``'s extension to its job's rhythm) are open-ended.
             self.first = now - index * self.interval_s
         late = late_s > max(LATE_SHARE * self.interval_s, LATE_MIN_S)
         return late_s, late and (self.count <= 0 or index < self.count - 1)

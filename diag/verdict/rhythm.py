@@ -115,14 +115,15 @@ def undecided(samples: Sequence[Sample]) -> Optional[Rhythm]:
     return best
 
 
-def extension_samples(samples: Sequence[Sample], interval_s: float) -> int:
-    """How many more samples ``interval_s`` apart a capture takes to cover its job's rhythm
-    (bounded by ``MAX_EXTEND_S``); 0 when it need not."""
+def extension_end(samples: Sequence[Sample]) -> Optional[Tuple[str, float]]:
+    """The log a capture too short for its beat waits on, and the sample time
+    (``Sample.t_s``) it must last to - the time that decides, bounded by ``MAX_EXTEND_S``
+    past the last sample; None when it need not. A time, not a number of samples: a late
+    sample on a loaded host moves the end no nearer."""
     r = undecided(samples)
-    if r is None or interval_s <= 0:
-        return 0
-    extra = min(MAX_EXTEND_S, r.decide_s - r.span_s)
-    return max(1, math.ceil(extra / interval_s)) if extra > 0 else 0
+    if r is None:
+        return None
+    return r.path, samples[-1].t_s + min(MAX_EXTEND_S, r.decide_s - r.span_s)
 
 
 def grew_since(a: Sample, b: Sample, path: str) -> bool:
@@ -150,7 +151,7 @@ def hedge_text(r: Rhythm, would: str) -> str:
 __all__ = [
     "MAX_EXTEND_S",
     "Rhythm",
-    "extension_samples",
+    "extension_end",
     "grew_since",
     "hedge_text",
     "line_stamp",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from diag.model import RankClass, WaitGraph
+from diag.verdict.arrivals import Arrival, arrivals
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.output_kinds import failing_logs
@@ -80,6 +81,9 @@ class Situation:
     # Logs that moved with failures only (``diag.verdict.output_kinds``): not progress, but
     # evidence of a stall - out of ``progress_logs``, their bytes out of ``writers``.
     failing_logs: Tuple[LogGrowth, ...] = ()
+    # Ranks that entered the rendezvous during the capture, every rank now in it
+    # (``diag.verdict.arrivals``): a start-up that advances.
+    arrivals: Tuple[Arrival, ...] = ()
 
 
 def measure(
@@ -140,6 +144,7 @@ def measure(
         waiting_on_others=waiting_on_others,
         ranked_dead=ranked_dead,
         failing_logs=tuple(failing),
+        arrivals=tuple(arrivals(ctx.bundle, alive)),
     )
 
 

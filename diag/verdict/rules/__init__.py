@@ -401,6 +401,19 @@ TABLE: Tuple[Rule, ...] = (
         examples=["explore_rendezvous_missing"],
     ),
     rule(
+        "rendezvous_forming",
+        "peers",
+        ["progressing"],
+        peers.rendezvous_forming,
+        words_joins.FORMING_OUTRANKS,
+        doc="""Every rank waits in the rendezvous (``init_process_group``, the store) and at
+        least one of them arrived there during the capture from its own code (a slow
+        start: a download, a config service): the start-up advances and the meeting is
+        forming. Still stacks and no CPU would otherwise read as ranks that wait on each
+        other for ever; the late rank was what the others waited for.""",
+        examples=["store_host_arrives"],
+    ),
+    rule(
         "collective_laggard",
         "peers",
         ["deadlocked"],

@@ -61,6 +61,16 @@ def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
     return decided("idle", 0.7, summary, [])
 
 
+def rendezvous_forming(s: Situation) -> Optional[Decision]:
+    """Every rank waits in the rendezvous and one of them arrived there during the capture
+    (``diag.verdict.arrivals``): the meeting is forming, the start-up advances - no rank
+    diverged, and the late one was what the others waited for."""
+    if not s.arrivals:
+        return None
+    ranks = [p for p in s.alive if p.rank is not None]
+    return decided("progressing", 0.6, words_joins.rendezvous_forming(s.arrivals, ranks), [])
+
+
 def collective_laggard(s: Situation) -> Optional[Decision]:
     """Collective records (Flight Recorder) that show one rank behind name the culprit whatever
     the stacks show: a wait inside C++ (``work.wait()``) shows only its caller."""

@@ -7,9 +7,18 @@ May import the base and ``diag.verdict`` - never a family module of the table.
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from diag.verdict.arrivals import Arrival
+from diag.verdict.features import ProcSignals
 from diag.verdict.host_gone import HostGone
 from diag.verdict.rendezvous import StoreJoin
 from diag.verdict.wording import verb, where, who
+
+FORMING_OUTRANKS = (
+    "a rank that reached the rendezvous during the capture moved: the meeting is forming, "
+    "not hung, however still the others wait"
+)
 
 HOST_DIED_OUTRANKS = (
     "the rank the others wait to meet is dead: its death ends every wait on it, however much "
@@ -43,4 +52,17 @@ def host_missing_hedge(gone: HostGone) -> str:
         "is it: not started yet, or dead before diag looked without a trace in a followed log. "
         f"Its own log or its launcher's exit status tells which (a traceback, `exit code 1`), "
         f"and `diag watch` sees it come up if it is only late"
+    )
+
+
+def rendezvous_forming(found: Sequence[Arrival], ranks: Sequence[ProcSignals]) -> str:
+    """``rendezvous_forming``: ranks arrived at the rendezvous during the capture."""
+    came = [a.proc for a in found]
+    first = found[0]
+    return (
+        f"progressing: start-up advances - {who(came)} reached `{first.at}` during the "
+        f"capture ({'it was' if len(came) == 1 else 'they were'} in `{first.came_from}` at "
+        f"the first sample), and {who(ranks)} now {verb(ranks, 'waits', 'wait')} there to "
+        "meet: the rendezvous is forming, no rank diverged. If they still wait in a minute, "
+        "capture again: a meeting of ranks that are all present completes in seconds"
     )
