@@ -67,8 +67,8 @@ NOTES = """\
 
 `diag capture --count 1` on 4 ranks spent 2.4 s beyond its sample; after these, ~0.3 s.
 
-- **Scrubbing the outputs** (`diag/redact.py`, patterns now in `diag/secret_patterns.py`):
-  0.37 s -> 0.04 s per 240 kB report. Two
+- **Scrubbing the outputs** (`diag/redaction/redact.py`, patterns now in
+  `diag/redaction/patterns.py`): 0.37 s -> 0.04 s per 240 kB report. Two
   key=value patterns began with a name prefix that can always match, so `re` backtracked over
   every identifier: dropped (same replacements); the IGNORECASE patterns run only when a
   case-folded needle is present. Output identical to the old patterns on 200,000 fuzzed strings

@@ -176,7 +176,7 @@ def run(
         report = base.with_suffix(".json")
 
         if render:
-            from diag.redact import Redactor
+            from diag.redaction.redact import Redactor
             from diag.render.outputs import write_outputs
 
             redactor = Redactor()

@@ -32,15 +32,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _echo(line: str) -> None:
     """Print one line on stdout: scrubbed (every secret this process learned) and terminal-safe,
-    because lines carry names the target chose (see ``diag.redact.printable``)."""
-    from diag.redact import printable
+    because lines carry names the target chose (see ``diag.redaction.redact.printable``)."""
+    from diag.redaction.redact import printable
 
     click.echo(printable(line))
 
 
 def _echo_err(line: str) -> None:
     """``_echo`` for stderr: notes, status lines, errors."""
-    from diag.redact import printable
+    from diag.redaction.redact import printable
 
     click.echo(printable(line), err=True)
 
@@ -350,7 +350,7 @@ def summary(bundle: str, as_json: bool = False) -> None:
         click.echo(summary_json(bundle))
         return
     from diag.commands.report import summary_text
-    from diag.redact import printable
+    from diag.redaction.redact import printable
 
     click.echo(printable(summary_text(bundle)), nl=False)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from diag.probes.env import is_allowed, parse_environ, read_environ, select_env
 from diag.probes.procfs import ProcFS
-from diag.redact import PLACEHOLDER, Redactor
+from diag.redaction.redact import PLACEHOLDER, Redactor
 
 
 def test_parse_environ_nul_separated_first_wins_and_odd_bytes() -> None:

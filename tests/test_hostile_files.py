@@ -26,7 +26,7 @@ from diag.probes.logs import LogTracker
 from diag.probes.nccl import flight_recorder
 from diag.probes.nccl.fr_dump import DumpError, decode_dump
 from diag.probes.nccl.logs import read_file_lines
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 
 ROOT = os.geteuid() == 0
 

@@ -33,7 +33,7 @@ ALLOWED: Dict[str, Set[str]] = {
         "mcp",
     },
 }
-BASE_MODULES = {"diag", "diag.errors", "diag.model", "diag.redact", "diag.secret_patterns"}
+BASE_MODULES = {"diag", "diag.errors", "diag.model"}
 BASE_MODULES |= {"diag.frames", "diag.vocab"}
 BASE_PACKAGES = ("diag.bundle", "diag.model", "diag.text", "diag.redaction", "diag.frameworks")
 BASE_PACKAGES += ("diag.report_templates",)
@@ -126,3 +126,16 @@ def test_every_package_ships_in_the_wheel() -> None:
 )
 def test_stage_of(module: str, stage: str) -> None:
     assert stage_of(module) == stage
+
+
+def test_the_redactor_is_one_package_that_never_imports_back_up() -> None:
+    """The redactor once lived in three homes (``redact.py``, ``secret_patterns.py`` and
+    ``redaction/``) and its rules imported the module above them that imported them back:
+    now one package whose modules import their siblings and the shared text helpers only."""
+    assert not (ROOT / "redact.py").exists() and not (ROOT / "secret_patterns.py").exists()
+    outside = []
+    for path in sorted((ROOT / "redaction").rglob("*.py")):
+        for line, name in imports_of(path):
+            if name.startswith("diag.") and not name.startswith(("diag.redaction", "diag.text")):
+                outside.append(f"{path.relative_to(ROOT.parent)}:{line}: {name}")
+    assert not outside, outside

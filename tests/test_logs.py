@@ -22,7 +22,7 @@ from diag.probes.logs import (
     looks_like_log,
     tail_lines,
 )
-from diag.redact import PLACEHOLDER, Redactor
+from diag.redaction.redact import PLACEHOLDER, Redactor
 from tests.conftest import Started
 
 # A process whose stdout/stderr go to files and that holds other files open; it signals

@@ -22,7 +22,7 @@ import pytest
 
 from bench.synth import make_bundle
 from diag.model import Bundle, Evidence, Frame, Stack, Suspect
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.render.build import build_view
 from diag.render.markdown import render_markdown
 from diag.render.outputs import write_reports

@@ -23,7 +23,7 @@ from diag.commands.capture import run_capture
 from diag.model import HostInfo, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import walk_tree
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 
 SECRET = "Newcomer-Pl4nted-dbpass"  # tests/programs/pid_reuse.py plants it in the newcomer
 

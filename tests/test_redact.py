@@ -7,7 +7,13 @@ from typing import Tuple
 
 import pytest
 
-from diag.redact import PLACEHOLDER, Redactor, is_secret_flag, is_secret_name, worth_learning
+from diag.redaction.redact import (
+    PLACEHOLDER,
+    Redactor,
+    is_secret_flag,
+    is_secret_name,
+    worth_learning,
+)
 
 R = PLACEHOLDER
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"

@@ -27,7 +27,7 @@ import pytest
 from diag.bundle.io import JournalWriter, load_bundle
 from diag.model import HostInfo, ProbeFailure, Target
 from diag.probes.logs import MAX_LINE_CHARS, LogTracker
-from diag.redact import PLACEHOLDER, Redactor
+from diag.redaction.redact import PLACEHOLDER, Redactor
 from diag.watch.launch import launch
 
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import pytest
 
 from diag.probes.env import select_env
-from diag.redact import PLACEHOLDER, Redactor
+from diag.redaction.redact import PLACEHOLDER, Redactor
 from tests.conftest import run_diag
 
 

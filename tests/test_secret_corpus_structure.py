@@ -18,7 +18,7 @@ from typing import List, Sequence, Tuple
 
 import pytest
 
-from diag.redact import PLACEHOLDER, Redactor
+from diag.redaction.redact import PLACEHOLDER, Redactor
 from tests.test_secret_corpus import CORPUS, Plant, check_plant
 
 

@@ -27,7 +27,7 @@ from conftest import PROGRAMS, run_diag
 
 from diag.probes.env import learn_environ, parse_environ, stream_environ
 from diag.probes.jobs import ENVIRON_MAX_BYTES
-from diag.redact import PLACEHOLDER, Redactor
+from diag.redaction.redact import PLACEHOLDER, Redactor
 
 FLOOD_VARS = 12_000  # about 430 KiB of plain variables before the planted one
 

@@ -19,7 +19,7 @@ from typing import Any, Dict, List
 import pytest
 
 from diag.bundle.io import load_bundle
-from diag.redact import PLACEHOLDER
+from diag.redaction.redact import PLACEHOLDER
 from tests.conftest import Started, run_diag
 
 TARGET = r"""

@@ -14,7 +14,7 @@ import pytest
 
 from diag.commands.outcome import Outcome, report_outcome
 from diag.model import Bundle, HostInfo, Target, Verdict
-from diag.redact import PLACEHOLDER, Redactor, printable
+from diag.redaction.redact import PLACEHOLDER, Redactor, printable
 from diag.render.markdown import _cell, code, text
 from diag.text.markdown_escape import md_code, md_escape
 from diag.text.terminal import safe_line, safe_text

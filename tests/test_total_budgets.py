@@ -30,9 +30,9 @@ from diag.bundle.stack_budget import (
 )
 from diag.model import Frame, Stack
 from diag.probes.env import MAX_KEPT_VARS, bounded_env
-from diag.redact import Redactor
 from diag.redaction import literals
 from diag.redaction.literals import LiteralSet
+from diag.redaction.redact import Redactor
 from diag.render.output_caps import cut_text
 
 CAPS = {

@@ -23,8 +23,8 @@ from diag.bundle.outdir import OutputDir
 
 
 class Rescrubber(Protocol):
-    """``diag.redact.Redactor`` as seen from here (the bundle may not import the redactor):
-    ``redactor_of`` finds it behind the ``scrub`` callable a writer was given."""
+    """``diag.redaction.redact.Redactor`` as seen from here (the bundle may not import the
+    redactor): ``redactor_of`` finds it behind the ``scrub`` callable a writer was given."""
 
     def mark(self) -> int: ...
 

@@ -77,7 +77,7 @@ from diag.probes.stacks import (
     join_stacks,
 )
 from diag.probes.threads import parse_task_stat
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 
 T = TypeVar("T")
 

@@ -46,7 +46,7 @@ from diag.probes.proctree import (
     title_of,
 )
 from diag.probes.runner import ProbeCall, ProbeResult, run_all
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.vocab import Role
 
 

@@ -36,7 +36,7 @@ import msgspec
 
 from diag.bundle.files import open_regular
 from diag.model import Bundle, Verdict, history_spans
-from diag.redact import Redactor, process_redactor
+from diag.redaction.redact import Redactor, process_redactor
 
 if TYPE_CHECKING:  # the records stay light to import: `diag ps` loads no renderer
     from diag.commands.outcome import Outcome

@@ -17,7 +17,7 @@ from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
 from diag.errors import DiagError
 from diag.model import Bundle
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.render.outputs import write_outputs
 from diag.text.terminal import safe_line
 

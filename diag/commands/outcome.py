@@ -14,7 +14,7 @@ from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from diag.errors import EXIT_FAIL_ON, DiagError
 from diag.model import Bundle
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.text.terminal import safe_line
 from diag.text.units import rank_set
 

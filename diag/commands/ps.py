@@ -21,7 +21,7 @@ from diag.probes.gpu.probe import read_gpu
 from diag.probes.jobs import Job, find_jobs
 from diag.probes.procfs import ProcFS
 from diag.probes.runner import ProbeError
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.text.terminal import safe_line
 from diag.text.units import ranges
 

@@ -17,7 +17,7 @@ from diag.bundle.io import load_bundle
 from diag.collect.enrich import with_log_summary
 from diag.commands.judge import judge
 from diag.model import Bundle, Verdict
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.render.outputs import view_of, write_reports
 from diag.render.terminal import render_summary
 

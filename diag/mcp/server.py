@@ -30,7 +30,7 @@ from diag.bundle.io import MAX_BUNDLE_BYTES
 from diag.errors import EXIT_USAGE, DiagError
 from diag.mcp.paths import checked_file, ensure_out_dir, fresh_private_dir, report_base
 from diag.probes.pychild import TRUSTED_CWD, python_module_argv, signal_on_parent_death
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 
 CAPTURE_SLACK_S = 90.0  # py-spy, NVML, writing the reports, on top of interval x count
 SUMMARY_TIMEOUT_S = 120.0

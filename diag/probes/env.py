@@ -22,8 +22,8 @@ import re
 from typing import Callable, Dict, List, Optional, Tuple
 
 from diag.probes.procfs import ProcFS
-from diag.redact import Redactor, is_secret_name
-from diag.secret_patterns import NOT_SECRET_VALUE_NAMES
+from diag.redaction.patterns import NOT_SECRET_VALUE_NAMES
+from diag.redaction.redact import Redactor, is_secret_name
 
 MAX_VALUE_CHARS = 2048
 

@@ -39,7 +39,7 @@ from diag.probes.proctree import parse_cmdline
 from diag.probes.rank_sources import detect_rank, title_of
 from diag.probes.sock_diag import listening_sockets
 from diag.probes.sockets import listen_table
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 
 STAT_MAX_BYTES = 4096
 CMDLINE_MAX_BYTES = 8192  # a setproctitle title or a launcher's flags; argv past it is cut

@@ -33,7 +33,7 @@ from typing import BinaryIO, Dict, List, Optional, Sequence, Set, Tuple
 from diag.bundle.files import NotRegularFile, open_regular
 from diag.model import LogSample
 from diag.probes.procfs import ProcFS
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.text.death_lines import DEATH_KEYWORDS, PROCESS_DEATH_BYTES
 
 HEAD_LINES = 20

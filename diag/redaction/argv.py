@@ -19,13 +19,13 @@ import re
 import shlex
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from diag.redaction.patterns import is_secret_flag, looks_secret, secret_strength
 from diag.redaction.tools import (
     PASSWORD_SHORT_OPTIONS,
     POSITIONAL_SECRET_COMMANDS,
     USER_PASSWORD_OPTIONS,
     USER_PASSWORD_TOOLS,
 )
-from diag.secret_patterns import is_secret_flag, looks_secret, secret_strength
 
 # index of an argument -> offset in it where its secret starts (0: the whole argument)
 Spans = Dict[int, int]

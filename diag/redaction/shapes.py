@@ -1,9 +1,9 @@
 """Secrets recognised by their own shape: token formats, credentials inside URLs, webhook URLs.
 
-Kept apart from ``diag.secret_patterns`` (names, flags, key/value pairs) because this is the
+Kept apart from ``diag.redaction.patterns`` (names, flags, key/value pairs) because this is the
 list that grows whenever a provider ships a new token prefix or a new place puts a credential
 in a URL. Each entry is (pattern, replacement, needle): the needle is a case-sensitive search
-of the case-folded text (``secret_patterns.fold``) that every text the pattern matches passes,
+of the case-folded text (``patterns.fold``) that every text the pattern matches passes,
 so the pattern runs only on the rare texts that can hold one.
 
 URLs: ``user:pw@host`` without a scheme (``bob:pw@db:5432``; an image digest ``py:3.11@sha256:``

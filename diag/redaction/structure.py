@@ -21,7 +21,7 @@ import re
 from typing import Callable, List, Sequence, Tuple
 
 from diag.redaction.argv import argv_secrets
-from diag.secret_patterns import PLACEHOLDER, is_secret_flag
+from diag.redaction.patterns import PLACEHOLDER, is_secret_flag
 
 Learn = Callable[[str], None]
 

@@ -1,6 +1,6 @@
 """Programs whose arguments carry credentials, and where: data for the argv rules
 (``diag.redaction.argv``) and the free-text patterns of the same command lines
-(``diag.secret_patterns``), which both read it - a new tool is one line here.
+(``diag.redaction.patterns``), which both read it - a new tool is one line here.
 """
 
 from __future__ import annotations

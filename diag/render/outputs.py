@@ -17,7 +17,7 @@ from diag.bundle.io import atomic_write_bytes, encode_bundle
 from diag.bundle.outdir import OutputDir
 from diag.errors import DiagError
 from diag.model import Bundle
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.render.build import build_view
 from diag.render.html import environment, render_html
 from diag.render.markdown import render_markdown

@@ -29,7 +29,7 @@ from diag.errors import EXIT_NO_TARGET, DiagError
 from diag.model import Bundle, ProbeFailure, Sample
 from diag.probes.procfs import ProcFS
 from diag.probes.slurm_procs import EXCLUDE_ENV, find_job_processes, job_roots, parents
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.slurm.wire import PING, STOP, TAG, encode_chunks
 
 _LISTPIDS_TIMEOUT_S = 10.0

@@ -16,7 +16,7 @@ from diag.commands.capture import check_target, require_pyspy
 from diag.commands.output_paths import Outputs
 from diag.errors import EXIT_INTERRUPTED, DiagError
 from diag.probes.procfs import ProcFS
-from diag.redact import Redactor
+from diag.redaction.redact import Redactor
 from diag.watch.interrupts import SignalForwarding
 from diag.watch.launch import LaunchedCommand, launch
 

@@ -59,10 +59,7 @@ from typing import (
 
 from diag.redaction.argv import argv_secrets, joined_secrets
 from diag.redaction.literals import LiteralSet, PrefixIndex
-from diag.redaction.shapes import SHAPE_PATTERNS
-from diag.redaction.stream import join_wrapped
-from diag.redaction.structure import scrub_item_lines, scrub_structures
-from diag.secret_patterns import (
+from diag.redaction.patterns import (
     BLOCK_BEGIN_RE,
     BLOCK_BODY_RE,
     LOCATION_SUFFIXES,
@@ -75,9 +72,12 @@ from diag.secret_patterns import (
     is_secret_name,
     worth_learning,
 )
+from diag.redaction.shapes import SHAPE_PATTERNS
+from diag.redaction.stream import join_wrapped
+from diag.redaction.structure import scrub_item_lines, scrub_structures
 from diag.text.terminal import safe_line, safe_text
 
-# The rules live in diag.secret_patterns; these are re-exported for callers of this module.
+# The rules live in diag.redaction.patterns; these are re-exported for callers of this module.
 __all__ = [
     "PLACEHOLDER",
     "Redactor",

@@ -1,7 +1,7 @@
 """What looks secret: variable names, flags, values, and secret-shaped text.
 
-The rules ``diag.redact.Redactor`` applies, kept apart from the machinery that applies them
-(learning values, scrubbing text and files, keeping JSON valid) because they are what a
+The rules ``diag.redaction.redact.Redactor`` applies, kept apart from the machinery that applies
+them (learning values, scrubbing text and files, keeping JSON valid) because they are what a
 reviewer audits and what changes when a new token format appears: one table of
 (pattern, replacement) pairs for free text, each with a cheap "needle" that must occur before
 the costly case-insensitive pattern is run, and the predicates that decide which environment
