@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+import msgspec
+
 from diag.model import ThreadSample
 from diag.probes.procfs import ProcFS
 from diag.probes.wait_deadline import CALLS as _DEADLINE_CALLS
@@ -428,7 +430,48 @@ def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, 
                 out.append(sample)
     finally:
         mem.close()
-    return tuple(out)
+    return tuple(_with_lock_ages(procfs, pid, out, now_ms))
+
+
+# At most this many lock waiters' ages read per process and sample: one more read each.
+MAX_LOCK_AGES = 64
+
+
+def _lock_waiter(t: ThreadSample) -> bool:
+    """Blocked untimed on a private futex (a lock, queue or event of its process)."""
+    return (
+        t.syscall == "futex"
+        and t.wait_timed is False
+        and t.off_cpu_s is None
+        and t.futex_addr is not None
+        and t.futex_op is not None
+        and bool(t.futex_op & 0x80)
+    )
+
+
+def _with_lock_ages(
+    procfs: ProcFS, pid: int, threads: List[ThreadSample], now_ms: Optional[float]
+) -> List[ThreadSample]:
+    """The age of the threads that wait untimed on one futex word two or more at once - a
+    lock's waiters (a pile-up, a lock held through a timer loop): how long a lock has been
+    held is the time its longest waiter has been off the CPU (issue #33). A thread alone on its
+    word (an idle pool thread on its own queue waiter) gets none: one read per thread of a
+    big server was too dear (``read_thread``)."""
+    if now_ms is None:
+        return threads
+    count: Dict[str, int] = {}
+    for t in threads:
+        if _lock_waiter(t) and t.futex_addr is not None:
+            count[t.futex_addr] = count.get(t.futex_addr, 0) + 1
+    budget = MAX_LOCK_AGES
+    out: List[ThreadSample] = []
+    for t in threads:
+        if budget and _lock_waiter(t) and count.get(t.futex_addr or "", 0) >= 2:
+            budget -= 1
+            age = _off_cpu_s(procfs, pid, t.tid, t.state, now_ms)
+            t = msgspec.structs.replace(t, off_cpu_s=age) if age is not None else t
+        out.append(t)
+    return out
 
 
 def namespace_tids(procfs: ProcFS, pid: int) -> Dict[int, int]:

@@ -18,6 +18,10 @@ side never moved:
 A poll that does anything between its sleeps - reads, writes, a step of its loop caught on
 another line, a longer sleep caught once (a back-off: ``lock_held_in_backoff``) - is not
 futile, nor is a process with a listening port (a request may act).
+
+How long: the lock's waiters were off the CPU since they blocked (``ThreadSample.off_cpu_s``,
+read for threads that share one futex word), so the longest of them says how long the lock has
+been held at least - hours of a hang told from a capture of seconds (issue #33).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import SLEEP
 
 MIN_WAKES = 2  # the thread woke at least this often during the capture: it cycled
+# A lock held this long, through this many of its poller's timer periods, is stuck by time
+# alone: whatever the poller waits for had hundreds of chances to end and did not.
+STUCK_HELD_S = 10.0
+STUCK_PERIODS = 20
 LOCK_KIND = "lock"  # ``thread_wait``'s kind for a plain lock's acquire
 FutileKind = Literal["pipe", "lock"]
 
@@ -43,6 +51,7 @@ class Poller:
     thread: str  # its name
     wakes: int  # voluntary context switches during the capture
     where: str  # the frame it sleeps in, with its caller
+    period_s: Optional[float] = None  # its sleep's timeout, as the kernel read it
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,18 @@ class FutilePoll:
     waiters: Tuple[ProcSignals, ...]  # pipe: the blocked writers; lock: the process itself
     blocked_threads: int = 0  # lock: how many threads wait on it
     lock_in: str = ""  # lock: the frame its waiters block in
+    # lock: its longest waiter's time off the CPU at the last sample (the kernel's
+    # ``off_cpu_s``): the lock has been held at least that long. None when not read.
+    held_s: Optional[float] = None
+    held_since_s: Optional[float] = None  # epoch seconds
+
+
+def stuck_by_age(f: FutilePoll) -> bool:
+    """The lock's age says stuck (``STUCK_HELD_S``, ``STUCK_PERIODS``), beside the wakes."""
+    period = f.polls[0].period_s if f.polls else None
+    if f.held_s is None or f.held_s < STUCK_HELD_S:
+        return False
+    return period is None or period <= 0 or f.held_s >= STUCK_PERIODS * period
 
 
 def _alive_series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
@@ -90,7 +111,7 @@ def _polls(bundle: Bundle, ts: Sequence[ThreadSample]) -> Optional[Poller]:
     name = ts[-1].py_thread_name or ts[-1].name or str(ts[-1].tid)
     w = waits[-1]
     where = f"`{w.label}`" + (f" ← `{w.caller}`" if w.caller else "")
-    return Poller(name, wakes, where)
+    return Poller(name, wakes, where, ts[-1].timeout_s)
 
 
 def _untimed_lock(t: ThreadSample) -> bool:
@@ -165,7 +186,13 @@ def lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     first = threads[tids[0]][-1]
     w = thread_wait(bundle, first)
     lock_in = f"`{w.caller or w.label}`"
-    return FutilePoll("lock", p, tuple(polls), (p,), len(tids), lock_in)
+    # A waiter blocked while the lock was held and has not run since (a release wakes the
+    # first waiter in line): the longest wait is a floor on how long the lock is held.
+    ages = [threads[tid][-1].off_cpu_s for tid in tids]
+    held = max((a for a in ages if a is not None), default=None)
+    at = series[-1].t_s
+    since = round(at - held, 3) if held is not None and at > 0 else None
+    return FutilePoll("lock", p, tuple(polls), (p,), len(tids), lock_in, held, since)
 
 
 def pipe_polled(

@@ -8,7 +8,7 @@ from typing import Optional
 
 from diag.model import Suspect, WaitGraph
 from diag.verdict.chains import DEAD_ENDS, graph_state
-from diag.verdict.futile_poll import lock_polled, pipe_polled
+from diag.verdict.futile_poll import lock_polled, pipe_polled, stuck_by_age
 from diag.verdict.graph_nodes import (
     OUTSIDE_JOB,
     node_key,
@@ -153,7 +153,9 @@ def timer_cannot_end(s: Situation) -> Optional[Decision]:
     p = found.poller
     reason = words_polls.futile_reason(found)
     suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
-    return decided("deadlocked", 0.7, words_polls.futile_poll(found), suspects)
+    # Held far longer than its poller's timer: time, too, says no wake will end it.
+    sure = 0.8 if stuck_by_age(found) else 0.7
+    return decided("deadlocked", sure, words_polls.futile_poll(found), suspects)
 
 
 def pipe_full(s: Situation) -> Optional[Decision]:

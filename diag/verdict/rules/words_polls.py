@@ -8,6 +8,7 @@ May import the base and ``diag.verdict`` - never a family module of the table.
 from __future__ import annotations
 
 from diag.verdict.futile_poll import FutilePoll, Poller
+from diag.verdict.wait_age import age_words, clock_words
 from diag.verdict.wording import verb, where, who
 
 FUTILE_POLL_OUTRANKS = (
@@ -36,7 +37,7 @@ def futile_poll(f: FutilePoll) -> str:
         )
     return (
         f"deadlocked: {f.blocked_threads} thread(s) of pid {f.poller.pid} block on one lock in "
-        f"{f.lock_in}, untimed, and the only other {others} "
+        f"{f.lock_in}, untimed{held_for(f)}, and the only other {others} "
         f"on a timer ({polls} during the capture, the same stack each time, doing nothing "
         "else): those wakes cannot release the lock - the poller holds it while it waits for "
         "the threads that need it, or its holder is gone. Kill it (`py-spy dump --pid "
@@ -45,7 +46,24 @@ def futile_poll(f: FutilePoll) -> str:
     )
 
 
+def held_for(f: FutilePoll) -> str:
+    """``, for 2 min 10 s (since 03:12:09: ...)``: how long the lock has been held, from its
+    longest waiter's time off the CPU (the kernel's, not the capture's length); "" unknown."""
+    if f.held_s is None:
+        return ""
+    since = f"since {clock_words(f.held_since_s)}: " if f.held_since_s is not None else ""
+    period = f.polls[0].period_s
+    wakes = ""
+    if period and period > 0 and f.held_s >= 2 * period:
+        wakes = f", through ~{int(f.held_s / period)} of its poller's {period:g} s timer wakes"
+    return (
+        f", for {age_words(f.held_s)} ({since}the longest waiter's last run, from the kernel: "
+        f"the lock has been held at least that long{wakes})"
+    )
+
+
 def futile_reason(f: FutilePoll) -> str:
     """A suspect's reason: the poller."""
     what = "never reads the pipe its child fills" if f.kind == "pipe" else "cannot release the lock"
-    return f"polls on a timer ({f.polls[0].wakes} wakes, the same stack) and {what}"
+    held = f" (held for {age_words(f.held_s)} at least)" if f.held_s is not None else ""
+    return f"polls on a timer ({f.polls[0].wakes} wakes, the same stack) and {what}{held}"
