@@ -33,3 +33,38 @@ def test_a_rank_frozen_by_its_cgroup_is_thawed_not_blamed_on_storage() -> None:
     summary = _stopped_pair("D", "__refrigerator")
     assert "frozen by its cgroup" in summary and "docker unpause" in summary
     assert "kill -CONT 11` (or" not in summary
+
+
+def test_a_stopped_rank_says_since_when_from_its_threads_last_run() -> None:
+    """Its threads' time off the CPU (the kernel's ``se.exec_start``) dates the stop: every
+    thread ran to stop itself. The verdict says "for ≥ ..." and keeps ``stopped_since_s``."""
+    import msgspec
+    from series import Proc, build
+
+    from diag.verdict.classify import classify
+
+    allreduce = (("all_reduce", "/torch/distributed/distributed_c10d.py"), ("train", "/j/t.py"))
+    waiter = Proc(pid=10, rank=0, world_size=2, rank_source="env:RANK", stack=allreduce)
+    held = Proc(
+        pid=11, rank=1, world_size=2, rank_source="env:RANK", stack=(("train", "/j/t.py"),),
+        state="T", wchan="do_signal_stop", syscall=None,
+    )  # fmt: skip
+    bundle = build([waiter, held], n=3)
+    samples = []
+    for i, sample in enumerate(bundle.samples):
+        procs = []
+        for ps in sample.processes:
+            if ps.pid == 11:
+                aged = tuple(
+                    msgspec.structs.replace(t, off_cpu_s=130.0 + 2 * i) for t in ps.threads
+                )
+                ps = msgspec.structs.replace(ps, threads=aged)
+            procs.append(ps)
+        samples.append(msgspec.structs.replace(sample, processes=tuple(procs)))
+    verdict = classify(msgspec.structs.replace(bundle, samples=tuple(samples)))
+    assert verdict.rule == "rank_stopped", verdict.summary
+    assert "or a debugger) for ≥ 2 min 14 s (since " in verdict.summary, verdict.summary
+    assert verdict.stopped_since_s == bundle.samples[-1].t_s - 134.0
+    # Without the kernel's reading, nothing is said rather than a guess.
+    plain = classify(bundle)
+    assert "for ≥" not in plain.summary and plain.stopped_since_s is None

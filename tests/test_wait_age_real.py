@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -44,6 +45,12 @@ def test_stopped_rank_peers_report_their_wait_age_within_a_second(tmp_path: Path
     assert abs(verdict["quiet_for_s"] - truth) <= 1.0, (verdict["quiet_for_s"], truth)
     assert abs(verdict["quiet_since_s"] - stopped_at) <= 1.0
     assert "have not run for" in verdict["summary"], verdict["summary"]
+    # Stopped since when: the stopped rank's own threads last ran at the stop.
+    found = re.search(r"or a debugger\) for ≥ (?:(\d+) min )?(\d+) s \(since", verdict["summary"])
+    assert found is not None, verdict["summary"]
+    said_s = int(found.group(1) or 0) * 60 + int(found.group(2))
+    assert abs(said_s - truth) <= 1.5, (said_s, truth, verdict["summary"])
+    assert abs(verdict["stopped_since_s"] - stopped_at) <= 1.5, verdict["stopped_since_s"]
     # Until when: gloo's collective timeout (the default 30 min; the scenario's own timeout=
     # cannot be seen in a stack, and the sentence says it assumed the default).
     assert "gloo collective timeout (30 min 0 s, its default" in verdict["summary"]

@@ -110,6 +110,8 @@ class ResultDoc(msgspec.Struct, frozen=True, kw_only=True):
     quiet_for_s: Optional[float] = None
     # Since when nothing in the job did useful work (epoch s): ranks, logs, its own connections.
     job_quiet_since_s: Optional[float] = None
+    # Since when a stopped process of the job has been stopped, at least (epoch s).
+    stopped_since_s: Optional[float] = None
     history: Tuple[JsonVerdictChange, ...] = ()  # a watch's verdict changes, oldest first
     exit_code: Optional[int] = None  # a launched command's exit code
     target_pid: Optional[int] = None
@@ -225,6 +227,7 @@ def result_doc(
         quiet_since_s=verdict.quiet_since_s,
         quiet_for_s=verdict.quiet_for_s,
         job_quiet_since_s=verdict.job_quiet_since_s,
+        stopped_since_s=verdict.stopped_since_s,
         history=history_of(bundle),
         exit_code=verdict.exit_code,
         **common,

@@ -377,6 +377,9 @@ class Verdict(Record, frozen=True):
     # Since when nothing in the job moved: its ranks' last run, its logs' last write, the last
     # byte between its processes, bounded by its start (diag.verdict.job_quiet); None if unknown.
     job_quiet_since_s: Optional[float] = None
+    # Since when a stopped process of the job has been stopped, at least (epoch s): its
+    # threads' last run (diag.verdict.wait_age.stopped_age); None when not stopped or unknown.
+    stopped_since_s: Optional[float] = None
     # What kept each process from the CPU (diag.verdict.machine), at most ``MAX_CPU_HOLDS``;
     # empty in bundles written before the CPU limits were read.
     cpu_holds: Tuple[CpuHoldRecord, ...] = ()

@@ -51,7 +51,7 @@ from diag.verdict.situation import Situation, gone_ranks, measure, working_keys
 from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
-from diag.verdict.wait_age import wait_age
+from diag.verdict.wait_age import stopped_age, wait_age
 from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState
 
@@ -186,9 +186,18 @@ def _qualified(
         quiet_since_s=age.since_s,
         quiet_for_s=age.for_s,
         job_quiet_since_s=quiet.since_s,
+        stopped_since_s=_stopped_since(outcome, ctx),
         cpu_holds=hold_records(ctx.bundle, ctx.procs),  # what kept each from the CPU
         gpu_health=health_records(ctx.bundle),  # each GPU's clocks, throttling, faults
     )
+
+
+def _stopped_since(outcome: Outcome, ctx: Context) -> Optional[float]:
+    """Since when the stopped processes have been stopped, where ``rank_stopped`` decided."""
+    if outcome.rule.id != "rank_stopped":
+        return None
+    age = stopped_age(ctx.bundle, [p for p in ctx.procs if p.stopped and not p.dead])
+    return None if age is None else age.since_s
 
 
 def _sampling_caveats(

@@ -221,15 +221,17 @@ def lock_story(
 
 
 def stopped_story(
-    stopped: Sequence[ProcSignals], alive: Sequence[ProcSignals]
+    stopped: Sequence[ProcSignals], alive: Sequence[ProcSignals], since: str = ""
 ) -> Tuple[str, List[Suspect]]:
-    """A process stopped by a signal or a debugger: nothing it owes its peers will come."""
+    """A process stopped by a signal or a debugger: nothing it owes its peers will come.
+    ``since``: how long it has been stopped (``wait_age.stopped_words``), "" unknown."""
     others = [p for p in alive if p not in stopped]
     waiting = waits_phrase(group_by_wait(others)[:2])
     pids = " ".join(str(p.pid) for p in stopped[:8])
     how, until, state = _how_stopped(stopped, pids)
     summary = (
-        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} {how} in {where(stopped[0])}"
+        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} {how}{since} "
+        f"in {where(stopped[0])}"
         + (f" while {waiting}" if waiting else "")
         + f" - nothing moves until {until}"
     )

@@ -82,6 +82,43 @@ def wait_age(
     return WaitAge(tail, round(since, 3), round(shortest, 3))
 
 
+@dataclass(frozen=True)
+class StoppedAge:
+    """How long a stopped process has been stopped, at least, at the last sample."""
+
+    for_s: float
+    since_s: float  # epoch seconds
+
+
+def stopped_age(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[StoppedAge]:
+    """The shortest time off the CPU of the stopped processes' threads at their last sample.
+
+    Why it dates the stop: SIGSTOP (a tracer's stop, a freezer's too) wakes every thread of
+    the process to stop itself, so each ran at that moment and not since; the thread that ran
+    last (a floor: one asleep in D state stops only when its wait ends) says "stopped for at
+    least". None when the kernel's ``se.exec_start`` was not read."""
+    keys = {p.key for p in procs}
+    best: Optional[StoppedAge] = None
+    for sample in reversed(bundle.samples):
+        for ps in sample.processes:
+            if (ps.host, ps.pid) not in keys or ps.state not in ("T", "t"):
+                continue
+            keys.discard((ps.host, ps.pid))
+            ages = [t.off_cpu_s for t in ps.threads if t.off_cpu_s is not None]
+            if not ages or min(ages) <= 0:
+                continue
+            age = StoppedAge(round(min(ages), 3), round(sample.t_s - min(ages), 3))
+            best = age if best is None or age.for_s < best.for_s else best
+    return best
+
+
+def stopped_words(age: Optional[StoppedAge]) -> str:
+    """`` for ≥ 2 min 10 s (since 03:12:09)``, or "" where the kernel did not say."""
+    if age is None:
+        return ""
+    return f" for ≥ {age_words(age.for_s)} (since {clock_words(age.since_s)})"
+
+
 def _rank_of(parts: Sequence[ProcSignals], pid: int) -> Optional[int]:
     return next((p.info.rank for p in parts if p.info.pid == pid), None)
 

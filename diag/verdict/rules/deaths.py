@@ -29,6 +29,7 @@ from diag.verdict.stories import (
     dead_story,
     stopped_story,
 )
+from diag.verdict.wait_age import stopped_age, stopped_words
 
 
 def rank_died(s: Situation) -> Optional[Decision]:
@@ -84,7 +85,8 @@ def rank_stopped(s: Situation) -> Optional[Decision]:
     # collective, a reply on a queue, a health check's real work) will not come, and a
     # front end that keeps logging its stats or a peer spinning in a busy-wait collective
     # only looks alive.
-    summary, suspects = stopped_story(stopped, s.alive)
+    since = stopped_words(stopped_age(s.ctx.bundle, stopped))  # since when, from the kernel
+    summary, suspects = stopped_story(stopped, s.alive, since)
     sure = 0.85 if not (s.progressing or s.workers) else 0.75
     return decided("deadlocked", sure, summary, suspects)
 
