@@ -65,6 +65,56 @@ WaitFamily = Literal[
     "peer", "serve", "lock", "child", "sleep", "result", "stopped", "stdin", "file-lock"
 ]
 
+# What a thread waits in (``diag.verdict.thread_wait.ThreadWait.kind``; ``waits.FAMILY``
+# maps each to the family above, or to none). The kinds a frame can name (a pack's
+# ``FrameWait.kind``) come first; then the kinds only the kernel or a finder gives: a C call
+# of a rank blocked straight from user code (``native-peer``), a poll loop that polls for work
+# (``poll``), a stopped thread, a file lock, a write to a full pipe or socket (``write-full``),
+# the open of a named pipe no one opens the other end of (``fifo-open``), uninterruptible
+# sleep (``disk``), and a sleep the kernel names in no table (``blocked``).
+FrameWaitKind = Literal[
+    "collective",
+    "rendezvous",
+    "synchronize",
+    "queue",
+    "event-loop",
+    "accept",
+    "socket-read",
+    "stdin",
+    "join",
+    "condition",
+    "lock",
+    "result",
+    "child",
+    "sleep",
+]
+WaitKind = Literal[
+    FrameWaitKind,
+    "native-peer",
+    "poll",
+    "stopped",
+    "file-lock",
+    "write-full",
+    "fifo-open",
+    "disk",
+    "blocked",
+]
+WAIT_KINDS: Tuple[WaitKind, ...] = get_args(WaitKind)
+
+# The phases of a starting job (``diag.verdict.startup``; a pack's ``StartupSign.phase``).
+StartupPhase = Literal[
+    "loading weights",
+    "converting weights",
+    "compiling",
+    "initialising communication",
+    "downloading",
+    "warming up",
+]
+STARTUP_PHASES: Tuple[StartupPhase, ...] = get_args(StartupPhase)
+# What a rank is doing while the job starts (``RankPhase.phase``): a start-up phase, or -
+# beside the ranks in one - serving or waiting on its peers.
+RankPhaseName = Literal[StartupPhase, "serving", "waiting"]
+
 # The families of the rule table (``diag.verdict.rules``), one module each.
 RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors", "machine", "flow"]
 

@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, Set, Tuple, get_args
 import pytest
 
 from diag.frameworks import PACKS, base, union
-from diag.vocab import WaitFamily
+from diag.vocab import WAIT_KINDS, RankPhaseName, WaitFamily
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICT = ROOT / "diag" / "verdict"
@@ -67,7 +67,7 @@ GENERIC = {
     ".safetensors", "memory",
 }  # fmt: skip
 # The closed sets the records use (wait kinds, start-up phases, roles) are the verdict's words.
-GENERIC |= {*get_args(base.FrameWaitKind), *get_args(base.StartupPhase)}
+GENERIC |= {*WAIT_KINDS, *get_args(RankPhaseName)}
 GENERIC |= set(get_args(base.FrameworkRole))
 GENERIC |= {*get_args(base.ClockStart), *get_args(base.ClockAction)}
 # The report's role column and a pause's party are the verdict's words too.

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import FrozenSet, Literal, Optional, Tuple
 
+from diag.vocab import FrameWaitKind, StartupPhase
+
 # What a clock does when it fires.
 # "proceeds": the wait ends without the missing party (torchrun's last call starts the job
 # with the nodes that joined).
@@ -37,32 +39,7 @@ FrameworkRole = Literal[
     "raylet",
     "helper",
 ]
-# A wait a frame names (``diag.verdict.waits.FAMILY`` maps each to who can end it).
-FrameWaitKind = Literal[
-    "collective",
-    "rendezvous",
-    "synchronize",
-    "queue",
-    "event-loop",
-    "accept",
-    "socket-read",
-    "stdin",
-    "join",
-    "condition",
-    "lock",
-    "result",
-    "child",
-    "sleep",
-]
-# The phases of a starting job (``diag.verdict.startup_signs.STARTUP_PHASES``).
-StartupPhase = Literal[
-    "loading weights",
-    "converting weights",
-    "compiling",
-    "initialising communication",
-    "downloading",
-    "warming up",
-]
+# A wait a frame names and a start-up phase: ``diag.vocab`` (one definition each).
 
 
 @dataclass(frozen=True)

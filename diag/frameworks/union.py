@@ -14,7 +14,8 @@ import re
 from typing import Dict, FrozenSet, Iterable, List, Pattern, Tuple
 
 from diag.frameworks import PACKS
-from diag.frameworks.base import Clock, CommandRole, FrameSign, FrameWaitKind, Pack, StartupPhase
+from diag.frameworks.base import Clock, CommandRole, FrameSign, Pack
+from diag.vocab import FrameWaitKind, StartupPhase
 
 
 def _names(values: Iterable[FrozenSet[str]]) -> FrozenSet[str]:

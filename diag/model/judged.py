@@ -8,7 +8,7 @@ from typing import Literal, Optional, Tuple
 import msgspec
 
 from diag.model.base import Record
-from diag.vocab import VerdictState
+from diag.vocab import RankPhaseName, VerdictState
 
 
 class CollectiveRecord(Record, frozen=True):
@@ -105,7 +105,7 @@ class RankClass(Record, frozen=True):
         return tuple(zip(hosts, self.pids))
 
 
-class RankPhase(Record, frozen=True):
+class RankPhase(Record, frozen=True, kw_only=True):
     """What one rank is doing while the job starts up (diag.verdict.startup): a phase
     (reading weights, converting, compiling, initialising communication, downloading,
     warm-up, serving, waiting), how far it is and when it should be done - with the basis of
@@ -114,7 +114,7 @@ class RankPhase(Record, frozen=True):
     rank: Optional[int] = None
     pid: int = 0
     host: str = ""
-    phase: str = ""
+    phase: RankPhaseName
     progress_pct: Optional[float] = None
     eta_s: Optional[float] = None
     basis: str = ""  # "at 1.1 GiB/s, ~4 min for the remaining 27 GiB", "tqdm: 01:18 left"

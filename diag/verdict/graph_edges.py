@@ -55,6 +55,7 @@ from diag.verdict.self_wait import undrained_puts
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import CHILD, FILE_LOCK, LOCK, PEER, RESULT, SLEEP
 from diag.verdict.wording import where
+from diag.vocab import WaitKind
 
 
 def _peer_edges(b: _Builder, ranks: Sequence[ProcSignals]) -> None:
@@ -150,6 +151,12 @@ def _leaked_pipe_edges(b: _Builder, p: ProcSignals, here: str) -> None:
             )
 
 
+# The kinds of a main-thread wait that read as a queue, a socket, a lock (``_own_edges``).
+_QUEUE_KINDS: FrozenSet[WaitKind] = frozenset({"queue", "write-full"})
+_SOCKET_KINDS: FrozenSet[WaitKind] = frozenset({"event-loop", "accept", "socket-read"})
+_LOCK_KINDS: FrozenSet[WaitKind] = frozenset({"lock", "condition"})
+
+
 def _own_edges(b: _Builder, p: ProcSignals) -> None:
     """The edges of one process's main-thread wait (and its other threads' lock waits)."""
     w = p.main_wait
@@ -172,7 +179,7 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
             b.edge(p, node_key(k), "child", f"waits for its children in {here}")
         if all(k.dead for k in kids):
             _leaked_pipe_edges(b, p, here)
-    elif fam == RESULT or kind in ("queue", "write-full"):
+    elif fam == RESULT or kind in _QUEUE_KINDS:
         _queue_edges(b, p, kind, here)
     elif fam == LOCK or kind == "blocked":
         _lock_edges(b, p, kind, here)
@@ -180,14 +187,14 @@ def _own_edges(b: _Builder, p: ProcSignals) -> None:
         b.edge(p, OUT_PEER, "outside", "opens a named pipe: waits for a process to open its end")
     elif fam == SLEEP:
         b.edge(p, OUT_TIMER, "outside", f"sleeps in {here}: a timer ends it")
-    elif kind in ("event-loop", "accept", "socket-read"):
+    elif kind in _SOCKET_KINDS:
         _socket_edges(b, p, kind, here)
     if kind == "stdin" and len(b.edges) == first_edge:
         b.edge(p, OUT_STDIN, "outside", f"reads stdin (fd 0) in {here}")
     _thread_and_client_edges(b, p, first_edge, here)
 
 
-def _queue_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
+def _queue_edges(b: _Builder, p: ProcSignals, kind: WaitKind, here: str) -> None:
     """A wait for a result, on a queue or on a full pipe: the family member (or parent) that
     can answer it, else its own threads - and the door a feeder thread of its own opens."""
     w, fam, parent = p.main_wait, p.main_family, _parent_of(b, p)
@@ -222,12 +229,12 @@ def _undrained(b: _Builder) -> FrozenSet[Tuple[str, int]]:
     return b.undrained
 
 
-def _lock_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
+def _lock_edges(b: _Builder, p: ProcSignals, kind: WaitKind, here: str) -> None:
     """A lock or an opaque native block: a shared futex points at the family; a private lock
     at a thread of its own that can release it, else at itself."""
     op = _main_futex_op(b, p)
     parent = _parent_of(b, p)
-    if op is not None and not op & FUTEX_PRIVATE and kind in ("lock", "condition"):
+    if op is not None and not op & FUTEX_PRIVATE and kind in _LOCK_KINDS:
         shared = [*([parent] if parent else []), *_family_of(b, p)]
         for k in b.rank_order(shared):
             b.edge(p, node_key(k), "lock", f"waits on a shared futex in {here}")
@@ -247,7 +254,7 @@ def _lock_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
         b.edge(p, node_key(p), "lock", f"waits on a lock in {here}: only its own threads hold it")
 
 
-def _socket_edges(b: _Builder, p: ProcSignals, kind: str, here: str) -> None:
+def _socket_edges(b: _Builder, p: ProcSignals, kind: WaitKind, here: str) -> None:
     """An event loop, an accept or a socket read: a server of the job holding its request,
     else its own port (the network), else a timer, else a peer that never answers."""
     w = p.main_wait

@@ -5,7 +5,7 @@ stdin fed by a process of the job.
 
 from __future__ import annotations
 
-from typing import Optional, Set, Tuple
+from typing import FrozenSet, Optional, Set, Tuple
 
 import msgspec
 
@@ -35,6 +35,10 @@ from diag.verdict.graph_nodes import (
 from diag.verdict.participants import serving_ports
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.wording import where
+from diag.vocab import WaitKind
+
+# A thread in one of these can take a new connection.
+_TAKES_CONNECTIONS: FrozenSet[WaitKind] = frozenset({"accept", "event-loop"})
 
 
 def _link_text(e: FdEnd) -> str:
@@ -203,9 +207,7 @@ def _accepts_elsewhere(b: _Builder, p: ProcSignals) -> bool:
     if ps is None:
         return True  # nothing to tell: assume it could
     return any(
-        thread_wait(b.bundle, t).kind in ("accept", "event-loop")
-        for t in ps.threads
-        if t.tid != ps.pid
+        thread_wait(b.bundle, t).kind in _TAKES_CONNECTIONS for t in ps.threads if t.tid != ps.pid
     )
 
 

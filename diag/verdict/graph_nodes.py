@@ -30,6 +30,7 @@ from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import PEER, SERVE, SLEEP
 from diag.verdict.wording import where
 from diag.verdict.work import computes, reads_input
+from diag.vocab import WaitKind
 
 MAX_FANOUT = 8  # edges per node: the likeliest enders first
 
@@ -409,7 +410,9 @@ def _feeder_door(b: _Builder, p: ProcSignals) -> Optional[Tuple[str, str]]:
     return None
 
 
-_FEEDER_KINDS = ("event-loop", "accept", "socket-read", "stdin", "sleep")
+_FEEDER_KINDS: FrozenSet[WaitKind] = frozenset(
+    ("event-loop", "accept", "socket-read", "stdin", "sleep")
+)
 
 
 def _lock_cycle(p: ProcSignals) -> bool:

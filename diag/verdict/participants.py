@@ -10,12 +10,13 @@ peer connections.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.frameworks import union
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
 from diag.verdict.waits import CHILD, PEER, SERVE, short_name
+from diag.vocab import WaitKind
 
 # Linux's default ip_local_port_range: ports the kernel hands out for bind(port 0). A rank's
 # listener there is a communication library's (gloo pairs, NCCL bootstrap), not a service.
@@ -148,7 +149,10 @@ def participants(procs: Sequence[ProcSignals]) -> List[ProcSignals]:
 
 # Waits something outside the job can end: a request, a timer, input. Queue and lock waits are
 # not doors: only another part of the job can end them.
-DOOR_KINDS = frozenset({"event-loop", "accept", "socket-read", "stdin", "sleep", "poll"})
+DOOR_KINDS: FrozenSet[WaitKind] = frozenset(
+    {"event-loop", "accept", "socket-read", "stdin", "sleep", "poll"}
+)
+_READS: FrozenSet[WaitKind] = frozenset({"event-loop", "socket-read"})
 
 
 def serves(p: ProcSignals, ports: Sequence[int]) -> bool:
@@ -167,7 +171,7 @@ def door(p: ProcSignals, ports: Sequence[int]) -> bool:
     wait = p.main_wait
     if wait is None or wait.kind not in DOOR_KINDS:
         return False
-    untimed_read = wait.kind in ("event-loop", "socket-read") and wait.timed is False
+    untimed_read = wait.kind in _READS and wait.timed is False
     return bool(ports) or not untimed_read
 
 

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import frames_of, thread_wait
+from diag.vocab import WaitKind
+
+# Waits for another thread to hand something over: a lock, a condition, a queue.
+_HANDOFF_KINDS: FrozenSet[WaitKind] = frozenset({"condition", "lock", "queue"})
 
 PILE_MIN = 3  # threads on one lock in the last sample, at least
 WaitsFor = Literal["event", "queue", "condition", "lock"]
@@ -100,7 +104,7 @@ def _holder(
             for f in frames[1:]
         )
         tw = thread_wait(bundle, t)
-        if inside and tw.kind in ("condition", "lock", "queue") and tw.timed is not True:
+        if inside and tw.kind in _HANDOFF_KINDS and tw.timed is not True:
             return t, tw.label
     return None
 

@@ -8,13 +8,13 @@ its likely reader: the writers are where the job stopped, but the fix is in the 
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Final, List, Optional, Sequence, Tuple
 
 from diag.model import Suspect
 from diag.verdict.features import ProcSignals
 from diag.verdict.wording import verb, where, who
 
-WRITE_FULL = "write-full"
+WRITE_FULL: Final = "write-full"
 
 
 def writers_of(procs: Sequence[ProcSignals]) -> List[ProcSignals]:

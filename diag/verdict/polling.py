@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Dict, Final, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.frames import is_library
 from diag.frameworks import union
@@ -55,6 +55,7 @@ from diag.verdict.waits import (
     short_name,
     stack_wait,
 )
+from diag.vocab import WaitKind
 
 # What a marker says the loop polls for.
 PollMarker = Literal[
@@ -80,7 +81,7 @@ MARKER_WORDS: Dict[PollMarker, str] = {
     "check": "a check that returns at once (a file's existence, an event, a queue's size)",
 }
 
-POLL_KIND = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
+POLL_KIND: Final = "poll"  # the wait kind of a poll loop that polls for work (waits.FAMILY: serve)
 
 _IDLE_HOOK = re.compile(r"(?:^|_)idle(?:_|$)", re.IGNORECASE)
 _NONBLOCKING_NAMES = union.NONBLOCKING_FRAMES
@@ -156,7 +157,7 @@ def _common_outer(sigs: Sequence[Sig]) -> Sig:
 
 # A receive or poll call (the innermost frame) caught *running*, not asleep in the kernel: it
 # returned at once, nothing to receive. A blocking receive sleeps (state S) when idle.
-_RECEIVE_KINDS = frozenset({"event-loop", "queue", "socket-read", "accept"})
+_RECEIVE_KINDS: FrozenSet[WaitKind] = frozenset({"event-loop", "queue", "socket-read", "accept"})
 _RECEIVE_FILES = union.POLL_FILES
 _RECEIVE_DEPTH = 3  # a receive's own helpers (Condition.__exit__ in Queue.get) sit above it
 

@@ -38,6 +38,11 @@ from diag.verdict.work import (
     output_bytes,
     reads_input,
 )
+from diag.vocab import WaitKind
+
+# Main-thread waits beside the peer, lock and result families that only the job itself can
+# end: an opaque native block, its own queue (``measure``'s ``waiting_on_others``).
+_OPAQUE_OR_QUEUE: FrozenSet[WaitKind] = frozenset({"blocked", "queue"})
 
 RSS_MIN_BYTES = 64 << 20  # memory growth that counts as work
 
@@ -107,7 +112,7 @@ def measure(
         if not ports
         and (
             p.main_family in (PEER, LOCK, RESULT)
-            or (p.main_wait and p.main_wait.kind in ("blocked", "queue"))
+            or (p.main_wait and p.main_wait.kind in _OPAQUE_OR_QUEUE)
         )
     ]
     # A dead process explains a hang when it was a rank, or when the living wait on someone

@@ -34,8 +34,6 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-import msgspec
-
 from diag.frameworks import union
 from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase
 from diag.text.units import size
@@ -74,6 +72,7 @@ from diag.verdict.startup_signs import (
     looks_downloaded,
 )
 from diag.verdict.waits import PEER, SERVE, short_name
+from diag.vocab import StartupPhase
 
 
 @dataclass
@@ -273,8 +272,8 @@ def _growing_writes(p: _Proc) -> List[Tuple[OpenFile, int]]:
     return out
 
 
-def _phase(p: _Proc, bar: Optional[Tqdm]) -> Tuple[str, str]:
-    """The phase of one process and what shows it; ("", "") when it is in none."""
+def _phase(p: _Proc, bar: Optional[Tqdm]) -> Optional[Tuple[StartupPhase, str]]:
+    """The phase of one process and what shows it; None when it is in none."""
     desc = bar.desc.lower() if bar else ""
     evidence = _compile_evidence(p)
     if evidence or (bar and ("compil" in desc or "capturing" in desc)):
@@ -314,7 +313,7 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Tuple[str, str]:
     line = _last_line(p)
     if warm or (line and _WARMUP_LOG.search(line)):
         return WARMUP, f"frame `{warm}`" if warm else f"log: {line[:80]}"
-    return "", ""
+    return None
 
 
 class Progress(NamedTuple):
@@ -409,7 +408,7 @@ def _tqdm_progress(p: _Proc, bar: Tqdm, log: LogSample, t_last: float) -> Progre
 
 
 def _progress(
-    p: _Proc, phase: str, bar: Optional[Tqdm], log: Optional[LogSample], t_last: float
+    p: _Proc, phase: StartupPhase, bar: Optional[Tqdm], log: Optional[LogSample], t_last: float
 ) -> Progress:
     by_bar = _tqdm_progress(p, bar, log, t_last) if bar is not None and log is not None else None
     if by_bar is not None and by_bar.eta_s is not None:
@@ -440,15 +439,18 @@ def startup_phases(
     elapsed: Dict[int, Optional[float]] = {}
     for p in _procs(bundle, procs):
         bar, log = _bar_for(p.logs_last)
-        phase, evidence = _phase(p, bar if _bar_shows_phase(p, bar, log) else None)
-        base = RankPhase(rank=p.sig.rank, pid=p.sig.pid, host=p.sig.key[0])
-        if phase:
+        seen = _phase(p, bar if _bar_shows_phase(p, bar, log) else None)
+        rank, pid, host = p.sig.rank, p.sig.pid, p.sig.key[0]
+        if seen is not None:
+            phase, evidence = seen
             prog = _progress(p, phase, bar, log, p.alive[-1][0] or t_last)
             pct = round(prog.pct, 1) if prog.pct is not None else None
             eta = round(prog.eta_s, 1) if prog.eta_s is not None else None
             found.append(
-                msgspec.structs.replace(
-                    base,
+                RankPhase(
+                    rank=rank,
+                    pid=pid,
+                    host=host,
                     phase=phase,
                     progress_pct=pct,
                     eta_s=eta,
@@ -461,15 +463,15 @@ def startup_phases(
         family = p.sig.main_family
         wait = p.sig.main_wait
         if family == PEER and wait is not None:
+            evidence = f"wait in {short_name(wait.label)}"
             others.append(
-                msgspec.structs.replace(
-                    base, phase=WAITING, evidence=f"wait in {short_name(wait.label)}"
-                )
+                RankPhase(rank=rank, pid=pid, host=host, phase=WAITING, evidence=evidence)
             )
         elif family == SERVE and p.sig.listen_ports:
             ports = ", ".join(f":{x}" for x in p.sig.listen_ports[:3])
+            evidence = f"listens on {ports}"
             others.append(
-                msgspec.structs.replace(base, phase=SERVING, evidence=f"listens on {ports}")
+                RankPhase(rank=rank, pid=pid, host=host, phase=SERVING, evidence=evidence)
             )
     if not found:
         return (), {}

@@ -5,11 +5,12 @@ tqdm progress bars, weight shards. Parsers only; ``startup`` reads the series wi
 from __future__ import annotations
 
 import re
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import Final, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frameworks import union
-from diag.frameworks.base import StartupPhase
 from diag.model import OpenFile
+from diag.vocab import STARTUP_PHASES as STARTUP_PHASES
+from diag.vocab import StartupPhase
 
 LOADING: StartupPhase = "loading weights"
 
@@ -29,14 +30,14 @@ DOWNLOADING: StartupPhase = "downloading"
 WARMUP: StartupPhase = "warming up"
 
 
-SERVING = "serving"
+SERVING: Final = "serving"
 
 
-WAITING = "waiting"
+WAITING: Final = "waiting"
 
 
-# The phases of a starting job (serving and waiting are context beside them).
-STARTUP_PHASES = (LOADING, CONVERTING, COMPILING, INIT_COMM, DOWNLOADING, WARMUP)
+# The phases of a starting job, ``diag.vocab.STARTUP_PHASES`` (serving and waiting are context
+# beside them).
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npz", ".h5")

@@ -7,7 +7,7 @@ others wait for, the threads of a lock cycle.
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Set, Tuple
 
 from diag.frameworks import union
 from diag.model import RankClass, Suspect
@@ -27,6 +27,10 @@ from diag.verdict.wording import (
     where,
     who,
 )
+from diag.vocab import WaitKind
+
+# A lock, a condition, or an opaque native block: a wait another thread can end.
+_LOCKISH: FrozenSet[WaitKind] = frozenset({"lock", "condition", "blocked"})
 
 
 def _suspect(p: ProcSignals, reason: str, rank: Optional[int] = None) -> Suspect:
@@ -282,9 +286,7 @@ def pool_story(
     owing = [
         p
         for p in workers
-        if p.main_wait is not None
-        and p.main_wait.kind in ("lock", "condition", "blocked")
-        and not p.main_wait.timed
+        if p.main_wait is not None and p.main_wait.kind in _LOCKISH and not p.main_wait.timed
     ]
     suspects = [
         _suspect(p, f"blocked in {where(p)}: the result its caller waits for never comes")

@@ -24,13 +24,14 @@ from diag.verdict.waits import (
     short_name,
     stack_wait,
 )
+from diag.vocab import WaitKind
 
 
 @dataclass(frozen=True)
 class ThreadWait:
     """What one thread was doing at one sample: a wait kind (None = working) and its frame."""
 
-    kind: Optional[str]
+    kind: Optional[WaitKind]
     label: str  # the frame it waits in or burns in; thread name for native threads
     caller: str  # the first user frame below the wait, "" if none
     timed: Optional[bool] = None  # the blocking syscall has a timeout (see ThreadSample)
@@ -169,7 +170,7 @@ def signal_wait(thread: ThreadSample) -> bool:
 
 
 NATIVE_PEER_LABEL = "<C call>"
-_OPAQUE_KINDS = frozenset({"lock", "event-loop", "socket-read", "blocked"})
+_OPAQUE_KINDS: FrozenSet[WaitKind] = frozenset({"lock", "event-loop", "socket-read", "blocked"})
 
 
 def rank_wait(bundle: Bundle, info: ProcessInfo, thread: ThreadSample) -> ThreadWait:

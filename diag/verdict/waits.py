@@ -27,24 +27,28 @@ match the last dotted component, optionally restricted to a file suffix.
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Final, Optional, Sequence, Tuple
 
 from diag.frames import SITE_DIRS, is_library
 from diag.frameworks import union
 from diag.model import Frame
+from diag.vocab import WaitFamily, WaitKind
 
-PEER = "peer"
-SERVE = "serve"
-LOCK = "lock"
-CHILD = "child"
-SLEEP = "sleep"
-RESULT = "result"
-STOPPED = "stopped"
-STDIN = "stdin"
-FILE_LOCK = "file-lock"
+# ``Final``: each is its literal type, so one name serves as a family and, where they share the
+# word, as a kind (a ``sleep`` kind is of the ``sleep`` family).
+PEER: Final = "peer"
+SERVE: Final = "serve"
+LOCK: Final = "lock"
+CHILD: Final = "child"
+SLEEP: Final = "sleep"
+RESULT: Final = "result"
+STOPPED: Final = "stopped"
+STDIN: Final = "stdin"
+FILE_LOCK: Final = "file-lock"
 
-# kind -> family
-FAMILY: Dict[str, str] = {
+# kind -> family; the kinds of no family (a write to a full pipe, a fifo's open, a disk wait,
+# a sleep the kernel names in no table) are read by the graph's edges, not by their family.
+FAMILY: Dict[WaitKind, WaitFamily] = {
     "collective": PEER,
     "rendezvous": PEER,
     "synchronize": PEER,
@@ -68,7 +72,7 @@ FAMILY: Dict[str, str] = {
 }
 
 # Most specific wins when a stack matches several rules (a queue get runs Condition.wait).
-_PRIORITY: Dict[str, int] = {
+_PRIORITY: Dict[WaitKind, int] = {
     "collective": 9,
     "rendezvous": 9,
     "synchronize": 9,
@@ -86,7 +90,7 @@ _PRIORITY: Dict[str, int] = {
 }
 
 # Kernel wait channels (prefix match) and syscalls -> kind, for native threads and C calls.
-_WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
+_WCHAN_PREFIXES: Tuple[Tuple[str, WaitKind], ...] = (
     ("futex_", "lock"),
     ("do_epoll_wait", "event-loop"),
     ("ep_poll", "event-loop"),
@@ -115,7 +119,7 @@ _WCHAN_PREFIXES: Tuple[Tuple[str, str], ...] = (
     ("__flock", "file-lock"),
     ("sigsuspend", "sleep"),
 )
-_SYSCALLS: Dict[str, str] = {
+_SYSCALLS: Dict[str, WaitKind] = {
     "futex": "lock",
     "futex_waitv": "lock",
     "epoll_wait": "event-loop",
@@ -171,7 +175,7 @@ def comm_module(frame: Frame) -> bool:
     return any(site in name for site in SITE_DIRS) and any(m in name for m in union.COMM_DIRS)
 
 
-def frame_kind(frame: Frame, peers: bool = False) -> Optional[str]:
+def frame_kind(frame: Frame, peers: bool = False) -> Optional[WaitKind]:
     """The wait kind a single frame names, or None when it is not a known wait. ``peers``:
     the process has peers to wait on (then a bare collective name in its own code counts)."""
     name = short_name(frame.name)
@@ -183,14 +187,14 @@ def frame_kind(frame: Frame, peers: bool = False) -> Optional[str]:
     return None
 
 
-def stack_wait(frames: Sequence[Frame], peers: bool = False) -> Optional[Tuple[str, int]]:
+def stack_wait(frames: Sequence[Frame], peers: bool = False) -> Optional[Tuple[WaitKind, int]]:
     """(kind, frame index) of the most specific known wait near the top of a stack, or None.
 
     Frames are innermost first. Scanning covers the library frames at the top plus the first
     user frame below them (a user's own ``barrier`` wrapper still counts when the process has
     ``peers``), then stops.
     """
-    best: Optional[Tuple[str, int]] = None
+    best: Optional[Tuple[WaitKind, int]] = None
     for index, frame in enumerate(frames):
         kind = frame_kind(frame, peers)
         # Equal priority: keep the outer frame (`Connection.recv`, not its `_recv` helper).
@@ -206,7 +210,7 @@ def stack_wait(frames: Sequence[Frame], peers: bool = False) -> Optional[Tuple[s
 YIELDS = union.YIELD_FRAMES
 
 
-def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:
+def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[WaitKind]:
     """The wait kind the kernel reports for a sleeping thread, or None."""
     if syscall and syscall in _SYSCALLS:
         return _SYSCALLS[syscall]
@@ -217,5 +221,5 @@ def kernel_wait(wchan: Optional[str], syscall: Optional[str]) -> Optional[str]:
     return None
 
 
-def family(kind: Optional[str]) -> Optional[str]:
+def family(kind: Optional[WaitKind]) -> Optional[WaitFamily]:
     return FAMILY.get(kind) if kind else None

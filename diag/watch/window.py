@@ -185,8 +185,8 @@ def phase_parts(verdict: Verdict, limit: int = 3) -> List[str]:
     texts: Dict[Tuple[str, str, Optional[float], Optional[float]], str] = {}
     for ph in verdict.phases:
         pct = ph.progress_pct
-        key = (ph.phase, ph.evidence if ph.phase in ("waiting", "serving") else str(ph.pid),
-               pct, ph.eta_s)  # fmt: skip
+        shown = ph.evidence if ph.phase in ("waiting", "serving") else str(ph.pid)
+        key: Tuple[str, str, Optional[float], Optional[float]] = (ph.phase, shown, pct, ph.eta_s)
         if key not in groups:
             order.append(key)
             groups[key] = []
@@ -195,7 +195,7 @@ def phase_parts(verdict: Verdict, limit: int = 3) -> List[str]:
             elif ph.phase == "serving":
                 texts[key] = "serving"
             else:
-                text = ph.phase
+                text: str = ph.phase
                 if pct is not None:
                     text += f" {pct:.0f}%"
                 if ph.eta_s is not None:

@@ -18,7 +18,7 @@ module of the table: they import this one.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Optional, Sequence
+from typing import AbstractSet, Optional, Sequence, Tuple
 
 from diag.model import WaitNode
 from diag.verdict.backoff import Backoff
@@ -30,7 +30,7 @@ from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undra
 from diag.verdict.wait_age import age_words
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.verdict.work import SERVED_MIN_BYTES, Starved, poll_note
-from diag.vocab import VerdictState
+from diag.vocab import VerdictState, WaitKind
 
 # --- deaths -----------------------------------------------------------------------------------
 
@@ -201,14 +201,14 @@ def chains_end_at_doors(chain: str, end: WaitNode) -> str:
 
 
 # What a kind of wait among the stuck adds to "nothing can wake it", in this order.
-_KIND_NOTES = (
+_KIND_NOTES: Tuple[Tuple[WaitKind, str], ...] = (
     ("write-full", " (a write blocks on a full pipe or socket: its reader stopped reading)"),
     ("fifo-open", " (opening a named pipe (fifo) waits for a process to open its other end)"),
     ("disk", " (state D: an uninterruptible kernel wait - storage or NFS not answering)"),
 )
 
 
-def nothing_can_wake(alive: Sequence[ProcSignals], kinds: AbstractSet[Optional[str]]) -> str:
+def nothing_can_wake(alive: Sequence[ProcSignals], kinds: AbstractSet[Optional[WaitKind]]) -> str:
     """``nothing_can_wake``, the table's last rule: what the live processes wait in, and a
     note per kind of wait among ``kinds`` (their main threads') that names its cause."""
     summary = (
