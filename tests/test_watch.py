@@ -307,6 +307,10 @@ def test_watch_keeps_the_verdicts_history(spawn: object, tmp_path: Path) -> None
     # samples before it are not judged with the hang (a sample may be under way at the stop).
     first_hang = next(h["sample"] for h in history if h["state"] == "deadlocked")
     assert first_hang <= before + 2, (history, before)
+    # ... and it stays so: the quiet tail counts back from each process's read, so a late read
+    # on a loaded host no longer takes in the sample before the stop (it read "progressing").
+    after = [h["state"] for h in history if h["sample"] >= first_hang]
+    assert after == ["deadlocked"], history
     assert all(a["t_s"] < b["t_s"] for a, b in zip(history, history[1:]))
     summary = run_diag(["summary", "--json", str(out.with_suffix(".json"))])
     held = json.loads(summary.stdout)["history"]

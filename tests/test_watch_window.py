@@ -183,3 +183,27 @@ def test_live_report_is_rewritten_on_a_new_verdict_or_after_report_every_s(
         echo=lambda line: None,
     )
     assert reports == [(1, False), (2, False), (3, False), (4, True)]
+
+
+def _stopped(index: int, t_s: float, read_at_s: float, ran_at_s: float) -> Sample:
+    """Pid 10 stopped at ``ran_at_s``, read ``read_at_s`` (late, on a loaded host)."""
+    main = ThreadSample(tid=10, state="T", off_cpu_s=round(read_at_s - ran_at_s, 3))
+    ps = ProcessSample(pid=10, t_s=read_at_s, state="T", threads=(main,))
+    return Sample(index=index, t_s=t_s, processes=(ps,))
+
+
+def test_quiet_tail_counts_back_from_when_the_process_was_read() -> None:
+    """A job stopped at 3.1 s, sampled every 0.5 s: the quiet tail is the samples taken since.
+    A late read (the process read 0.45 s into its sample, as on a loaded host) must not take
+    in the sample before the stop - its log growth read "progressing" again (the flap)."""
+    window = SampleWindow(60)
+    for i in range(7):  # 0.0 .. 3.0 s: running
+        running = ThreadSample(tid=10, state="S", off_cpu_s=0.01)
+        ps = ProcessSample(pid=10, t_s=i * 0.5, threads=(running,))
+        window.add(Delta(Sample(index=i, t_s=i * 0.5, processes=(ps,))))
+    window.add(Delta(_stopped(7, 3.5, 3.51, 3.1)))
+    window.add(Delta(_stopped(8, 4.0, 4.01, 3.1)))
+    assert window.quiet_tail() == 2  # samples 7 and 8
+    window.add(Delta(_stopped(9, 4.5, 4.95, 3.1)))  # read 0.45 s late
+    assert window.quiet_tail() == 3  # samples 7-9, not sample 6 (3.0 s, before the stop)
+    assert [s.index for s in list(window.samples)[-window.quiet_tail() :]] == [7, 8, 9]

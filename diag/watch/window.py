@@ -87,11 +87,16 @@ class SampleWindow:
         them, and no thread of theirs runnable. 0 when one runs, or the kernel did not say (an
         older kernel, no permission). A backend's own housekeeping threads (gloo's loop) wake
         on their own and say nothing about the job's work; work on other threads shows in the
-        judged samples' CPU."""
+        judged samples' CPU.
+
+        The time off the CPU counts back from when the process was read (``ProcessSample.t_s``),
+        not from the sample's start: on a loaded host a process is read a second or more into
+        its sample, and counting from the start took in the sample before the stop - whose
+        log growth read "progressing" again for as long as reads came late."""
         if not self.samples:
             return 0
         last = self.samples[-1]
-        quiet: Optional[float] = None
+        since: Optional[float] = None  # when the last of them last ran (epoch s)
         for ps in last.processes:
             info = self.processes.get((ps.host, ps.pid))
             if ps.status != "alive" or (info is not None and info.role in _BESIDE_THE_JOB):
@@ -99,10 +104,11 @@ class SampleWindow:
             main = main_thread(ps)
             if main is None or main.off_cpu_s is None or any(t.state == "R" for t in ps.threads):
                 return 0
-            quiet = main.off_cpu_s if quiet is None else min(quiet, main.off_cpu_s)
-        if quiet is None:
+            ran_s = (ps.t_s or last.t_s) - main.off_cpu_s
+            since = ran_s if since is None else max(since, ran_s)
+        if since is None:
             return 0
-        return sum(1 for s in self.samples if s.t_s >= last.t_s - quiet)
+        return sum(1 for s in self.samples if s.t_s >= since)
 
     def bundle(
         self, host: HostInfo, target: Target, created_s: float, last: Optional[int] = None
