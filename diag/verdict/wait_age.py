@@ -107,7 +107,8 @@ def stopped_age(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Stoppe
             ages = [t.off_cpu_s for t in ps.threads if t.off_cpu_s is not None]
             if not ages or min(ages) <= 0:
                 continue
-            age = StoppedAge(round(min(ages), 3), round(sample.t_s - min(ages), 3))
+            read_s = ps.t_s or sample.t_s  # when its threads were read: their age counts from it
+            age = StoppedAge(round(min(ages), 3), round(read_s - min(ages), 3))
             best = age if best is None or age.for_s < best.for_s else best
     return best
 
