@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from diag.frameworks import union
 from diag.model import Bundle, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
+from diag.verdict.series_index import process_at
 from diag.verdict.wait_age import age_words
 from diag.verdict.wording import group_by_wait, verb, waits_phrase, where, who
 
@@ -74,8 +75,8 @@ def _main_threads(bundle: Bundle, p: ProcSignals) -> List[Tuple[float, ThreadSam
         if index >= len(bundle.samples):
             continue
         sample = bundle.samples[index]
-        for ps in sample.processes:
-            if ps.pid == p.pid and ps.host == p.key[0] and ps.status == "alive":
+        for ps in process_at(bundle, p.key[0], p.pid, index):
+            if ps.status == "alive":
                 main = main_thread(ps)
                 if main is not None:
                     out.append((ps.t_s or sample.t_s, main))

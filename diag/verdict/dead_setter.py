@@ -19,6 +19,7 @@ from typing import List, Optional
 from diag.model import Bundle, ProcessSample, main_thread
 from diag.verdict.features import ProcSignals
 from diag.verdict.pileup import dead_thread
+from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import frames_of
 
 MIN_SAMPLES = 3  # the spin is seen on its line at every one of them
@@ -38,12 +39,7 @@ class SpinOnDead:
 
 def _series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
     host, pid = p.key
-    return [
-        ps
-        for sample in bundle.samples
-        for ps in sample.processes
-        if ps.pid == pid and ps.host == host and ps.state not in ("Z", "X")
-    ]
+    return [ps for ps in process_samples(bundle, host, pid) if ps.state not in ("Z", "X")]
 
 
 def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[SpinOnDead]:

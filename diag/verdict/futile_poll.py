@@ -32,6 +32,7 @@ from typing import Dict, List, Literal, Optional, Sequence, Tuple
 from diag.model import Bundle, ProcessSample, ThreadSample, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
+from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import SLEEP
 
@@ -80,12 +81,7 @@ def stuck_by_age(f: FutilePoll) -> bool:
 
 def _alive_series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
     host, pid = p.key
-    out: List[ProcessSample] = []
-    for sample in bundle.samples:
-        found = next((q for q in sample.processes if q.pid == pid and q.host == host), None)
-        if found is not None and found.state not in ("Z", "X"):
-            out.append(found)
-    return out
+    return [q for q in process_samples(bundle, host, pid) if q.state not in ("Z", "X")]
 
 
 def _by_tid(series: Sequence[ProcessSample]) -> Dict[int, List[ThreadSample]]:

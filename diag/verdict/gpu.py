@@ -136,9 +136,17 @@ def map_devices(
     GPUs of several hosts: each device is matched only to processes of its own host.
     """
     mapping: Dict[Tuple[str, int], Tuple[ProcessInfo, str]] = {}
-    for host in sorted({d.host for d in gpu.devices}):
-        devices = [d for d in gpu.devices if d.host == host]
-        mine = [p for p in processes if p.host == host]
+    # Grouped by host once: a scan of every device and process per host is hosts x ranks.
+    devices_of: Dict[str, List[GpuDevice]] = {}
+    for d in gpu.devices:
+        devices_of.setdefault(d.host, []).append(d)
+    procs_of: Dict[str, List[ProcessInfo]] = {}
+    for p in processes:
+        if p.host in devices_of:
+            procs_of.setdefault(p.host, []).append(p)
+    for host in sorted(devices_of):
+        devices = devices_of[host]
+        mine = procs_of.get(host, [])
         by_pid = {p.pid: p for p in mine}
         for dev in devices:
             for gproc in dev.processes:
@@ -149,7 +157,8 @@ def map_devices(
                 current = mapping.get((host, dev.index))
                 if current is None or (owner.rank is not None and current[0].rank is None):
                     mapping[(host, dev.index)] = (owner, how)
-        claimed = {info.pid for (h, _), (info, _) in mapping.items() if h == host}
+        mine_now = (mapping.get((host, dev.index)) for dev in devices)
+        claimed = {got[0].pid for got in mine_now if got is not None}
         for info in mine:
             if info.pid in claimed or (info.rank is None and info.local_rank is None):
                 continue

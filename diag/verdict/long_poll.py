@@ -18,6 +18,7 @@ from typing import List, Optional
 
 from diag.model import Bundle, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
+from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import SLEEP
 
@@ -36,11 +37,8 @@ class LongPoll:
 def long_poll(bundle: Bundle, p: ProcSignals) -> Optional[LongPoll]:
     """The process's waiting threads beside its main one all wait with a timeout that ends
     within ``MAX_POLL_S``; None when one waits untimed or none is known to wake."""
-    last = next(
-        (ps for s in reversed(bundle.samples) for ps in s.processes
-         if ps.pid == p.pid and ps.host == p.key[0]),
-        None,
-    )  # fmt: skip
+    seen = process_samples(bundle, p.key[0], p.pid)
+    last = seen[-1] if seen else None
     main = main_thread(last) if last is not None else None
     if last is None or main is None:
         return None

@@ -21,6 +21,7 @@ from typing import Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tupl
 
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
+from diag.verdict.series_index import host_logs
 from diag.verdict.thread_wait import frames_of, thread_wait
 from diag.vocab import WaitKind
 
@@ -126,15 +127,15 @@ def _nobody_works(bundle: Bundle, seq: Sequence[ProcessSample], waiters: Set[int
 def _dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, str]:
     """A thread the process's logs say died ("Exception in thread warmup:") that is not
     among its live threads: (its name, the line)."""
-    for sample in reversed(bundle.samples):
-        for log in sample.logs:
-            if log.host != p.key[0] or p.pid not in log.pids:
-                continue
-            lines = (*log.head, *log.tail)
-            for i, line in enumerate(lines):
-                m = _THREAD_DIED.search(line)
-                if m and m.group("name") not in live:
-                    return m.group("name"), _with_exception(line, lines[i + 1 :])
+    # The latest sample's logs first (a stable sort keeps each sample's own order).
+    for _, log in sorted(host_logs(bundle, p.key[0]), key=lambda got: -got[0]):
+        if p.pid not in log.pids:
+            continue
+        lines = (*log.head, *log.tail)
+        for i, line in enumerate(lines):
+            m = _THREAD_DIED.search(line)
+            if m and m.group("name") not in live:
+                return m.group("name"), _with_exception(line, lines[i + 1 :])
     return "", ""
 
 

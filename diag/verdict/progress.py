@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Set, Tuple
 
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
+from diag.verdict.series_index import process_at
 from diag.verdict.startup_signs import parse_tqdm
 
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(\.\d+)?")
@@ -311,11 +312,27 @@ def _redrawn(grew_lines: int, new: Tuple[str, ...], history: Tuple[str, ...]) ->
 
 
 def _writers_dead(bundle: Bundle, host: str, pids: Tuple[int, ...]) -> bool:
-    last = bundle.samples[-1].processes if bundle.samples else ()
-    status = {ps.pid: ps.status for ps in last if ps.host == host}
-    ranked = {p.pid for p in bundle.processes if p.rank is not None and p.host == host}
+    if not bundle.samples:
+        return False
+    end = len(bundle.samples) - 1
+    ranked = _ranked_pids(bundle).get(host, set())
     writers = [p for p in pids if p in ranked] or list(pids)
-    return bool(writers) and all(status.get(p) in ("zombie", "exited") for p in writers)
+    ends = [process_at(bundle, host, p, end) for p in writers]
+    return bool(writers) and all(got and got[0].status in ("zombie", "exited") for got in ends)
+
+
+_ranked_of: List[Tuple[object, Dict[str, Set[int]]]] = []
+
+
+def _ranked_pids(bundle: Bundle) -> Dict[str, Set[int]]:
+    """The pids of ranks, by host (once per bundle: asked once per log, i.e. per host)."""
+    if not (_ranked_of and _ranked_of[0][0] is bundle.processes):
+        out: Dict[str, Set[int]] = {}
+        for p in bundle.processes:
+            if p.rank is not None:
+                out.setdefault(p.host, set()).add(p.pid)
+        _ranked_of[:] = [(bundle.processes, out)]
+    return _ranked_of[0][1]
 
 
 MAX_DEATH_LINES = 32  # distinct death lines kept per log (a crash loop repeats them)

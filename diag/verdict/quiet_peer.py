@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence
 from diag.model import Bundle, FdEnd, WaitGraph, WaitNode, main_thread
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
+from diag.verdict.series_index import process_samples
 
 LIVE_STATES = ("sleeping", "serving", "blocked", "working", "computing", "spinning", "disk")
 
@@ -34,11 +35,8 @@ class QuietPeer:
 
 def _blocked_end(bundle: Bundle, p: ProcSignals) -> Optional[FdEnd]:
     """The TCP end its main thread blocks reading at the last sample."""
-    last = next(
-        (ps for s in reversed(bundle.samples) for ps in s.processes
-         if ps.pid == p.pid and ps.host == p.key[0]),
-        None,
-    )  # fmt: skip
+    seen = process_samples(bundle, p.key[0], p.pid)
+    last = seen[-1] if seen else None
     main = main_thread(last) if last is not None else None
     if last is None or main is None or main.syscall_fd is None:
         return None
