@@ -13,14 +13,16 @@ peer, working otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+import copy
+from dataclasses import dataclass, field, fields
+from typing import Dict, Hashable, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
 from diag.text.roles import framework_role, named
 from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
+from diag.verdict.proc_classes import class_key
 from diag.verdict.short_requests import ShortRequests, short_requests
 from diag.verdict.thread_wait import (
     ThreadWait,
@@ -267,17 +269,50 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
     clk = bundle.host.clk_tck or 100
     out: List[ProcSignals] = []
     memo: PollMemo = {}  # poll loops by a thread's samples, across processes
+    # Processes whose series read the same (``proc_classes``): computed once a class.
+    classes: Dict[Hashable, ProcSignals] = {}
     for key, series in _series(bundle).items():
         info = infos.get(key, ProcessInfo(pid=key[1], host=key[0]))
-        sig = ProcSignals(key=key, info=info)
-        alive = _statuses(bundle, sig, series)
-        loops = poll_loops(bundle, [ps for _, ps in alive], memo) if len(alive) > 1 else {}
-        _collective_spin(bundle, info, [ps for _, ps in alive], loops)
-        _native_spins(bundle, [ps for _, ps in alive], loops)
-        _rates(bundle, sig, alive, clk, loops)
-        if alive:
-            _window(bundle, sig, alive, clk, loops)
+        class_of = class_key(series, info)
+        same = classes.get(class_of) if class_of is not None else None
+        if same is not None:
+            out.append(_member(same, key, info))
+            continue
+        sig = _signals(bundle, key, info, series, clk, memo)
+        if class_of is not None:
+            classes[class_of] = sig
         out.append(sig)
+    return out
+
+
+def _signals(
+    bundle: Bundle,
+    key: Tuple[str, int],
+    info: ProcessInfo,
+    series: List[Tuple[int, float, ProcessSample]],
+    clk: int,
+    memo: PollMemo,
+) -> ProcSignals:
+    sig = ProcSignals(key=key, info=info)
+    alive = _statuses(bundle, sig, series)
+    loops = poll_loops(bundle, [ps for _, ps in alive], memo) if len(alive) > 1 else {}
+    _collective_spin(bundle, info, [ps for _, ps in alive], loops)
+    _native_spins(bundle, [ps for _, ps in alive], loops)
+    _rates(bundle, sig, alive, clk, loops)
+    if alive:
+        _window(bundle, sig, alive, clk, loops)
+    return sig
+
+
+def _member(same: ProcSignals, key: Tuple[str, int], info: ProcessInfo) -> ProcSignals:
+    """Another process of ``same``'s class: its features, its own identity, and containers
+    of its own (a later step that edits one process's lists must not edit its class's)."""
+    out = copy.copy(same)
+    out.key, out.info = key, info
+    for f in fields(out):
+        value = getattr(out, f.name)
+        if isinstance(value, (list, dict)):
+            setattr(out, f.name, type(value)(value))
     return out
 
 

@@ -1,0 +1,56 @@
+"""Processes whose whole sample series read the same: the features are computed once a class.
+
+A merged bundle of 16,384 ranks x 300 threads holds 15 million thread records, and every
+per-thread finder of ``features.extract`` (poll loops, CPU by frame, lock waiters, timers)
+walked each of them: 20 s of the verdict (issue 35). Ranks of a job that sit in the same
+place have series that differ only in which process they are: host, pid and the clock of
+their host. ``class_key`` is the series with exactly those taken out - every other field of
+every sample, the threads with their tids, stacks, kernel state and tick counts, the
+intervals between the samples as the finders compute them, and what the finders read of the
+process's identity (a declared rank of a multi-rank job or not). Two processes with one key
+give every finder the same input, so the features of one are the features of the other:
+exact, not an approximation - a rank that differs in one tick of one thread is its own class.
+
+What a key leaves out is what keeps it cheap: hashing a sample's thread tuple is C (msgspec
+structs), ~0.1 us a thread, where one Python pass over the threads costs several times that.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable, List, Optional, Sequence, Tuple
+
+import msgspec
+
+from diag.model import ProcessInfo, ProcessSample
+
+# (sample index, the sample's time for the series, the process's record), as features reads it.
+Entry = Tuple[int, float, ProcessSample]
+
+
+def _gaps(times: List[float]) -> Tuple[float, ...]:
+    """The differences the finders take: between consecutive samples, and last minus first
+    (computed the same way, so equal keys mean equal floats, not just equal offsets)."""
+    if len(times) < 2:
+        return ()
+    return (*(b - a for a, b in zip(times, times[1:])), times[-1] - times[0])
+
+
+def class_key(series: Sequence[Entry], info: ProcessInfo) -> Optional[Hashable]:
+    """What ``features.extract`` reads of one process, identity and host clock left out;
+    None when the series holds something unhashable (then the process is its own class)."""
+    stripped = tuple(msgspec.structs.replace(ps, pid=0, host="", t_s=0.0) for _, _, ps in series)
+    alive = [(t_s, ps) for _, t_s, ps in series if ps.status == "alive"]
+    key = (
+        tuple(index for index, _, _ in series),
+        stripped,
+        _gaps([t_s for t_s, _ in alive]),
+        _gaps([ps.t_s or 0.0 for _, ps in alive]),
+        info.rank is None,
+        info.world_size,
+        info.rank_source,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key

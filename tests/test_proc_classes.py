@@ -1,0 +1,58 @@
+"""Features judged once per class of processes whose series read the same (issue 35).
+
+The class is exact: every member must get the features a fresh reading of its own series
+gives, and its own containers; a process that differs in one thread's ticks is no member."""
+
+from __future__ import annotations
+
+import msgspec
+
+from bench.scale import Shape, make_parts
+from diag.bundle.merge import merge_bundles
+from diag.model import Bundle, ProcessInfo
+from diag.verdict import features
+from diag.verdict.proc_classes import class_key
+
+
+def _merged(story: str, hosts: int = 4) -> Bundle:
+    parts, missing, _ = make_parts(Shape(hosts, 3, 6, 3), story)
+    return merge_bundles(parts, missing)
+
+
+def _fresh(bundle: Bundle) -> list:
+    """Every process read on its own, no class shared."""
+    infos = {(p.host, p.pid): p for p in bundle.processes}
+    clk = bundle.host.clk_tck or 100
+    return [
+        features._signals(bundle, key, infos.get(key, ProcessInfo(pid=key[1])), series, clk, {})
+        for key, series in features._series(bundle).items()
+    ]
+
+
+def test_members_get_what_their_own_series_gives() -> None:
+    for story in ("healthy", "diverged", "clock"):
+        bundle = _merged(story)
+        infos = {(p.host, p.pid): p for p in bundle.processes}
+        keys = [class_key(s, infos[k]) for k, s in features._series(bundle).items()]
+        assert len(set(keys)) < len(keys)  # classes formed: the same local rank on each node
+        assert features.extract(bundle) == _fresh(bundle)
+
+
+def test_members_do_not_share_containers() -> None:
+    procs = features.extract(_merged("healthy"))
+    first, other = procs[1], next(p for p in procs[2:] if p.pid == procs[1].pid)
+    assert first.key != other.key and first.samples == other.samples
+    other.samples.append(99)
+    assert first.samples != other.samples
+
+
+def test_one_tick_apart_is_another_class() -> None:
+    bundle = _merged("diverged", hosts=2)
+    sample = bundle.samples[-1]
+    ps = sample.processes[1]
+    thread = msgspec.structs.replace(ps.threads[0], utime_ticks=ps.threads[0].utime_ticks + 1)
+    changed = msgspec.structs.replace(ps, threads=(thread, *ps.threads[1:]))
+    procs = (*sample.processes[:1], changed, *sample.processes[2:])
+    last = msgspec.structs.replace(sample, processes=procs)
+    bundle = msgspec.structs.replace(bundle, samples=(*bundle.samples[:-1], last))
+    assert features.extract(bundle) == _fresh(bundle)
