@@ -9,7 +9,9 @@ on every known case in this one fast test: regenerate with
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import sys
 from pathlib import Path
 from typing import List
@@ -21,7 +23,7 @@ from diag.model import Verdict
 from diag.verdict.classify import classify
 from diag.verdict.rules import TABLE, apply
 from diag.verdict.rules.base import FIXTURE_PREFIX, Rule, decided
-from diag.vocab import PRE_RULE_IDS, RULE_IDS
+from diag.vocab import PRE_RULE_IDS, RULE_IDS, STATES
 from tests.conftest import REPO
 
 GOLDEN = REPO / "tests" / "golden" / "rule_table.txt"
@@ -92,10 +94,30 @@ def test_every_row_decides_its_examples(row: Rule) -> None:
         assert verdict.state in row.gives | {"unknown"}, (name, verdict.state)
 
 
-def test_a_sentence_must_open_with_its_state() -> None:
-    assert decided("idle", 0.5, "idle: waiting").text == "waiting"
-    with pytest.raises(ValueError):
-        decided("idle", 0.5, "deadlocked: nothing moves")
+def test_the_state_is_data_not_a_prefix_of_the_sentence() -> None:
+    """A decision carries its state as a field and its sentence without it; the summary is
+    composed from the two (``wording.summary_of``). No string in ``diag/verdict`` opens with a
+    state ("deadlocked: ..."), so none is written with it inside to be stripped back out."""
+    decision = decided("idle", 0.5, "waiting")
+    assert (decision.state, decision.text, decision.summary) == ("idle", "waiting", "idle: waiting")
+    opens = re.compile("^(?:" + "|".join(STATES) + "): ")
+    found = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "diag" / "verdict").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(n)
+        }
+        inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+        for n in ast.walk(tree):
+            head = n.values[0] if isinstance(n, ast.JoinedStr) and n.values else n
+            text = head.value if isinstance(head, ast.Constant) else None
+            if id(n) in docs or id(n) in inner or not isinstance(text, str):
+                continue
+            if opens.match(text):
+                found.append(f"{path.name}:{n.lineno}: {text[:40]!r}")
+    assert not found, found
 
 
 def test_every_recorded_capture_is_decided_as_the_table_says() -> None:

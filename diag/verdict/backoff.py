@@ -163,7 +163,7 @@ def backoff_sentence(backs: Sequence[Backoff], waiters: Sequence[ProcSignals]) -
     asleep = verb(procs, "sleeps", "sleep")
     wakes = verb(procs, "wakes", "wake")
     text = (
-        f"slow: {who(procs)} {asleep} in {where(first.proc)} ({first.call}) and {wakes} by "
+        f"{who(procs)} {asleep} in {where(first.proc)} ({first.call}) and {wakes} by "
         f"itself in ~{age_words(max(1.0, soonest))}; "
         f"{waits_phrase(group_by_wait(waiters)[:2])} for it - a back-off, not a diverged rank: "
         "wait for it"

@@ -52,6 +52,7 @@ from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
 from diag.verdict.wait_age import stopped_age, wait_age
+from diag.verdict.wording import summary_of
 from diag.verdict.work import with_job_context
 from diag.vocab import PreRuleId, VerdictState
 
@@ -71,7 +72,7 @@ def _unknown(bundle: Bundle, rule: PreRuleId, text: str) -> Verdict:
     return Verdict(
         state="unknown",
         confidence=0.0,
-        summary=f"unknown: {text}",
+        summary=summary_of("unknown", text),
         exit_code=bundle.target.exit_code,
         rule=rule,
     )
@@ -172,7 +173,7 @@ def _qualified(
     return Verdict(
         state=state,
         confidence=round(max(0.0, min(1.0, confidence)), 2),
-        summary=f"{state}: {text}",
+        summary=summary_of(state, text),
         evidence=tuple(evidence),
         suspects=dedupe(suspects),
         classes=s.classes if isinstance(s.classes, tuple) else tuple(s.classes),

@@ -11,6 +11,7 @@ from diag.verdict.evidence import exit_evidence
 from diag.verdict.features import ProcSignals
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.progress import log_growth
+from diag.verdict.wording import summary_of
 
 
 def seen_lines(bundle: Bundle) -> List[str]:
@@ -83,7 +84,7 @@ def exited_verdict(bundle: Bundle, procs: Sequence[ProcSignals]) -> Verdict:
         state="exited",
         confidence=0.95,
         rule="target_exited",
-        summary=f"exited: the target is gone{code_text}{error_text}",
+        summary=summary_of("exited", f"the target is gone{code_text}{error_text}"),
         evidence=tuple(evidence),
         suspects=tuple(suspects),
         exit_code=code,

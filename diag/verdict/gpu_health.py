@@ -323,7 +323,7 @@ def failed_sentence(
     ranks = sorted(r for r in others if r is not None)
     wait = f"; {rank_set(ranks)} wait for it until their collective timeout" if ranks else ""
     return (
-        f"deadlocked: {'; '.join(parts)} - {', '.join(names)} cannot go on{wait} - a death, "
+        f"{'; '.join(parts)} - {', '.join(names)} cannot go on{wait} - a death, "
         "not a slow rank: the GPU needs a reset or service (drain the node); restart the job "
         "without it"
     )

@@ -141,7 +141,7 @@ def lone_sentence(lone: LonePhase) -> str:
         for g in group_by_wait(list(lone.waiters))[:2]
     )
     return (
-        f"slow: {who(movers)} {verb(movers, 'is', 'are')} alone in a phase - "
+        f"{who(movers)} {verb(movers, 'is', 'are')} alone in a phase - "
         f"{phase_text(lone, first)}; {waits}: the job's steps have stopped for this phase - "
         f"wait for it, or speed up what it reads or writes; don't kill"
     )

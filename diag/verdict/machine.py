@@ -292,7 +292,7 @@ def held_sentence(
         remedy.append("raise the limit")
     if low:
         remedy.append("give it a CPU (renice it, or move what competes)")
-    return f"slow: {'; '.join(parts)}{tail} - {', '.join(remedy)}; don't kill"
+    return f"{'; '.join(parts)}{tail} - {', '.join(remedy)}; don't kill"
 
 
 def host_note(bundle: Bundle) -> str:
@@ -328,7 +328,7 @@ def runs_sentence(
     first = moving[0]
     tail = peers_waiting_tail(moving, alive)
     return (
-        f"slow: {who(moving)} {verb(moving, 'runs', 'run')}, slowly "
+        f"{who(moving)} {verb(moving, 'runs', 'run')}, slowly "
         f"({_motion(first, holds.get(first.key))}{host_note}){tail} - the kernel reports "
         f"{verb(moving, 'it', 'them')} runnable, not blocked: wait, or give "
         f"{verb(moving, 'it', 'them')} more CPU; don't kill"

@@ -195,7 +195,7 @@ def pressure_sentence(
     procs = [p for p, _ in held]
     tail = peers_waiting_tail(procs, alive)
     return (
-        f"slow: {who(procs)} {verb(procs, 'is', 'are')} under memory pressure "
+        f"{who(procs)} {verb(procs, 'is', 'are')} under memory pressure "
         f"({hold_text(held[0][1])}){tail} - its pages are evicted and read back as fast as "
         "it runs: raise its memory limit or make it hold less; don't kill"
     )

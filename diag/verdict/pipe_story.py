@@ -50,7 +50,7 @@ def pipe_story(
         else "; find who holds the read end (`ls -l /proc/<pid>/fd`) and why it stopped"
     )
     summary = (
-        f"deadlocked: {who(writers)} {verb(writers, 'blocks', 'block')} writing to a full pipe "
+        f"{who(writers)} {verb(writers, 'blocks', 'block')} writing to a full pipe "
         f"or socket in {where(writers[0])} - its reader stopped reading{reader_text}"
     )
     suspects = [

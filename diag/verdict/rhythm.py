@@ -135,12 +135,13 @@ def grew_since(a: Sample, b: Sample, path: str) -> bool:
 
 
 def hedge_text(r: Rhythm, would: str) -> str:
-    """ "unknown: too short to call a hang - train.log has a line every ~12 s ..."."""
+    """The sentence after "unknown: ": "too short to call a hang - train.log has a line every
+    ~12 s ..."."""
     name = r.path.rsplit("/", 1)[-1]
     step = 2  # diag capture's default interval; a busy host's late samples say nothing here
     count = math.ceil(r.decide_s / step) + 1
     return (
-        f"unknown: too short to call a hang - {name} has had a line every ~{r.period_s:.0f} s "
+        f"too short to call a hang - {name} has had a line every ~{r.period_s:.0f} s "
         f"(median of {r.gaps} gaps) and was quiet for {r.quiet_s:.0f} s when this "
         f"{r.span_s:.0f} s capture ended: a capture of at least {r.decide_s:.0f} s decides "
         f"(diag capture --count {count} --interval {step}, or leave both out and diag "

@@ -73,7 +73,7 @@ def dead_story(
     subject = " and ".join(names)
     whose = "rank's" if any(p.rank is not None for p in dead) else "process's"
     summary = (
-        f"deadlocked: {subject} {verb(dead, 'exited', 'exited')} while {waiting} - "
+        f"{subject} {verb(dead, 'exited', 'exited')} while {waiting} - "
         f"they will never finish; kill the job, read the dead {whose} log, restart"
     )
     return summary, suspects
@@ -114,20 +114,20 @@ def peer_story(
         summary, confidence = _diverged_sentence(text, alive, suspects), 0.85
     elif missing:
         summary = (
-            f"deadlocked: {text}; rank(s) {','.join(map(str, missing[:8]))} of the world "
+            f"{text}; rank(s) {','.join(map(str, missing[:8]))} of the world "
             "never showed up - kill the job and look for the missing rank"
         )
         confidence = 0.75
     elif len(group_by_wait(waiters)) > 1:
         summary = (
-            f"deadlocked: {text} - the ranks wait in different places (a mismatched "
+            f"{text} - the ranks wait in different places (a mismatched "
             "collective) with no CPU, I/O or log progress; kill the job and compare "
             "their code paths"
         )
         confidence = 0.75
     else:
         summary = (
-            f"deadlocked: {text}, all in the same place with no CPU, I/O or log "
+            f"{text}, all in the same place with no CPU, I/O or log "
             "progress - a peer outside this capture, or a mismatched collective; kill "
             "the job"
         )
@@ -148,7 +148,7 @@ def _diverged_sentence(text: str, alive: Sequence[ProcSignals], suspects: Sequen
         q = prompts[0]
         what = "a debugger prompt (pdb, `breakpoint()`)" if at_debugger(q) else "a prompt"
         return (
-            f"deadlocked: {text}, but {who(prompts)} {verb(prompts, 'reads', 'read')} "
+            f"{text}, but {who(prompts)} {verb(prompts, 'reads', 'read')} "
             f"stdin in {where(q)} - {what} waits for someone to type at its terminal, "
             "and its peers wait for it: answer it (pdb: `c` continues), or kill the job "
             "and remove the prompt"
@@ -164,7 +164,7 @@ def _diverged_sentence(text: str, alive: Sequence[ProcSignals], suspects: Sequen
         else "no CPU, I/O or log progress"
     )
     return (
-        f"deadlocked: {text}, but {odd_text} - {who(culprits)} "
+        f"{text}, but {odd_text} - {who(culprits)} "
         f"{verb(culprits, 'diverged', 'diverged')}; {still}: "
         f"kill the job and look at {who(culprits)}"
     )
@@ -220,7 +220,7 @@ def lock_story(
             "releasing it, or it was copied held into a fork()ed child); dump it with py-spy "
             "to see the holder, kill it and fix the release"
         )
-    summary = "deadlocked: " + "; ".join(parts) + f" with no CPU, I/O or log progress - {cause}"
+    summary = "; ".join(parts) + f" with no CPU, I/O or log progress - {cause}"
     return summary, suspects
 
 
@@ -234,7 +234,7 @@ def stopped_story(
     pids = " ".join(str(p.pid) for p in stopped[:8])
     how, until, state = _how_stopped(stopped, pids)
     summary = (
-        f"deadlocked: {who(stopped)} {verb(stopped, 'is', 'are')} {how}{since} "
+        f"{who(stopped)} {verb(stopped, 'is', 'are')} {how}{since} "
         f"in {where(stopped[0])}"
         + (f" while {waiting}" if waiting else "")
         + f" - nothing moves until {until}"
@@ -275,7 +275,7 @@ def pool_story(
     workers = [p for p in alive if p not in waiters]
     idle = waits_phrase(group_by_wait(workers)[:2]) if workers else ""
     summary = (
-        f"deadlocked: {who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
+        f"{who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
         f"{where(waiters[0])} but nothing computes them"
         + (f" ({idle})" if idle else "")
         + " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
@@ -328,7 +328,7 @@ def _slow_summary(
     """ "slow: <who works>; <who waits for it> - wait, don't kill"."""
     waiting = [p for p in alive if p.key not in busy and p.main_wait and p.main_wait.kind]
     tail = waits_phrase(group_by_wait(waiting)[:2])
-    return "slow: " + "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
+    return "; ".join(parts) + (f"; {tail}" if tail else "") + " - wait, don't kill"
 
 
 def work_story(
@@ -425,4 +425,4 @@ def progress_story(
         bits.append(f"but {who(dead)} exited")
         confidence -= 0.2
         suspects = [_suspect(p, "exited during the run") for p in dead]
-    return "progressing: " + "; ".join(bits), confidence, suspects
+    return "; ".join(bits), confidence, suspects

@@ -12,6 +12,7 @@ from diag.text.roles import FrameworkRole, framework_role, named
 from diag.text.units import ranges, rank_set, size
 from diag.verdict.features import ProcSignals
 from diag.verdict.polling import POLLED_COLLECTIVE
+from diag.vocab import VerdictState
 
 __all__ = [
     "group_by_wait",
@@ -27,6 +28,12 @@ __all__ = [
 ]
 
 LABEL_CHARS = 80  # a frame name the target chose is cut here in a verdict sentence
+
+
+def summary_of(state: VerdictState, text: str) -> str:
+    """A verdict's summary: its state, then its sentence ("deadlocked: rank 3 ..."). The one
+    place the two are joined; the state stays a field of the decision and of the verdict."""
+    return f"{state}: {text}"
 
 
 def who(procs: Sequence[ProcSignals]) -> str:

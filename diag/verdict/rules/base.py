@@ -2,10 +2,10 @@
 what it needs, why it sits where it does in the table, its ``decide`` function) and its
 ``Decision`` (state, confidence, the sentence, suspects).
 
-The sentence a rule gives (from ``rules.words``) starts with its state ("deadlocked: rank 3
-..."): ``decided`` checks that the two agree and keeps only the part after the state, so the
-state is data and the summary is composed once, by the classifier, from the state and this
-text.
+The state is data: a rule names it in ``decided`` and its sentence (from ``rules.words``)
+says only what follows it ("rank 3 ..."); the summary ("deadlocked: rank 3 ...") is composed
+once, by the classifier, from the two - never written with the state inside and stripped back
+out.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Callable, FrozenSet, Literal, Optional, Sequence, Tuple
 
 from diag.model import Suspect
 from diag.verdict.situation import Situation
+from diag.verdict.wording import summary_of
 from diag.vocab import RuleFamily, RuleId, VerdictState
 
 # What a rule reads beyond the measures: the wait-for graph (skipped, and recorded as such,
@@ -34,17 +35,14 @@ class Decision:
 
     @property
     def summary(self) -> str:
-        return f"{self.state}: {self.text}"
+        return summary_of(self.state, self.text)
 
 
 def decided(
-    state: VerdictState, confidence: float, summary: str, suspects: Sequence[Suspect] = ()
+    state: VerdictState, confidence: float, text: str, suspects: Sequence[Suspect] = ()
 ) -> Decision:
-    """A ``Decision`` from a rule's sentence, which must open with its own state."""
-    prefix = f"{state}: "
-    if not summary.startswith(prefix):
-        raise ValueError(f"a {state} decision whose sentence opens otherwise: {summary[:60]!r}")
-    return Decision(state, confidence, summary[len(prefix) :], tuple(suspects))
+    """A ``Decision``: its state, and the sentence that follows the state in the summary."""
+    return Decision(state, confidence, text, tuple(suspects))
 
 
 # An example is the name of a recorded capture the rule decides: a bundle's stem in

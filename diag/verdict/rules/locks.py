@@ -122,7 +122,7 @@ def waits_on_filesystem(s: Situation) -> Optional[Decision]:
     state, confidence, text, suspects = fs_story(
         st, words.fs_waiting(others), words.fs_waiters(peers)
     )
-    return decided(state, confidence, words.with_state(state, text), suspects)
+    return decided(state, confidence, text, suspects)
 
 
 def waits_for_file_lock(s: Situation) -> Optional[Decision]:

@@ -30,7 +30,7 @@ from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undra
 from diag.verdict.wait_age import age_words
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.verdict.work import SERVED_MIN_BYTES, Starved, poll_note
-from diag.vocab import VerdictState, WaitKind
+from diag.vocab import WaitKind
 
 # --- deaths -----------------------------------------------------------------------------------
 
@@ -38,7 +38,7 @@ from diag.vocab import VerdictState, WaitKind
 def rank_gone_in_log(death: LogDeath, survivors: Sequence[ProcSignals]) -> str:
     """``log_names_dead_rank``: the log says rank N died and no live process is rank N."""
     return (
-        f"deadlocked: the log says rank {death.rank} died ({death.path}: `{death.line[:160]}`) "
+        f"the log says rank {death.rank} died ({death.path}: `{death.line[:160]}`) "
         f"and no process of the job is rank {death.rank} any more ({who(survivors)} still "
         "there) - the other ranks can never finish their collectives with it; read the log "
         "above that line, restart the job"
@@ -51,7 +51,7 @@ def death_in_log(path: str, line: str, alive: Sequence[ProcSignals]) -> str:
     quoted = " ".join(line.split())[:160]
     waits = waits_phrase(group_by_wait(alive)[:2])
     return (
-        f"deadlocked: the log says a process of the job died ({path}: `{quoted}`) and "
+        f"the log says a process of the job died ({path}: `{quoted}`) and "
         f"nothing moves{f' ({waits})' if waits else ''} - the survivors wait for it; read "
         "the log above that line, restart the job"
     )
@@ -73,7 +73,7 @@ def answers_requests(servers: Sequence[ProcSignals]) -> str:
             f"{p.name} answers requests on {ports} ({size(p.served_delta_bytes)} over "
             f"{p.served_conns} client connection(s), {size(rate)}/s)"
         )
-    return "progressing: " + "; ".join(parts) + " - no log line needed to see it"
+    return "; ".join(parts) + " - no log line needed to see it"
 
 
 _FETCH_HOW = {
@@ -90,7 +90,7 @@ def data_starved(st: Starved) -> str:
     how = _FETCH_HOW.get(next(iter(kinds)) or "", "reading there (storage, a decode)")
     n = len(st.workers)
     return (
-        f"slow: {who([st.loader])} waits in the DataLoader for its next batch, and its "
+        f"{who([st.loader])} waits in the DataLoader for its next batch, and its "
         f"{n} DataLoader worker{'s' if n > 1 else ''} ({who(st.workers)}) "
         f"{verb(st.workers, 'is', 'are')} inside the dataset's `{st.dataset_frame}`, {how} - "
         "the job is data-starved, not stuck: don't kill it. See where the dataset spends its "
@@ -122,7 +122,7 @@ def calls_itself(p: ProcSignals, evidence: str) -> str:
     """``calls_itself``: a thread of ``p`` waits for an answer from ``p``'s own listener
     (``evidence``: the graph's tcp self-edge, "reads ... whose other end ...")."""
     return (
-        f"deadlocked: {p.name} waits for its own server - in {where(p)} it {evidence}; "
+        f"{p.name} waits for its own server - in {where(p)} it {evidence}; "
         "the thread that would accept and answer is the one waiting, so nothing ends it. "
         "Restart it; the fix: no blocking call to its own port from its event loop "
         "(await an async client, or call the handler's function directly)"
@@ -134,7 +134,7 @@ def pipe_outlives_child(p: ProcSignals, child: Optional[WaitNode], holder: WaitN
     the graph), but ``holder`` - started in the background - still holds the write end."""
     kid = f" (pid {child.pid} {child.label.split()[-1]})" if child else ""
     return (
-        f"deadlocked: {p.name} waits in {where(p)} for EOF on its child's output, but the "
+        f"{p.name} waits in {where(p)} for EOF on its child's output, but the "
         f"child{kid} has exited and {holder.label} still holds the write end - a process "
         "it started in the background inherited the pipe, and the call returns only when "
         f"that one exits. Kill pid {holder.pid} (or send the background command's output "
@@ -152,7 +152,7 @@ def stopped_outsider(line: str, n: WaitNode) -> str:
     job and stopped (the line ends in its ``kill -CONT``) or a zombie."""
     act = ": restart what it served (its parent must reap it)" if n.state == "zombie" else ""
     return (
-        f"deadlocked: {line} - nothing in the job moves until pid {n.pid} does{act} "
+        f"{line} - nothing in the job moves until pid {n.pid} does{act} "
         "(it is outside the job; killing the job would not help)"
     )
 
@@ -166,7 +166,7 @@ def chains_never_end(chains: Sequence[str]) -> str:
     """``chains_never_end``: every chain of waits ends stopped, dead or in a cycle (two shown),
     with the fix where the cycle is a known pitfall."""
     return (
-        "deadlocked: nothing moves and every chain of waits ends where nothing can end it - "
+        "nothing moves and every chain of waits ends where nothing can end it - "
         + "; ".join(chains[:2])
         + _known_cycle(chains[:2])
     )
@@ -193,7 +193,7 @@ def chain_end_reason(n: WaitNode) -> str:
 def chains_end_at_doors(chain: str, end: WaitNode) -> str:
     """``chains_end_at_doors``: every chain ends at a process (``end``) something can wake."""
     return (
-        f"idle: nothing moves, and every chain of waits ends at a process something outside "
+        f"nothing moves, and every chain of waits ends at a process something outside "
         f"can wake - {chain}. Healthy if what {end.label} waits for comes (a timer's "
         f"next poll, a request, input); stuck if it never does: see what it waits for "
         f"(`py-spy dump --pid {end.pid}`) before killing anything"
@@ -212,7 +212,7 @@ def nothing_can_wake(alive: Sequence[ProcSignals], kinds: AbstractSet[Optional[W
     """``nothing_can_wake``, the table's last rule: what the live processes wait in, and a
     note per kind of wait among ``kinds`` (their main threads') that names its cause."""
     summary = (
-        f"deadlocked: nothing moves and nothing can wake it by itself (no listening port, no "
+        f"nothing moves and nothing can wake it by itself (no listening port, no "
         f"timer, no wakeups): {waits_phrase(group_by_wait(alive)[:3])} - waiting on each "
         "other, or on a peer that never answers"
     )
@@ -236,7 +236,7 @@ def blocked_on_itself(stuck: Sequence[ProcSignals]) -> str:
     threads += f" in {where(p)} and the like" + verb(stuck, "", ")")
     can = verb(stuck, "can never wake by itself", "can each never wake by itself")
     return (
-        f"deadlocked: {who(stuck)} {can} - {threads}, each on a "
+        f"{who(stuck)} {can} - {threads}, each on a "
         "lock, queue or event of its own process (private futexes), so only one of its own "
         "threads could end a wait, and none runs; nothing outside can help. Kill it; "
         f"`py-spy dump --pid {p.pid}` shows who waits where (unless it waits for a signal)"
@@ -245,7 +245,7 @@ def blocked_on_itself(stuck: Sequence[ProcSignals]) -> str:
 
 def waits_on_itself(w: SelfWait, name: str) -> str:
     """``waits_on_itself``: a thread of ``name`` blocked on a lock its own stack holds."""
-    return "deadlocked: " + self_wait_text(w, name)
+    return self_wait_text(w, name)
 
 
 def self_wait_reason(w: SelfWait) -> str:
@@ -258,7 +258,7 @@ PUT_REASON = "blocked putting on a full queue no thread of it drains"
 
 def put_never_drained(w: UndrainedPut, name: str) -> str:
     """``waits_on_itself``: a main thread's ``Queue.put`` that no thread of ``name`` drains."""
-    return "deadlocked: " + undrained_put_text(w, name)
+    return undrained_put_text(w, name)
 
 
 def fs_waiting(others: Sequence[ProcSignals]) -> str:
@@ -271,18 +271,13 @@ def fs_waiters(peers: Sequence[ProcSignals]) -> str:
     return who(peers) if peers else ""
 
 
-def with_state(state: VerdictState, text: str) -> str:
-    """A story told without its state (``fs_story``) as a rule's sentence: opening with it."""
-    return f"{state}: {text}"
-
-
 # --- peers ------------------------------------------------------------------------------------
 
 
 def agents_never_meet(agent: ProcSignals, hosts: int, differ: str) -> str:
     """``waits_for_nodes_to_join``: agents on several hosts wait with different settings."""
     return (
-        f"deadlocked: torchrun's agents on {hosts} hosts all wait in {where(agent)}, but with "
+        f"torchrun's agents on {hosts} hosts all wait in {where(agent)}, but with "
         f"different rendezvous settings ({differ}) - they will never meet. Restart them "
         "with the same --rdzv-endpoint, --rdzv-id and --nnodes"
     )
@@ -300,7 +295,7 @@ def nodes_to_join(agent: ProcSignals, settings: RdzvSettings, hosts: int) -> str
     if hosts > 1:
         joined = f"{hosts} host(s) of this capture joined"
     return (
-        f"idle: torchrun (pid {agent.pid}) waits in {where(agent)} for the other nodes to join "
+        f"torchrun (pid {agent.pid}) waits in {where(agent)} for the other nodes to join "
         f"its rendezvous ({settings.describe()}) - {joined}, so nothing here is stuck: the "
         "missing nodes are. Start torchrun on them with the same --rdzv-endpoint and "
         "--rdzv-id, or see why they did not start (their logs, the scheduler); it gives up by "
@@ -324,7 +319,7 @@ def rank_joins_store(join: StoreJoin) -> str:
         )
         check = "`ss -ltn` on MASTER_ADDR's host"
     return (
-        f"idle: {who(join.joiners)} {verb(join.joiners, 'waits', 'wait')} in {where(first)} to "
+        f"{who(join.joiners)} {verb(join.joiners, 'waits', 'wait')} in {where(first)} to "
         f"join the rendezvous: {'they connect' if many else 'it connects'} to the c10d store at "
         f"{at}. No collective has begun, so none is mismatched: the store's host (rank 0, or "
         "torchrun's agent) is not started, failed, or is told another address. Check that rank "
@@ -337,16 +332,13 @@ def rank_joins_store(join: StoreJoin) -> str:
 
 def collective_laggard(detail: str, pid: int) -> str:
     """``collective_laggard``: a collective record (``detail``) names the rank behind (``pid``)."""
-    return (
-        f"deadlocked: {detail} - the other ranks wait for it; see where it is with "
-        f"`py-spy dump --pid {pid}`"
-    )
+    return f"{detail} - the other ranks wait for it; see where it is with `py-spy dump --pid {pid}`"
 
 
 def gpu_spins(alive: Sequence[ProcSignals]) -> str:
     """``gpu_spins``: a GPU busy at idle power, nothing else moves (what the live wait in)."""
     return (
-        "deadlocked: the GPU reads busy at idle power and nothing "
+        "the GPU reads busy at idle power and nothing "
         f"else moves ({waits_phrase(group_by_wait(alive)[:2])}) - a kernel waits on a "
         "peer that never arrives; kill the job and restart"
     )
@@ -363,7 +355,7 @@ def _ports(ports: Sequence[int], most: int) -> str:
 def still_starting(alive: Sequence[ProcSignals]) -> str:
     """An idle door rule's job that shows a start-up phase and no sign it is ready."""
     return (
-        "slow: still starting, not ready yet (no ready line in its log, no request answered)"
+        "still starting, not ready yet (no ready line in its log, no request answered)"
         f" - between two start-up steps nothing moves: {waits_phrase(group_by_wait(alive)[:3])}"
         "; not idle: let the start-up finish before sending it work, don't kill it"
     )
@@ -374,7 +366,7 @@ def fed_by_server(
 ) -> str:
     """``server_feeds_ranks``: the ranks wait for work from ``feeders``, which are no rank."""
     return (
-        f"idle: {who(waiters)} wait for work in {where(waiters[0])}, "
+        f"{who(waiters)} wait for work in {where(waiters[0])}, "
         f"handed out by {who(feeders[:2])}, which {verb(feeders, 'waits', 'wait')} for "
         f"requests in {where(feeders[0])} ({_ports(ports, 4)} listening) - healthy, waiting "
         "for requests"
@@ -387,7 +379,7 @@ def server_polls(
     """``server_feeds_ranks``: ranks wait for server ranks, ``pollers`` among them polling
     for work behind the job's ``ports`` (which of them busy-polls is noted)."""
     return (
-        f"idle: {_ports(ports, 4)} listening; {waits_phrase(group_by_wait(alive)[:3])}"
+        f"{_ports(ports, 4)} listening; {waits_phrase(group_by_wait(alive)[:3])}"
         f"{poll_note(pollers)} - healthy, waiting for requests"
     )
 
@@ -397,7 +389,7 @@ def server_serves(
 ) -> str:
     """``server_feeds_ranks``: ``servers`` serve ``ports`` and the other ranks wait for them."""
     return (
-        f"idle: {who(servers)} {verb(servers, 'serves', 'serve')} {_ports(ports, 4)} and "
+        f"{who(servers)} {verb(servers, 'serves', 'serve')} {_ports(ports, 4)} and "
         f"{waits_phrase(group_by_wait(alive)[:3])} - healthy, waiting for requests"
     )
 
@@ -410,7 +402,7 @@ def unanswered_reason(p: ProcSignals) -> str:
 def handler_sleeps(p: ProcSignals, total: int) -> str:
     """``requests_unanswered``: requests wait on a thread asleep in a handler of ``p``."""
     return (
-        f"slow: {total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
+        f"{total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
         f"{p.stale_age_s:.0f}+ s because the thread that answers them sleeps in {where(p)} "
         f"({who([p])}) - a blocking call inside a handler holds every client until it "
         "returns. Don't restart it: move the call off the event loop (`await asyncio.sleep`, "
@@ -427,7 +419,7 @@ def _unanswered(p: ProcSignals, total: int) -> str:
 def requests_unanswered(p: ProcSignals, total: int) -> str:
     """``requests_unanswered``: requests wait and nothing in the server ``p`` moves."""
     return (
-        f"deadlocked: {_unanswered(p, total)} while nothing in the server moves "
+        f"{_unanswered(p, total)} while nothing in the server moves "
         f"({who([p])} waits in {where(p)}) - a handler waits on something that never comes "
         "(an await, a lock, a "
         f"dead backend); clients wait. See the handlers with `py-spy dump --pid {p.pid}`, "
@@ -440,7 +432,7 @@ def request_cycle(p: ProcSignals, total: int, members: Sequence[str]) -> str:
     process of the job (its handler calls a service that calls back into it)."""
     among = ", ".join(members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
     return (
-        f"deadlocked: {_unanswered(p, total)}, and the handler is in a cycle of requests among "
+        f"{_unanswered(p, total)}, and the handler is in a cycle of requests among "
         f"{among} - "
         "each waits for another's answer, and only a timeout or a kill ends it. Restart it; the "
         "fix is in the code: a handler must not call a service that calls back into it "
@@ -493,7 +485,7 @@ def waits_for_outside(
     follows the waits."""
     port_text = f", {_ports(ports, 4)} listening" if ports else ""
     return (
-        f"idle: nothing moves, no rank waits on a peer{port_text}; "
+        f"nothing moves, no rank waits on a peer{port_text}; "
         f"{waits_phrase(group_by_wait(alive)[:3])}{poll_note(alive)} - "
         f"{_outside_tail(ports, on_stdin, on_signal)}"
     )

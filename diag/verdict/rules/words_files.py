@@ -42,7 +42,7 @@ def polled_lock_unseen(w: LockWait) -> str:
         "or the probe failed)"
     )
     return (
-        f"idle: {who([w.waiter])} {_takes(w)}, and {why} - it goes on when the holder "
+        f"{who([w.waiter])} {_takes(w)}, and {why} - it goes on when the holder "
         "releases the lock, not on a timer of its own: `lslocks -o PID,PATH` names the "
         "holder, and that process decides (`py-spy dump` it; kill the job only if the holder "
         "is gone)"
@@ -53,7 +53,7 @@ def file_lock_unseen(w: LockWait) -> str:
     """``waits_for_file_lock``, no holder known: where to look for the one that decides."""
     why = "no holder is listed in /proc/locks" if w.read else "/proc/locks was not read"
     return (
-        f"unknown: {who([w.waiter])} {_takes(w)} and {why} - {_lock_finder(w)} names who "
+        f"{who([w.waiter])} {_takes(w)} and {why} - {_lock_finder(w)} names who "
         "holds it; that process, not this job, decides when it goes on"
     )
 
@@ -62,7 +62,7 @@ def file_lock_held_in_job(w: LockWait, h: LockHolder, holder: ProcSignals) -> st
     """``waits_for_file_lock``: another process of the job holds the lock and waits on a door
     (a timer, a port) itself - the waiter goes on when it releases."""
     return (
-        f"idle: {who([w.waiter])} {_takes(w)}: {holder_label(h)}, of this job, holds it and "
+        f"{who([w.waiter])} {_takes(w)}: {holder_label(h)}, of this job, holds it and "
         f"waits in {where(holder)} (it wakes by itself, or a request or a timer wakes it) - "
         f"{who([w.waiter])} goes on when it releases the lock. Healthy if it holds it for a "
         "reason (a download, a build it waits for); if it should have let go by now, it is "
@@ -81,7 +81,7 @@ def _lock_lead(w: LockWait, h: LockHolder) -> str:
 def file_lock_holder_stopped(w: LockWait, h: LockHolder) -> str:
     """``waits_for_file_lock``: the holder outside the job is stopped (state T or t)."""
     return (
-        f"deadlocked: {_lock_lead(w, h)}, and it is stopped (state {h.state}) - nothing moves "
+        f"{_lock_lead(w, h)}, and it is stopped (state {h.state}) - nothing moves "
         f"until `kill -CONT {h.pid}`"
     )
 
@@ -89,7 +89,7 @@ def file_lock_holder_stopped(w: LockWait, h: LockHolder) -> str:
 def file_lock_holder_gone(w: LockWait, h: LockHolder) -> str:
     """``waits_for_file_lock``: the holder outside the job is gone or cannot be read."""
     return (
-        f"unknown: {_lock_lead(w, h)}, and it is gone or cannot be read - a process that "
+        f"{_lock_lead(w, h)}, and it is gone or cannot be read - a process that "
         f"inherited its fd holds the lock now: {_lock_finder(w)} names it; that process "
         "decides when this job goes on"
     )
@@ -99,7 +99,7 @@ def file_lock_holder_busy(w: LockWait, h: LockHolder) -> str:
     """``waits_for_file_lock``: the holder runs or sleeps holding the lock - wait for it."""
     doing = "runs (state R)" if h.state == "R" else f"is asleep (state {h.state}) holding it"
     return (
-        f"slow: {_lock_lead(w, h)}, and it {doing} - this job goes on when it releases the "
+        f"{_lock_lead(w, h)}, and it {doing} - this job goes on when it releases the "
         f"lock; don't kill the job, see what pid {h.pid} does (`py-spy dump --pid {h.pid}`, "
         f"`cat /proc/{h.pid}/stack`)"
     )
@@ -119,7 +119,7 @@ FILE_BATONS = union.FILE_BATONS
 def stale_lock_file(pollers: Sequence[ProcSignals], label: str) -> str:
     """``polls_for_stale_lock_file``: ``pollers`` poll in ``label`` (of ``FILE_BATONS``)."""
     return (
-        f"deadlocked: {who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
+        f"{who(pollers)} {verb(pollers, 'polls', 'poll')} in `{label}` for a lock "
         f"file to go away - {FILE_BATONS[label]} - and no process of the job builds: the lock "
         "was left by a build that was killed (unless a build outside the job holds it: then "
         "wait for it). If no compiler runs on this host (`pgrep -af 'ninja|cc1plus|nvcc'`), "

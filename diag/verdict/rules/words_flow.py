@@ -44,7 +44,7 @@ def memory_paused(s: FlowStall, waiters: Sequence[ProcSignals]) -> str:
     who = f"{_pid(s.proc)}, a {s.framework} worker,"
     if s.inferred:
         head = (
-            f"slow: {who} has most likely paused itself: it holds {s.pct}% of its memory "
+            f"{who} has most likely paused itself: it holds {s.pct}% of its memory "
             f"limit{held}, past the threshold at which it starts no task until its memory "
             "falls"
         )
@@ -53,7 +53,7 @@ def memory_paused(s: FlowStall, waiters: Sequence[ProcSignals]) -> str:
     else:
         at = f" at {s.pct}% memory" if s.pct is not None else " for memory"
         head = (
-            f"slow: {who} paused itself{at}{held}: it starts no task until its memory falls "
+            f"{who} paused itself{at}{held}: it starts no task until its memory falls "
             "below the threshold"
         )
         seen = f"Its log: `{s.line[:200]}`"
@@ -76,7 +76,7 @@ def peer_reader_paused(s: FlowStall) -> str:
             "blocks on that socket itself; `ss -xp` names it)"
         )
     return (
-        f"slow: {_pid(s.proc)}: {s.pause.what} - thread {s.tid} waits in `{s.where}` in every "
+        f"{_pid(s.proc)}: {s.pause.what} - thread {s.tid} waits in `{s.where}` in every "
         f"sample; {ends}. Stalled, not idle: nothing more is sent until it reads. What to do: "
         f"{s.pause.remedy}"
     )

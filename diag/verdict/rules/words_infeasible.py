@@ -15,7 +15,7 @@ from diag.verdict.wording import verb, where, who
 def never_placed(waiters: Sequence[ProcSignals], found: Infeasible) -> str:
     """``results_never_come``: the result's task can never be scheduled."""
     return (
-        f"deadlocked: {who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
+        f"{who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
         f"{where(waiters[0])} of work that can never be scheduled - {found.path}: "
         f"`{found.line}`. It asks for resources no node has: nothing was lost and nothing "
         "will ever run it, and a rerun waits the same. Lower what the task or actor asks "

@@ -30,7 +30,7 @@ def store_host_died(join: StoreJoin, gone: HostGone) -> str:
     """``store_host_died``: ranks wait to join a store whose host rank died."""
     first = join.joiners[0]
     return (
-        f"deadlocked: {who(join.joiners)} {verb(join.joiners, 'waits', 'wait')} in "
+        f"{who(join.joiners)} {verb(join.joiners, 'waits', 'wait')} in "
         f"{where(first)} to join the rendezvous at {join.endpoint()}, whose host, rank "
         f"{gone.rank}, is dead - {'; '.join(gone.evidence)}. It will never come up, so "
         f"{'they wait' if len(join.joiners) > 1 else 'it waits'} until init_process_group's "
@@ -60,7 +60,7 @@ def rendezvous_forming(found: Sequence[Arrival], ranks: Sequence[ProcSignals]) -
     came = [a.proc for a in found]
     first = found[0]
     return (
-        f"progressing: start-up advances - {who(came)} reached `{first.at}` during the "
+        f"start-up advances - {who(came)} reached `{first.at}` during the "
         f"capture ({'it was' if len(came) == 1 else 'they were'} in `{first.came_from}` at "
         f"the first sample), and {who(ranks)} now {verb(ranks, 'waits', 'wait')} there to "
         "meet: the rendezvous is forming, no rank diverged. If they still wait in a minute, "

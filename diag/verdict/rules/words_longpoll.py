@@ -13,7 +13,7 @@ def long_poll(p: ProcSignals, total: int, lp: LongPoll) -> str:
     """``requests_unanswered``: the requests wait in a long poll that ends by itself."""
     ports = ", ".join(f":{port}" for port in p.stale_ports[:3])
     return (
-        f"idle: {total} request(s) to {ports} held open {p.stale_age_s:.0f}+ s by pid {p.pid}, "
+        f"{total} request(s) to {ports} held open {p.stale_age_s:.0f}+ s by pid {p.pid}, "
         f"whose {lp.threads} handler thread(s) wait in {lp.where} with a timeout - the last "
         f"wakes by itself in {lp.wakes_in_s:.0f} s: a long poll, answered when its event comes "
         "or its timeout fires. Healthy if nothing happened to report; if the clients should "

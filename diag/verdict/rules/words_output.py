@@ -50,7 +50,7 @@ def only_failures_blocked(t: OutputTally, span_s: float, blocked: Sequence[ProcS
         for p in blocked[:3]
     )
     return (
-        f"deadlocked: its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}"
+        f"its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}"
         f"; threads block on a lock in every sample ({who}): it is stuck on what its "
         f"failures name, not progressing"
     )
@@ -59,7 +59,7 @@ def only_failures_blocked(t: OutputTally, span_s: float, blocked: Sequence[ProcS
 def only_failures_retrying(t: OutputTally, span_s: float) -> str:
     """``output_reports_failure``, slow: failure is all that moves and nothing is blocked."""
     return (
-        f"slow: its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}"
+        f"its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}"
         f"; nothing of it is blocked: it keeps trying what its failures name and goes on when "
         f"that answers - look there, not at the job"
     )
@@ -89,7 +89,7 @@ def pile_up(pu: PileUp) -> str:
     )
     dead = f' (thread `{pu.dead_thread}` died: "{pu.dead_line}")' if pu.dead_thread else ""
     return (
-        f"deadlocked: {pu.counts[-1]} {kind} of pid {pu.key[1]} queue on a lock in "
+        f"{pu.counts[-1]} {kind} of pid {pu.key[1]} queue on a lock in "
         f"`{pu.frame}` ({counts}), held by thread {pu.holder_tid} "
         f"(`{pu.holder_name}`) waiting in `{pu.holder_wait}` for {_what(pu)} that no live "
         f"thread sets{dead} - the server is wedged whatever its health endpoint answers: "

@@ -27,7 +27,7 @@ def futile_poll(f: FutilePoll) -> str:
     others = "thread polls" if len(f.polls) == 1 else "threads poll"
     if f.kind == "pipe":
         return (
-            f"deadlocked: {who(list(f.waiters))} {verb(list(f.waiters), 'blocks', 'block')} "
+            f"{who(list(f.waiters))} {verb(list(f.waiters), 'blocks', 'block')} "
             f"writing to a full pipe (in {where(f.waiters[0])}) that pid {f.poller.pid} holds "
             f"the read end of, and pid {f.poller.pid} polls on a timer instead of reading it "
             f"({polls} during the capture, back in the same sleep each time, reading nothing). "
@@ -36,7 +36,7 @@ def futile_poll(f: FutilePoll) -> str:
             "(`communicate()`, a reader thread) or send it to a file"
         )
     return (
-        f"deadlocked: {f.blocked_threads} thread(s) of pid {f.poller.pid} block on one lock in "
+        f"{f.blocked_threads} thread(s) of pid {f.poller.pid} block on one lock in "
         f"{f.lock_in}, untimed{held_for(f)}, and the only other {others} "
         f"on a timer ({polls} during the capture, the same stack each time, doing nothing "
         "else): those wakes cannot release the lock - the poller holds it while it waits for "

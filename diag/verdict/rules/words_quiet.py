@@ -21,7 +21,7 @@ def quiet_peer(found: Sequence[QuietPeer]) -> str:
     q = found[0]
     more = f" (and {len(found) - 1} more like it)" if len(found) > 1 else ""
     return (
-        f"idle: pid {q.proc.pid} waits in {where(q.proc)} for data on fd {q.end.fd} (tcp "
+        f"pid {q.proc.pid} waits in {where(q.proc)} for data on fd {q.end.fd} (tcp "
         f"{q.end.local} → {q.end.remote}) from {q.peer.label}, which is alive "
         f"({q.peer.state}){more}. Nothing is owed to it - it sent no request that waits for "
         "an answer (it only received, or its last request was answered): a subscriber waiting "

@@ -15,7 +15,7 @@ SPIN_DEAD_OUTRANKS = (
 def spins_for_dead(f: SpinOnDead) -> str:
     """``spins_for_dead_thread``: the spinner, its line, the dead thread and its last words."""
     return (
-        f"deadlocked: pid {f.proc.pid} (thread {f.thread}) spins in `{f.frame}` - the same "
+        f"pid {f.proc.pid} (thread {f.thread}) spins in `{f.frame}` - the same "
         f"line at every sample, busy all along - and its log says thread `{f.dead}` died "
         f"(`{f.line}`); no live thread has that name. A busy-wait on a flag that thread was to "
         "set never ends: kill it and fix what killed the thread (and wait on an Event with a "
