@@ -165,6 +165,7 @@ RuleId = Literal[
     "pipe_full",
     "chains_end_at_doors",
     "waits_on_quiet_peer",
+    "reply_owed",
     "nothing_can_wake",
 ]
 RULE_IDS: Tuple[RuleId, ...] = get_args(RuleId)

@@ -445,6 +445,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         None,
         False,
         "the same client sends a request the feed reads and never answers",
+        rules=("reply_owed",),
+    ),
+    Scenario(
+        "subscriber_request_computing",
+        "slow",
+        None,
+        False,
+        "the same request; the service outside the job burns a core computing the answer",
+        rules=("reply_owed",),
     ),
     Scenario(
         "long_poll_waiting",

@@ -67,9 +67,35 @@ def test_recorded_subscriber_on_a_quiet_feed_is_idle_naming_the_feed() -> None:
     assert v.suspects and v.suspects[0].pid != _raw("subscriber_quiet_feed")["target"]["root_pid"]
 
 
-def test_recorded_request_never_answered_stays_deadlocked() -> None:
+def test_recorded_request_never_answered_is_deadlocked_naming_who_owes_the_reply() -> None:
+    """Rule ``reply_owed``: the client's request is read and never answered by a service
+    outside the job that does no work: deadlocked, the service (not the job) named, with how
+    long the request has waited (tcp_info's last-data age)."""
+    raw = _raw("subscriber_request_unanswered")
     v = classify(load_bundle(BUNDLES / "subscriber_request_unanswered.json"))
-    assert (v.state, v.rule) == ("deadlocked", "nothing_can_wake"), v.summary
+    assert (v.state, v.rule) == ("deadlocked", "reply_owed"), v.summary
+    assert "which owes it one for " in v.summary and "does no work (0 % of a core)" in v.summary
+    assert v.suspects and v.suspects[0].pid != raw["target"]["root_pid"]
+    assert "owes pid " in v.suspects[0].reason
+
+
+def test_recorded_request_being_computed_is_slow() -> None:
+    """The contrast: the service burns a core on the request - it computes the reply."""
+    v = classify(load_bundle(BUNDLES / "subscriber_request_computing.json"))
+    assert (v.state, v.rule) == ("slow", "reply_owed"), v.summary
+    assert "it is computing the reply" in v.summary
+
+
+def test_the_request_age_is_the_kernel_s(tmp_path: Path) -> None:
+    """The age said is tcp_info's time since this side last sent, not the capture's length."""
+    data = _raw("subscriber_request_unanswered")
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            for end in ps.get("fd_ends") or []:
+                if end.get("owed"):
+                    end["last_sent_s"] = 843.0
+    v = _judge(data, tmp_path)
+    assert "which owes it one for 14 min 3 s" in v.summary, v.summary
 
 
 def test_without_tcp_info_nothing_is_known_to_be_owed_or_not(tmp_path: Path) -> None:

@@ -459,6 +459,7 @@ class Collector:
                 bool(view.ports),
                 view.tcp_peers,
                 view.owed,
+                view.data_ages_ms,
             )
             for s in samples
             if s.status == "alive" and (view := views.get(s.pid)) is not None and view.links.links

@@ -117,6 +117,10 @@ class FdEnd(Record, frozen=True):
     # last_data_sent / last_data_recv): a request outstanding. False: nothing owed (it only
     # received, or its last request was answered) - a subscriber waits for a push. None: unknown.
     owed: Optional[bool] = None
+    # tcp: seconds since this side last sent / last received data (tcp_info's last_data_sent
+    # / last_data_recv, at the sample): how long a request has waited for its reply.
+    last_sent_s: Optional[float] = None
+    last_recv_s: Optional[float] = None
 
 
 class FdHolder(Record, frozen=True):
@@ -130,6 +134,9 @@ class FdHolder(Record, frozen=True):
     state: str = "?"  # /proc/P/stat state: R S D T Z ...
     mode: FdMode = "?"
     kind: FdKind = "pipe"
+    # utime + stime of the whole process (/proc/P/stat): across samples, whether it works -
+    # a server that owes the job a reply and burns CPU is computing it.
+    cpu_ticks: Optional[int] = None
 
 
 FileLockKind = Literal["flock", "posix", "ofd", "lease", "?"]

@@ -167,6 +167,8 @@ class JobFds(NamedTuple):
     serves: bool = False
     tcp_peers: Mapping[int, int] = {}  # {its TCP socket inode: the other end's, on this host}
     owed: Mapping[int, bool] = {}  # {its TCP socket inode: a reply is owed to it}
+    # {its TCP socket inode: ms since data was last sent, last received} (tcp_info)
+    data_ages_ms: Mapping[int, Tuple[int, int]] = {}
 
 
 MAX_SERVER_SOCKETS = 32
@@ -182,6 +184,7 @@ class _Cand(NamedTuple):
     local: str = ""
     remote: str = ""
     owed: Optional[bool] = None
+    ages_ms: Optional[Tuple[int, int]] = None  # tcp: since data last sent, last received
 
 
 def select_ends(cands: Sequence[_Cand], cap: int = MAX_ENDS) -> Tuple[List[_Cand], int]:
@@ -324,10 +327,8 @@ def _candidates(
                 local, remote = j.tcp[inode]
                 peer = j.tcp_peers.get(inode)
                 rank = 3 if top is None else 0
-                owed = j.owed.get(inode)
-                cands.append(
-                    _Cand(rank, fd, "tcp", inode, peer=peer, local=local, remote=remote, owed=owed)
-                )
+                owed, ages = j.owed.get(inode), j.data_ages_ms.get(inode)
+                cands.append(_Cand(rank, fd, "tcp", inode, "", peer, local, remote, owed, ages))
             continue
         if not is_path(link):
             continue
@@ -359,4 +360,6 @@ def _end_of(procfs: ProcFS, pid: int, c: _Cand) -> FdEnd:
         remote=c.remote,
         path=c.path,
         owed=c.owed,
+        last_sent_s=c.ages_ms[0] / 1000 if c.ages_ms else None,
+        last_recv_s=c.ages_ms[1] / 1000 if c.ages_ms else None,
     )

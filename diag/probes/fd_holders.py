@@ -83,7 +83,18 @@ def _holder_record(
     if text is None:
         return None
     name, state = parse_name_state(text)
-    return FdHolder(inode=inode, pid=pid, name=name, state=state, mode=mode, kind=kind)
+    return FdHolder(
+        inode=inode, pid=pid, name=name, state=state, mode=mode, kind=kind, cpu_ticks=_cpu(text)
+    )
+
+
+def _cpu(text: str) -> Optional[int]:
+    """utime + stime (fields 14, 15) of a stat line, or None for one that is not."""
+    rest = text[text.rfind(")") + 1 :].split(maxsplit=13)
+    try:
+        return int(rest[11]) + int(rest[12])
+    except (IndexError, ValueError):
+        return None
 
 
 def _merge_mode(a: FdMode, b: FdMode) -> FdMode:

@@ -91,6 +91,8 @@ class SocketView(NamedTuple):
     closed: Tuple[ClosedConns, ...] = ()
     # {its connected TCP socket inode: a reply is owed to it} (``owed``), where tcp_info says.
     owed: Mapping[int, bool] = {}
+    # {its connected TCP socket inode: ms since data last sent, last received} (tcp_info).
+    data_ages_ms: Mapping[int, Tuple[int, int]] = {}
 
 
 _LOOPBACK = ("127.", "[::1]", "::1", "[::ffff:127.")
@@ -225,7 +227,17 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
         owed = {
             i: o for i in inodes if i in full.conns and (o := owed_reply(full.conns[i])) is not None
         }
-        view = SocketView(ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers, owed=owed)
+        ages = {
+            i: (conn.send_age_ms, conn.recv_age_ms)
+            for i in inodes
+            if (conn := full.conns.get(i)) is not None
+            and conn.send_age_ms is not None
+            and conn.recv_age_ms is not None
+        }
+        view = SocketView(
+            ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers, owed=owed,
+            data_ages_ms=ages,
+        )  # fmt: skip
         if ports:
             served, more = _served(full, inodes, ports, job_endpoints)
             closed = tuple(

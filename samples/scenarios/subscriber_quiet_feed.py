@@ -6,25 +6,35 @@ so it waits for the outside, not on a peer that never answers.
 
 ``run(answer=False)`` (subscriber_request_unanswered.py): the contrast - the same client sends
 a request the feed never answers (it read it and hangs): a reply is owed and never comes.
+``run(answer=False, compute=True)`` (subscriber_request_computing.py): the feed burns a core
+on the request - the reply is being computed: slow, the feed named. The feed exits when its
+client is gone.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
 import time
 
 
-def feed(listener: socket.socket, answer: bool) -> None:
+def feed(listener: socket.socket, answer: bool, compute: bool = False) -> None:
     conn, _ = listener.accept()
     conn.recv(4096)  # the subscribe line, or the request
     if answer:
         conn.sendall(b'{"snapshot": {"EURUSD": 1.0841}}\n')
-    time.sleep(10**6)  # then silence
+    while True:  # then silence (or a long computation), until the client is gone
+        if compute:
+            until = time.monotonic() + 0.2
+            while time.monotonic() < until:
+                pass
+        if select.select([conn], [], [], 0 if compute else 1.0)[0] and not conn.recv(1):
+            os._exit(0)
 
 
-def start_feed(answer: bool) -> int:
+def start_feed(answer: bool, compute: bool = False) -> int:
     """The publisher outside the job's process tree (double fork)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -32,15 +42,15 @@ def start_feed(answer: bool) -> int:
     port = int(listener.getsockname()[1])
     if os.fork() == 0:
         if os.fork() == 0:
-            feed(listener, answer)
+            feed(listener, answer, compute)
         os._exit(0)
     os.wait()
     listener.close()
     return port
 
 
-def run(answer: bool) -> None:
-    port = start_feed(answer)
+def run(answer: bool, compute: bool = False) -> None:
+    port = start_feed(answer, compute)
     sock = socket.create_connection(("127.0.0.1", port))
     sock.sendall(b"SUBSCRIBE fx.majors\n" if answer else b"GET /quote?pair=EURUSD\n")
     if answer:

@@ -49,7 +49,7 @@ from diag.verdict.rules.words_phases import (
     SILENCE_OUTRANKS,
 )
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
-from diag.verdict.rules.words_quiet import QUIET_PEER_OUTRANKS
+from diag.verdict.rules.words_quiet import OWED_OUTRANKS, QUIET_PEER_OUTRANKS
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.situation import Situation
 
@@ -638,6 +638,23 @@ TABLE: Tuple[Rule, ...] = (
         waits for a push: idle, the peer named - where a client whose request is unanswered
         (a reply owed) stays ``nothing_can_wake``.""",
         examples=["subscriber_quiet_feed"],
+    ),
+    rule(
+        "reply_owed",
+        "graph",
+        ["slow", "deadlocked"],
+        graph.reply_owed,
+        OWED_OUTRANKS,
+        ["graph"],
+        doc="""Nothing moves, and every participant blocks reading the reply to a request it
+        sent on a TCP connection whose other end is one live process outside the job (the
+        graph's tcp edge; tcp_info says this side sent data after the last it got,
+        ``FdEnd.owed``): only that process can end the wait, so it is the suspect, with the
+        request's age (``FdEnd.last_sent_s``). A peer that burns CPU over the capture
+        (``FdHolder.cpu_ticks``) computes the reply (slow); one that does no work owes it
+        and does nothing about it (deadlocked) - and restarting the job would wait on the
+        same process.""",
+        examples=["subscriber_request_unanswered"],
     ),
     rule(
         "silence_within_rhythm",

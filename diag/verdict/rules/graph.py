@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from diag.model import Suspect, WaitGraph
+from diag.model import Suspect, VerdictState, WaitGraph
 from diag.verdict.chains import DEAD_ENDS, graph_state
+from diag.verdict.features import COMPUTE_PCT
 from diag.verdict.futile_poll import lock_polled, pipe_polled, stuck_by_age
 from diag.verdict.graph_nodes import (
     OUTSIDE_JOB,
@@ -17,7 +18,7 @@ from diag.verdict.participants import (
     serving_ports,
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
-from diag.verdict.quiet_peer import quiet_peers
+from diag.verdict.quiet_peer import owing_peers, quiet_peers
 from diag.verdict.rules import words, words_polls, words_quiet
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
@@ -201,6 +202,27 @@ def waits_on_quiet_peer(s: Situation) -> Optional[Decision]:
         for q in found[:4]
     ]
     return decided("idle", 0.55, words_quiet.quiet_peer(found), suspects)
+
+
+def reply_owed(s: Situation) -> Optional[Decision]:
+    """Every participant blocks reading the reply to a request it sent on a TCP connection
+    whose other end is one live process outside the job (``quiet_peer.owing_peers``): that
+    process, not the job, holds the wait - named, with the request's age from tcp_info. A
+    peer that burns CPU over the capture computes the reply (slow); one that does not owes
+    it and does nothing about it (deadlocked, the peer named: the job is not the cause)."""
+    if s.progressing or s.workers or not s.alive:
+        return None
+    found = owing_peers(s.ctx.bundle, s.alive, s.graph)
+    if not found:
+        return None
+    # The peer works (its CPU rose over the capture): it computes the reply - slow.
+    works = all(q.peer_cpu_pct is not None and q.peer_cpu_pct >= COMPUTE_PCT for q in found)
+    state: VerdictState = "slow" if works else "deadlocked"
+    suspects = [
+        Suspect(pid=q.peer.pid, host=q.peer.host, reason=words_quiet.reply_owed_reason(q))
+        for q in found[:4]
+    ]
+    return decided(state, 0.6, words_quiet.reply_owed(found, state), suspects)
 
 
 def nothing_can_wake(s: Situation) -> Optional[Decision]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from diag.verdict.quiet_peer import QuietPeer
+from diag.verdict.wait_age import age_words
 from diag.verdict.wording import where
 
 QUIET_PEER_OUTRANKS = (
@@ -34,3 +35,42 @@ def quiet_peer(found: Sequence[QuietPeer]) -> str:
 def quiet_peer_reason(q: QuietPeer) -> str:
     """The peer as a suspect: what would end the wait."""
     return f"alive outside the job; sends pid {q.proc.pid}'s next update on {q.end.remote}"
+
+
+OWED_OUTRANKS = (
+    "a reader owed a reply by one live process outside the job waits on that process: name "
+    "it, and how long the request has waited, rather than a deadlock of nobody in particular"
+)
+
+
+def reply_owed(found: Sequence[QuietPeer], state: str) -> str:
+    """``reply_owed``: who waits for a reply, on which connection, from whom, since when, and
+    whether the one who owes it works on it."""
+    q = found[0]
+    more = f" (and {len(found) - 1} more like it)" if len(found) > 1 else ""
+    age = q.end.last_sent_s
+    since = f" for {age_words(age)}" if age is not None else ""
+    cpu = f"{q.peer_cpu_pct:.0f} % of a core" if q.peer_cpu_pct is not None else "CPU not read"
+    if state == "slow":
+        tail = (
+            f"it works ({cpu}): it is computing the reply - wait, or look at pid {q.peer.pid} "
+            f"(`py-spy dump --pid {q.peer.pid}`) if it takes longer than it should"
+        )
+    else:
+        tail = (
+            f"it is {q.peer.state} and does no work ({cpu}): nothing in this job can end "
+            f"the wait, only pid {q.peer.pid} can - look at it (`py-spy dump --pid "
+            f"{q.peer.pid}`, its log); restarting this job would wait on it again"
+        )
+    return (
+        f"pid {q.proc.pid} waits in {where(q.proc)} for a reply on fd {q.end.fd} "
+        f"(tcp {q.end.local} → {q.end.remote}) from {q.peer.label}, which owes it one{since} "
+        f"(this side sent a request after the last data it got){more}; {tail}"
+    )
+
+
+def reply_owed_reason(q: QuietPeer) -> str:
+    """The peer as a suspect: it owes the job a reply."""
+    age = q.end.last_sent_s
+    since = f" for {age_words(age)}" if age is not None else ""
+    return f"alive outside the job; owes pid {q.proc.pid} a reply on {q.end.remote}{since}"
