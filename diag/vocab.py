@@ -161,6 +161,7 @@ RuleId = Literal[
     "chains_never_end",
     "polls_for_stale_lock_file",
     "timer_cannot_end",
+    "wakes_only_itself",
     "waits_for_outside",
     "pipe_full",
     "chains_end_at_doors",

@@ -285,6 +285,40 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("nothing_can_wake",),
     ),
     Scenario(
+        "asyncio_event_heartbeat",
+        "deadlocked",
+        ("root",),
+        False,
+        "main task awaits an asyncio.Event whose setter task died; a heartbeat task logs "
+        "`alive beat=N`; the loop watches only its own wake-up pipe",
+        rules=("wakes_only_itself",),
+    ),
+    Scenario(
+        "thread_event_heartbeat",
+        "deadlocked",
+        ("root",),
+        False,
+        "main thread waits on an Event whose loader thread died; a watchdog thread logs "
+        "`alive tick=N`; no port, no fd, no signal handler",
+        rules=("wakes_only_itself",),
+    ),
+    Scenario(
+        "asyncio_event_set_late",
+        "progressing",
+        (),
+        False,
+        "the same wait and heartbeat, but the warm-up task sets the event and steps follow",
+        rules=("output_moves",),
+    ),
+    Scenario(
+        "asyncio_heartbeat_until_signal",
+        "idle",
+        (),
+        False,
+        "the same wait and heartbeat, the event set by a SIGTERM handler: a signal is its door",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "abandoned_lock",
         "deadlocked",
         ("root",),

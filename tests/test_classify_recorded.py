@@ -260,6 +260,10 @@ GRAPH_DISAGREES = {
     # stack each time, and never moved the other side (timer_cannot_end).
     "child_pipe_polled",
     "lock_held_polling_uploads",
+    # An event loop whose only wakes are its heartbeat's timer: to the graph a timer that can
+    # end the wait (idle); that nothing else can wake it and each wake only logs that it
+    # lives is the rules' reading of its epoll list, signals and log (wakes_only_itself).
+    "asyncio_event_heartbeat",
     # A thread spins on one line while the thread that was to end the spin died: to the
     # graph a process that computes (slow); that its setter is dead is the rules' reading of
     # its log (spins_for_dead_thread).

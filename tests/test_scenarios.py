@@ -109,6 +109,17 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the timer may release it (idle); that it woke again and again, the same stack each "
         "time, and the lock never moved is the rules' judgment (timer_cannot_end)"
     ),
+    "asyncio_event_heartbeat": (
+        "the event loop wakes on its heartbeat's timer: to the graph a timer that can end the "
+        "wait (idle); that nothing else can wake it (its epoll watches only its own wake-up "
+        "pipe, no signal handler) and each wake only logs that it lives is the rules' judgment "
+        "(wakes_only_itself)"
+    ),
+    "thread_event_heartbeat": (
+        "the main thread waits on an Event beside a watchdog thread asleep on a timer: to the "
+        "graph that timer may set it (idle); that nothing else can wake the process and each "
+        "wake only logs that it lives is the rules' judgment (wakes_only_itself)"
+    ),
     "spin_on_dead_loader": (
         "the main thread spins on one line: to the graph a process that computes (slow); that "
         "the thread that was to end the spin died is the rules' reading of its log "

@@ -261,6 +261,12 @@ class ThreadSample(Record, frozen=True):
     owns_gil: Optional[bool] = None
     # A running thread's native location (state R only; None: not read, or not running).
     native: Optional[NativeLocation] = None
+    # Main thread only (``diag.probes.loop_wakers``): the fds its epoll wait watches (None: not
+    # in one, or unreadable), how many more past the cap, and the signals its process has
+    # handlers for (SigCgt) - who besides its own timers can wake an event loop.
+    watched_fds: Optional[Tuple[int, ...]] = None
+    watched_more: int = 0
+    signals_caught: Optional[Tuple[int, ...]] = None
 
 
 SchedPolicy = Literal["normal", "batch", "idle", "fifo", "rr", "deadline", "?"]

@@ -113,12 +113,17 @@ def other_modes(mode: str) -> Tuple[str, ...]:
 
 
 def blocked_fds(threads: Iterable[ThreadSample]) -> List[int]:
-    """The fds its threads block on (``syscall_fd``), the main thread's first, each once."""
+    """The fds its threads block on (``syscall_fd``), the main thread's first, each once; then
+    those an event loop's epoll wait watches (``watched_fds``, when the whole list was read):
+    whether one is only the loop's own wake-up pipe is told by its unix peer."""
     out: List[int] = []
+    watched: List[int] = []
     for t in threads:
         if t.syscall_fd is not None and t.syscall_fd not in out:
             out.append(t.syscall_fd)
-    return out
+        if t.watched_fds is not None and not t.watched_more:
+            watched.extend(t.watched_fds)
+    return out + [fd for fd in dict.fromkeys(watched) if fd not in out]
 
 
 # Syscalls that wait on many fds at once, none of them recorded as the thread's fd.

@@ -22,6 +22,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import msgspec
 
 from diag.model import ThreadSample
+from diag.probes.loop_wakers import epoll_fd, parse_sig_caught, read_watched
 from diag.probes.procfs import ProcFS
 from diag.probes.wait_deadline import CALLS as _DEADLINE_CALLS
 from diag.probes.wait_deadline import NONE as _NO_DEADLINE
@@ -395,6 +396,10 @@ def read_thread(
         due = deadline(
             sys_info.syscall or "", (syscall_text or "").split()[1:7], mem, off_cpu, wchan
         )
+    watched = None
+    epfd = epoll_fd(sys_info.syscall, syscall_text) if main else None
+    if epfd is not None:
+        watched = read_watched(procfs, pid, epfd)
     return ThreadSample(
         tid=tid,
         name=name,
@@ -415,6 +420,9 @@ def read_thread(
         wakes_in_s=due.wakes_in_s,
         run_delay_ns=parse_run_delay_ns(schedstat) if schedstat is not None else None,
         majflt=parse_majflt(stat),
+        watched_fds=watched[0] if watched is not None else None,
+        watched_more=watched[1] if watched is not None else 0,
+        signals_caught=parse_sig_caught(status) if main and status is not None else None,
     )
 
 

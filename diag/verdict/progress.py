@@ -120,7 +120,30 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
     for line, shape in zip(lines, shapes):
         if not is_error_line(line):
             printed.setdefault(shape.template, []).append(shape)
-    return all(_unchanged(earlier.get(t), seq) for t, seq in printed.items())
+    return all(
+        _unchanged(earlier.get(t), seq, counts_itself=_liveness(t)) for t, seq in printed.items()
+    )
+
+
+def _liveness(template: str) -> bool:
+    """A template that says a process lives ("alive beat=#", "tick #", "heartbeat seq=#"), not
+    a stats report: a number it carries that goes up by one a line counts its own lines."""
+    return bool(_LIVENESS_WORDS.search(template)) and not _STATS_WORDS.search(template)
+
+
+def _same_or_counted(a: Tuple[str, ...], b: Tuple[str, ...]) -> bool:
+    """Two reports of one liveness template whose values are equal but for counters one
+    apart: a beat number (``beat=41``, ``beat=42``) moves because a line was printed."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        if not (x.lstrip("-").isdigit() and y.lstrip("-").isdigit()):
+            return False
+        if abs(int(x) - int(y)) != 1:
+            return False
+    return True
 
 
 def _keepalive(lines: List[str], shapes: List[_Shape]) -> bool:
@@ -136,11 +159,12 @@ def _keepalive(lines: List[str], shapes: List[_Shape]) -> bool:
     )
 
 
-def _unchanged(earlier: Optional[_Shape], new: List[_Shape]) -> bool:
+def _unchanged(earlier: Optional[_Shape], new: List[_Shape], counts_itself: bool = False) -> bool:
     """Every new line of one template says nothing moved: its position counter the same as
     the line before it; without a counter, all its values zero (nothing running), or the
-    same as the report before it (the first one, with none before it: the same as the next).
-    A report printed once, with something in it, is work reported; an event is progress."""
+    same as the report before it (the first one, with none before it: the same as the next) -
+    for a liveness line (``counts_itself``), but for a beat number one apart. A report
+    printed once, with something in it, is work reported; an event is progress."""
     seq = ([earlier] if earlier is not None else []) + new
     for i in range(len(seq) - len(new), len(seq)):
         cur = seq[i]
@@ -153,7 +177,11 @@ def _unchanged(earlier: Optional[_Shape], new: List[_Shape]) -> bool:
             return False  # an event, not a report of quantities: progress
         if all(float(v) == 0 for v in cur.values):
             continue
-        if other is None or other.values != cur.values:
+        if other is None or other.values is None:
+            return False
+        if other.values != cur.values and not (
+            counts_itself and _same_or_counted(other.values, cur.values)
+        ):
             return False
     return True
 

@@ -48,7 +48,7 @@ from diag.verdict.rules.words_phases import (
     MEMORY_OUTRANKS,
     SILENCE_OUTRANKS,
 )
-from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS
+from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS, SELF_WAKE_OUTRANKS
 from diag.verdict.rules.words_quiet import OWED_OUTRANKS, QUIET_PEER_OUTRANKS
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.situation import Situation
@@ -588,6 +588,24 @@ TABLE: Tuple[Rule, ...] = (
         while waiting for them, or the holder is gone). As for a put on a full queue nobody
         drains, the timer is no door; a single long sleep (a back-off) still is.""",
         examples=["child_pipe_polled", "lock_held_polling_uploads"],
+    ),
+    rule(
+        "wakes_only_itself",
+        "graph",
+        ["deadlocked"],
+        graph.wakes_only_itself,
+        SELF_WAKE_OUTRANKS,
+        doc="""Nothing works, and in every sample nothing but the process itself can wake it
+        (``diag.verdict.self_wake``): no port, no connection, no fd it reads or polls but its
+        event loop's own wake-up pipe (the epoll interest list, ``/proc/PID/fdinfo``), no
+        signal handler but SIGINT; its threads sleep or wait on its own locks and events. It
+        woke during the capture, and its only output was lines that say it lives. An asyncio
+        task awaiting an Event or Future that only another task of its loop would set, behind
+        a heartbeat task, reads so (the awaiting coroutine is on no stack: the loop's wakes
+        and what they write tell). A loop watching a socket or a port, a SIGTERM handler, a
+        timer that writes anything else, a silent timer (it may poll a file or a clock) stay
+        doors.""",
+        examples=["asyncio_event_heartbeat"],
     ),
     rule(
         "waits_for_outside",

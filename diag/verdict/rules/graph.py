@@ -21,6 +21,7 @@ from diag.verdict.pipe_story import pipe_story, writers_of
 from diag.verdict.quiet_peer import owing_peers, quiet_peers
 from diag.verdict.rules import words, words_polls, words_quiet
 from diag.verdict.rules.base import Decision, decided
+from diag.verdict.self_wake import self_wake
 from diag.verdict.situation import (
     Situation,
 )
@@ -157,6 +158,20 @@ def timer_cannot_end(s: Situation) -> Optional[Decision]:
     # Held far longer than its poller's timer: time, too, says no wake will end it.
     sure = 0.8 if stuck_by_age(found) else 0.7
     return decided("deadlocked", sure, words_polls.futile_poll(found), suspects)
+
+
+def wakes_only_itself(s: Situation) -> Optional[Decision]:
+    """Only its own timers wake the job, and each wake only logs that it lives
+    (``self_wake``): what it waits on, only its own code could set."""
+    if s.progressing or s.working or s.ports:
+        return None
+    found = self_wake(s.ctx.bundle, s.alive, s.ctx.logs)
+    if found is None:
+        return None
+    p = found.proc
+    reason = words_polls.self_wake_reason(found)
+    suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
+    return decided("deadlocked", 0.65, words_polls.self_wake(found), suspects)
 
 
 def pipe_full(s: Situation) -> Optional[Decision]:

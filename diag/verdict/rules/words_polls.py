@@ -1,6 +1,7 @@
 """The rules' words for timer wakes that cannot end a wait (``futile_poll``): a reader that
 polls on a timer and never reads the full pipe its child blocks on, a lock whose waiters'
-only running neighbours poll on a timer.
+only running neighbours poll on a timer; a process only its own timers wake, to beat
+(``self_wake``).
 
 May import the base and ``diag.verdict`` - never a family module of the table.
 """
@@ -8,6 +9,7 @@ May import the base and ``diag.verdict`` - never a family module of the table.
 from __future__ import annotations
 
 from diag.verdict.futile_poll import FutilePoll, Poller
+from diag.verdict.self_wake import SelfWake
 from diag.verdict.wait_age import age_words, clock_words
 from diag.verdict.wording import verb, where, who
 
@@ -67,3 +69,44 @@ def futile_reason(f: FutilePoll) -> str:
     what = "never reads the pipe its child fills" if f.kind == "pipe" else "cannot release the lock"
     held = f" (held for {age_words(f.held_s)} at least)" if f.held_s is not None else ""
     return f"polls on a timer ({f.polls[0].wakes} wakes, the same stack) and {what}{held}"
+
+
+SELF_WAKE_OUTRANKS = (
+    "a timer is a door only while what it wakes may act; one whose every wake only reports "
+    "that the process lives, in a process nothing else can wake, ends no wait"
+)
+
+
+def _closed(s: SelfWake) -> str:
+    if s.loop_fds:
+        fds = "its own wake-up pipe" if s.loop_fds == 1 else f"its own {s.loop_fds} wake-up fds"
+        return (
+            f"its event loop (in {where(s.proc)}) watches only {fds}, it listens on no port, "
+            "holds no connection"
+        )
+    return (
+        f"its threads (main in {where(s.proc)}) sleep or wait on its own locks and events, "
+        "it listens on no port, reads no fd"
+    )
+
+
+def self_wake(s: SelfWake) -> str:
+    """``wakes_only_itself``: the process, what can wake it, and what its wakes do."""
+    p = s.proc
+    name = s.log.path.rsplit("/", 1)[-1]
+    return (
+        f"pid {p.pid} can be woken only by its own code - {_closed(s)} and "
+        "handles no signal but SIGINT - and it woke "
+        f"{s.wakes} times during the capture only to log that it lives "
+        f'("{s.last_line.strip()[-120:]}" in {name}). What it waits on (an asyncio Event, '
+        "Future or Condition its main task awaits, a lock or event its main thread waits "
+        "for) only its own tasks or threads could set, and the one that wakes only beats: "
+        f"nothing will. Kill it; first `py-spy dump --pid {p.pid}` (an awaiting coroutine is "
+        "on no stack: look for the task or thread that should set it and died - asyncio "
+        'logs "Task exception was never retrieved" only at exit)'
+    )
+
+
+def self_wake_reason(s: SelfWake) -> str:
+    """A suspect's reason: the process that waits on itself."""
+    return f"only its own timers wake it ({s.wakes} wakes), and they only log that it lives"
