@@ -107,6 +107,9 @@ class ProcSignals:
     internal_stale: List[Tuple[int, float]] = field(default_factory=list)
     internal_conns: Dict[int, int] = field(default_factory=dict)  # port -> open at the end
     thread_names: Tuple[str, ...] = ()  # its threads' names (comm) at the last alive sample
+    # Processes of one class read the same in every field of every sample but who they are
+    # (``proc_classes``): a finder's "nothing here" for one holds for all. None: unknown.
+    series_class: Optional[int] = None
 
     @property
     def pid(self) -> int:
@@ -279,6 +282,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
             out.append(_member(same, key, info))
             continue
         sig = _signals(bundle, key, info, series, clk, memo)
+        sig.series_class = len(out)  # the first member's position: unique in this bundle
         if class_of is not None:
             classes[class_of] = sig
         out.append(sig)

@@ -32,6 +32,7 @@ from typing import Dict, List, Literal, Optional, Sequence, Tuple
 from diag.model import Bundle, ProcessSample, ThreadSample, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
+from diag.verdict.proc_classes import unless_found_nothing
 from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import SLEEP
@@ -155,6 +156,12 @@ def lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     stacks, and every other thread of it polls futilely."""
     if not _quiet(p):
         return None
+    return unless_found_nothing(
+        bundle, "lock_polled", p.series_class, lambda: _lock_polled(bundle, p)
+    )
+
+
+def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     series = _alive_series(bundle, p)
     if len(series) < 2:
         return None

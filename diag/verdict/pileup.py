@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
+from diag.verdict.proc_classes import unless_found_nothing
 from diag.verdict.series_index import host_logs
 from diag.verdict.thread_wait import frames_of, thread_wait
 from diag.vocab import WaitKind
@@ -198,9 +200,14 @@ def pile_up(bundle: Bundle, p: ProcSignals, seq: Sequence[ProcessSample]) -> Opt
 def pile_ups(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[PileUp]:
     """Every live process's pile-up, biggest pile first."""
     series = _series(bundle)
-    found = [
-        pu
-        for p in procs
-        if not p.dead and (pu := pile_up(bundle, p, series.get(p.key, []))) is not None
-    ]
+    found: List[PileUp] = []
+    for p in procs:
+        if p.dead:
+            continue
+        seq = series.get(p.key, [])
+        pu = unless_found_nothing(
+            bundle, "pile_up", p.series_class, partial(pile_up, bundle, p, seq)
+        )
+        if pu is not None:
+            found.append(pu)
     return sorted(found, key=lambda pu: -pu.counts[-1])

@@ -17,11 +17,11 @@ structs), ~0.1 us a thread, where one Python pass over the threads costs several
 
 from __future__ import annotations
 
-from typing import Hashable, List, Optional, Sequence, Tuple
+from typing import Callable, Hashable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import msgspec
 
-from diag.model import ProcessInfo, ProcessSample
+from diag.model import Bundle, ProcessInfo, ProcessSample
 
 # (sample index, the sample's time for the series, the process's record), as features reads it.
 Entry = Tuple[int, float, ProcessSample]
@@ -54,3 +54,28 @@ def class_key(series: Sequence[Entry], info: ProcessInfo) -> Optional[Hashable]:
     except TypeError:
         return None
     return key
+
+
+T = TypeVar("T")
+_nothing: List[Tuple[object, Set[Tuple[str, int]]]] = []  # (samples, {(finder, class)})
+
+
+def unless_found_nothing(
+    bundle: Bundle, finder: str, series_class: Optional[int], find: Callable[[], Optional[T]]
+) -> Optional[T]:
+    """``find()``, or None at once when it found nothing for another process of the same class
+    (``ProcSignals.series_class``). Only for a finder whose "nothing" is a function of the
+    process's series alone - what it reads of the process's own signals checked before - so
+    the 16,383 ranks beside a first one that shows no lock pile-up cost a set look-up each.
+    Memoised on the bundle's samples, as ``series_index`` is."""
+    if series_class is None:
+        return find()
+    if not (_nothing and _nothing[0][0] is bundle.samples):
+        _nothing[:] = [(bundle.samples, set())]
+    seen = _nothing[0][1]
+    if (finder, series_class) in seen:
+        return None
+    found = find()
+    if found is None:
+        seen.add((finder, series_class))
+    return found
