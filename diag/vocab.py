@@ -55,6 +55,45 @@ EvidenceSignal = Literal[
 ]
 EVIDENCE_SIGNALS: Tuple[EvidenceSignal, ...] = get_args(EvidenceSignal)
 
+# The report's sections an evidence line links to (``Evidence.section``; ``diag.render.build``
+# titles each; stored as a plain string).
+ReportSection = Literal[
+    "verdict",
+    "evidence",
+    "timelines",
+    "matrix",
+    "ranks",
+    "stacks",
+    "futex",
+    "stragglers",
+    "machine",
+    "gpu",
+    "collectives",
+    "nccl-logs",
+    "hosts",
+    "env",
+    "host",
+    "logs",
+    "failures",
+]
+REPORT_SECTIONS: Tuple[ReportSection, ...] = get_args(ReportSection)
+
+# The kinds of line the collector's collective-log reader (``diag.probes.nccl.lines``) sorts a
+# rank's log into, most specific first (``LogSignal.kind``; stored as a plain string).
+CollectiveLogKind = Literal[
+    "watchdog_timeout",
+    "watchdog_hang",
+    "xid",
+    "cuda_error",
+    "nccl_error",
+    "nccl_warn",
+    "nccl_info",
+]
+COLLECTIVE_LOG_KINDS: Tuple[CollectiveLogKind, ...] = get_args(CollectiveLogKind)
+# What a kind of collective-log line means for the verdict: a failure (a suspect when the rank
+# then exited), a warning (counted), a collective that timed out (its waiters named).
+LogKindMeaning = Literal["failure", "warning", "timeout"]
+
 # Where a process sits in the job's tree (``ProcessInfo.role``).
 Role = Literal["rank", "launcher", "worker", "helper", "process"]
 
@@ -114,6 +153,10 @@ STARTUP_PHASES: Tuple[StartupPhase, ...] = get_args(StartupPhase)
 # What a rank is doing while the job starts (``RankPhase.phase``): a start-up phase, or -
 # beside the ranks in one - serving or waiting on its peers.
 RankPhaseName = Literal[StartupPhase, "serving", "waiting"]
+
+# What kind of filesystem a thread waits in (``FsWait.kind``, ``diag.probes.mounts``): one a
+# user-space daemon serves through ``/dev/fuse``, one that answers over the network, or local.
+FsKind = Literal["fuse", "network", "local"]
 
 # The families of the rule table (``diag.verdict.rules``), one module each.
 RuleFamily = Literal["deaths", "motion", "graph", "peers", "locks", "doors", "machine", "flow"]

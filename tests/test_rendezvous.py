@@ -24,10 +24,10 @@ def test_settings_from_both_spellings_and_the_script_ends_them() -> None:
     p = _agent("n1", 10, "--nnodes", "2:4", "--nproc-per-node", "8", "--rdzv_backend=c10d",
                "--rdzv-endpoint", "head:29400", "--rdzv-id=job7", "t.py", "--nnodes=9")  # fmt: skip
     s = settings_of(p)
-    assert (s.nnodes, s.endpoint, s.rdzv_id, s.backend) == ("2:4", "head:29400", "job7", "c10d")
+    assert (s.nodes, s.endpoint, s.run_id, s.backend) == ("2:4", "head:29400", "job7", "c10d")
     static = settings_of(_agent("n1", 11, "--standalone", "--nnodes=2", "--master-addr", "h0",
                                 "train.py"))  # fmt: skip
-    assert (static.nnodes, static.endpoint) == ("2", "h0:29500")
+    assert (static.nodes, static.endpoint) == ("2", "h0:29500")
 
 
 def test_agents_with_different_ids_never_meet() -> None:

@@ -16,7 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import FrozenSet, Literal, Optional, Tuple
 
-from diag.vocab import FrameWaitKind, StartupPhase
+from diag.vocab import (
+    CollectiveLogKind,
+    EvidenceSignal,
+    FrameWaitKind,
+    FsKind,
+    LogKindMeaning,
+    StartupPhase,
+)
 
 # What a clock does when it fires.
 # "proceeds": the wait ends without the missing party (torchrun's last call starts the job
@@ -156,6 +163,42 @@ class NativeProgress:
     what: str = ""  # "MPI's progress engine polls for a message"
 
 
+@dataclass(frozen=True)
+class AgentOptions:
+    """The options of a launcher agent's command line that say with whom, and where, its node
+    meets the job's other nodes (``diag.verdict.rendezvous``), spelled as its parser names them
+    (underscores: the parser takes dashes too), and what a missing one means. Agents whose
+    values differ across hosts never meet."""
+
+    nodes: str  # how many nodes meet (N, or MIN:MAX): "nnodes"
+    endpoint: str  # host:port where they meet: "rdzv_endpoint"
+    run_id: str  # the meeting's id, the same on every node: "rdzv_id"
+    backend: str  # how they meet: "rdzv_backend"
+    default_nodes: str = "1"  # how many nodes meet when its option is not given
+    # With no endpoint, the static meeting point's host and port options ("master_addr",
+    # "master_port") and the port it takes when none is given ("29500").
+    static_host: str = ""
+    static_port: str = ""
+    default_port: str = ""
+
+    def names(self) -> Tuple[str, ...]:
+        """Every option it reads."""
+        found = (self.nodes, self.endpoint, self.run_id, self.backend)
+        return tuple(n for n in (*found, self.static_host, self.static_port) if n)
+
+
+@dataclass(frozen=True)
+class LogKind:
+    """A kind of line the collector's collective-log reader sorts a rank's log into
+    (``diag.probes.nccl``), what it means, and the evidence signal it becomes
+    (``diag.verdict.collectives``). Failures are tried in pack order: the first a rank logged
+    is its failure."""
+
+    kind: CollectiveLogKind  # the reader's kind: "cuda_error"
+    means: LogKindMeaning  # a failure, a warning, a collective that timed out
+    signal: EvidenceSignal  # the evidence it becomes (a stored name): "nccl-log-cuda-error"
+
+
 # Who can end a framework's own pause (``FlowPause``): the peer at the other end of the paused
 # thread's connection (it must read), or the paused process's memory (it must fall).
 PauseParty = Literal["peer reader", "memory"]
@@ -278,9 +321,10 @@ class Pack:
     # (gloo's ``pt_gloo_runloop``): a timed wait there is a collective in flight.
     collective_workers: Tuple[str, ...] = ()
     # How its launcher agent is started (argv element, its basename or ``-m`` module), the
-    # rendezvous options it reads (``--nnodes``...) and its flags that take no value.
+    # rendezvous options it reads (``AgentOptions``: ``--nnodes``...) and its flags that take
+    # no value.
     agent_argv: Tuple[str, ...] = ()
-    agent_options: Tuple[str, ...] = ()
+    agent_options: Optional[AgentOptions] = None
     agent_flags: FrozenSet[str] = frozenset()
     # Its own RPC machinery: fragments of titles/argv/frame paths of processes whose ports are
     # its housekeeping channel (Ray's gRPC), and thread names (exact) that run it.
@@ -347,5 +391,11 @@ class Pack:
     # Its own flow control and admission pauses: a wait a party ends (a peer reading, memory
     # falling) - ``diag.verdict.flow_control`` (``FlowPause``).
     flow_pauses: Tuple[FlowPause, ...] = ()
+    # Filesystem kinds whose requests its daemon processes serve (``"fuse"``): a thread asleep
+    # in such a mount waits on the daemon the collector found for it, not on the wire
+    # (``diag.verdict.fs_waits``).
+    serves_fs: Tuple[FsKind, ...] = ()
+    # The kinds of its collective-log lines (``LogKind``) the verdict turns into evidence.
+    log_kinds: Tuple[LogKind, ...] = ()
     # Where each fact was checked (a source path and version), for the next reader.
     sources: Tuple[str, ...] = field(default=())

@@ -3,8 +3,9 @@ mountpoint-s3, blobfuse2, sshfs, rclone): a rank asleep reading such a mount wai
 daemon holding ``/dev/fuse`` for it (the collector finds it: ``diag.probes.mounts``; the
 verdict reads ``FsWait`` records, ``diag.verdict.fs_waits``).
 
-Recognition only: the daemons' process names, for the report and the next cause that needs
-them. The wait itself is read from the kernel, whatever the daemon.
+The daemons' process names, for the report and the next cause that needs them, and the kind of
+mount they serve: a wait there is on the daemon. The wait itself is read from the kernel,
+whatever the daemon.
 """
 
 from __future__ import annotations
@@ -15,5 +16,6 @@ PACK = Pack(
     name="FUSE daemons (s3fs, gcsfuse, mountpoint-s3, ...)",
     key="fuse",
     argv=("s3fs", "gcsfuse", "goofys", "mount-s3", "blobfuse2", "sshfs", "rclone"),
+    serves_fs=("fuse",),
     sources=("s3fs-fuse 1.93, gcsfuse 2, mountpoint-s3 1.x process names",),
 )

@@ -7,7 +7,7 @@ device_mesh.py; ProcessGroupGloo.cpp / ProcessGroupNCCL.cpp thread names).
 
 from __future__ import annotations
 
-from diag.frameworks.base import Clock, FrameSign, FrameWait, Pack
+from diag.frameworks.base import Clock, FrameSign, FrameWait, LogKind, Pack
 
 # Collectives and point-to-point calls of c10d (and its barriers): a peer must join.
 _COLLECTIVES = frozenset(
@@ -154,5 +154,15 @@ PACK = Pack(
     ),
     # c10d's TCPStore client retries its connect until the store's host listens (socket.cpp).
     retry_lines=(r"The client socket has failed to connect to",),
+    # What its collective-log lines mean (the collector's reader: ``diag.probes.nccl``): a CUDA
+    # error, an Xid and an NCCL error explain a rank that then exited, most specific first; a
+    # WARN line is counted; the watchdog's timeout names the ranks that waited.
+    log_kinds=(
+        LogKind("cuda_error", "failure", "nccl-log-cuda-error"),
+        LogKind("xid", "failure", "nccl-log-xid"),
+        LogKind("nccl_error", "failure", "nccl-log-nccl-error"),
+        LogKind("nccl_warn", "warning", "nccl-log-warn"),
+        LogKind("watchdog_timeout", "timeout", "nccl-watchdog-timeout"),
+    ),
     sources=("torch 2.6 torch/distributed/distributed_c10d.py, rendezvous.py",),
 )

@@ -6,7 +6,7 @@ Facts from torch 2.6 torch/distributed/run.py and torch/distributed/elastic/agen
 
 from __future__ import annotations
 
-from diag.frameworks.base import Clock, FrameSign, FrameWait, Pack
+from diag.frameworks.base import AgentOptions, Clock, FrameSign, FrameWait, Pack
 
 PACK = Pack(
     name="torchrun (torch.distributed.elastic)",
@@ -16,13 +16,14 @@ PACK = Pack(
     env=("TORCHELASTIC_",),
     launchers=frozenset({"torchrun"}),
     agent_argv=("torchrun", "torch.distributed.run", "torch.distributed.launch"),
-    agent_options=(
-        "nnodes",
-        "rdzv_endpoint",
-        "rdzv_id",
-        "rdzv_backend",
-        "master_addr",
-        "master_port",
+    agent_options=AgentOptions(
+        nodes="nnodes",
+        endpoint="rdzv_endpoint",
+        run_id="rdzv_id",
+        backend="rdzv_backend",
+        static_host="master_addr",
+        static_port="master_port",
+        default_port="29500",  # torch/distributed/run.py: --master-port's default
     ),
     agent_flags=frozenset({"standalone", "no_python", "run_path", "module", "m"}),
     frame_waits=(

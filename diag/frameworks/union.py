@@ -14,8 +14,8 @@ import re
 from typing import Dict, FrozenSet, Iterable, List, Pattern, Tuple
 
 from diag.frameworks import PACKS
-from diag.frameworks.base import Clock, CommandRole, FrameSign, Pack
-from diag.vocab import FrameWaitKind, StartupPhase
+from diag.frameworks.base import AgentOptions, Clock, CommandRole, FrameSign, Pack
+from diag.vocab import EvidenceSignal, FrameWaitKind, FsKind, StartupPhase
 
 
 def _names(values: Iterable[FrozenSet[str]]) -> FrozenSet[str]:
@@ -50,10 +50,28 @@ LAUNCHERS: FrozenSet[str] = _names(p.launchers for p in PACKS)
 BACKEND_THREADS: Tuple[str, ...] = _ordered(p.backend_threads for p in PACKS)
 COLLECTIVE_WORKERS: FrozenSet[str] = frozenset(_ordered(p.collective_workers for p in PACKS))
 AGENT_ARGV: FrozenSet[str] = frozenset(_ordered(p.agent_argv for p in PACKS))
-AGENT_OPTIONS: FrozenSet[str] = frozenset(_ordered(p.agent_options for p in PACKS))
-AGENT_FLAGS: FrozenSet[str] = _names(p.agent_flags for p in PACKS)
+# Per launcher agent: how it is started, the rendezvous options it reads, its flags that take
+# no value (``diag.verdict.rendezvous``).
+AGENTS: Tuple[Tuple[FrozenSet[str], AgentOptions, FrozenSet[str]], ...] = tuple(
+    (frozenset(p.agent_argv), p.agent_options, p.agent_flags)
+    for p in PACKS
+    if p.agent_argv and p.agent_options is not None
+)
 RPC_MARKERS: Tuple[str, ...] = _ordered(p.rpc_markers for p in PACKS)
 RPC_THREADS: FrozenSet[str] = _names(p.rpc_threads for p in PACKS)
+# Collective-log line kinds (``LogKind``) -> their evidence signal, by what they mean; the
+# failures in pack order (the first a rank logged is its failure).
+LOG_FAILURES: Tuple[Tuple[str, EvidenceSignal], ...] = tuple(
+    (k.kind, k.signal) for p in PACKS for k in p.log_kinds if k.means == "failure"
+)
+LOG_WARNINGS: Tuple[Tuple[str, EvidenceSignal], ...] = tuple(
+    (k.kind, k.signal) for p in PACKS for k in p.log_kinds if k.means == "warning"
+)
+LOG_TIMEOUTS: Tuple[Tuple[str, EvidenceSignal], ...] = tuple(
+    (k.kind, k.signal) for p in PACKS for k in p.log_kinds if k.means == "timeout"
+)
+# Filesystem kinds a daemon process serves (a FUSE mount): a wait there is on that daemon.
+DAEMON_SERVED_FS: FrozenSet[FsKind] = frozenset(k for p in PACKS for k in p.serves_fs)
 PLUMBING_PACKAGES: FrozenSet[str] = _names(p.plumbing_packages for p in PACKS)
 LIBRARY_FILES: Tuple[str, ...] = _ordered(p.library_files for p in PACKS)
 

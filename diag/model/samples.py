@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Dict, Literal, Optional, Tuple
 
 from diag.model.base import Record
+from diag.vocab import FsKind
 
 
 class Frame(Record, frozen=True):
@@ -157,9 +158,6 @@ class FileLock(Record, frozen=True):
     path: str = ""  # a waiter's: the file, as its fd names it
     name: str = ""  # /proc/PID/stat comm
     state: str = "?"  # /proc/PID/stat state
-
-
-FsKind = Literal["fuse", "network", "local"]
 
 
 class FsWait(Record, frozen=True):

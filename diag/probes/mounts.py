@@ -24,10 +24,11 @@ import re
 import time
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
-from diag.model import FsKind, FsWait
+from diag.model import FsWait
 from diag.probes.fd_ends import MAX_FDS
 from diag.probes.procfs import ProcFS
 from diag.probes.threads import parse_name_state
+from diag.vocab import FsKind
 
 MAX_MOUNTINFO_BYTES = 512 * 1024  # a container host with thousands of mounts stays under this
 MAX_MOUNTS = 20_000

@@ -13,7 +13,7 @@ from typing import Iterable, List, Optional, Sequence
 from diag.model import Evidence, ProcessInfo, Suspect
 from diag.text.units import rank_set
 from diag.verdict.sources import Finding
-from diag.vocab import EvidenceSignal, Lean
+from diag.vocab import EvidenceSignal, Lean, ReportSection
 
 
 def op_name(profiling_name: str) -> str:
@@ -32,7 +32,7 @@ def suspect_list(rank: Optional[int], pid: Optional[int], host: str, reason: str
 def finding(
     signal: EvidenceSignal,
     detail: str,
-    section: str,
+    section: ReportSection,
     ranks: Iterable[Optional[int]] = (),
     suspects: Sequence[Suspect] = (),
     lean: Optional[Lean] = None,

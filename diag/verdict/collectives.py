@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.model import (
     ProcessInfo,
     RankNcclLog,
@@ -29,17 +30,20 @@ from diag.verdict.collective_evidence import finding, pid_of, ranks_text, suspec
 from diag.verdict.fr_findings import fr_findings
 from diag.verdict.gpu import map_devices
 from diag.verdict.sources import PROGRESS, STUCK, Context, Finding
-from diag.vocab import EvidenceSignal, Lean
+from diag.vocab import EvidenceSignal, Lean, ReportSection
 
 # fr_findings is re-exported: this module is where every collective source is registered.
 __all__ = ["fr_findings", "gpu_error_findings", "log_findings", "ras_findings"]
 
-_FAILURE_KINDS = ("cuda_error", "xid", "nccl_error")
-_FAILURE_SIGNALS: Dict[str, EvidenceSignal] = {
-    "cuda_error": "nccl-log-cuda-error",
-    "xid": "nccl-log-xid",
-    "nccl_error": "nccl-log-nccl-error",
-}
+# What a rank's collective-log lines mean (the packs' ``log_kinds``): (kind, signal) of the
+# failures in order, of the warnings, of the timed-out collectives.
+_FAILURES = union.LOG_FAILURES
+_WARNINGS = union.LOG_WARNINGS
+_TIMEOUT_KINDS = frozenset(kind for kind, _ in union.LOG_TIMEOUTS)
+_TIMEOUT_SIGNAL: Optional[EvidenceSignal] = union.LOG_TIMEOUTS[0][1] if union.LOG_TIMEOUTS else None
+# The report's sections for them: the rank's log lines, and its collectives (RAS).
+_LOGS: ReportSection = "nccl-logs"
+_COLLECTIVES: ReportSection = "collectives"
 
 
 def _exited(samples: Sequence[Sample]) -> Dict[Tuple[str, int], Optional[int]]:
@@ -67,22 +71,23 @@ def log_findings(
         if log.rank is None and log.pid is None:  # a log several ranks share, no rank in it
             paths = sorted({s.path.rsplit("/", 1)[-1] for s in log.signals if s.path})
             who = f"an unattributed line in {', '.join(paths) or 'a log'}"
-        failure = next((by_kind[k] for k in _FAILURE_KINDS if k in by_kind), None)
+        failure = next(((by_kind[k], sig) for k, sig in _FAILURES if k in by_kind), None)
+        warned = next(((by_kind[k], sig) for k, sig in _WARNINGS if k in by_kind), None)
         if failure is not None:
-            kind = failure.kind.replace("_", " ")
+            hit, signal = failure
+            kind = hit.kind.replace("_", " ")
             then = ""
             if log.pid is not None and (log.host, log.pid) in gone:
                 code = gone[(log.host, log.pid)]
                 then = " and then exited" + (f" (exit code {code})" if code is not None else "")
-            detail = f"{who} logged {kind}{then}: {failure.last_line}"
+            detail = f"{who} logged {kind}{then}: {hit.last_line}"
             reason = f"{kind} in its log{then}"
             suspects = suspect_list(log.rank, log.pid, log.host, reason) if then else []
-            signal = _FAILURE_SIGNALS[failure.kind]
-            out.append(finding(signal, detail, "nccl-logs", [log.rank], suspects))
-        elif "nccl_warn" in by_kind:
-            warn = by_kind["nccl_warn"]
+            out.append(finding(signal, detail, _LOGS, [log.rank], suspects))
+        elif warned is not None:
+            warn, signal = warned
             detail = f"{who}: {warn.count} NCCL WARN line(s), last: {warn.last_line}"
-            out.append(finding("nccl-log-warn", detail, "nccl-logs", [log.rank]))
+            out.append(finding(signal, detail, _LOGS, [log.rank]))
     out.extend(_watchdog_findings(logs, processes, samples[0].t_s if samples else None))
     return out
 
@@ -94,7 +99,7 @@ def _watchdog_findings(
     enq = {lg.rank: lg.last_enqueued_seq for lg in logs if lg.rank is not None}
     enq_known = {r: s for r, s in enq.items() if s is not None}
     out: List[Finding] = []
-    if timed_out:
+    if timed_out and _TIMEOUT_SIGNAL is not None:
         first = timed_out[0]
         ranks = sorted(lg.rank for lg in timed_out if lg.rank is not None)
         # Only a timeout logged during (or after the start of) the capture says "stuck now".
@@ -102,7 +107,7 @@ def _watchdog_findings(
             (s.last_t_s or 0) >= (window_start or 0)
             for lg in timed_out
             for s in lg.signals
-            if s.kind == "watchdog_timeout"
+            if s.kind in _TIMEOUT_KINDS
         )
         detail = (
             f"NCCL watchdog timed out on {ranks_text(ranks)} in {first.timeout_op or 'a'} "
@@ -110,7 +115,7 @@ def _watchdog_findings(
             "joined is the culprit"
         )
         lean: Optional[Lean] = STUCK if recent else None
-        out.append(finding("nccl-watchdog-timeout", detail, "nccl-logs", ranks, lean=lean))
+        out.append(finding(_TIMEOUT_SIGNAL, detail, _LOGS, ranks, lean=lean))
     if len(enq_known) >= 2 and len(set(enq_known.values())) > 1:
         top = max(enq_known.values())
         for rank, seq in sorted(enq_known.items()):
@@ -123,7 +128,7 @@ def _watchdog_findings(
             pid = next((lg.pid for lg in logs if lg.rank == rank and lg.pid is not None), None)
             pid = pid if pid is not None else pid_of(processes, rank)
             suspects = suspect_list(rank, pid, "", detail)
-            out.append(finding("nccl-watchdog-lag", detail, "nccl-logs", [rank], suspects))
+            out.append(finding("nccl-watchdog-lag", detail, _LOGS, [rank], suspects))
     return out
 
 
@@ -148,17 +153,17 @@ def ras_findings(snapshots: Sequence[RasSnapshot]) -> List[Finding]:
             if reason:
                 detail = f"communicator {comm.comm_hash}: rank {rank.rank} {reason}"
                 suspects = suspect_list(rank.rank, rank.pid, "", detail)
-                out.append(finding("nccl-ras", detail, "collectives", [rank.rank], suspects))
+                out.append(finding("nccl-ras", detail, _COLLECTIVES, [rank.rank], suspects))
     if len(usable) >= 2:
         first = {c.comm_hash: _counts(c) for c in usable[0].communicators}
         now = {c.comm_hash: _counts(c) for c in last.communicators}
         shared = [h for h in now if h in first]
         if shared and all(now[h] == first[h] for h in shared) and any(now[h] for h in shared):
             detail = f"NCCL RAS: collective counts unchanged over {len(usable)} queries"
-            out.append(finding("nccl-ras-frozen", detail, "collectives", lean=STUCK))
+            out.append(finding("nccl-ras-frozen", detail, _COLLECTIVES, lean=STUCK))
         elif any(sum(now[h]) > sum(first[h]) for h in shared):
             detail = "NCCL RAS: collective counts rose between queries"
-            out.append(finding("nccl-ras-progress", detail, "collectives", lean=PROGRESS))
+            out.append(finding("nccl-ras-progress", detail, _COLLECTIVES, lean=PROGRESS))
     return out
 
 

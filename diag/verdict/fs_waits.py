@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
+from diag.frameworks import union
 from diag.model import Bundle, FsWait, Suspect
 from diag.verdict.features import ProcSignals
 from diag.vocab import VerdictState
@@ -49,6 +50,9 @@ def fs_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[FsStall]:
     return out
 
 
+# Mounts a daemon process serves (its pack's ``serves_fs``: FUSE): the wait is on the daemon.
+_DAEMON_SERVED = union.DAEMON_SERVED_FS
+
 _STATE_WORDS = {"T": "stopped", "t": "stopped", "R": "running", "D": "in disk wait", "S": "asleep"}
 
 
@@ -60,7 +64,7 @@ def fs_story(
     p, w = stall.proc, stall.wait
     where = f"`{w.path}` on the {w.fstype} mount {w.mount_point} ({w.source})"
     others = f"; {waiting}" if waiting else ""
-    if w.kind == "fuse" and w.daemon_pid is not None:
+    if w.kind in _DAEMON_SERVED and w.daemon_pid is not None:
         daemon = f"pid {w.daemon_pid} {w.daemon_name}".rstrip()
         head = (
             f"{p.name} reads {where} and has waited on its FUSE daemon, {daemon}, in all "
@@ -91,7 +95,8 @@ def fs_story(
             "killing the job does not help, a restart would wait on it again"
         )
         return "deadlocked", 0.8, text, suspects
-    what = "its FUSE daemon (not on this host, or not found)" if w.kind == "fuse" else "its server"
+    served = w.kind in _DAEMON_SERVED
+    what = "its FUSE daemon (not on this host, or not found)" if served else "its server"
     text = (
         f"{p.name} reads {where} and has waited on {what} in all {stall.samples} samples"
         f"{others} - the filesystem does not answer (check the mount, `dmesg`, the server or "

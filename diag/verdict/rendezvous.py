@@ -17,47 +17,54 @@ that port: then the store is up and the peer rules judge who is missing.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frameworks import union
+from diag.frameworks.base import AgentOptions
 from diag.model import Bundle
 from diag.verdict.features import ProcSignals
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import PEER
 
-# What a launcher agent is started as (the script, or the module behind ``python -m``), the
-# rendezvous options it reads and its flags that take no value: its pack's ``agent_*``.
-_AGENT_ARGV = union.AGENT_ARGV
-_OPTIONS = union.AGENT_OPTIONS
-_FLAGS = union.AGENT_FLAGS
+# Per launcher agent (its pack's ``agent_*``): what it is started as (the script, or the
+# module behind ``python -m``), the rendezvous options it reads, its flags that take no value.
+_AGENTS = union.AGENTS
 _MAX_ARGS = 256  # argv is the target's: read a bounded prefix
+_NO_OPTIONS = AgentOptions(nodes="", endpoint="", run_id="", backend="")
+
+
+def flag(option: str) -> str:
+    """How a report spells an option: ``rdzv_id`` -> ``--rdzv-id``."""
+    return "--" + option.replace("_", "-")
 
 
 class RdzvSettings(NamedTuple):
-    nnodes: str  # "2", or "1:4" (min:max)
-    endpoint: str  # host:port, "" when not given (static: master_addr:master_port)
-    rdzv_id: str
+    nodes: str  # "2", or "1:4" (min:max)
+    endpoint: str  # host:port, "" when not given (static: its host and port options)
+    run_id: str
     backend: str
+    options: AgentOptions = _NO_OPTIONS  # how its agent names them
 
     def describe(self) -> str:
-        bits = [f"--nnodes={self.nnodes}" if self.nnodes else "", self.backend or "static"]
+        nodes = f"{flag(self.options.nodes)}={self.nodes}" if self.nodes else ""
+        bits = [nodes, self.backend or "static"]
         bits += [
             f"at {self.endpoint}" if self.endpoint else "",
-            f"id {self.rdzv_id}" if self.rdzv_id else "",
+            f"id {self.run_id}" if self.run_id else "",
         ]
         return ", ".join(b for b in bits if b)
 
 
-def _agent_at(argv: Sequence[str]) -> Optional[int]:
-    """Where torchrun (its script, or the module after ``-m``) stands in the first 4 args."""
-    return next(
-        (
-            i
-            for i, a in enumerate(argv[:4])
-            if os.path.basename(a) in _AGENT_ARGV or a in _AGENT_ARGV
-        ),
-        None,
-    )
+def _agent_at(
+    argv: Sequence[str],
+) -> Optional[Tuple[int, AgentOptions, FrozenSet[str]]]:
+    """Where a launcher agent (its script, or the module after ``-m``) stands in the first 4
+    args, with the options it reads and its flags that take no value."""
+    for i, a in enumerate(argv[:4]):
+        for names, options, flags in _AGENTS:
+            if os.path.basename(a) in names or a in names:
+                return i, options, flags
+    return None
 
 
 def is_agent(p: ProcSignals) -> bool:
@@ -65,12 +72,16 @@ def is_agent(p: ProcSignals) -> bool:
 
 
 def settings_of(p: ProcSignals) -> RdzvSettings:
-    """The rendezvous options of a torchrun command line (``--opt=v`` / ``--opt v``, dashes or
-    underscores, as torchrun's argparse takes them); the first script argument ends them."""
+    """The rendezvous options of an agent's command line (``--opt=v`` / ``--opt v``, dashes or
+    underscores, as its argparse takes them); the first script argument ends them."""
     found: Dict[str, str] = {}
     argv = list(p.info.cmdline[:_MAX_ARGS])
-    at = _agent_at(argv)
-    i = len(argv) if at is None else at + 1
+    agent = _agent_at(argv)
+    if agent is None:
+        return RdzvSettings("1", "", "", "")
+    at, opts, flags = agent
+    wanted = opts.names()
+    i = at + 1
     while i < len(argv):
         arg = argv[i]
         i += 1
@@ -78,16 +89,18 @@ def settings_of(p: ProcSignals) -> RdzvSettings:
             break  # the training script: what follows are its own arguments
         name, eq, value = arg.lstrip("-").partition("=")
         name = name.replace("-", "_")
-        if not eq and name not in _FLAGS and i < len(argv):
+        if not eq and name not in flags and i < len(argv):
             value = argv[i]
             i += 1
-        if name in _OPTIONS:
+        if name in wanted:
             found[name] = value[:200]
-    endpoint = found.get("rdzv_endpoint", "")
-    if not endpoint and found.get("master_addr"):
-        endpoint = f"{found['master_addr']}:{found.get('master_port', '29500')}"
+    endpoint = found.get(opts.endpoint, "")
+    host = found.get(opts.static_host, "") if opts.static_host else ""
+    if not endpoint and host:
+        endpoint = f"{host}:{found.get(opts.static_port, opts.default_port)}"
+    nodes = found.get(opts.nodes, opts.default_nodes)
     return RdzvSettings(
-        found.get("nnodes", "1"), endpoint, found.get("rdzv_id", ""), found.get("rdzv_backend", "")
+        nodes, endpoint, found.get(opts.run_id, ""), found.get(opts.backend, ""), opts
     )
 
 
@@ -110,14 +123,17 @@ def waiting_agents(procs: Sequence[ProcSignals]) -> List[Tuple[ProcSignals, Rdzv
 def mismatch(agents: Sequence[Tuple[ProcSignals, RdzvSettings]]) -> Optional[str]:
     """Across hosts, the settings that differ ("--rdzv-id: a on n1, b on n2"), or None."""
     parts: List[str] = []
-    for field, flag in (("rdzv_id", "--rdzv-id"), ("endpoint", "--rdzv-endpoint"),
-                        ("nnodes", "--nnodes"), ("backend", "--rdzv-backend")):  # fmt: skip
+    if not agents:
+        return None
+    opts = agents[0][1].options
+    for field, option in (("run_id", opts.run_id), ("endpoint", opts.endpoint),
+                          ("nodes", opts.nodes), ("backend", opts.backend)):  # fmt: skip
         seen: Dict[str, List[str]] = {}
         for p, s in agents:
             seen.setdefault(getattr(s, field), []).append(p.key[0] or "this host")
         if len(seen) > 1:
             parts.append(
-                f"{flag}: "
+                f"{flag(option)}: "
                 + "; ".join(f"{v or '(none)'} on {', '.join(h[:3])}" for v, h in seen.items())
             )
     return ", ".join(parts) if parts else None

@@ -15,20 +15,15 @@ import re
 import time
 from typing import NamedTuple, Optional, Sequence, Tuple
 
+from diag.vocab import COLLECTIVE_LOG_KINDS, CollectiveLogKind
+
 MAX_LINE_CHARS = 400
 # Seq numbers above this are uninitialised memory printed by old torch builds, not real work.
 _MAX_SANE_SEQ = 1 << 40
 
 # Most specific first: a "NCCL WARN Cuda failure" line is a CUDA error, not just a warning.
-KINDS: Tuple[str, ...] = (
-    "watchdog_timeout",
-    "watchdog_hang",
-    "xid",
-    "cuda_error",
-    "nccl_error",
-    "nccl_warn",
-    "nccl_info",
-)
+# The closed set is ``diag.vocab.CollectiveLogKind``; the packs' ``log_kinds`` say what each means.
+KINDS: Tuple[CollectiveLogKind, ...] = COLLECTIVE_LOG_KINDS
 
 _WATCHDOG = re.compile(
     r"Watchdog caught collective operation timeout|Timeout at NCCL work|"
