@@ -187,6 +187,7 @@ RuleId = Literal[
     "calls_itself",
     "pipe_outlives_child",
     "waits_on_stopped_outsider",
+    "peer_unreachable",
     "waits_for_file_lock",
     "waits_for_nodes_to_join",
     "rendezvous_forming",

@@ -490,6 +490,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("reply_owed",),
     ),
     Scenario(
+        "tcp_peer_unreachable",
+        "deadlocked",
+        ("root",),
+        False,
+        "a job sends a request to a service whose host went dark (a socket filter drops every "
+        "packet: nothing is acknowledged) and blocks in recv for the answer",
+        rules=("peer_unreachable",),
+    ),
+    Scenario(
+        "tcp_peer_stopped",
+        "deadlocked",
+        None,
+        False,
+        "the same job's service is SIGSTOPped instead: its kernel acknowledges the request, "
+        "nothing in flight - a stopped process, not a dead link",
+        rules=("waits_on_stopped_outsider",),
+    ),
+    Scenario(
         "long_poll_waiting",
         "idle",
         None,

@@ -193,3 +193,28 @@ def test_connections_the_server_closed_are_counted_on_its_port_not_the_clients()
         assert again.count == 3
     finally:
         server.close()
+
+
+def test_tcp_info_delivery_counters_are_read_where_linux_puts_them() -> None:
+    """struct tcp_info (linux/tcp.h): probes u8 @3, backoff u8 @4, unacked u32 @24,
+    last_ack_recv u32 @56, total_retrans u32 @100 - a dead link's marks; a quiet connection
+    (nothing in flight, nothing probed) records no delivery."""
+    from diag.probes.sock_diag import INET_DIAG_INFO, TCP_ESTABLISHED_STATE
+    from diag.probes.sockets import delivery
+
+    info = bytearray(136)
+    info[3], info[4] = 0, 5
+    struct.pack_into("=I", info, 24, 1)
+    struct.pack_into("=I", info, 56, 12_764)
+    struct.pack_into("=I", info, 100, 6)
+    attr = struct.pack("=HH", 4 + len(info), INET_DIAG_INFO) + bytes(info)
+    body = _diag_msg(TCP_ESTABLISHED_STATE, 40000, 77) + attr
+    conns: dict = {}  # type: ignore[type-arg]
+    parse_dump(_message(SOCK_DIAG_BY_FAMILY, body), {}, conns)
+    c = conns[77]
+    assert (c.unacked_segs, c.rto_backoffs, c.probes_out) == (1, 5, 0)
+    assert (c.retrans_total, c.ack_age_ms) == (6, 12_764)
+    got = delivery(c)
+    assert got is not None and (got.unacked_segs, got.rto_backoffs, got.retrans_total) == (1, 5, 6)
+    quiet = c._replace(unacked_segs=0, rto_backoffs=0, probes_out=0)
+    assert delivery(quiet) is None

@@ -460,6 +460,7 @@ class Collector:
                 view.tcp_peers,
                 view.owed,
                 view.data_ages_ms,
+                view.delivery,
             )
             for s in samples
             if s.status == "alive" and (view := views.get(s.pid)) is not None and view.links.links

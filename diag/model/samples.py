@@ -92,6 +92,20 @@ class OpenFile(Record, frozen=True):
     fd: Optional[int] = None
 
 
+class TcpDelivery(Record, frozen=True):
+    """Whether a TCP connection's other end acknowledges what it is sent (tcp_info), recorded
+    only where something is in flight or probed: a dead host or a cut link acknowledges
+    nothing - data stays unacknowledged and the retransmission timeout backs off, doubling -
+    where a quiet link has nothing in flight and a peer that does not read (stopped, busy)
+    still has its kernel acknowledge (then a full window is probed, and answered)."""
+
+    unacked_segs: int = 0  # tcpi_unacked: segments sent, not yet acknowledged
+    retrans_total: int = 0  # tcpi_total_retrans: segments retransmitted over its life
+    rto_backoffs: int = 0  # tcpi_backoff: retransmission timeouts in a row
+    probes_out: int = 0  # tcpi_probes: window (or keepalive) probes unanswered in a row
+    ack_age_ms: int = 0  # tcpi_last_ack_recv: since the other end last acknowledged
+
+
 FdKind = Literal["pipe", "fifo", "unix", "tcp", "udp"]
 FdMode = Literal["r", "w", "rw", "?"]
 
@@ -122,6 +136,8 @@ class FdEnd(Record, frozen=True):
     # / last_data_recv, at the sample): how long a request has waited for its reply.
     last_sent_s: Optional[float] = None
     last_recv_s: Optional[float] = None
+    # tcp: what tcp_info says of delivery, where something is in flight or probed; else None.
+    delivery: Optional[TcpDelivery] = None
 
 
 class FdHolder(Record, frozen=True):

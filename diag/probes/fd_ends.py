@@ -36,7 +36,7 @@ from typing import (
     Tuple,
 )
 
-from diag.model import FdEnd, FdKind, FdMode, ThreadSample
+from diag.model import FdEnd, FdKind, FdMode, TcpDelivery, ThreadSample
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import UnixSock, unix_peers
 
@@ -174,6 +174,7 @@ class JobFds(NamedTuple):
     owed: Mapping[int, bool] = {}  # {its TCP socket inode: a reply is owed to it}
     # {its TCP socket inode: ms since data was last sent, last received} (tcp_info)
     data_ages_ms: Mapping[int, Tuple[int, int]] = {}
+    delivery: Mapping[int, TcpDelivery] = {}  # {its TCP socket inode: data in flight, probes}
 
 
 MAX_SERVER_SOCKETS = 32
@@ -190,6 +191,7 @@ class _Cand(NamedTuple):
     remote: str = ""
     owed: Optional[bool] = None
     ages_ms: Optional[Tuple[int, int]] = None  # tcp: since data last sent, last received
+    delivery: Optional[TcpDelivery] = None
 
 
 def select_ends(cands: Sequence[_Cand], cap: int = MAX_ENDS) -> Tuple[List[_Cand], int]:
@@ -333,7 +335,10 @@ def _candidates(
                 peer = j.tcp_peers.get(inode)
                 rank = 3 if top is None else 0
                 owed, ages = j.owed.get(inode), j.data_ages_ms.get(inode)
-                cands.append(_Cand(rank, fd, "tcp", inode, "", peer, local, remote, owed, ages))
+                sent = j.delivery.get(inode)
+                cands.append(
+                    _Cand(rank, fd, "tcp", inode, "", peer, local, remote, owed, ages, sent)
+                )
             continue
         if not is_path(link):
             continue
@@ -367,4 +372,5 @@ def _end_of(procfs: ProcFS, pid: int, c: _Cand) -> FdEnd:
         owed=c.owed,
         last_sent_s=c.ages_ms[0] / 1000 if c.ages_ms else None,
         last_recv_s=c.ages_ms[1] / 1000 if c.ages_ms else None,
+        delivery=c.delivery,
     )

@@ -34,8 +34,13 @@ TCP_TIME_WAIT_STATE = 6
 TIME_WAIT_MS = 60_000
 INET_DIAG_INFO = 2  # rtattr type of struct tcp_info
 # struct tcp_info (linux/tcp.h): the offsets of the fields read, and the length they need.
+_TI_PROBES = 3  # u8 tcpi_probes: zero-window (or keepalive) probes unanswered in a row
+_TI_BACKOFF = 4  # u8 tcpi_backoff: retransmission timeouts in a row (the RTO doubles each)
+_TI_UNACKED = 24  # u32 tcpi_unacked: segments sent and not yet acknowledged
 _TI_LAST_DATA_SENT = 44
 _TI_LAST_DATA_RECV = 52
+_TI_LAST_ACK_RECV = 56
+_TI_TOTAL_RETRANS = 100  # u32 tcpi_total_retrans: segments retransmitted over its life
 _TI_BYTES_ACKED = 120
 _TI_BYTES_RECEIVED = 128
 _TI_NEEDED = 136
@@ -59,6 +64,12 @@ class TcpConn(NamedTuple):
     bytes_out: Optional[int] = None  # tcpi_bytes_acked
     recv_age_ms: Optional[int] = None  # tcpi_last_data_recv: ms since data last arrived
     send_age_ms: Optional[int] = None  # tcpi_last_data_sent
+    # Delivery: is the other end's kernel acknowledging? (a dead host or link: no)
+    unacked_segs: Optional[int] = None  # tcpi_unacked
+    retrans_total: Optional[int] = None  # tcpi_total_retrans
+    rto_backoffs: Optional[int] = None  # tcpi_backoff
+    probes_out: Optional[int] = None  # tcpi_probes
+    ack_age_ms: Optional[int] = None  # tcpi_last_ack_recv: ms since the peer last acknowledged
 
 
 class Closed(NamedTuple):
@@ -154,6 +165,11 @@ def _conn(family: int, fields: tuple, info: Optional[bytes]) -> TcpConn:  # type
         bytes_in=struct.unpack_from("=Q", info, _TI_BYTES_RECEIVED)[0],
         send_age_ms=struct.unpack_from("=I", info, _TI_LAST_DATA_SENT)[0],
         recv_age_ms=struct.unpack_from("=I", info, _TI_LAST_DATA_RECV)[0],
+        unacked_segs=struct.unpack_from("=I", info, _TI_UNACKED)[0],
+        retrans_total=struct.unpack_from("=I", info, _TI_TOTAL_RETRANS)[0],
+        rto_backoffs=info[_TI_BACKOFF],
+        probes_out=info[_TI_PROBES],
+        ack_age_ms=struct.unpack_from("=I", info, _TI_LAST_ACK_RECV)[0],
     )
 
 

@@ -13,7 +13,7 @@ import os
 import re
 from typing import Dict, Iterable, Mapping, NamedTuple, Optional, Set, Tuple
 
-from diag.model import ClosedConns, ServedConn
+from diag.model import ClosedConns, ServedConn, TcpDelivery
 from diag.probes.fd_ends import FdLinks, read_fd_links
 from diag.probes.procfs import ProcFS
 from diag.probes.sock_diag import TcpConn, TcpTable, tcp_table
@@ -93,6 +93,8 @@ class SocketView(NamedTuple):
     owed: Mapping[int, bool] = {}
     # {its connected TCP socket inode: ms since data last sent, last received} (tcp_info).
     data_ages_ms: Mapping[int, Tuple[int, int]] = {}
+    # {its connected TCP socket inode: delivery} where data is in flight or probed (``delivery``).
+    delivery: Mapping[int, TcpDelivery] = {}
 
 
 _LOOPBACK = ("127.", "[::1]", "::1", "[::ffff:127.")
@@ -172,9 +174,27 @@ def owed_reply(c: TcpConn) -> Optional[bool]:
     tcp_info."""
     if c.bytes_out is None or c.send_age_ms is None or c.recv_age_ms is None:
         return None
-    if c.bytes_out <= 1:  # tcpi_bytes_acked counts the SYN: nothing of its own was sent
+    if c.bytes_out <= 1 and not c.unacked_segs:
+        # tcpi_bytes_acked counts the SYN: nothing of its own was sent - unless what it sent
+        # is still unacknowledged (a peer that acknowledges nothing: a dead host)
         return False
     return not c.bytes_in or c.send_age_ms < c.recv_age_ms
+
+
+def delivery(c: TcpConn) -> Optional[TcpDelivery]:
+    """Its delivery where something is in flight or probed (a quiet link records nothing);
+    None without tcp_info."""
+    if c.unacked_segs is None or c.retrans_total is None or c.ack_age_ms is None:
+        return None
+    if not (c.unacked_segs or c.rto_backoffs or c.probes_out):
+        return None
+    return TcpDelivery(
+        unacked_segs=c.unacked_segs,
+        retrans_total=c.retrans_total,
+        rto_backoffs=c.rto_backoffs or 0,
+        probes_out=c.probes_out or 0,
+        ack_age_ms=c.ack_age_ms,
+    )
 
 
 def listen_ports(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, Tuple[int, ...]]:
@@ -234,9 +254,10 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
             and conn.send_age_ms is not None
             and conn.recv_age_ms is not None
         }
+        sent = {i: d for i in inodes if i in full.conns and (d := delivery(full.conns[i]))}
         view = SocketView(
             ports, links=links, tcp=tcp, own_netns=True, tcp_peers=peers, owed=owed,
-            data_ages_ms=ages,
+            data_ages_ms=ages, delivery=sent,
         )  # fmt: skip
         if ports:
             served, more = _served(full, inodes, ports, job_endpoints)

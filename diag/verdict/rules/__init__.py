@@ -49,7 +49,11 @@ from diag.verdict.rules.words_phases import (
     SILENCE_OUTRANKS,
 )
 from diag.verdict.rules.words_polls import FUTILE_POLL_OUTRANKS, SELF_WAKE_OUTRANKS
-from diag.verdict.rules.words_quiet import OWED_OUTRANKS, QUIET_PEER_OUTRANKS
+from diag.verdict.rules.words_quiet import (
+    DEAD_LINK_OUTRANKS,
+    OWED_OUTRANKS,
+    QUIET_PEER_OUTRANKS,
+)
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.situation import Situation
 
@@ -345,6 +349,25 @@ TABLE: Tuple[Rule, ...] = (
         of its file lock. That process must run again (or be replaced) first; killing the
         job would not help. (Its example was recorded by tests/test_file_locks.py.)""",
         examples=["file_lock_stopped_holder"],
+    ),
+    rule(
+        "peer_unreachable",
+        "graph",
+        ["deadlocked"],
+        graph.peer_unreachable,
+        DEAD_LINK_OUTRANKS,
+        [],
+        doc="""Nothing of the job works and a process of it blocks on a TCP connection whose
+        other end's kernel acknowledges nothing: tcp_info, read every sample, shows its data
+        unacknowledged (``tcpi_unacked``) or its zero window probed without answer
+        (``tcpi_probes``) in every sample, no acknowledgement for 3 s or more
+        (``tcpi_last_ack_recv``) and the retransmission timeout backed off twice or more
+        (``tcpi_backoff``, ``tcpi_total_retrans``): the peer's host is down or the link cut,
+        and the answer never comes (``diag.verdict.dead_link``). A host that is up
+        acknowledges whatever its process does - a stopped or busy peer leaves nothing in
+        flight, and stays with the rules after (a stopped process outside the job, a request
+        unanswered); a quiet link records nothing.""",
+        examples=["tcp_peer_unreachable"],
     ),
     rule(
         "flow_paused",

@@ -8,6 +8,7 @@ from typing import Optional
 
 from diag.model import Suspect, VerdictState, WaitGraph
 from diag.verdict.chains import DEAD_ENDS, graph_state
+from diag.verdict.dead_link import dead_links
 from diag.verdict.features import COMPUTE_PCT
 from diag.verdict.futile_poll import lock_polled, pipe_polled, stuck_by_age
 from diag.verdict.graph_nodes import (
@@ -202,6 +203,23 @@ def chains_end_at_doors(s: Situation) -> Optional[Decision]:
         for n in ends[:4]
     ]
     return decided("idle", 0.5, summary, suspects)
+
+
+def peer_unreachable(s: Situation) -> Optional[Decision]:
+    """Nothing of the job works and a participant blocks on a TCP connection whose other end
+    acknowledges nothing (``dead_link``): its host is down or the link cut - the answer it
+    waits for never comes, whoever holds that end."""
+    if s.progressing or s.workers or not s.alive:
+        return None
+    found = dead_links(s.ctx.bundle, s.alive)
+    if not found:
+        return None
+    suspects = [
+        Suspect(pid=d.proc.pid, rank=d.proc.rank, host=d.proc.key[0],
+                reason=words_quiet.dead_link_reason(d))
+        for d in found[:4]
+    ]  # fmt: skip
+    return decided("deadlocked", 0.8, words_quiet.dead_link(found), suspects)
 
 
 def waits_on_quiet_peer(s: Situation) -> Optional[Decision]:

@@ -1,4 +1,5 @@
-"""The rules' words for a subscriber waiting on a quiet peer outside the job (``quiet_peer``).
+"""The rules' words for a subscriber waiting on a quiet peer outside the job (``quiet_peer``),
+and for a wait on a peer whose kernel acknowledges nothing (``dead_link``).
 
 May import the base and ``diag.verdict`` - never a family module of the table.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from diag.verdict.dead_link import TCP_GIVES_UP_S, DeadLink
 from diag.verdict.quiet_peer import QuietPeer
 from diag.verdict.wait_age import age_words
 from diag.verdict.wording import where
@@ -74,3 +76,43 @@ def reply_owed_reason(q: QuietPeer) -> str:
     age = q.end.last_sent_s
     since = f" for {age_words(age)}" if age is not None else ""
     return f"alive outside the job; owes pid {q.proc.pid} a reply on {q.end.remote}{since}"
+
+
+DEAD_LINK_OUTRANKS = (
+    "a connection whose other end acknowledges nothing will carry no answer, whoever holds "
+    "that end and whatever the job's other waits are: the peer's host or the link is dead"
+)
+
+
+def dead_link(found: Sequence[DeadLink]) -> str:
+    """``peer_unreachable``: who waits, on which connection, and what the kernel says of it."""
+    d = found[0]
+    got = d.end.delivery
+    assert got is not None  # dead_link found it so
+    more = f" (and {len(found) - 1} more like it)" if len(found) > 1 else ""
+    if got.unacked_segs:
+        what = (
+            f"{got.unacked_segs} segment(s) it sent have gone unacknowledged for "
+            f"{age_words(got.ack_age_ms / 1000.0)}, the retransmission timeout backed off "
+            f"{got.rto_backoffs} times ({got.retrans_total} retransmissions"
+            + (f", {d.retrans_delta} during the capture)" if d.retrans_delta else ")")
+        )
+    else:
+        what = (
+            f"its zero-window probes went unanswered {got.probes_out} times in a row, nothing "
+            f"acknowledged for {age_words(got.ack_age_ms / 1000.0)}"
+        )
+    return (
+        f"pid {d.proc.pid} waits in {where(d.proc)} on fd {d.end.fd} (tcp "
+        f"{d.end.local} → {d.end.remote}), and {d.end.remote}'s kernel acknowledges nothing: "
+        f"{what}{more}. Its host is down or the link to it is cut (a firewall dropping, a "
+        "network partition) - the answer will never come; TCP itself gives up only after "
+        f"~{int(TCP_GIVES_UP_S // 60)} min. Check that host and the route to it "
+        f"(`ping`, `ss -ti dst {d.end.remote}`); restart the job against a live peer, or give "
+        "the call a timeout"
+    )
+
+
+def dead_link_reason(d: DeadLink) -> str:
+    """The waiting process as a suspect: which peer it waits on, and that it is gone."""
+    return f"waits on {d.end.remote}, whose kernel acknowledges nothing (host down or link cut)"
