@@ -22,7 +22,7 @@ from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_th
 from diag.text.roles import framework_role, named
 from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
-from diag.verdict.proc_classes import class_key
+from diag.verdict.proc_classes import class_key, record_classes
 from diag.verdict.short_requests import ShortRequests, short_requests
 from diag.verdict.thread_wait import (
     ThreadWait,
@@ -286,6 +286,7 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
         if class_of is not None:
             classes[class_of] = sig
         out.append(sig)
+    record_classes(bundle, {p.key: p.series_class for p in out if p.series_class is not None})
     return out
 
 

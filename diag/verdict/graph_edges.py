@@ -48,6 +48,7 @@ from diag.verdict.graph_nodes import (
     label_of,
     node_key,
     node_state,
+    threads_text,
 )
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.rendezvous import store_joins
@@ -374,7 +375,7 @@ def _build(
             rank=None if is_rank_helper(p) else p.rank,  # a rank's child is no rank
             label=label_of(p),
             state=state,
-            detail=_detail(p, state, b.last.get(p.key)),
+            detail=_detail(p, state, threads_text(bundle, p, b.last.get(p.key))),
         )
     ranks = [p for p in procs if p.rank is not None and not is_rank_helper(p)]
     peers = [p for p in procs if p.main_family == PEER and p.rank is None and not p.dead]

@@ -26,6 +26,7 @@ May import the model and ``diag.verdict`` modules below the rules.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.model import (
@@ -42,6 +43,8 @@ from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
 from diag.verdict.memory import cause_of as mem_cause
 from diag.verdict.memory import mem_holds
+from diag.verdict.proc_classes import per_class
+from diag.verdict.series_index import process_samples
 from diag.verdict.wording import peers_waiting_tail, verb, who
 
 THROTTLED_SHARE = 0.5  # of its scheduling periods, for a limit to be the cause
@@ -140,7 +143,7 @@ def cpu_holds(bundle: Bundle) -> Dict[Key, CpuHold]:
         if len(series) < 2:
             continue
         window_s = series[-1][0] - series[0][0]
-        waits = _thread_waits(series, clk)
+        waits = per_class(bundle, "thread_waits", key, partial(_thread_waits, series, clk))
         delay, _, runnable, seen = max(waits, default=(0.0, 0.0, 0, 0))
         share, secs = _throttle(series)
         out[key] = CpuHold(
@@ -168,7 +171,8 @@ def starved_keys(bundle: Bundle) -> Set[Key]:
     for key, series in _series(bundle).items():
         if len(series) < 2:
             continue
-        for delay_s, cpu_s, runnable, seen in _thread_waits(series, clk, main_only=True):
+        main = partial(_thread_waits, series, clk, main_only=True)
+        for delay_s, cpu_s, runnable, seen in per_class(bundle, "main_waits", key, main):
             if runnable * 2 >= seen and delay_s >= STARVED_MIN_S and delay_s > cpu_s:
                 out.add(key)
                 break
@@ -188,12 +192,11 @@ def moved_running(bundle: Bundle, p: ProcSignals) -> bool:
     if spins(p):
         return False
     seen: Dict[int, List[Tuple[str, Optional[str]]]] = {}
-    for sample in bundle.samples:
-        for ps in sample.processes:
-            if (ps.host, ps.pid) == p.key and ps.status == "alive":
-                main = main_thread(ps)
-                for t in (main,) if main is not None else ():
-                    seen.setdefault(t.tid, []).append((t.state, t.stack_id))
+    for ps in process_samples(bundle, *p.key):
+        if ps.status == "alive":
+            main = main_thread(ps)
+            for t in (main,) if main is not None else ():
+                seen.setdefault(t.tid, []).append((t.state, t.stack_id))
     for states in seen.values():
         ids = {sid for _, sid in states if sid is not None}
         if len(ids) > 1 and any(state == "R" for state, _ in states):

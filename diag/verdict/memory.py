@@ -24,11 +24,13 @@ May import the model and ``diag.verdict`` modules below the rules.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, MemLimits, ProcessSample
 from diag.text.units import size
 from diag.verdict.features import ProcSignals
+from diag.verdict.proc_classes import per_class
 from diag.verdict.wording import peers_waiting_tail, verb, who
 
 FULL_SHARE = 0.9  # of its limit in use
@@ -122,7 +124,7 @@ def mem_holds(bundle: Bundle) -> Dict[Key, MemHold]:
             continue
         (t0, first), (t1, last) = series[0], series[-1]
         window = max(0.0, t1 - t0)
-        faults = _faults(first, last) or 0
+        faults = per_class(bundle, "faults", key, partial(_faults, first, last)) or 0
         a, b = first.mem_limits, last.mem_limits
         events = 0
         if a is not None and b is not None and a.group == b.group:
@@ -135,7 +137,11 @@ def mem_holds(bundle: Bundle) -> Dict[Key, MemHold]:
             faults_per_s=faults / window if window > 0 else 0.0,
             # Only where its memory group was read: without it no shortage can be shown, and
             # every thread of every sample was ~1.5 s of a 1,024-rank verdict (bench.scale).
-            reclaim_samples=_reclaim_samples(series) if b is not None else 0,
+            reclaim_samples=(
+                per_class(bundle, "reclaim", key, partial(_reclaim_samples, series))
+                if b is not None
+                else 0
+            ),
             limits=b,
             limit_events=events,
             oom_kills=oom,

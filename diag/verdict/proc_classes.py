@@ -17,7 +17,7 @@ structs), ~0.1 us a thread, where one Python pass over the threads costs several
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Callable, Dict, Hashable, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import msgspec
 
@@ -50,10 +50,26 @@ def class_key(series: Sequence[Entry], info: ProcessInfo) -> Optional[Hashable]:
         info.rank_source,
     )
     try:
-        hash(key)
+        return _Key(key)
     except TypeError:
         return None
-    return key
+
+
+class _Key:
+    """A class key that hashes its (large) content once: a dict asks for the hash on every
+    look-up, and a tuple does not keep it - at 16,384 ranks each hash is 900 thread records."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: Tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)  # TypeError: something unhashable in the series
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and self._hash == other._hash and self.value == other.value
 
 
 T = TypeVar("T")
@@ -79,3 +95,34 @@ def unless_found_nothing(
     if found is None:
         seen.add((finder, series_class))
     return found
+
+
+_classes_of: List[Tuple[object, Dict[Tuple[str, int], int]]] = []  # (samples, {key: class})
+_answers: List[Tuple[object, Dict[Tuple[str, int], object]]] = []  # (samples, {(what, class)})
+
+
+def record_classes(bundle: Bundle, classes: Dict[Tuple[str, int], int]) -> None:
+    """The class of each process (host, pid) of ``bundle``, as ``features.extract`` found."""
+    _classes_of[:] = [(bundle.samples, classes)]
+
+
+def series_class(bundle: Bundle, key: Tuple[str, int]) -> Optional[int]:
+    """The class of a process of ``bundle`` (None: not known - its features were not read)."""
+    if _classes_of and _classes_of[0][0] is bundle.samples:
+        return _classes_of[0][1].get(key)
+    return None
+
+
+def per_class(bundle: Bundle, what: str, key: Tuple[str, int], compute: Callable[[], T]) -> T:
+    """``compute()`` for one process, once per class: for a fact that is a function of the
+    process's series alone (its threads, kernel state and counters, not its identity or its
+    host's clock), as ``class_key`` defines the class."""
+    cls = series_class(bundle, key)
+    if cls is None:
+        return compute()
+    if not (_answers and _answers[0][0] is bundle.samples):
+        _answers[:] = [(bundle.samples, {})]
+    memo = _answers[0][1]
+    if (what, cls) not in memo:
+        memo[(what, cls)] = compute()
+    return memo[(what, cls)]  # type: ignore[return-value]

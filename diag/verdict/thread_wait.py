@@ -9,6 +9,7 @@ into). A rank's C call that blocks straight from user code is a wait on its peer
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from diag.frames import is_library
@@ -75,6 +76,7 @@ def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
 # watchdog and heartbeat, NCCL's own proxy threads, c10d's store.
 _BACKEND_THREADS = union.BACKEND_THREADS
 _peers_of: List[Tuple[object, object, FrozenSet[int]]] = []  # (samples, processes, tids)
+_TID = attrgetter("tid")
 
 
 def peer_tids(bundle: Bundle) -> FrozenSet[int]:
@@ -90,14 +92,17 @@ def peer_tids(bundle: Bundle) -> FrozenSet[int]:
     ranks = {(p.host, p.pid) for p in bundle.processes if _declared_rank(p)}
     comm_stacks: Dict[str, bool] = {}
     with_peers: Set[Tuple[str, int]] = set(ranks)
-    tids: Dict[Tuple[str, int], Set[int]] = {}
     for sample in bundle.samples:
         for ps in sample.processes:
             key = (ps.host, ps.pid)
-            tids.setdefault(key, set()).update(t.tid for t in ps.threads)
             if key not in with_peers and _backend(bundle, ps, comm_stacks):
                 with_peers.add(key)
-    found = frozenset(tid for key in with_peers for tid in tids.get(key, ()))
+    tids: Set[int] = set()
+    for sample in bundle.samples:  # a C loop over each thread (16,384 ranks: 15 million)
+        for ps in sample.processes:
+            if (ps.host, ps.pid) in with_peers:
+                tids.update(map(_TID, ps.threads))
+    found = frozenset(tids)
     _peers_of[:] = [(bundle.samples, bundle.processes, found)]
     return found
 
