@@ -97,7 +97,7 @@ def classify(bundle: Bundle) -> Verdict:
     classes = tuple(rank_classes(bundle, ctx.participants))
     intervals = max((p.intervals for p in procs), default=0)
     situation = measure(ctx, findings, classes, intervals)
-    graph, graph_problem = _graph_of(ctx, working_keys(situation))
+    graph, graph_problem = _graph_of(ctx, working_keys(situation), situation)
     situation = _with_graph(situation, graph)
     outcome = apply(situation)
     problems = outcome.problems
@@ -114,13 +114,16 @@ def _with_graph(s: Situation, graph: Optional[WaitGraph]) -> Situation:
     return dataclasses.replace(s, graph=graph)
 
 
-def _graph_of(ctx: Context, working: FrozenSet[Tuple[str, int]]) -> Tuple[Optional[WaitGraph], str]:
+def _graph_of(
+    ctx: Context, working: FrozenSet[Tuple[str, int]], s: Situation
+) -> Tuple[Optional[WaitGraph], str]:
     """The wait-for graph, or None and why: a bug in the graph must not cost the verdict, and
     must not go unseen either (it turns off every rule that reads it and every suspect's
     chain)."""
     try:
         gone = [(d.rank, d.pid, d.line) for d in gone_ranks(ctx) if d.rank is not None]
-        return wait_graph(ctx.bundle, ctx.procs, ctx.participants, working, gone), ""
+        graph = wait_graph(ctx.bundle, ctx.procs, ctx.participants, working, gone, s.flow_stalls)
+        return graph, ""
     except Exception as exc:
         return None, f"the wait-for graph failed: {type(exc).__name__}: {exc}"[:300]
 
@@ -159,7 +162,7 @@ def _qualified(
     text += straggling.tail
     evidence += straggling.evidence
     suspects += straggling.suspects
-    startup = startup_parts(state, ctx.bundle, ctx.procs)  # phases, ETA, timeout warnings
+    startup = startup_parts(state, ctx.bundle, ctx.procs, s.startup)  # phases, ETA, timeouts
     text += startup.tail
     text += io_tail(state, ctx.bundle, suspects)  # a throttled device named (#37)
     working = [x.pid for x in suspects] if state == "slow" else []

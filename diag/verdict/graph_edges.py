@@ -15,6 +15,7 @@ from diag.model import (
     WaitNode,
 )
 from diag.verdict.features import ProcSignals
+from diag.verdict.flow_control import FlowStall
 from diag.verdict.graph_fd_edges import (
     _fd_edges,
     _file_lock_edges,
@@ -359,9 +360,13 @@ def _backend_edges(b: _Builder, p: ProcSignals) -> None:
 
 
 def _build(
-    bundle: Bundle, procs: Sequence[ProcSignals], working: Collection[Tuple[str, int]] = ()
+    bundle: Bundle,
+    procs: Sequence[ProcSignals],
+    working: Collection[Tuple[str, int]] = (),
+    stalls: Optional[Tuple[FlowStall, ...]] = None,
 ) -> _Builder:
-    b = _Builder(bundle=bundle, procs=procs, last=_last_alive(bundle, {p.key for p in procs}))
+    last = _last_alive(bundle, {p.key for p in procs})
+    b = _Builder(bundle=bundle, procs=procs, last=last, stalls=stalls)
     for p in procs:
         key = node_key(p)
         b.by_key[key] = p

@@ -26,6 +26,7 @@ from diag.text.roles import framework_role, named
 from diag.text.units import size
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.flow_control import FlowStall
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.proc_classes import per_class
 from diag.verdict.thread_wait import thread_wait
@@ -267,6 +268,8 @@ class _Builder:
     _by_inode: Optional[Dict[Tuple[str, int], List[Tuple[ProcSignals, FdEnd]]]] = None
     _by_local: Optional[Dict[str, List[Tuple[ProcSignals, FdEnd]]]] = None
     undrained: Optional[FrozenSet[Tuple[str, int]]] = None  # graph_edges._undrained, once
+    # The frameworks' own pauses, as the situation measured them (None: measured here).
+    stalls: Optional[Tuple[FlowStall, ...]] = None
 
     def ends_index(
         self,

@@ -20,8 +20,7 @@ from typing import Dict, Optional, Sequence, Tuple
 from diag.model import Bundle, RankPhase
 from diag.text.units import size
 from diag.verdict.features import ProcSignals
-from diag.verdict.startup import startup_phases
-from diag.verdict.startup_signs import eta_words
+from diag.verdict.startup_signs import STARTUP_PHASES, eta_words
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.wording import group_by_wait, verb, where, who
 
@@ -75,10 +74,12 @@ def lone_phase(
     alive: Sequence[ProcSignals],
     writers: Sequence[ProcSignals],
     progress_logs: int,
+    job_phases: Sequence[RankPhase] = (),
 ) -> Optional[LonePhase]:
     """The ranks whose writes are the job's only motion while every other rank waits on its
     peers; None when the job's log moves, no peer waits, or the work is spread over its
-    ranks (half of them or more move)."""
+    ranks (half of them or more move). ``job_phases``: the start-up phases of the job's
+    processes, measured once (``Situation.startup``)."""
     if progress_logs:
         return None
     ranks = [p for p in alive if p.rank is not None] or list(alive)
@@ -98,7 +99,11 @@ def lone_phase(
         for p in rest
     ):
         return None
-    phases = {ph.pid: ph for ph in startup_phases(bundle, movers)[0] if ph.phase}
+    keys = {p.key for p in movers}
+    mine = [ph for ph in job_phases if (ph.host, ph.pid) in keys]
+    # Serving or waiting beside a phase is told only where a mover is in one.
+    in_phase = any(ph.phase in STARTUP_PHASES for ph in mine)
+    phases = {ph.pid: ph for ph in mine} if in_phase else {}
     named = {p.pid: _frame_phase(bundle, p) for p in movers if p.pid not in phases}
     return LonePhase(tuple(movers), tuple(rest), phases, named)
 

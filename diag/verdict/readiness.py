@@ -24,7 +24,6 @@ from typing import List, Optional, Sequence
 from diag.frameworks import union
 from diag.model import Bundle, RankPhase
 from diag.verdict.features import ProcSignals
-from diag.verdict.startup import startup_phases
 from diag.verdict.startup_signs import STARTUP_PHASES
 from diag.verdict.work import answers
 
@@ -41,16 +40,18 @@ def ready_line(bundle: Bundle) -> str:
     return ""
 
 
-def starting(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankPhase]:
-    """The processes seen in a start-up phase in this capture."""
-    phases, _ = startup_phases(bundle, procs)
+def starting(phases: Sequence[RankPhase]) -> List[RankPhase]:
+    """The processes seen in a start-up phase in this capture (of ``startup_phases``)."""
     return [r for r in phases if r.phase in STARTUP_PHASES]
 
 
-def not_ready(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[List[RankPhase]]:
+def not_ready(
+    bundle: Bundle, procs: Sequence[ProcSignals], all_phases: Sequence[RankPhase]
+) -> Optional[List[RankPhase]]:
     """The start-up phases of a job that shows no sign of being ready, or None: ready (a ready
-    line, a request answered) or not starting at all."""
-    phases = starting(bundle, procs)
+    line, a request answered) or not starting at all. ``all_phases``: its processes' phases,
+    measured once (``Situation.startup``)."""
+    phases = starting(all_phases)
     if not phases or any(answers(p) for p in procs if not p.dead):
         return None
     return None if ready_line(bundle) else phases

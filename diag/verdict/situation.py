@@ -5,12 +5,14 @@ report read these, never a second copy."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
-from diag.model import RankClass, WaitGraph
+from diag.model import RankClass, RankPhase, WaitGraph
 from diag.verdict.arrivals import Arrival, arrivals
 from diag.verdict.features import ProcSignals
+from diag.verdict.file_locks import LockWait, lock_waits
+from diag.verdict.flow_control import FlowStall, flow_stalls
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.output_kinds import failing_logs
 from diag.verdict.participants import (
@@ -28,6 +30,7 @@ from diag.verdict.sources import (
     Context,
     Finding,
 )
+from diag.verdict.startup import StartupPhases, startup_phases
 from diag.verdict.startup_signs import COMPILING
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
 from diag.verdict.work import (
@@ -89,6 +92,12 @@ class Situation:
     # Ranks that entered the rendezvous during the capture, every rank now in it
     # (``diag.verdict.arrivals``): a start-up that advances.
     arrivals: Tuple[Arrival, ...] = ()
+    # Measured here once, read by the rules, the graph and the classifier (each had measured
+    # them again): the processes' start-up phases, the participants' file-lock waits, and
+    # the frameworks' own pauses.
+    startup: StartupPhases = field(default_factory=lambda: StartupPhases((), {}))
+    file_lock_waits: Tuple[LockWait, ...] = ()
+    flow_stalls: Tuple[FlowStall, ...] = ()
 
 
 def measure(
@@ -103,7 +112,8 @@ def measure(
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
     helped = child_work(ctx.procs, parts)
     quiet = not (workers or readers or growers or helped or WORK in leans)
-    progress_logs, writers, failing = _output(ctx, alive, quiet)
+    startup = startup_phases(ctx.bundle, ctx.procs)
+    progress_logs, writers, failing = _output(ctx, alive, starting(startup.phases), quiet)
     ports = serving_ports(ctx.procs)
     # Waits only the job itself can end: peers, locks, results, its own queues.
     waiting_on_others = [
@@ -150,21 +160,24 @@ def measure(
         ranked_dead=ranked_dead,
         failing_logs=tuple(failing),
         arrivals=tuple(arrivals(ctx.bundle, alive)),
+        startup=startup,
+        file_lock_waits=tuple(lock_waits(ctx.bundle, alive)),
+        flow_stalls=flow_stalls(ctx.bundle, ctx.procs),
     )
 
 
 def _output(
-    ctx: Context, alive: Sequence[ProcSignals], quiet: bool = False
+    ctx: Context, alive: Sequence[ProcSignals], phases: Sequence[RankPhase], quiet: bool = False
 ) -> Tuple[List[LogGrowth], List[ProcSignals], List[LogGrowth]]:
     """The job's output that moves: logs that grew with progress (not with failures only:
     those are the third list), and processes writing bytes
     that are no heartbeat, no start-up phase's bar or compiler artefacts, no exchange among
     the job's own ranks (``diag.verdict.work``) - and, in a ``quiet`` job (nothing computes,
-    reads, grows or runs on a GPU), no timer's status writes (``_timer_writes``)."""
+    reads, grows or runs on a GPU), no timer's status writes (``_timer_writes``). ``phases``:
+    the processes in a start-up phase."""
     # A log counts when the job writes it: not one only helpers and framework daemons hold.
     part_keys = {p.key for p in ctx.participants}
     helpers = {p.key for p in ctx.procs if is_helper(p) and p.key not in part_keys}
-    phases = starting(ctx.bundle, ctx.procs)
     bars = [lg for lg in ctx.logs if _phase_bar(lg, {(r.host, r.pid) for r in phases})]
     progress_logs = [
         lg

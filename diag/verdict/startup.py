@@ -433,13 +433,19 @@ def _label(phase: RankPhase, names: Optional[Dict[int, str]] = None) -> str:
     return f"rank {phase.rank}" if phase.rank is not None else f"pid {phase.pid}"
 
 
-def startup_phases(
-    bundle: Bundle, procs: Sequence[ProcSignals]
-) -> Tuple[Tuple[RankPhase, ...], Dict[int, Optional[float]]]:
+class StartupPhases(NamedTuple):
+    """The start-up phases of a capture's processes (``startup_phases``): measured once per
+    verdict (``Situation.startup``), read by the measures, the rules and the classifier."""
+
+    phases: Tuple[RankPhase, ...]
+    elapsed: Dict[int, Optional[float]]  # per pid, how long its phase has run (when known)
+
+
+def startup_phases(bundle: Bundle, procs: Sequence[ProcSignals]) -> StartupPhases:
     """The phase of every rank in a startup phase, plus the ranks that serve or wait beside
     them; and per pid how long its phase has run (when known)."""
     if not bundle.samples:
-        return (), {}
+        return StartupPhases((), {})
     t_last = bundle.samples[-1].t_s
     found: List[RankPhase] = []
     others: List[RankPhase] = []
@@ -481,9 +487,9 @@ def startup_phases(
                 RankPhase(rank=rank, pid=pid, host=host, phase=SERVING, evidence=evidence)
             )
     if not found:
-        return (), {}
+        return StartupPhases((), {})
     key = lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.pid)  # noqa: E731
-    return tuple(sorted(found, key=key)) + tuple(sorted(others, key=key)), elapsed
+    return StartupPhases(tuple(sorted(found, key=key)) + tuple(sorted(others, key=key)), elapsed)
 
 
 def phase_phrase(phase: RankPhase, names: Optional[Dict[int, str]] = None) -> str:

@@ -12,7 +12,7 @@ from diag.model import Bundle, RankPhase
 from diag.text.roles import framework_role
 from diag.verdict.clocks import startup_countdown
 from diag.verdict.features import ProcSignals
-from diag.verdict.startup import _label, phase_phrase, startup_phases
+from diag.verdict.startup import StartupPhases, _label, phase_phrase, startup_phases
 from diag.verdict.startup_signs import (
     STARTUP_PHASES,
 )
@@ -39,13 +39,17 @@ class StartupParts(NamedTuple):
 
 
 def startup_parts(
-    state: VerdictState, bundle: Bundle, procs: Sequence[ProcSignals]
+    state: VerdictState,
+    bundle: Bundle,
+    procs: Sequence[ProcSignals],
+    measured: Optional[StartupPhases] = None,
 ) -> StartupParts:
     """The start-up phases, ETA and timeout warnings of a verdict of ``state``. The
-    classifier appends ``tail`` to the deciding sentence: the summary is composed once."""
+    classifier appends ``tail`` to the deciding sentence: the summary is composed once.
+    ``measured``: ``procs``' phases as the situation measured them (else measured here)."""
     if state == "exited" or not bundle.samples:
         return StartupParts((), (), "")
-    phases, elapsed = startup_phases(bundle, procs)
+    phases, elapsed = measured if measured is not None else startup_phases(bundle, procs)
     now_s = bundle.samples[-1].t_s
     timeouts: Dict[int, List[Timeout]] = {p.pid: timeouts_of(p.info) for p in procs if not p.dead}
     job_wide(timeouts, procs)

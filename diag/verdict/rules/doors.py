@@ -7,7 +7,6 @@ from typing import List, Optional, Tuple
 
 from diag.model import Suspect, WaitGraph
 from diag.verdict.features import ProcSignals
-from diag.verdict.file_locks import lock_waits
 from diag.verdict.graph_nodes import node_key
 from diag.verdict.long_poll import long_poll
 from diag.verdict.participants import (
@@ -30,7 +29,7 @@ def idle_if_ready(s: Situation, confidence: float, summary: str) -> Decision:
     """An idle decision - unless the job shows a start-up phase and no sign it is ready (no
     ready line, no request answered): then it is still starting, between two steps of its
     start-up, and "healthy, waiting for work" would send a user's requests into it."""
-    phases = not_ready(s.ctx.bundle, s.ctx.procs)
+    phases = not_ready(s.ctx.bundle, s.ctx.procs, s.startup.phases)
     if not phases:
         return decided("idle", confidence, summary)
     summary = words.still_starting(s.alive)
@@ -146,7 +145,7 @@ def _file_lock_in_job(s: Situation) -> Optional[Tuple[str, List[Suspect]]]:
     holder - not the waiter, nor "a timer" - is the one to name. A polling acquirer
     (``filelock``) whose holder was not recorded is told as a lock wait too, with how to find
     the holder. (A holder outside the job, or stuck, was the rules above.)"""
-    waits = lock_waits(s.ctx.bundle, s.alive)
+    waits = s.file_lock_waits
     for w in waits:
         for h in w.holders:
             q = h.proc

@@ -10,7 +10,6 @@ from typing import List, Optional
 
 from diag.model import Suspect
 from diag.verdict.features import ProcSignals
-from diag.verdict.flow_control import flow_stalls
 from diag.verdict.graph_nodes import node_key
 from diag.verdict.rules import words_flow
 from diag.verdict.rules.base import Decision, decided
@@ -38,7 +37,7 @@ def flow_paused(s: Situation) -> Optional[Decision]:
     working = {p.key for p in s.workers + s.writers + s.answering}
     stalls = [
         st
-        for st in flow_stalls(s.ctx.bundle, s.ctx.procs)
+        for st in s.flow_stalls
         if st.proc.key not in working and not st.proc.dead and not st.proc.stopped
     ]
     if not stalls:

@@ -7,7 +7,6 @@ from typing import Dict, List, Optional, Sequence
 
 from diag.model import Suspect
 from diag.verdict.features import ProcSignals
-from diag.verdict.file_locks import lock_waits
 from diag.verdict.fs_waits import fs_stalls, fs_story
 from diag.verdict.participants import (
     door,
@@ -133,7 +132,7 @@ def waits_for_file_lock(s: Situation) -> Optional[Decision]:
     held inside the job is left to the rules below (its holder's own wait decides)."""
     # A polling acquirer sleeps between its tries: its holder can only be a process of the job
     # (``file_locks._polled_wait``), whose own wait decides - the doors tell it.
-    waits = [w for w in lock_waits(s.ctx.bundle, s.alive) if not w.polled]
+    waits = [w for w in s.file_lock_waits if not w.polled]
     if not waits:
         return None
     w = waits[0]

@@ -39,7 +39,7 @@ def alone_in_phase(s: Situation) -> Optional[Decision]:
     job moves: one rank's phase (a download, a save), slow - named with its rate and ETA."""
     if not (s.progressing and s.intervals > 0):
         return None
-    lone = lone_phase(s.ctx.bundle, s.alive, s.writers, len(s.progress_logs))
+    lone = lone_phase(s.ctx.bundle, s.alive, s.writers, len(s.progress_logs), s.startup.phases)
     if lone is None:
         return None
     suspects = [
