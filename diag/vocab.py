@@ -199,6 +199,7 @@ RuleId = Literal[
     "lock_cycle",
     "gpu_spins",
     "lock_without_door",
+    "lock_behind_clients",
     "log_reports_death",
     "requests_unanswered",
     "pipe_full_in_dead_chain",

@@ -319,6 +319,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_for_outside",),
     ),
     Scenario(
+        "manager_lock_orphaned",
+        "deadlocked",
+        None,  # the manager's server process: neither the root nor a rank
+        False,
+        "a Manager().Lock() whose holder was SIGKILLed; two workers block in its acquire, the "
+        "manager's threads on the lock; the parent polls the workers on a timer",
+        rules=("lock_behind_clients",),
+    ),
+    Scenario(
+        "manager_lock_shared",
+        "progressing",
+        (),
+        False,
+        "the same Manager().Lock() taken and released in turn by three workers logging records",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "abandoned_lock",
         "deadlocked",
         ("root",),

@@ -120,6 +120,12 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "graph that timer may set it (idle); that nothing else can wake the process and each "
         "wake only logs that it lives is the rules' judgment (wakes_only_itself)"
     ),
+    "manager_lock_orphaned": (
+        "the workers wait on the manager, the manager's serving threads on a lock, and its "
+        "connection to the parent ends at the parent polling on a timer: to the graph that "
+        "timer may act (idle); that the parent only polls and no live client can release the "
+        "lock is the rules' judgment (lock_behind_clients)"
+    ),
     "spin_on_dead_loader": (
         "the main thread spins on one line: to the graph a process that computes (slow); that "
         "the thread that was to end the spin died is the rules' reading of its log "

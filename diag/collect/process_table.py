@@ -22,6 +22,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 import msgspec
 
+from diag.frameworks import union
 from diag.model import HostInfo, ProbeFailure, ProcessInfo, ProcessSample, Stack
 from diag.probes.env import (
     MAX_ENVIRON_BYTES,
@@ -271,6 +272,12 @@ class ProcessTable:
             # Pool members all run the same loop: one dumped member is enough to tell.
             if not dumped or any(_in_pool(s, stacks) for s in dumped):
                 continue
+            # A server the job started beside its workers (a multiprocessing manager, forked
+            # from the same parent) answers their calls: no rank, and not counted among them.
+            servers = {s.pid for s in dumped if _serves_siblings(s, stacks)}
+            group = [pid for pid in group if pid not in servers]
+            if len(group) < 2:
+                continue
             for rank, pid in enumerate(group):
                 local = self._ranks.get(pid, RankInfo()).local_rank
                 self._ranks[pid] = RankInfo(rank, local, len(group), "inferred:start-order")
@@ -296,6 +303,18 @@ def _exe_and_environ(procfs: ProcFS, pid: int) -> Tuple[Optional[str], bytes, Tu
     except OSError:
         cmdline = ()
     return exe, environ, cmdline
+
+
+def _serves_siblings(sample: ProcessSample, stacks: Mapping[str, Stack]) -> bool:
+    """A thread of it runs a server loop of the job's own (``union.SERVER_FRAMES``)."""
+    for thread in sample.threads:
+        stack = stacks.get(thread.stack_id or "")
+        if stack and any(
+            union.matches(union.SERVER_FRAMES, frame.name.rsplit(".", 1)[-1], frame.filename)
+            for frame in stack.frames
+        ):
+            return True
+    return False
 
 
 def _in_pool(sample: ProcessSample, stacks: Mapping[str, Stack]) -> bool:

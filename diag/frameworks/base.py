@@ -374,6 +374,10 @@ class Pack:
     lock_take_frames: Tuple[FrameSign, ...] = ()
     rlock_files: Tuple[str, ...] = ()
     finalizer_frames: Tuple[FrameSign, ...] = ()
+    # The loops of a server the job starts for its own processes (a multiprocessing manager's
+    # ``Server``): a process running one serves its siblings' requests - never a rank, however
+    # it was started beside them.
+    server_frames: Tuple[FrameSign, ...] = ()
     log_handler_frames: Tuple[FrameSign, ...] = ()
     # File endings of its queue module (a put or get there is a queue's, whoever calls it)
     # and of its threading module (the frames that wrap a thread's own entry function).

@@ -120,6 +120,15 @@ PACK = Pack(
             frozenset({"__del__", "_remove", "__call__", "callback", "_callback"}), ("weakref.py",)
         ),
     ),
+    # multiprocessing.Manager()'s server process: its main thread waits for shutdown in
+    # ``serve_forever``, ``accepter`` takes connections, one ``serve_client`` thread per client
+    # answers the proxies' calls (a shared Lock's acquire waits there, on the server's lock).
+    server_frames=(
+        FrameSign(
+            frozenset({"serve_forever", "accepter", "serve_client", "handle_request"}),
+            ("multiprocessing/managers.py",),
+        ),
+    ),
     log_handler_frames=(
         FrameSign(frozenset({"handle", "callHandlers", "emit"}), ("logging/__init__.py",)),
     ),

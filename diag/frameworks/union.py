@@ -135,6 +135,7 @@ QUEUE_FILES: Tuple[str, ...] = _ordered(p.queue_files for p in PACKS)
 THREAD_FILES: Tuple[str, ...] = _ordered(p.thread_files for p in PACKS)
 FINALIZER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "finalizer_frames")
 LOG_HANDLER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "log_handler_frames")
+SERVER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "server_frames")
 
 
 def matches(signs: Tuple[FrameSign, ...], name: str, filename: str) -> bool:

@@ -10,7 +10,8 @@ position, except that a zombie child whose environ is gone takes the one rank it
 WORLD_SIZE is missing (``inferred:missing-rank``), and siblings spawned/forked as a group
 (torch.multiprocessing.spawn, a loop of multiprocessing.Process) take ranks in start order
 (``inferred:start-order``) unless their stacks show a worker pool (see
-``start_order_groups``).
+``start_order_groups``); a sibling running a server loop of the job's own (a multiprocessing
+manager, ``union.SERVER_FRAMES``) serves the others and is left out of the group.
 
 Roles: ``rank`` (holds a rank), ``helper`` (a descendant of a rank that inherited the same rank
 from the same source, e.g. a forked DataLoader worker), ``launcher`` (has ranked descendants,

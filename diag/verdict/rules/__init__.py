@@ -54,6 +54,7 @@ from diag.verdict.rules.words_quiet import (
     OWED_OUTRANKS,
     QUIET_PEER_OUTRANKS,
 )
+from diag.verdict.rules.words_server_lock import SERVER_LOCK_OUTRANKS
 from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
 from diag.verdict.situation import Situation
 
@@ -531,6 +532,25 @@ TABLE: Tuple[Rule, ...] = (
         release the lock, so it waits for ever, whatever other processes listen on (a lock
         copied held into a fork()ed worker).""",
         examples=["gunicorn_handler_hangs"],
+    ),
+    rule(
+        "lock_behind_clients",
+        "locks",
+        ["deadlocked"],
+        locks.lock_behind_clients,
+        SERVER_LOCK_OUTRANKS,
+        doc="""A server of the job keeps a lock for its clients (a multiprocessing Manager's
+        shared ``Lock``: each ``acquire`` is a call one of its threads makes for the client)
+        and its threads serving the waiting clients block on it, untimed, in every sample,
+        while its other threads only accept on a unix socket, poll a timer or read a client's
+        connection (``diag.verdict.server_lock``). Only a client's request can release it,
+        and every live client holding a peer of its sockets waits on it for a reply or only
+        polls or waits for children: the client that took the lock is gone (killed holding
+        it - the server never releases a lock for a client that went away). It read "idle:
+        it wakes on a timer" (the server's shutdown poll, the parent's poll of its workers).
+        A client that works, a long sleep holding the lock, a client outside the job or a TCP
+        port stay out.""",
+        examples=["manager_lock_orphaned"],
     ),
     rule(
         "log_reports_death",

@@ -14,9 +14,10 @@ from diag.verdict.participants import (
     strong_rank,
 )
 from diag.verdict.pileup import pile_ups
-from diag.verdict.rules import words, words_files, words_output
+from diag.verdict.rules import words, words_files, words_output, words_server_lock
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.self_wait import self_waits, undrained_puts
+from diag.verdict.server_lock import server_lock
 from diag.verdict.situation import (
     Situation,
 )
@@ -179,6 +180,20 @@ def lock_without_door(s: Situation) -> Optional[Decision]:
         return None
     summary, suspects = lock_story(stuck_lockers, s.alive)
     return decided("deadlocked", 0.6, summary, suspects)
+
+
+def lock_behind_clients(s: Situation) -> Optional[Decision]:
+    """A server of the job keeps a lock for its clients, its threads serving the waiting
+    clients block on it, and no live client can send the release (``server_lock``)."""
+    if s.progressing or s.working:
+        return None
+    found = server_lock(s.ctx.bundle, s.ctx.procs)
+    if found is None:
+        return None
+    p = found.server
+    reason = words_server_lock.server_lock_reason(found)
+    suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
+    return decided("deadlocked", 0.65, words_server_lock.server_lock(found), suspects)
 
 
 def polls_for_stale_lock_file(s: Situation) -> Optional[Decision]:

@@ -1,0 +1,203 @@
+"""A lock kept by a server for its clients, that no live client can release.
+
+A process can hold a lock on behalf of other processes: a multiprocessing ``Manager()``'s
+server keeps every shared ``Lock`` as a lock of its own, and a client's ``acquire`` is a call
+that one of the server's threads makes for it. When the client that took the lock dies, the
+server keeps it held - nothing releases a lock for a connection that went away - and every
+later ``acquire`` waits for ever: the client waits in a receive on its connection for the reply,
+the server's thread serving it waits on the lock, untimed. The server's other threads look
+like a healthy server (an accept loop, a shutdown event polled on a timer), so the job read
+"idle".
+
+Who can release it: only a request from a client. This module finds the server whose threads
+block untimed on one private lock in every sample, every other thread of which accepts on a
+unix socket, polls on a timer doing nothing else (``futile_poll``), or reads a connection from
+one of its clients; and whose every live client (the processes holding the peers of its unix
+sockets, all in the job) waits on it for a reply, or does nothing but poll on a timer or wait
+for its children. No client that runs can send the release: the one that took the lock is
+gone (or waits itself). A client that works, sleeps a long sleep holding the lock, or is
+outside the job is no such picture; nor is a server with a TCP port (clients from anywhere).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from diag.model import Bundle, FdEnd, ProcessSample, ThreadSample
+from diag.verdict.features import ProcSignals
+from diag.verdict.futile_poll import (
+    LOCK_KIND,
+    _alive_series,
+    _by_tid,
+    _polls,
+    _quiet,
+    _untimed_lock,
+)
+from diag.verdict.thread_wait import thread_wait
+
+_READS = frozenset({"read", "recvfrom", "recvmsg"})
+_ACCEPTS = frozenset({"accept", "accept4"})
+_REAPS = frozenset({"wait4", "waitid"})
+Key = Tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ServerLock:
+    """A server's lock that none of its live clients can release (the module docstring)."""
+
+    server: ProcSignals
+    blocked_threads: int  # its threads waiting on the lock
+    lock_in: str  # the frame they wait in
+    waiters: Tuple[ProcSignals, ...]  # clients waiting on it for a reply
+    idle_clients: Tuple[ProcSignals, ...]  # clients that only poll or wait for children
+    held_s: Optional[float] = None  # how long its longest waiter has waited: a floor
+
+
+def _lock_groups(bundle: Bundle, threads: Dict[int, List[ThreadSample]]) -> Dict[str, List[int]]:
+    """Threads blocked untimed on one private lock in every sample, by the lock's address."""
+    out: Dict[str, List[int]] = {}
+    for tid, ts in threads.items():
+        if all(
+            _untimed_lock(t)
+            and t.stack_id == ts[0].stack_id
+            and thread_wait(bundle, t).kind == LOCK_KIND
+            for t in ts
+        ):
+            addrs = {t.futex_addr for t in ts}
+            if len(addrs) == 1:
+                out.setdefault(str(next(iter(addrs))), []).append(tid)
+    return out
+
+
+def _unix(ends: Dict[int, FdEnd], fd: Optional[int]) -> Optional[FdEnd]:
+    e = ends.get(fd) if fd is not None else None
+    return e if e is not None and e.kind == "unix" else None
+
+
+def _clients(
+    server: ProcSignals, live: Sequence[ProcSignals], last_of: Dict[Key, ProcessSample]
+) -> Optional[Dict[int, ProcSignals]]:
+    """{peer inode: the live process of the job holding it} for every connected unix socket
+    of the server; None when a peer is held by no live process of the job (a client outside
+    may release the lock)."""
+    holders: Dict[int, ProcSignals] = {}
+    for q in live:
+        if q.key != server.key and q.key in last_of:
+            for e in last_of[q.key].fd_ends:
+                if e.kind == "unix":
+                    holders[e.inode] = q
+    last = last_of[server.key]
+    own = {e.inode for e in last.fd_ends}
+    out: Dict[int, ProcSignals] = {}
+    for e in last.fd_ends:
+        if e.kind != "unix" or e.peer_inode is None or e.peer_inode in own:
+            continue
+        holder = holders.get(e.peer_inode)
+        if holder is None:
+            return None
+        out[e.peer_inode] = holder
+    return out
+
+
+def _serving(bundle: Bundle, ts: Sequence[ThreadSample], ends: Dict[int, FdEnd],
+             clients: Dict[int, ProcSignals]) -> bool:  # fmt: skip
+    """A thread of the server beside the lock's waiters that cannot release it by itself:
+    it polls on a timer doing nothing else, accepts on a unix socket, or reads a client's
+    connection - a release comes from a client."""
+    if _polls(bundle, ts) is not None:
+        return True
+    if all(
+        t.syscall in _ACCEPTS and t.wait_timed is False and _unix(ends, t.syscall_fd) for t in ts
+    ):
+        return True
+    return all(
+        t.syscall in _READS
+        and t.wait_timed is False
+        and (e := _unix(ends, t.syscall_fd)) is not None
+        and e.peer_inode in clients
+        for t in ts
+    )
+
+
+def _waits_on(q: ProcSignals, last: ProcessSample, server_inodes: Set[int]) -> bool:
+    """The client's main thread waits, untimed, for a reply on a connection to the server."""
+    main = next((t for t in last.threads if t.tid == last.pid), None)
+    if main is None or main.syscall not in _READS or main.wait_timed is not False:
+        return False
+    e = _unix({x.fd: x for x in last.fd_ends}, main.syscall_fd)
+    return e is not None and e.peer_inode in server_inodes and _quiet(q)
+
+
+def _idle(bundle: Bundle, q: ProcSignals) -> bool:
+    """Every thread of the client polls on a timer doing nothing else, or waits for its
+    children, untimed - it sends no request."""
+    if not _quiet(q):
+        return False
+    series = _alive_series(bundle, q)
+    threads = _by_tid(series)
+    if len(series) < 2 or set(threads) != {t.tid for t in series[-1].threads}:
+        return False
+    return all(
+        _polls(bundle, ts) is not None
+        or all(t.syscall in _REAPS and t.wait_timed is False for t in ts)
+        for ts in threads.values()
+    )
+
+
+def _check(
+    bundle: Bundle, s: ProcSignals, live: Sequence[ProcSignals], last_of: Dict[Key, ProcessSample]
+) -> Optional[ServerLock]:
+    series = _alive_series(bundle, s)
+    if not _quiet(s) or len(series) < 2:
+        return None
+    threads = _by_tid(series)
+    if set(threads) != {t.tid for t in series[-1].threads}:
+        return None  # threads came or went: it served someone
+    groups = _lock_groups(bundle, threads)
+    if len(groups) != 1:
+        return None
+    blocked = next(iter(groups.values()))
+    last = series[-1]
+    ends = {e.fd: e for e in last.fd_ends}
+    clients = _clients(s, live, last_of)
+    if not clients:
+        return None
+    if not all(
+        _serving(bundle, ts, ends, clients) for tid, ts in threads.items() if tid not in blocked
+    ):
+        return None
+    mine = {e.inode for e in last.fd_ends if e.kind == "unix"}
+    waiters: List[ProcSignals] = []
+    idle: List[ProcSignals] = []
+    for q in {c.key: c for c in clients.values()}.values():
+        if _waits_on(q, last_of[q.key], mine):
+            waiters.append(q)
+        elif _idle(bundle, q):
+            idle.append(q)
+        else:
+            return None  # a client that runs may release it
+    if not waiters:
+        return None
+    w = thread_wait(bundle, threads[blocked[0]][-1])
+    ages = [threads[tid][-1].off_cpu_s for tid in blocked]
+    held = max((a for a in ages if a is not None), default=None)
+    return ServerLock(
+        s, len(blocked), f"`{w.caller or w.label}`", tuple(waiters), tuple(idle), held
+    )
+
+
+def server_lock(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[ServerLock]:
+    """The job's server whose lock no live client can release, or None."""
+    live = [p for p in procs if not p.dead]
+    last_of: Dict[Key, ProcessSample] = {}
+    for q in live:
+        series = _alive_series(bundle, q)
+        if series:
+            last_of[q.key] = series[-1]
+    for s in live:
+        if s.key in last_of:
+            found = _check(bundle, s, live, last_of)
+            if found is not None:
+                return found
+    return None
