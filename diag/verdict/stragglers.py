@@ -19,8 +19,9 @@ so it stays cheap at 4,096 ranks.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from statistics import median
+from statistics import StatisticsError, median
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from diag.frameworks import union
@@ -199,6 +200,8 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
     """The ranks that compute at a multiple of the others' CPU while in a job that syncs
     (empty: no outlier). On a shared host a waiting rank may be caught runnable in its compute
     frame in every sample, so the stack shares alone miss it; the CPU ratio does not."""
+    cpu = _OthersMedian([q.main_cpu_pct for q in loads])
+    waits = _OthersMedian([q.peer_wait_share for q in loads])
     cands = [
         r
         for r in loads
@@ -210,9 +213,9 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
                 # against the others' median, not one it is part of: of two pipeline stages,
                 # the median of both is half the bottleneck's own CPU whatever its neighbour
                 # burns
-                and r.main_cpu_pct >= _others_cpu(loads, r) * CPU_RATIO
+                and r.main_cpu_pct >= cpu.without(r.main_cpu_pct) * CPU_RATIO
             )
-            or _dominates(loads, r)
+            or _dominates(cpu, waits, r)
         )
     ]
     if not cands or len(cands) > max(1, len(loads) // 4):
@@ -231,18 +234,37 @@ def _by_samples(loads: Sequence[RankLoad], collective: Callable[[], bool]) -> Li
     return cands
 
 
-def _others_cpu(loads: Sequence[RankLoad], r: RankLoad) -> float:
-    return median(q.main_cpu_pct for q in loads if q is not r)
+class _OthersMedian:
+    """The median of every rank's value but one rank's, each asked in O(log n): a median of
+    the others per rank was n^2 log n - 16 s of a 16,384-rank verdict. Equal to
+    ``statistics.median`` over the others: one occurrence of the value taken out of the
+    sorted whole (which one does not matter: equal values), then the middle of the rest."""
+
+    def __init__(self, values: List[float]) -> None:
+        self.values = sorted(values)
+
+    def without(self, value: float) -> float:
+        whole = self.values
+        n = len(whole) - 1  # the others
+        if n <= 0:
+            raise StatisticsError("no median for empty data")
+        gone = bisect_left(whole, value)
+
+        def at(i: int) -> float:  # the i-th of the others
+            return whole[i] if i < gone else whole[i + 1]
+
+        if n % 2:
+            return at(n // 2)
+        return (at(n // 2 - 1) + at(n // 2)) / 2
 
 
-def _dominates(loads: Sequence[RankLoad], r: RankLoad) -> bool:
+def _dominates(cpu: _OthersMedian, waits: _OthersMedian, r: RankLoad) -> bool:
     """A rank at ``DOMINANT_CPU_RATIO`` times the others' main-thread CPU while the others wait
     on their peers in most samples: the one they wait for, even where three samples caught it
     in its own short waits (a pipeline stage receiving its gradients, on a busy host)."""
-    others = [q for q in loads if q is not r]
     return (
-        r.main_cpu_pct >= _others_cpu(loads, r) * DOMINANT_CPU_RATIO
-        and median(q.peer_wait_share for q in others) >= STRAGGLER_COMPUTE_SHARE
+        r.main_cpu_pct >= cpu.without(r.main_cpu_pct) * DOMINANT_CPU_RATIO
+        and waits.without(r.peer_wait_share) >= STRAGGLER_COMPUTE_SHARE
         and r.peer_wait_share < 1.0
     )
 
