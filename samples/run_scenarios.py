@@ -826,6 +826,16 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("gunicorn",),
     ),
     Scenario(
+        "gunicorn_sync_handler_sleeps",
+        "slow",
+        None,  # the suspects are the two workers
+        False,
+        "gunicorn, both sync workers asleep 90 s in a handler's blocking wait; 4 clients wait "
+        "(the advice is a sync worker's: a timeout, more workers - not the event loop's)",
+        ("gunicorn",),
+        rules=("requests_unanswered",),
+    ),
+    Scenario(
         "ray_idle",
         "idle",
         (),

@@ -378,6 +378,10 @@ class Pack:
     # ``Server``): a process running one serves its siblings' requests - never a rank, however
     # it was started beside them.
     server_frames: Tuple[FrameSign, ...] = ()
+    # Frames of an event loop that runs coroutines (its callbacks, its run call): a blocking
+    # call in a handler under one stalls the loop, every connection of it - where a sync or
+    # threaded worker blocks only its own request.
+    coroutine_loop_frames: Tuple[FrameSign, ...] = ()
     log_handler_frames: Tuple[FrameSign, ...] = ()
     # File endings of its queue module (a put or get there is a queue's, whoever calls it)
     # and of its threading module (the frames that wrap a thread's own entry function).

@@ -8,7 +8,7 @@ http://..."), werkzeug 3 ("Running on http://..."), aiohttp 3.9 ("Running on ...
 
 from __future__ import annotations
 
-from diag.frameworks.base import Pack
+from diag.frameworks.base import FrameSign, Pack
 
 PACK = Pack(
     name="Python servers (uvicorn, gunicorn, asyncio servers)",
@@ -50,6 +50,8 @@ PACK = Pack(
             "sniffio",
         }
     ),
+    # uvloop's loop is C: under it only its ``run`` (asyncio.run's replacement) shows.
+    coroutine_loop_frames=(FrameSign(frozenset({"run"}), ("uvloop/__init__.py",)),),
     # uvicorn's and gunicorn's own words when a request or a worker fails (access lines with
     # their status are read generically): an application that raised, a response never
     # finished, a worker killed by the arbiter's timeout (uvicorn 0.30 protocols/http/*.py,

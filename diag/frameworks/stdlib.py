@@ -129,6 +129,16 @@ PACK = Pack(
             ("multiprocessing/managers.py",),
         ),
     ),
+    # asyncio's loop: a callback runs under ``Handle._run`` and ``_run_once``, the loop under
+    # ``asyncio.run``'s ``Runner.run`` (uvloop's C loop shows only the latter).
+    coroutine_loop_frames=(
+        FrameSign(frozenset({"_run"}), ("asyncio/events.py",)),
+        FrameSign(
+            frozenset({"_run_once", "run_forever", "run_until_complete"}),
+            ("asyncio/base_events.py",),
+        ),
+        FrameSign(frozenset({"run"}), ("asyncio/runners.py",)),
+    ),
     log_handler_frames=(
         FrameSign(frozenset({"handle", "callHandlers", "emit"}), ("logging/__init__.py",)),
     ),

@@ -136,6 +136,7 @@ THREAD_FILES: Tuple[str, ...] = _ordered(p.thread_files for p in PACKS)
 FINALIZER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "finalizer_frames")
 LOG_HANDLER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "log_handler_frames")
 SERVER_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "server_frames")
+COROUTINE_LOOP_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "coroutine_loop_frames")
 
 
 def matches(signs: Tuple[FrameSign, ...], name: str, filename: str) -> bool:

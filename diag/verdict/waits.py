@@ -187,6 +187,14 @@ def frame_kind(frame: Frame, peers: bool = False) -> Optional[WaitKind]:
     return None
 
 
+def runs_coroutines(frames: Sequence[Frame]) -> bool:
+    """The stack runs under an event loop of coroutines (``union.COROUTINE_LOOP_FRAMES``): a
+    blocking call on it stalls every connection of the loop, not one request."""
+    return any(
+        union.matches(union.COROUTINE_LOOP_FRAMES, short_name(f.name), f.filename) for f in frames
+    )
+
+
 def stack_wait(frames: Sequence[Frame], peers: bool = False) -> Optional[Tuple[WaitKind, int]]:
     """(kind, frame index) of the most specific known wait near the top of a stack, or None.
 

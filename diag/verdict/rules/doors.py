@@ -21,7 +21,7 @@ from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
 )
-from diag.verdict.waits import PEER, SERVE, SLEEP, STDIN
+from diag.verdict.waits import PEER, SERVE, SLEEP, STDIN, runs_coroutines
 from diag.verdict.work import polls_for_work
 
 
@@ -93,7 +93,9 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
     if p.main_family == SLEEP:
         # The thread that would answer sleeps in a handler: a blocking call on the event loop
         # (time.sleep in an async def) - every client waits until it returns, then it goes on.
-        summary = words.handler_sleeps(p, total)
+        stack = s.ctx.bundle.stacks.get(p.main_stack_ids[-1] or "") if p.main_stack_ids else None
+        on_loop = stack is not None and runs_coroutines(stack.frames)
+        summary = words.handler_sleeps(p, total, on_loop)
         return decided("slow", 0.55, summary, suspects)
     polled = long_poll(s.ctx.bundle, p)
     if polled is not None:  # every handler waits with a timeout: a long poll, not a wedge

@@ -399,12 +399,25 @@ def unanswered_reason(p: ProcSignals) -> str:
     return f"{p.stale_requests} request(s) unanswered for {p.stale_age_s:.0f}+ s"
 
 
-def handler_sleeps(p: ProcSignals, total: int) -> str:
-    """``requests_unanswered``: requests wait on a thread asleep in a handler of ``p``."""
-    return (
+def handler_sleeps(p: ProcSignals, total: int, on_loop: bool = True) -> str:
+    """``requests_unanswered``: requests wait on a thread asleep in a handler of ``p``. The
+    advice is the worker's: under an event loop of coroutines (``on_loop``) the call stalls
+    every connection - move it off the loop; in a worker that serves one request at a time (a
+    sync worker, no loop to yield to) it holds that worker and the clients queued on it."""
+    opening = (
         f"{total} request(s) to {_ports(p.stale_ports, 3)} unanswered for "
         f"{p.stale_age_s:.0f}+ s because the thread that answers them sleeps in {where(p)} "
-        f"({who([p])}) - a blocking call inside a handler holds every client until it "
+        f"({who([p])})"
+    )
+    if not on_loop:
+        return (
+            f"{opening} - a worker that serves one request at a time (no event loop on its "
+            "stack: a sync worker) holds every client queued on it until the call returns. "
+            "Don't restart it: give the call a timeout, or serve with more workers or "
+            "threads (or a worker class that yields while it waits)"
+        )
+    return (
+        f"{opening} - a blocking call inside a handler holds every client until it "
         "returns. Don't restart it: move the call off the event loop (`await asyncio.sleep`, "
         "`run_in_executor`)"
     )
