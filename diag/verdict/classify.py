@@ -40,6 +40,7 @@ from diag.verdict.features import ProcSignals, extract
 from diag.verdict.gpu import gpu_findings
 from diag.verdict.gpu_health import gpu_health_findings, health_records
 from diag.verdict.graph import wait_graph
+from diag.verdict.graph_nodes import Measured
 from diag.verdict.io_cause import io_tail
 from diag.verdict.job_quiet import job_quiet
 from diag.verdict.log_deaths import log_deaths
@@ -122,7 +123,8 @@ def _graph_of(
     chain)."""
     try:
         gone = [(d.rank, d.pid, d.line) for d in gone_ranks(ctx) if d.rank is not None]
-        graph = wait_graph(ctx.bundle, ctx.procs, ctx.participants, working, gone, s.flow_stalls)
+        measured = Measured(s.flow_stalls, s.store_join)
+        graph = wait_graph(ctx.bundle, ctx.procs, ctx.participants, working, gone, measured)
         return graph, ""
     except Exception as exc:
         return None, f"the wait-for graph failed: {type(exc).__name__}: {exc}"[:300]

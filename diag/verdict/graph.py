@@ -27,10 +27,16 @@ from diag.model import (
     WaitNode,
 )
 from diag.verdict.features import ProcSignals
-from diag.verdict.flow_control import FlowStall
 from diag.verdict.graph_chains import _sccs, chain_lines, follow
 from diag.verdict.graph_edges import _build
-from diag.verdict.graph_nodes import MAX_FANOUT, OUT_CLIENTS, _Builder, is_outside, node_key
+from diag.verdict.graph_nodes import (
+    MAX_FANOUT,
+    OUT_CLIENTS,
+    Measured,
+    _Builder,
+    is_outside,
+    node_key,
+)
 from diag.verdict.waits import PEER
 from diag.verdict.wording import where
 
@@ -74,14 +80,14 @@ def wait_graph(
     parts: Sequence[ProcSignals],
     working: Collection[Tuple[str, int]] = (),
     gone: Sequence[Tuple[int, Optional[int], str]] = (),
-    stalls: Optional[Tuple[FlowStall, ...]] = None,
+    measured: Optional[Measured] = None,
 ) -> WaitGraph:
     """The wait-for graph of ``procs``, with chains followed from ``parts``; ``working``: the
     (host, pid) of processes whose output the verdict measured moving; ``gone``: (rank, pid,
     log line) of ranks the job's log says died that no process of the capture is - nodes of
-    their own, exited, waited on by the ranks waiting in a collective; ``stalls``: the
-    frameworks' own pauses of ``procs`` as the situation measured them (None: measured here)."""
-    b = _build(bundle, procs, frozenset(working), stalls)
+    their own, exited, waited on by the ranks waiting in a collective; ``measured``: what the
+    situation measured of ``procs`` that the graph reads too (None: measured here)."""
+    b = _build(bundle, procs, frozenset(working), measured)
     gone_keys = _gone_nodes(b, procs, gone)
     out: Dict[str, List[WaitEdge]] = {}
     for e in b.edges:

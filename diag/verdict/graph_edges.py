@@ -15,7 +15,6 @@ from diag.model import (
     WaitNode,
 )
 from diag.verdict.features import ProcSignals
-from diag.verdict.flow_control import FlowStall
 from diag.verdict.graph_fd_edges import (
     _fd_edges,
     _file_lock_edges,
@@ -36,6 +35,7 @@ from diag.verdict.graph_nodes import (
     OUT_STORE,
     OUT_TIMER,
     OUTSIDE_JOB,
+    Measured,
     _Builder,
     _detail,
     _family_of,
@@ -363,10 +363,10 @@ def _build(
     bundle: Bundle,
     procs: Sequence[ProcSignals],
     working: Collection[Tuple[str, int]] = (),
-    stalls: Optional[Tuple[FlowStall, ...]] = None,
+    measured: Optional[Measured] = None,
 ) -> _Builder:
     last = _last_alive(bundle, {p.key for p in procs})
-    b = _Builder(bundle=bundle, procs=procs, last=last, stalls=stalls)
+    b = _Builder(bundle=bundle, procs=procs, last=last, measured=measured)
     for p in procs:
         key = node_key(p)
         b.by_key[key] = p
@@ -396,7 +396,7 @@ def _store_join_edges(b: _Builder) -> None:
     """Ranks still connecting to a c10d store no process of the capture hosts
     (``rendezvous.store_joins``): the store's host ends their wait when it listens - outside
     the capture, as a server's clients are."""
-    join = store_joins(b.bundle, b.procs)
+    join = b.measured.store_join if b.measured is not None else store_joins(b.bundle, b.procs)
     if join is None:
         return
     for p in join.joiners:

@@ -34,7 +34,8 @@ def stall_text(s: FlowStall) -> str:
 def flow_edges(b: _Builder) -> None:
     """One ``flow`` edge per party of each stall of the capture (``flow_stalls``)."""
     paused = set()
-    for s in b.stalls if b.stalls is not None else flow_stalls(b.bundle, b.procs):
+    stalls = b.measured.stalls if b.measured is not None else flow_stalls(b.bundle, b.procs)
+    for s in stalls:
         key = node_key(s.proc)
         if key not in b.nodes or b.nodes[key].state in _WORK_STATES:
             continue

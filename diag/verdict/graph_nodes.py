@@ -29,6 +29,7 @@ from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.flow_control import FlowStall
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.proc_classes import per_class
+from diag.verdict.rendezvous import StoreJoin
 from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import PEER, SERVE, SLEEP
 from diag.verdict.wording import where
@@ -254,6 +255,15 @@ def _detail(p: ProcSignals, state: NodeState, threads: str) -> str:
     return "; ".join(bits)
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What ``Situation`` measured once that the wait-for graph draws edges from too: the
+    frameworks' own pauses and the ranks joining a store no process of the capture hosts."""
+
+    stalls: Tuple[FlowStall, ...]
+    store_join: Optional[StoreJoin]
+
+
 @dataclass
 class _Builder:
     bundle: Bundle
@@ -268,8 +278,8 @@ class _Builder:
     _by_inode: Optional[Dict[Tuple[str, int], List[Tuple[ProcSignals, FdEnd]]]] = None
     _by_local: Optional[Dict[str, List[Tuple[ProcSignals, FdEnd]]]] = None
     undrained: Optional[FrozenSet[Tuple[str, int]]] = None  # graph_edges._undrained, once
-    # The frameworks' own pauses, as the situation measured them (None: measured here).
-    stalls: Optional[Tuple[FlowStall, ...]] = None
+    # What the situation measured that the graph reads too (None: measured here).
+    measured: Optional[Measured] = None
 
     def ends_index(
         self,

@@ -13,6 +13,7 @@ from diag.verdict.arrivals import Arrival, arrivals
 from diag.verdict.features import ProcSignals
 from diag.verdict.file_locks import LockWait, lock_waits
 from diag.verdict.flow_control import FlowStall, flow_stalls
+from diag.verdict.host_gone import HostGone, host_gone
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.output_kinds import failing_logs
 from diag.verdict.participants import (
@@ -24,6 +25,8 @@ from diag.verdict.participants import (
 )
 from diag.verdict.progress import LogGrowth
 from diag.verdict.readiness import starting
+from diag.verdict.rendezvous import StoreJoin, store_joins
+from diag.verdict.rhythm import Rhythm, undecided
 from diag.verdict.sources import (
     PROGRESS,
     WORK,
@@ -98,6 +101,14 @@ class Situation:
     startup: StartupPhases = field(default_factory=lambda: StartupPhases((), {}))
     file_lock_waits: Tuple[LockWait, ...] = ()
     flow_stalls: Tuple[FlowStall, ...] = ()
+    # Ranks joining a c10d store no process of the capture hosts (``rendezvous.store_joins``),
+    # and what the capture shows of that store's host (``host_gone``): read by two rules and
+    # the graph.
+    store_join: Optional[StoreJoin] = None
+    store_host: Optional[HostGone] = None
+    # The job's log beats slower than the capture is long, not yet overdue (``rhythm``):
+    # read by ``silence_within_rhythm`` and by the hedge of the wait families' decisions.
+    rhythm: Optional[Rhythm] = None
 
 
 def measure(
@@ -113,6 +124,7 @@ def measure(
     helped = child_work(ctx.procs, parts)
     quiet = not (workers or readers or growers or helped or WORK in leans)
     startup = startup_phases(ctx.bundle, ctx.procs)
+    join = store_joins(ctx.bundle, ctx.procs)
     progress_logs, writers, failing = _output(ctx, alive, starting(startup.phases), quiet)
     ports = serving_ports(ctx.procs)
     # Waits only the job itself can end: peers, locks, results, its own queues.
@@ -163,6 +175,9 @@ def measure(
         startup=startup,
         file_lock_waits=tuple(lock_waits(ctx.bundle, alive)),
         flow_stalls=flow_stalls(ctx.bundle, ctx.procs),
+        store_join=join,
+        store_host=host_gone(ctx.bundle, join, ctx.procs, ctx.logs) if join else None,
+        rhythm=undecided(ctx.bundle.samples),
     )
 
 

@@ -11,14 +11,12 @@ from diag.verdict.dead_setter import spin_on_dead
 from diag.verdict.features import ProcSignals
 from diag.verdict.gpu_health import failed_sentence, fatal_gpus
 from diag.verdict.graph_nodes import node_key
-from diag.verdict.host_gone import host_gone
 from diag.verdict.participants import (
     framework_rank,
     is_helper,
     is_rank_helper,
     strong_rank,
 )
-from diag.verdict.rendezvous import store_joins
 from diag.verdict.rules import words, words_joins, words_spin
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
@@ -122,8 +120,7 @@ def store_host_died(s: Situation) -> Optional[Decision]:
     """Ranks wait to join a c10d store nobody listens on, and the capture holds evidence that
     the store's host rank died (``host_gone``: its traceback, its exit status, its launcher
     having reaped it on this host): it will never come, whatever the wait looks like."""
-    join = store_joins(s.ctx.bundle, s.ctx.procs)
-    gone = host_gone(s.ctx.bundle, join, s.ctx.procs, s.ctx.logs) if join else None
+    join, gone = s.store_join, s.store_host
     if join is None or gone is None or not gone.dead:
         return None
     host = join.joiners[0].key[0]

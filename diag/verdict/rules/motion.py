@@ -9,7 +9,7 @@ from diag.model import Suspect
 from diag.verdict.long_phase import lone_phase, lone_sentence, mover_reason
 from diag.verdict.native_work import native_calls
 from diag.verdict.output_kinds import capture_span_s, log_tally, merged
-from diag.verdict.rhythm import hedge_text, undecided
+from diag.verdict.rhythm import hedge_text
 from diag.verdict.rules import words, words_output
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
@@ -94,7 +94,7 @@ def silence_within_rhythm(s: Situation) -> Optional[Decision]:
     """The job's log beats slower than this capture is long and is not yet overdue: the
     capture cannot call a hang (``diag.verdict.rhythm``). Decides where no other row does;
     ``rules.apply`` lets it overrule a deadlocked decision drawn from waits alone."""
-    r = undecided(s.ctx.bundle.samples)
+    r = s.rhythm
     if r is None or s.intervals == 0 or s.dead:
         return None
     return decided("unknown", 0.5, hedge_text(r, "nothing moved in it"))
@@ -110,7 +110,7 @@ def rhythm_hedge(s: Situation, decision: Decision, family: str) -> Optional[Deci
     rhythm becomes ``silence_within_rhythm``'s, quoting it; None to keep it."""
     if decision.state != "deadlocked" or family not in WAIT_FAMILIES:
         return None
-    r = undecided(s.ctx.bundle.samples)
+    r = s.rhythm
     if r is None or s.intervals == 0 or s.dead:
         return None
     return decided("unknown", 0.5, hedge_text(r, decision.summary), decision.suspects)

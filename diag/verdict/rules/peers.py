@@ -9,9 +9,8 @@ from typing import Optional
 from diag.model import Suspect
 from diag.verdict.backoff import backoff_sentence, backoffs
 from diag.verdict.equivalence import odd_classes
-from diag.verdict.host_gone import host_gone
 from diag.verdict.infeasible import infeasible
-from diag.verdict.rendezvous import mismatch, store_joins, waiting_agents
+from diag.verdict.rendezvous import mismatch, waiting_agents
 from diag.verdict.rules import words, words_infeasible, words_joins
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
@@ -41,10 +40,9 @@ def waits_for_nodes_to_join(s: Situation) -> Optional[Decision]:
     the capture, as the agent does."""
     agents = waiting_agents(s.ctx.procs)
     if not agents or any(p.rank is not None and not p.dead for p in s.ctx.procs):
-        join = store_joins(s.ctx.bundle, s.ctx.procs)
+        join, gone = s.store_join, s.store_host
         if join is None:
             return None
-        gone = host_gone(s.ctx.bundle, join, s.ctx.procs, s.ctx.logs)
         hedge = words_joins.host_missing_hedge(gone) if gone and gone.missing_here else ""
         return decided("idle", 0.7, words.rank_joins_store(join) + hedge, [])
     p, settings = agents[0]
