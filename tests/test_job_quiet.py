@@ -46,3 +46,14 @@ def test_a_log_written_a_moment_ago_gives_no_line(tmp_path: Path) -> None:
     verdict = classify(load_variant(_variant(log_age_s=0.3), tmp_path))
     assert verdict.job_quiet_since_s is None
     assert "nothing in this job" not in verdict.summary
+
+
+def test_a_wait_age_counts_back_from_when_the_process_was_read(tmp_path: Path) -> None:
+    """A loaded host reads a process a second or more into the sample: its threads' time off
+    the CPU is measured then, so 'since' is that read's time minus it, not the sample's."""
+    data = _variant(log_age_s=20.0)
+    last = data["samples"][-1]
+    for ps in last["processes"]:
+        ps["t_s"] = last["t_s"] + 2.0
+    verdict = classify(load_variant(data, tmp_path))
+    assert verdict.quiet_since_s == pytest.approx(last["t_s"] + 2.0 - 600.0, abs=0.05)

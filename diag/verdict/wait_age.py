@@ -61,6 +61,9 @@ def wait_age(
         return NONE
     last = bundle.samples[-1]
     ages: List[Tuple[float, Optional[int], int]] = []
+    # When each waiter last ran, on the wall clock: its age counts back from when its threads
+    # were read (``ProcessSample.t_s``), a second or more into the sample on a loaded host.
+    last_ran: List[float] = []
     waiting = {p.info.pid for p in parts if p.info.pid not in set(working)}
     for ps in last.processes:
         if ps.pid not in waiting or ps.status != "alive":
@@ -69,6 +72,7 @@ def wait_age(
         if main is None or main.off_cpu_s is None or main.state == "R":
             continue
         ages.append((main.off_cpu_s, _rank_of(parts, ps.pid), ps.pid))
+        last_ran.append((ps.t_s or last.t_s) - main.off_cpu_s)
     if not ages:
         return NONE
     shortest = min(a for a, _, _ in ages)
@@ -77,7 +81,7 @@ def wait_age(
     ranks = [r for _, r, _ in ages if r is not None]
     who = rank_set(ranks) if len(ranks) == len(ages) else _pids(ages)
     verb = "has" if len(ages) == 1 else "have"
-    since = last.t_s - shortest
+    since = max(last_ran)
     tail = f" - {who} {verb} not run for {age_words(shortest)} (since {clock_words(since)})"
     return WaitAge(tail, round(since, 3), round(shortest, 3))
 
