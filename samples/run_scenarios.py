@@ -836,6 +836,16 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("requests_unanswered",),
     ),
     Scenario(
+        "gunicorn_one_worker_stuck",
+        "progressing",
+        None,  # the stuck worker: a rank by start order, not checked here
+        False,
+        "gunicorn, one sync worker stuck on an untimed Event in its first request, the other "
+        "answering 3 clients: the server serves, the stuck worker is named",
+        ("gunicorn",),
+        rules=("answers_requests",),
+    ),
+    Scenario(
         "ray_idle",
         "idle",
         (),

@@ -42,3 +42,15 @@ def test_a_sync_worker_asleep_in_its_handler_gets_a_sync_workers_advice() -> Non
     assert verdict.state == "slow" and verdict.rule == "requests_unanswered"
     assert "sync worker" in verdict.summary
     assert "event loop (`await" not in verdict.summary
+
+
+def test_a_stuck_worker_beside_one_that_serves_is_named_not_nothing_moves() -> None:
+    """#34 lower item c: one sync worker waits for good in its first request while the other
+    answers: the server progresses, and the stuck worker is named as a suspect."""
+    verdict = classify(load_bundle(BUNDLES / "gunicorn_one_worker_stuck.json"))
+    assert verdict.state == "progressing" and verdict.rule == "answers_requests"
+    assert "a worker of the same server" in verdict.summary
+    assert "nothing" not in verdict.summary
+    assert len(verdict.suspects) == 1
+    # the port's closed connections are counted once, for every process sharing it
+    assert verdict.summary.count("connection(s) accepted and closed") == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from diag.model import Suspect
+from diag.verdict.features import ProcSignals
 from diag.verdict.long_phase import lone_phase, lone_sentence, mover_reason
 from diag.verdict.native_work import native_calls
 from diag.verdict.output_kinds import capture_span_s, log_tally, merged
@@ -31,7 +32,26 @@ def answers_requests(s: Situation) -> Optional[Decision]:
         return None
     summary = words.answers_requests(s.answering)
     suspects: List[Suspect] = []
+    stuck = _stuck_workers(s)
+    if stuck:
+        summary += words.stuck_worker(stuck)
+        suspects = [
+            Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=words.stuck_worker_reason(q))
+            for q in stuck[:4]
+        ]
     return decided("progressing", 0.8, summary, suspects)
+
+
+def _stuck_workers(s: Situation) -> List[ProcSignals]:
+    """Processes holding requests unanswered through the capture on a port that another
+    process of the job answers on: workers of one server, one of them stuck."""
+    stuck = [q for q in s.ctx.procs if not q.dead and q.stale_requests]
+    out = []
+    for q in stuck:
+        ports = set(q.stale_ports or q.listen_ports)
+        if any(a.key != q.key and ports & set(a.listen_ports) for a in s.answering):
+            out.append(q)
+    return out
 
 
 def alone_in_phase(s: Situation) -> Optional[Decision]:

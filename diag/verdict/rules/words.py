@@ -18,7 +18,7 @@ module of the table: they import this one.
 
 from __future__ import annotations
 
-from typing import AbstractSet, Optional, Sequence, Tuple
+from typing import AbstractSet, Optional, Sequence, Set, Tuple
 
 from diag.model import WaitNode
 from diag.verdict.backoff import Backoff
@@ -27,6 +27,7 @@ from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings, StoreJoin
 from diag.verdict.rules.words_served import short_requests_part
 from diag.verdict.self_wait import SelfWait, UndrainedPut, self_wait_text, undrained_put_text
+from diag.verdict.short_requests import ShortRequests
 from diag.verdict.wait_age import age_words
 from diag.verdict.wording import group_by_wait, size, verb, waits_phrase, where, who
 from diag.verdict.work import SERVED_MIN_BYTES, Starved, poll_note
@@ -61,11 +62,24 @@ def death_in_log(path: str, line: str, alive: Sequence[ProcSignals]) -> str:
 
 
 def answers_requests(servers: Sequence[ProcSignals]) -> str:
-    """``answers_requests``: bytes flow to the servers' listening ports (the first three)."""
+    """``answers_requests``: bytes flow to the servers' listening ports (the first three). The
+    connections closed on a port are the port's: processes sharing it (a master and its
+    workers) are named together, with the one count."""
     parts = []
+    short = [
+        p
+        for p in servers
+        if p.short_requests is not None and p.served_delta_bytes < SERVED_MIN_BYTES
+    ]
+    told: Set[ShortRequests] = set()
     for p in servers[:3]:
-        if p.short_requests is not None and p.served_delta_bytes < SERVED_MIN_BYTES:
-            parts.append(short_requests_part(p, p.short_requests))
+        if p in short and p.short_requests is not None:
+            if p.short_requests in told:
+                continue
+            told.add(p.short_requests)
+            sharing = [q for q in short if q.short_requests == p.short_requests]
+            name = who(sharing) if len(sharing) > 1 else ""
+            parts.append(short_requests_part(p, p.short_requests, name))
             continue
         ports = ", ".join(f":{port}" for port in p.listen_ports[:3])
         rate = p.served_delta_bytes / p.window_s if p.window_s > 0 else 0.0
@@ -74,6 +88,25 @@ def answers_requests(servers: Sequence[ProcSignals]) -> str:
             f"{p.served_conns} client connection(s), {size(rate)}/s)"
         )
     return "; ".join(parts) + " - no log line needed to see it"
+
+
+def stuck_worker(stuck: Sequence[ProcSignals]) -> str:
+    """``answers_requests``' tail: a worker of the same server holds requests it never
+    answers while the others serve - the server moves, that worker does not."""
+    total = sum(q.stale_requests for q in stuck)
+    age = max(q.stale_age_s for q in stuck)
+    return (
+        f"; but {who(list(stuck))} - {'a worker' if len(stuck) == 1 else 'workers'} of the "
+        f"same server - {verb(list(stuck), 'holds', 'hold')} {total} request(s) unanswered "
+        f"for {age:.0f}+ s, waiting in {where(stuck[0])}: stuck, while the others serve (its "
+        f"clients wait) - see it with `py-spy dump --pid {stuck[0].pid}`, then restart that "
+        "worker alone"
+    )
+
+
+def stuck_worker_reason(q: ProcSignals) -> str:
+    """A suspect's reason: the worker that does not answer beside those that do."""
+    return f"holds {q.stale_requests} request(s) unanswered while its server's other workers answer"
 
 
 _FETCH_HOW = {
