@@ -5,9 +5,12 @@ gives, and its own containers; a process that differs in one thread's ticks is n
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
+from typing import List
 
 import msgspec
+import pytest
 
 from bench.scale import Shape, make_parts
 from diag.bundle.merge import merge_bundles
@@ -21,7 +24,7 @@ def _merged(story: str, hosts: int = 4) -> Bundle:
     return merge_bundles(parts, missing)
 
 
-def _fresh(bundle: Bundle) -> list:
+def _fresh(bundle: Bundle) -> List[features.ProcSignals]:
     """Every process read on its own, no class shared."""
     infos = {(p.host, p.pid): p for p in bundle.processes}
     clk = bundle.host.clk_tck or 100
@@ -57,8 +60,24 @@ def test_one_tick_apart_is_another_class() -> None:
     ps = sample.processes[1]
     thread = msgspec.structs.replace(ps.threads[0], utime_ticks=ps.threads[0].utime_ticks + 1)
     changed = msgspec.structs.replace(ps, threads=(thread, *ps.threads[1:]))
-    procs = (*sample.processes[:1], changed, *sample.processes[2:])
-    last = msgspec.structs.replace(sample, processes=procs)
+    records = (*sample.processes[:1], changed, *sample.processes[2:])
+    last = msgspec.structs.replace(sample, processes=records)
     bundle = msgspec.structs.replace(bundle, samples=(*bundle.samples[:-1], last))
     procs = features.extract(bundle)
     assert [replace(p, series_class=None) for p in procs] == _fresh(bundle)
+
+
+def test_verdict_is_the_same_without_classes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: every finder that asks once per class (``per_class``, ``unless_found_
+    nothing``) answers as it does when each process is its own class."""
+    classify_module = importlib.import_module("diag.verdict.classify")
+
+    for story in ("healthy", "diverged", "missing", "clock"):
+        bundle = _merged(story, hosts=5)
+        with_classes = classify_module.classify(bundle)
+        with monkeypatch.context() as m:
+            m.setattr(features, "class_key", lambda series, info: None)
+            # a new samples tuple: nothing memoised on the first one is asked again
+            fresh = msgspec.structs.replace(bundle, samples=tuple(list(bundle.samples)))
+            alone = classify_module.classify(fresh)
+        assert with_classes == alone
