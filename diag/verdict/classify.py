@@ -193,7 +193,9 @@ def _qualified(
         quiet_for_s=age.for_s,
         job_quiet_since_s=quiet.since_s,
         stopped_since_s=_stopped_since(outcome, ctx),
-        cpu_holds=hold_records(ctx.bundle, ctx.procs),  # what kept each from the CPU
+        cpu_holds=hold_records(
+            ctx.bundle, ctx.procs, lambda: s.cpu_holds
+        ),  # what kept each from the CPU
         gpu_health=health_records(ctx.bundle),  # each GPU's clocks, throttling, faults
     )
 

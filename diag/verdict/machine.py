@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Dict, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.model import (
     Bundle,
@@ -228,10 +228,10 @@ def cause_of(hold: CpuHold) -> Optional[Cause]:
 
 
 def held_back(
-    bundle: Bundle, alive: Sequence[ProcSignals]
+    holds: Dict[Key, CpuHold], alive: Sequence[ProcSignals]
 ) -> List[Tuple[ProcSignals, CpuHold, Cause]]:
-    """The live processes the machine holds back (a spinner never: see the module's doc)."""
-    holds = cpu_holds(bundle)
+    """The live processes the machine holds back (a spinner never: see the module's doc);
+    ``holds``: ``cpu_holds`` of the bundle (``Situation.cpu_holds``)."""
     out = []
     for p in alive:
         hold = holds.get(p.key)
@@ -348,17 +348,20 @@ def suspect_reason(hold: CpuHold, cause: Cause) -> str:
     return f"waits for a CPU at a low priority: {_priority_text(hold)}"
 
 
-def hold_records(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[CpuHoldRecord, ...]:
+def hold_records(
+    bundle: Bundle, procs: Sequence[ProcSignals], holds: Callable[[], Dict[Key, CpuHold]]
+) -> Tuple[CpuHoldRecord, ...]:
     """The verdict's record of what kept each process from the CPU (the report's machine
     section reads it): held back first, then by rank; () for a bundle written before the CPU
-    limits were read (its JSON stays as it was)."""
+    limits were read (its JSON stays as it was). ``holds``: ``cpu_holds`` of the bundle, read
+    only when needed (``Situation.cpu_holds``)."""
     if not any(p.cpu_limits is not None for s in bundle.samples for p in s.processes):
         return ()
-    holds = cpu_holds(bundle)
+    held = holds()
     mems = mem_holds(bundle)
     out = []
     for p in procs:
-        hold = holds.get(p.key)
+        hold = held.get(p.key)
         if hold is None:
             continue
         cause = "" if spins(p) else (cause_of(hold) or "")

@@ -6,6 +6,7 @@ report read these, never a second copy."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from diag.model import RankClass, RankPhase, WaitGraph
@@ -15,6 +16,7 @@ from diag.verdict.file_locks import LockWait, lock_waits
 from diag.verdict.flow_control import FlowStall, flow_stalls
 from diag.verdict.host_gone import HostGone, host_gone
 from diag.verdict.log_deaths import LogDeath, log_deaths
+from diag.verdict.machine import CpuHold, cpu_holds
 from diag.verdict.output_kinds import failing_logs
 from diag.verdict.participants import (
     framework_rank,
@@ -109,6 +111,13 @@ class Situation:
     # The job's log beats slower than the capture is long, not yet overdue (``rhythm``):
     # read by ``silence_within_rhythm`` and by the hedge of the wait families' decisions.
     rhythm: Optional[Rhythm] = None
+
+    @cached_property
+    def cpu_holds(self) -> Dict[Tuple[str, int], CpuHold]:
+        """What held each process back from the CPU (``machine.cpu_holds``), measured on its
+        first read - by the machine rules or the verdict's records - and kept (each had
+        measured it again)."""
+        return cpu_holds(self.ctx.bundle)
 
 
 def measure(

@@ -7,7 +7,6 @@ from typing import Optional
 
 from diag.model import Suspect
 from diag.verdict.machine import (
-    cpu_holds,
     held_back,
     held_sentence,
     host_note,
@@ -28,7 +27,7 @@ def cpu_held_back(s: Situation) -> Optional[Decision]:
     peers waiting for it."""
     if s.intervals == 0:
         return None
-    held = held_back(s.ctx.bundle, [p for p in s.ctx.participants if not p.dead])
+    held = held_back(s.cpu_holds, [p for p in s.ctx.participants if not p.dead])
     if not held:
         return None
     alive = [p for p in s.ctx.participants if not p.dead]
@@ -72,14 +71,13 @@ def spare_runnable(s: Situation, decision: Decision) -> Optional[Decision]:
     moving = runnable_moving(s.ctx.bundle, suspects)
     if not moving:
         return None
-    holds = cpu_holds(s.ctx.bundle)
-    summary = runs_sentence(moving, holds, alive, host_note(s.ctx.bundle))
+    summary = runs_sentence(moving, s.cpu_holds, alive, host_note(s.ctx.bundle))
     return decided(
         "slow",
         0.6,
         summary,
         [
-            Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=runs_reason(p, holds))
+            Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=runs_reason(p, s.cpu_holds))
             for p in moving
         ],
     )
