@@ -507,6 +507,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("reply_owed",),
     ),
     Scenario(
+        "gloo_link_cut",
+        "deadlocked",
+        ("rank:0",),
+        True,
+        "2 gloo ranks, rank 1 in its own network namespace over a veth pair; the link goes "
+        "down mid-training: both wait in all_reduce, rank 0's chunk unacknowledged",
+        rules=("peer_unreachable",),
+    ),
+    Scenario(
+        "gloo_link_slow_peer",
+        "slow",
+        None,
+        True,
+        "the same two ranks over the same link, which stays up; rank 1 sleeps 60 s in its own "
+        "code while rank 0 waits in all_reduce",
+        rules=("peer_backs_off",),
+    ),
+    Scenario(
         "tcp_peer_unreachable",
         "deadlocked",
         ("root",),

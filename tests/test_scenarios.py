@@ -48,6 +48,10 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a "
         "timer ends it (idle); the rules read the group slow - it resumes, on a clock"
     ),
+    "gloo_link_slow_peer": (
+        "rank 1 sleeps 60 s in its own code while rank 0 waits in all_reduce: to the graph a "
+        "timer ends it (idle); the rules read the group slow - it resumes, on a clock"
+    ),
     "gloo_retry_never_ready": (
         "rank 1 retries a server that answers 503 for good, a 1 s sleep each time: to the graph "
         "a timer ends each sleep (idle); the rules read the same retry again and again - stuck"

@@ -12,6 +12,12 @@ window probed without answer (``tcpi_probes``) says the same of a peer that had 
 reading. TCP itself gives up only after ~15 min (``tcp_retries2`` = 15), and a call without a
 timeout waits that long or for ever.
 
+A rank waiting in a collective blocks on no socket of its own: the backend's threads move the
+data (gloo's pairs in its epoll loop, NCCL's proxy). For it every TCP connection of the process
+is read: a collective completes only when every pair delivers, so one connection whose other
+end acknowledges nothing is a collective that can never complete - two ranks in ``all_reduce``
+with the same stack, no CPU, no line, otherwise read as a mismatched collective or a slow peer.
+
 A quiet link - nothing in flight, nothing probed - records no ``TcpDelivery`` and is never
 read as dead: a subscriber on a quiet feed, a request its peer acknowledged and has not yet
 answered, stay with the rules that judge them.
@@ -24,6 +30,7 @@ from typing import List, Optional, Sequence
 
 from diag.model import Bundle, FdEnd, ProcessSample, TcpDelivery
 from diag.verdict.features import ProcSignals
+from diag.verdict.waits import PEER
 
 # Unacknowledged this long with the timeout backed off this often: not a slow or lossy link
 # (which acknowledges within an RTO or two) but nothing answering. The RTO starts at 200 ms -
@@ -41,6 +48,9 @@ class DeadLink:
     end: FdEnd  # at the last sample, with its ``delivery``
     retrans_delta: int  # segments retransmitted during the capture
     samples: int  # samples that saw it in flight
+    # Found among the connections of a rank waiting in a collective (its backend's), not on a
+    # socket the process itself blocks on.
+    collective: bool = False
 
 
 def unanswered(d: Optional[TcpDelivery]) -> bool:
@@ -75,7 +85,11 @@ def dead_link(bundle: Bundle, p: ProcSignals) -> Optional[DeadLink]:
     if len(series) < 2:
         return None
     last = series[-1]
-    for fd in _blocked_fds(last):
+    blocked = _blocked_fds(last)
+    collective = p.main_family == PEER
+    if collective:  # every connection of its backend: blocked fds first
+        blocked += [e.fd for e in last.fd_ends if e.kind == "tcp" and e.fd not in blocked]
+    for fd in blocked:
         end = next((e for e in last.fd_ends if e.fd == fd and e.kind == "tcp"), None)
         if end is None or not unanswered(end.delivery):
             continue
@@ -87,7 +101,8 @@ def dead_link(bundle: Bundle, p: ProcSignals) -> Optional[DeadLink]:
         ]
         if len(seen) < len(series) or not all(d.unacked_segs or d.probes_out for d in seen):
             continue  # acknowledged at some sample: it moves, slowly
-        return DeadLink(p, end, seen[-1].retrans_total - seen[0].retrans_total, len(seen))
+        moved = seen[-1].retrans_total - seen[0].retrans_total
+        return DeadLink(p, end, moved, len(seen), collective and fd not in _blocked_fds(last))
     return None
 
 

@@ -367,8 +367,11 @@ TABLE: Tuple[Rule, ...] = (
         and the answer never comes (``diag.verdict.dead_link``). A host that is up
         acknowledges whatever its process does - a stopped or busy peer leaves nothing in
         flight, and stays with the rules after (a stopped process outside the job, a request
-        unanswered); a quiet link records nothing.""",
-        examples=["tcp_peer_unreachable"],
+        unanswered); a quiet link records nothing. A rank waiting in a collective blocks on
+        no socket of its own - its backend's threads move the data - so every connection of
+        it is read: one dead pair is a collective that can never complete, however alike the
+        ranks' stacks look (a link cut mid-training).""",
+        examples=["tcp_peer_unreachable", "gloo_link_cut"],
     ),
     rule(
         "flow_paused",

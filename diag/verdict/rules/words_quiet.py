@@ -11,7 +11,7 @@ from typing import Sequence
 from diag.verdict.dead_link import TCP_GIVES_UP_S, DeadLink
 from diag.verdict.quiet_peer import QuietPeer
 from diag.verdict.wait_age import age_words
-from diag.verdict.wording import where
+from diag.verdict.wording import where, who
 
 QUIET_PEER_OUTRANKS = (
     "a reader owed nothing by a live peer waits for what that peer sends next: the outside, "
@@ -101,6 +101,16 @@ def dead_link(found: Sequence[DeadLink]) -> str:
         what = (
             f"its zero-window probes went unanswered {got.probes_out} times in a row, nothing "
             f"acknowledged for {age_words(got.ack_age_ms / 1000.0)}"
+        )
+    if d.collective:
+        return (
+            f"{who([d.proc])} waits in {where(d.proc)}, and its backend's connection fd "
+            f"{d.end.fd} (tcp {d.end.local} → {d.end.remote}) to a peer of the collective is "
+            f"dead: {d.end.remote}'s kernel acknowledges nothing - {what}{more}. That peer's "
+            "host is down or the link to it is cut (a pulled cable, a dead switch port, a "
+            "firewall dropping): the collective can never complete, however alike the ranks' "
+            f"stacks look. Check that host and the route to it (`ping`, `ss -ti dst "
+            f"{d.end.remote}`); restart the job once the link is back, or without that host"
         )
     return (
         f"pid {d.proc.pid} waits in {where(d.proc)} on fd {d.end.fd} (tcp "
