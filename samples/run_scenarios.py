@@ -336,6 +336,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "pool_worker_holds_lock",
+        "deadlocked",
+        ("root",),
+        False,
+        "a ThreadPoolExecutor worker holds a lock while it waits for an Event whose setter died; "
+        "the main thread blocks on the lock: the pool's worker is named as the holder",
+        rules=("blocked_on_itself",),
+    ),
+    Scenario(
+        "pool_worker_releases_lock",
+        "progressing",
+        (),
+        False,
+        "the same pool worker and lock, the Event set after a second: the lookups go on, logged",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "abandoned_lock",
         "deadlocked",
         ("root",),

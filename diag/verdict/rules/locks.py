@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence
 from diag.model import Suspect
 from diag.verdict.features import ProcSignals
 from diag.verdict.fs_waits import fs_stalls, fs_story
+from diag.verdict.lock_holder import lock_holders
 from diag.verdict.participants import (
     door,
     serving_ports,
@@ -39,6 +40,9 @@ def blocked_on_itself(s: Situation) -> Optional[Decision]:
         return None
     chosen = _odd_first(ranks or stuck)
     summary = words.blocked_on_itself(chosen)
+    holders = lock_holders(s.ctx.bundle, chosen[0])
+    if holders is not None:
+        summary += words.lock_holder_tail(holders)
     suspects = [
         Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=words.OWN_LOCKS_REASON)
         for q in chosen[:4]

@@ -23,6 +23,7 @@ from typing import AbstractSet, Optional, Sequence, Set, Tuple
 from diag.model import WaitNode
 from diag.verdict.backoff import Backoff
 from diag.verdict.features import ProcSignals
+from diag.verdict.lock_holder import LockHolders
 from diag.verdict.log_deaths import LogDeath
 from diag.verdict.rendezvous import RdzvSettings, StoreJoin
 from diag.verdict.rules.words_served import short_requests_part
@@ -274,6 +275,26 @@ def blocked_on_itself(stuck: Sequence[ProcSignals]) -> str:
         "threads could end a wait, and none runs; nothing outside can help. Kill it; "
         f"`py-spy dump --pid {p.pid}` shows who waits where (unless it waits for a signal)"
     )
+
+
+def lock_holder_tail(h: LockHolders) -> str:
+    """``blocked_on_itself``' tail: who holds the lock its waiters block on (``lock_holder``)."""
+    waiters = f"{h.waiters} thread(s) block on one lock in {h.lock_in}"
+    if not h.candidates:
+        return (
+            f". {waiters} that no live thread is seen holding (the others wait for work or "
+            "for threads to end): its holder most likely died holding it, or returned "
+            "without releasing it"
+        )
+    if len(h.candidates) == 1:
+        name, where_ = h.candidates[0]
+        return (
+            f". {waiters}, held by thread {name}: the only other thread parked in the job's "
+            f"own code on an event, condition or lock - untimed, in {where_}; what it waits "
+            "for never comes"
+        )
+    names = ", ".join(f"{n} ({w})" for n, w in h.candidates)
+    return f". {waiters}, held by one of the threads parked in the job's own code: {names}"
 
 
 def waits_on_itself(w: SelfWait, name: str) -> str:
