@@ -120,6 +120,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("chains_never_end",),
     ),
     Scenario(
+        "tcp_handshake_both_recv",
+        "deadlocked",
+        ("root",),
+        False,
+        "a server and its forked worker over TCP both wait to read first (a protocol "
+        "mismatch); the server keeps its listening socket, but no thread accepts on it",
+        rules=("chains_never_end",),
+    ),
+    Scenario(
+        "tcp_handshake_served",
+        "idle",
+        (),
+        False,
+        "the same server and worker, the handshake done: the worker waits for its next "
+        "command, the server accepts the next worker",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "http_idle",
         "idle",
         (),

@@ -13,8 +13,11 @@ import os
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.frameworks import union
+from diag.model import Bundle
 from diag.text.roles import framework_role
 from diag.verdict.features import ProcSignals
+from diag.verdict.series_index import process_samples
+from diag.verdict.thread_wait import thread_wait
 from diag.verdict.waits import CHILD, PEER, SERVE, short_name
 from diag.vocab import WaitKind
 
@@ -71,6 +74,34 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
     # The door before a rank's own port (SGLang's HTTP port before scheduler TP0's store),
     # well-known ports before ephemeral ones (:8000 first): summaries show the first.
     return sorted(ports, key=lambda port: (ports[port], port in EPHEMERAL_PORTS, port))
+
+
+# Waits that hold a thread on one object of its own - a connection it reads, a lock, a queue,
+# a child, a peer: a thread in one of them takes no new connection until it returns. A thread
+# in accept, an event loop, a poll on a set of fds, running, or in a wait diag cannot name
+# may be watching the listener.
+_BOUND_ELSEWHERE: FrozenSet[WaitKind] = frozenset(
+    {"socket-read", "stdin", "join", "condition", "lock", "result", "queue", "collective",
+     "rendezvous", "synchronize", "file-lock", "write-full", "fifo-open", "disk", "stopped",
+     "native-peer"}
+)  # fmt: skip
+
+
+def door_ports(bundle: Bundle, p: ProcSignals) -> List[int]:
+    """``p``'s serving ports that are a door: a client's connection there can end one of its
+    waits. A listening socket no thread accepts on - every thread of the last sample bound in
+    a wait on something else (a worker that reads its one connection to a peer, a parent that
+    keeps the listener it connected a child through) - only queues connections in its backlog:
+    nothing wakes, so it ends no wait, however the port looks from outside."""
+    ports = serving_ports([p])
+    series = process_samples(bundle, p.key[0], p.pid) if ports else []
+    if not series or not series[-1].threads:
+        return ports
+    bound = all(
+        thread_wait(bundle, t).kind in _BOUND_ELSEWHERE and t.state != "R"
+        for t in series[-1].threads
+    )
+    return [] if bound else ports
 
 
 def _api_server(p: ProcSignals) -> bool:

@@ -603,8 +603,10 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Nothing works and every chain of waits from the participants ends where
         nothing can ever end it: a stopped or dead process, or a cycle (two processes each
         reading a pipe the other holds). The wait-for graph's deadlock, for shapes no rule
-        above names by its picture.""",
-        examples=["pipe_deadlock"],
+        above names by its picture. A listening socket no thread accepts on ends no wait: two
+        processes reading the one TCP connection between them are a cycle whatever port one
+        of them still holds.""",
+        examples=["pipe_deadlock", "tcp_handshake_both_recv"],
     ),
     rule(
         "polls_for_stale_lock_file",

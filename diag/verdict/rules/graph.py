@@ -16,7 +16,7 @@ from diag.verdict.graph_nodes import (
     node_key,
 )
 from diag.verdict.participants import (
-    serving_ports,
+    door_ports,
 )
 from diag.verdict.pipe_story import pipe_story, writers_of
 from diag.verdict.quiet_peer import owing_peers, quiet_peers
@@ -102,11 +102,13 @@ def waits_on_stopped_outsider(s: Situation) -> Optional[Decision]:
 def _dead_chains(s: Situation) -> Optional[WaitGraph]:
     """The graph when nothing works and every chain of waits from the participants ends where
     nothing can ever end it (stopped, dead, a cycle) and no participant has a thread of its
-    own on a timer or behind a listening port (which might still end its wait)."""
+    own on a timer or behind a listening port (which might still end its wait) - a port some
+    thread of it accepts on or watches (``door_ports``): a listener no thread takes
+    connections from wakes nobody."""
     g = s.graph
     if g is None or not g.reasons or not all(r in DEAD_ENDS for r in g.reasons):
         return None
-    if any(p.timer_threads or serving_ports([p]) for p in s.alive):
+    if any(p.timer_threads or door_ports(s.ctx.bundle, p) for p in s.alive):
         return None
     return g
 
