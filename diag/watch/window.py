@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Deque, Dict, Iterable, List, Optional, Protocol, Set, Tuple
+from typing import Deque, Dict, FrozenSet, Iterable, List, Optional, Protocol, Set, Tuple
 
 from diag.model import (
     Bundle,
@@ -22,6 +22,7 @@ from diag.model import (
     main_thread,
 )
 from diag.text.units import rank_set
+from diag.vocab import RankPhaseName
 from diag.watch.launch import describe_exit
 
 
@@ -183,6 +184,10 @@ def short_eta(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
+# The phases of ranks beside a start-up, grouped by what they wait in or serve (not by pid).
+_BESIDE: FrozenSet[RankPhaseName] = frozenset({"waiting", "serving"})
+
+
 def phase_parts(verdict: Verdict, limit: int = 3) -> List[str]:
     """The verdict's startup phases as status-line parts: ``rank 0 loading weights 62% ETA
     3m10s``, and ranks with the same phase and evidence merged (``ranks 1-3 wait in barrier``)."""
@@ -191,7 +196,7 @@ def phase_parts(verdict: Verdict, limit: int = 3) -> List[str]:
     texts: Dict[Tuple[str, str, Optional[float], Optional[float]], str] = {}
     for ph in verdict.phases:
         pct = ph.progress_pct
-        shown = ph.evidence if ph.phase in ("waiting", "serving") else str(ph.pid)
+        shown = ph.evidence if ph.phase in _BESIDE else str(ph.pid)
         key: Tuple[str, str, Optional[float], Optional[float]] = (ph.phase, shown, pct, ph.eta_s)
         if key not in groups:
             order.append(key)
