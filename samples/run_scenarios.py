@@ -329,6 +329,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "asyncio_event_silent_timer",
+        "idle",
+        (),
+        False,
+        "the same dead setter, but the timer task logs nothing: idle (it might poll a file or "
+        "a clock), with the evidence that would tell - only its own timers can wake it",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "asyncio_heartbeat_until_signal",
         "idle",
         (),

@@ -95,3 +95,13 @@ def test_the_loop_that_wakes_only_itself_is_deadlocked_and_its_contrasts_are_not
     for change in changes:
         changed = _with_main(stuck, lambda t, c=change: msgspec.structs.replace(t, **c))
         assert classify(changed).state == "idle", change
+
+
+def test_a_loop_only_its_timers_wake_that_logs_nothing_is_idle_with_what_would_tell() -> None:
+    """The same capture without its liveness lines: its timer may poll a file or a clock -
+    idle, saying that only its own timers can wake it and what would tell."""
+    stuck = load_bundle(BUNDLES / "asyncio_event_heartbeat.json")
+    samples = tuple(msgspec.structs.replace(x, logs=()) for x in stuck.samples)
+    verdict = classify(msgspec.structs.replace(stuck, samples=samples))
+    assert verdict.state == "idle" and verdict.rule == "waits_for_outside"
+    assert "nothing but its own timers can wake" in verdict.summary

@@ -16,8 +16,9 @@ from diag.verdict.participants import (
     serves,
 )
 from diag.verdict.readiness import not_ready
-from diag.verdict.rules import words, words_files, words_longpoll
+from diag.verdict.rules import words, words_files, words_longpoll, words_polls
 from diag.verdict.rules.base import Decision, decided
+from diag.verdict.self_wake import wakes_only_itself
 from diag.verdict.situation import (
     Situation,
 )
@@ -138,6 +139,10 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
         decision = idle_if_ready(s, 0.55, summary)
         return decision if decision.state != "idle" else decided("idle", 0.55, summary, blame)
     summary = words.waits_for_outside(s.alive, s.ports, on_stdin, on_signal)
+    if not s.ports:
+        closed = [p for p in s.alive if wakes_only_itself(s.ctx.bundle, p)]
+        if closed:  # its timers are its only door: say what would tell idle from stuck
+            summary += words_polls.only_own_timers(closed[0])
     return idle_if_ready(s, 0.8 if s.ports else 0.6, summary)
 
 

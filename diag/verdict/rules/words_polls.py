@@ -8,6 +8,7 @@ May import the base and ``diag.verdict`` - never a family module of the table.
 
 from __future__ import annotations
 
+from diag.verdict.features import ProcSignals
 from diag.verdict.futile_poll import FutilePoll, Poller
 from diag.verdict.self_wake import SelfWake
 from diag.verdict.wait_age import age_words, clock_words
@@ -110,3 +111,17 @@ def self_wake(s: SelfWake) -> str:
 def self_wake_reason(s: SelfWake) -> str:
     """A suspect's reason: the process that waits on itself."""
     return f"only its own timers wake it ({s.wakes} wakes), and they only log that it lives"
+
+
+def only_own_timers(p: ProcSignals) -> str:
+    """``waits_for_outside``' tail for a process nothing but its own timers can wake, whose
+    wakes write nothing: idle if a timer of it polls something (a file, a clock), stuck if it
+    waits on what only its own code could set - the capture cannot tell, time can."""
+    return (
+        f"; nothing but its own timers can wake pid {p.pid} (no port, no connection, no fd "
+        "but its own wake-up pipe, no signal handler but SIGINT): if a timer of it polls a "
+        "file or a clock it goes on by itself, if what it awaits (an asyncio Event or "
+        "Future, a lock or event) only its own code could set, it never will. Time tells: "
+        "`diag watch` shows whether the wait ever ends (a log line saying it lives while it "
+        "waits would tell now)"
+    )
