@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
+from diag.bundle.gc_pause import collector_paused
 from diag.errors import EXIT_REMOTE, DiagError
 from diag.model import (
     SCHEMA_VERSION,
@@ -275,6 +276,11 @@ def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()
     The first part is the reference host (its ``HostInfo`` becomes ``Bundle.host``). The
     verdict is left empty: the caller classifies the merged bundle across all ranks.
     """
+    with collector_paused():  # every record is copied once: see gc_pause
+        return _merged(parts, missing)
+
+
+def _merged(parts: Sequence[HostPart], missing: Sequence[MissingHost]) -> Bundle:
     if not parts:
         names = ", ".join(m.name for m in missing) or "none given"
         reasons = "; ".join(f"{m.name}: {m.reason}" for m in missing)

@@ -9,12 +9,9 @@ taken), so a bundle judged again later gets the verdict it got when it was taken
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
-from typing import Iterator
-
 import msgspec
 
+from diag.bundle.gc_pause import collector_paused
 from diag.collect.enrich import with_log_summary
 from diag.model import Bundle, Verdict
 
@@ -25,21 +22,6 @@ def judge(bundle: Bundle) -> Verdict:
 
     with collector_paused():
         return classify(with_log_summary(bundle))
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cycle collector off while the verdict runs, back as it was after: the verdict
-    makes millions of short-lived tuples and no cycles, and each full collection walks every
-    object held - at 4,096 ranks ~0.7 s of a 3 s verdict went to collections that found
-    nothing. Garbage a cycle holds is still collected, after."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def judged(bundle: Bundle) -> Bundle:

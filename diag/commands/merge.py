@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from diag.bundle.gc_pause import collector_paused
 from diag.bundle.io import OverBudget, check_budget, load_bundle_counted, thread_records
 from diag.bundle.merge import HostPart, MissingHost, merge_bundles
 from diag.commands.capture import judged
@@ -66,6 +67,11 @@ def finish(bundle: Bundle, out: Optional[str], stem: str, notes: Sequence[str]) 
 
 def run_merge(paths: Sequence[str], out: Optional[str] = None) -> Outcome:
     """Merge bundle files; an unreadable one is recorded as a failed host, not fatal."""
+    with collector_paused():  # each bundle read would have the collector walk those before
+        return _run_merge(paths, out)
+
+
+def _run_merge(paths: Sequence[str], out: Optional[str]) -> Outcome:
     parts: List[HostPart] = []
     missing: List[MissingHost] = []
     first_error: Optional[DiagError] = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
+from diag.bundle.gc_pause import collector_paused
 from diag.bundle.io import atomic_write_bytes, encode_bundle
 from diag.bundle.outdir import OutputDir
 from diag.errors import DiagError
@@ -66,11 +67,12 @@ def write_reports(
     def html_of(b: Bundle) -> bytes:
         return scrub.scrub_bytes(render_html(view(b)).encode("utf-8", "replace"))
 
-    # Under its cap (output_caps): the Markdown is made from the same, maybe cut, bundle.
-    bundle, html_data = fit(bundle, html_of, html_cap_bytes(), "the HTML report")
-    # Each value scrubbed before Markdown escapes it (a backslash inside a secret is a
-    # spelling no pass over the file knows), and the file scrubbed again as every output is.
-    md_text = render_markdown(view(bundle), scrub.scrub)
+    with collector_paused():  # a merged bundle's records: see diag.bundle.gc_pause
+        # Under its cap (output_caps): the Markdown is made from the same, maybe cut, bundle.
+        bundle, html_data = fit(bundle, html_of, html_cap_bytes(), "the HTML report")
+        # Each value scrubbed before Markdown escapes it (a backslash inside a secret is a
+        # spelling no pass over the file knows), and the file scrubbed again as every output is.
+        md_text = render_markdown(view(bundle), scrub.scrub)
     md_data = scrub.scrub_bytes(md_text.encode("utf-8", "replace"))
     md_data = cut_text(md_data, md_cap_bytes(), html_out.name)
     # ``diag report`` writes beside a bundle someone handed over: the directory is walked and
