@@ -120,6 +120,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("chains_never_end",),
     ),
     Scenario(
+        "pool_full_health_answers",
+        "slow",
+        ("root",),
+        False,
+        "a server's 2-thread pool is full: both workers sleep in a 5-min backend call, 6 "
+        "/predict requests wait in Future.result; /health answered and logged every second",
+        rules=("requests_unanswered",),
+    ),
+    Scenario(
+        "pool_server_answering",
+        "progressing",
+        (),
+        False,
+        "the same server, prober and access log with a backend that answers in 50 ms",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "tcp_handshake_both_recv",
         "deadlocked",
         ("root",),

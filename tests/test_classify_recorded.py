@@ -280,6 +280,10 @@ GRAPH_DISAGREES = {
     # requests go unanswered (deadlocked); that each handler waits with a timeout the kernel
     # says ends soon is the rules' reading of the deadlines (requests_unanswered, idle).
     "long_poll_waiting",
+    # A pool full of slow calls: to the graph clients wait on a server that does not answer
+    # (deadlocked); that the pool workers its handlers wait on all sleep on timers ending
+    # within 10 min is the rules' reading of the deadlines (requests_unanswered, slow).
+    "pool_full_health_answers",
     # Request threads pile up on a lock whose holder waits for an event nobody sets; the
     # clients' requests reach the server's main thread, asleep on a timer: to the graph a
     # handler that sleeps (slow); the rules read the pile and its holder (requests_pile_up).

@@ -145,6 +145,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "not answer (deadlocked); that every handler waits with a timeout ending soon is the "
         "rules' reading of the deadlines (requests_unanswered, idle)"
     ),
+    "pool_full_health_answers": (
+        "a pool full of slow calls: to the graph clients wait on a server that does not answer "
+        "(deadlocked); that the pool workers its handlers wait on sleep on timers ending within "
+        "10 min is the rules' reading of the deadlines (requests_unanswered, slow)"
+    ),
 }
 
 

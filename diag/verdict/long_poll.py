@@ -20,7 +20,7 @@ from diag.model import Bundle, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
 from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import thread_wait
-from diag.verdict.waits import SLEEP
+from diag.verdict.waits import RESULT, SLEEP
 
 MAX_POLL_S = 600.0  # a long poll's timeout; a wait longer than this is no poll
 
@@ -57,3 +57,50 @@ def long_poll(bundle: Bundle, p: ProcSignals) -> Optional[LongPoll]:
     w = thread_wait(bundle, waiting[0])
     where = f"`{w.label}`" + (f" ← `{w.caller}`" if w.caller else "")
     return LongPoll(len(waiting), max(t.wakes_in_s or 0.0 for t in waiting), where)
+
+
+@dataclass(frozen=True)
+class SleepingWorkers:
+    """Handler threads waiting for results that the process's only other busy threads - its
+    pool's workers, each inside a task - will give when their timed sleeps end."""
+
+    handlers: int  # threads waiting for a result (``Future.result``)
+    sleepers: int
+    wakes_in_s: float  # when the last sleeper wakes by itself
+    where: str  # "`slow_backend` ← `_WorkItem.run`"
+
+
+def workers_sleep(bundle: Bundle, p: ProcSignals) -> Optional[SleepingWorkers]:
+    """Threads of ``p`` wait for results (a future, a pool's ``AsyncResult``) while every
+    thread that is neither such a waiter, its accept loop, nor an idle worker waiting for a
+    task sleeps on a timer that ends within ``MAX_POLL_S``: the results come when the sleeps
+    end - a pool filled by slow calls (a backend called with a long sleep between retries, a
+    rate limit), not a wedge. None when a thread runs, or waits on anything else (an untimed
+    lock, a read from a backend that may never answer: then no timer says when)."""
+    seen = process_samples(bundle, p.key[0], p.pid)
+    last = seen[-1] if seen else None
+    if last is None:
+        return None
+    handlers = 0
+    sleepers: List[ThreadSample] = []
+    for t in last.threads:
+        kind = thread_wait(bundle, t).kind
+        if kind == RESULT:
+            handlers += 1
+        elif kind == SLEEP:
+            if t.wait_timed is not True or t.wakes_in_s is None or t.wakes_in_s > MAX_POLL_S:
+                return None
+            sleepers.append(t)
+        elif kind not in _BESIDE:
+            return None
+    if not (handlers and sleepers):
+        return None
+    w = thread_wait(bundle, sleepers[0])
+    where = f"`{w.label}`" + (f" ← `{w.caller}`" if w.caller else "")
+    wakes = max(t.wakes_in_s or 0.0 for t in sleepers)
+    return SleepingWorkers(handlers, len(sleepers), wakes, where)
+
+
+# The waits that leave a server's results to its workers: its accept loop, and workers idle
+# on their task queue.
+_BESIDE = frozenset({"event-loop", "accept", "queue", "poll"})

@@ -170,6 +170,15 @@ def log_tally(lg: LogGrowth) -> OutputTally:
     return tally(lg.new_lines)
 
 
+def probes_only(lg: LogGrowth) -> bool:
+    """A log that grew by health checks, readiness probes or metrics scrapes answered, and by
+    nothing else: the server's accept loop runs, which says nothing of its work - a server
+    whose every worker is busy or wedged answers its /health all the same."""
+    lines = [raw.rsplit("\r", 1)[-1] for raw in lg.new_lines]
+    lines = [line for line in lines if line.strip()]
+    return bool(lines) and all(line_kind(line)[0] == "probe" for line in lines)
+
+
 def failing_logs(logs: Iterable[LogGrowth]) -> List[LogGrowth]:
     """The logs whose only new lines are failures: they move, and report a stall."""
     return [lg for lg in logs if lg.grew and log_tally(lg).failing_only]

@@ -17,7 +17,7 @@ from diag.verdict.flow_control import FlowStall, flow_stalls
 from diag.verdict.host_gone import HostGone, host_gone
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.machine import CpuHold, cpu_holds
-from diag.verdict.output_kinds import failing_logs
+from diag.verdict.output_kinds import failing_logs, probes_only
 from diag.verdict.participants import (
     framework_rank,
     is_helper,
@@ -157,6 +157,14 @@ def measure(
         # what it was answered: a job whose only moving output is failure (a 503 for ever,
         # retried every second) answers with errors. Bytes on held connections still count.
         answering = [p for p in answering if p.served_delta_bytes >= SERVED_MIN_BYTES]
+    elif not progress_logs:
+        # Nor does it say so when the server logs its accesses and all it logged were health
+        # checks or metrics scrapes: those are the requests that came and went - a server whose
+        # every worker is wedged answers them all the same.
+        probed = {k for lg in ctx.logs if lg.grew and probes_only(lg) for k in lg.writers}
+        answering = [
+            p for p in answering if p.key not in probed or p.served_delta_bytes >= SERVED_MIN_BYTES
+        ]
     return Situation(
         helped=helped,
         answering=answering,
@@ -206,7 +214,10 @@ def _output(
     progress_logs = [
         lg
         for lg in ctx.logs
-        if lg.progress and not (lg.pids and lg.writers <= helpers) and lg not in bars
+        if lg.progress
+        and not (lg.pids and lg.writers <= helpers)
+        and lg not in bars
+        and not probes_only(lg)  # a /health answered is no work done
     ]
     # "FAILED after 10.0 s: timed out" is no progress, nor a retry line judged a heartbeat
     failing = failing_logs(

@@ -237,7 +237,9 @@ TABLE: Tuple[Rule, ...] = (
         threads sit in epoll between requests. A thread-per-request server that closes each
         connection after a few ms holds none at any sample: the connections it closed
         between samples, in most intervals (TIME_WAIT on its port, younger than the gap),
-        are its answers (``diag.verdict.short_requests``).""",
+        are its answers (``diag.verdict.short_requests``) - unless all the server logged of
+        its accesses were health checks or metrics scrapes: then those are what came and
+        went, which a server with every worker wedged answers too.""",
         examples=["uvicorn_busy_no_log", "threaded_server_short_requests"],
     ),
     rule(
@@ -577,8 +579,10 @@ TABLE: Tuple[Rule, ...] = (
         port, epoll) - what made it look idle - but its handler is stuck. Unless every
         thread waiting beside the accept loop waits with a timeout the kernel says ends
         within 10 min: a long poll (``diag.verdict.long_poll``), idle - it answers when its
-        event comes or its timeout fires.""",
-        examples=["http_request_cycle", "long_poll_waiting"],
+        event comes or its timeout fires. Or unless its handlers wait for results that its
+        only busy threads - pool workers inside their tasks - will give when their timed
+        sleeps end, within 10 min: a pool full of slow calls, slow.""",
+        examples=["http_request_cycle", "long_poll_waiting", "pool_full_health_answers"],
     ),
     rule(
         "pipe_full_in_dead_chain",

@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 from diag.model import Suspect, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
-from diag.verdict.long_poll import long_poll
+from diag.verdict.long_poll import long_poll, workers_sleep
 from diag.verdict.participants import (
     door,
     is_helper,
@@ -101,6 +101,9 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
     polled = long_poll(s.ctx.bundle, p)
     if polled is not None:  # every handler waits with a timeout: a long poll, not a wedge
         return decided("idle", 0.55, words_longpoll.long_poll(p, total, polled), [])
+    asleep = workers_sleep(s.ctx.bundle, p)
+    if asleep is not None:  # its handlers wait on pool workers asleep on a timer: it goes on
+        return decided("slow", 0.6, words_longpoll.workers_sleep(p, total, asleep), suspects)
     cycle = _cycle_through(s.graph, p)
     if cycle:  # its handler waits on a service that waits on it: no timeout ends that
         return decided("deadlocked", 0.8, words.request_cycle(p, total, cycle), suspects)
