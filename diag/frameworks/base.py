@@ -374,9 +374,9 @@ class Pack:
     lock_take_frames: Tuple[FrameSign, ...] = ()
     rlock_files: Tuple[str, ...] = ()
     finalizer_frames: Tuple[FrameSign, ...] = ()
-    # The loops of a server the job starts for its own processes (a multiprocessing manager's
-    # ``Server``): a process running one serves its siblings' requests - never a rank, however
-    # it was started beside them.
+    # The loops of a server's own processes - a server the job starts for its other processes
+    # (a multiprocessing manager's ``Server``), a prefork server's workers: a process running
+    # one serves requests - never a rank, however it was started beside its siblings.
     server_frames: Tuple[FrameSign, ...] = ()
     # Frames of an event loop that runs coroutines (its callbacks, its run call): a blocking
     # call in a handler under one stalls the loop, every connection of it - where a sync or

@@ -50,6 +50,12 @@ PACK = Pack(
             "sniffio",
         }
     ),
+    # gunicorn's workers: every worker class runs under ``Worker.init_process`` (forked by the
+    # arbiter, one argv for all): a prefork server's pool, never ranks.
+    server_frames=(
+        FrameSign(frozenset({"init_process"}), ("gunicorn/workers/base.py",)),
+        FrameSign(frozenset({"run_for_one", "run_for_multiple"}), ("gunicorn/workers/sync.py",)),
+    ),
     # uvloop's loop is C: under it only its ``run`` (asyncio.run's replacement) shows.
     coroutine_loop_frames=(FrameSign(frozenset({"run"}), ("uvloop/__init__.py",)),),
     # uvicorn's and gunicorn's own words when a request or a worker fails (access lines with
