@@ -568,6 +568,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("reply_owed",),
     ),
     Scenario(
+        "dataloader_fetch_hung",
+        "deadlocked",
+        None,
+        True,
+        "a DataLoader worker's fetch from a store outside the job that read the request and "
+        "never answers; captured 2 min after the request, no byte of answer since",
+        rules=("children_work",),
+    ),
+    Scenario(
         "gloo_link_cut",
         "deadlocked",
         ("rank:0",),

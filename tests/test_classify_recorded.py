@@ -254,6 +254,10 @@ GRAPH_DISAGREES = {
     # ranks wait there to meet: to the graph a chain of peers that never ends; the rules read
     # the arrival across samples - the start-up advances (rendezvous_forming).
     "store_host_arrives",
+    # A DataLoader worker's request to a store outside the job has had no byte of answer for
+    # 2 min: to the graph a socket to a live outside process is a door that may open (idle);
+    # the rules read the request's age from tcp_info - the fetch hangs (children_work).
+    "dataloader_fetch_hung",
     # A parent polls on a timer and never reads the full pipe its child blocks on; a thread
     # holds a lock while it polls on a timer for the threads that need it: to the graph the
     # timer ends the wait (idle); the rules read that it woke again and again, the same

@@ -128,3 +128,32 @@ def test_compilers_their_parent_reaped_are_no_dead_ranks() -> None:
                status=gone, cpu_pct=90.0)  # fmt: skip
     verdict = classify(build([parent, gxx, cc1], n=3))
     assert verdict.rule != "rank_died" and verdict.state == "slow", verdict.summary
+
+
+def test_recorded_fetch_with_no_byte_for_two_minutes_hangs() -> None:
+    """A worker's request to a store outside the job, read and never answered, 2 min 10 s old
+    at the capture (tcp_info: nothing received since): no slow fetch but a hung one -
+    deadlocked, the worker named with the store's address and the age."""
+    v = classify(load_bundle(BUNDLES / "dataloader_fetch_hung.json"))
+    assert (v.state, v.rule) == ("deadlocked", "children_work"), v.summary
+    assert "without receiving one byte: the fetch hangs" in v.summary
+    assert "has waited 2 min " in v.summary and "DataLoader(timeout=...)" in v.summary
+    assert v.suspects and "has received nothing for 2 min" in v.suspects[0].reason
+
+
+def test_the_same_fetch_a_minute_young_is_still_a_slow_one(tmp_path: Path) -> None:
+    """The same recording with its request a minute old: a fetch that may still answer."""
+    import json
+
+    from recorded_variants import judge_variant
+
+    data = json.loads((BUNDLES / "dataloader_fetch_hung.json").read_text())
+    data.pop("verdict", None)
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            for end in ps.get("fd_ends") or []:
+                if end.get("owed"):
+                    end["last_sent_s"], end["last_recv_s"] = 60.0, 61.0
+    v = judge_variant(data, tmp_path)
+    assert (v.state, v.rule) == ("slow", "children_work"), v.summary
+    assert "data-starved, not stuck" in v.summary

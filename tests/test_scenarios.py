@@ -48,6 +48,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a "
         "timer ends it (idle); the rules read the group slow - it resumes, on a clock"
     ),
+    "dataloader_fetch_hung": (
+        "a DataLoader worker's request to a store outside the job has had no byte of answer for "
+        "2 min: to the graph a socket to a live outside process is a door that may open (idle); "
+        "the rules read the request's age from tcp_info - the fetch hangs"
+    ),
     "gloo_link_slow_peer": (
         "rank 1 sleeps 60 s in its own code while rank 0 waits in all_reduce: to the graph a "
         "timer ends it (idle); the rules read the group slow - it resumes, on a clock"

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from diag.model import Bundle, FdEnd, WaitGraph, WaitNode, main_thread
+from diag.model import Bundle, FdEnd, WaitGraph, WaitNode
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
-from diag.verdict.series_index import process_samples
+from diag.verdict.tcp_ends import blocked_tcp_end
 
 LIVE_STATES = ("sleeping", "serving", "blocked", "working", "computing", "spinning", "disk")
 
@@ -53,16 +53,6 @@ def holder_cpu_pct(bundle: Bundle, pid: int) -> Optional[float]:
     return max(0, (b or 0) - (a or 0)) * 100.0 / clk / (t1 - t0)
 
 
-def _blocked_end(bundle: Bundle, p: ProcSignals) -> Optional[FdEnd]:
-    """The TCP end its main thread blocks reading at the last sample."""
-    seen = process_samples(bundle, p.key[0], p.pid)
-    last = seen[-1] if seen else None
-    main = main_thread(last) if last is not None else None
-    if last is None or main is None or main.syscall_fd is None:
-        return None
-    return next((f for f in last.fd_ends if f.fd == main.syscall_fd and f.kind == "tcp"), None)
-
-
 def quiet_peers(
     bundle: Bundle, waiters: Sequence[ProcSignals], graph: Optional[WaitGraph]
 ) -> List[QuietPeer]:
@@ -87,7 +77,7 @@ def _outside_peers(
     nodes = {n.key: n for n in graph.nodes}
     out: List[QuietPeer] = []
     for p in waiters:
-        end = _blocked_end(bundle, p)
+        end = blocked_tcp_end(bundle, p)
         if end is None or end.owed is not owed:
             return []
         me = node_key(p)

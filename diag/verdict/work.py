@@ -25,10 +25,11 @@ from typing import Collection, FrozenSet, List, Mapping, NamedTuple, Optional, S
 
 from diag.frames import is_library
 from diag.frameworks import union
-from diag.model import Bundle, Frame
+from diag.model import Bundle, FdEnd, Frame
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
 from diag.verdict.participants import is_helper, is_receive_collective, serving_ports
 from diag.verdict.polling import MARKER_WORDS, POLL_KIND, PollLoop
+from diag.verdict.tcp_ends import blocked_tcp_end
 from diag.verdict.thread_wait import ThreadWait, frames_of
 from diag.verdict.waits import LOCK, PEER
 from diag.verdict.wording import verb, who
@@ -254,12 +255,34 @@ _LOADER_FILES = union.BATCH_WAIT_FILES
 _FETCH_WAITS = frozenset({None, "sleep", "socket-read", "event-loop", POLL_KIND})
 
 
+# A worker's request with no byte of answer for this long is no slow fetch but a hung one: a
+# sample's read does not take minutes to start answering, and a call without a timeout (the
+# DataLoader's own ``timeout`` is 0 by default) waits for ever.
+FETCH_HUNG_S = 120.0
+
+
 class Starved(NamedTuple):
     """A loop waiting for batches (``loader``), its workers inside the dataset, and where."""
 
     loader: ProcSignals
     workers: List[ProcSignals]
     dataset_frame: str  # the job's frame the worker loop called (``RemoteShards.__getitem__``)
+    # Workers whose fetch hangs: blocked on a TCP reply owed for ``FETCH_HUNG_S`` or more with
+    # no byte received since (tcp_info's last-data ages), with that connection.
+    hung: Tuple[Tuple[ProcSignals, FdEnd], ...] = ()
+    loaders: int = 0  # the loop's DataLoader workers, fetching or not
+
+
+def fetch_hung(bundle: Bundle, w: ProcSignals) -> Optional[FdEnd]:
+    """The connection a worker's fetch hangs on: the reply owed to its request has not sent
+    one byte for ``FETCH_HUNG_S`` (this side sent last, long ago), or None."""
+    end = blocked_tcp_end(bundle, w)
+    if end is None or end.owed is not True:
+        return None
+    ages = (end.last_sent_s, end.last_recv_s)
+    if any(a is None or a < FETCH_HUNG_S for a in ages):
+        return None
+    return end
 
 
 def _is_torch_data(frame: Frame) -> bool:
@@ -307,7 +330,9 @@ def data_starved(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Starv
             w for w in loaders if _dataset_frame(_frames(bundle, w)) and not _fetching(bundle, w)
         ]
         if fetching and not odd:
-            return Starved(p, [w for _, w in fetching], fetching[0][0])
+            workers = [w for _, w in fetching]
+            hung = tuple((w, e) for w in workers for e in [fetch_hung(bundle, w)] if e)
+            return Starved(p, workers, fetching[0][0], hung, len(loaders))
     return None
 
 

@@ -303,15 +303,17 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "children_work",
         "motion",
-        ["slow"],
+        ["slow", "deadlocked"],
         motion.children_work,
         words.CHILDREN_WORK_OUTRANKS,
         doc="""A process waits on children that compute (inductor's g++ and cc1plus, nvcc:
         each lives a second and is reaped, so only their CPU charged to the parent shows the
         work), or a training loop waits on DataLoader workers that are inside the dataset's
         own code (a slow remote fetch, slow storage): the job is slow or data-starved, not
-        idle.""",
-        examples=["build_extension_reaped", "explore_dataloader_slow"],
+        idle. A worker whose request has had no byte of answer for 2 min or more (tcp_info's
+        last-data ages) is no slow fetch but a hung one: with no timeout the loop waits for
+        ever - deadlocked, the worker and the store named.""",
+        examples=["build_extension_reaped", "explore_dataloader_slow", "dataloader_fetch_hung"],
     ),
     rule(
         "calls_itself",

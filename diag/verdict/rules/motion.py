@@ -153,11 +153,19 @@ def children_work(s: Situation) -> Optional[Decision]:
     A training loop waiting for batches whose DataLoader workers wait inside the dataset's
     own code (a sleep, a socket, a file read: a remote fetch, slow storage) works through
     them too, without CPU: the job is data-starved - slow, never idle (``work.data_starved``).
-    Workers idle in their own loop (nobody asks) or on a lock in the dataset are not."""
+    Workers idle in their own loop (nobody asks) or on a lock in the dataset are not. A worker
+    whose request has had no byte of answer for minutes (tcp_info) is no slow fetch but a
+    hung one, and the loop waits for ever: deadlocked, the worker and the store named."""
     if not s.helped:
         starved = data_starved(s.ctx.bundle, s.alive)
         if starved is None:
             return None
+        if starved.hung:  # a fetch with no byte of answer for minutes: it hangs
+            blamed = [
+                Suspect(pid=w.pid, host=w.key[0], reason=words.fetch_hung_reason(end))
+                for w, end in starved.hung[:4]
+            ]
+            return decided("deadlocked", 0.7, words.fetch_hung(starved), blamed)
         suspects = [
             Suspect(pid=w.pid, host=w.key[0], reason=words.starved_reason(starved))
             for w in starved.workers[:4]

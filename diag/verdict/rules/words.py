@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import AbstractSet, Optional, Sequence, Set, Tuple
 
-from diag.model import WaitNode
+from diag.model import FdEnd, WaitNode
 from diag.verdict.backoff import Backoff
 from diag.verdict.features import ProcSignals
 from diag.verdict.lock_holder import LockHolders
@@ -123,14 +123,38 @@ def data_starved(st: Starved) -> str:
     kinds = {w.main_wait.kind if w.main_wait else None for w in st.workers}
     how = _FETCH_HOW.get(next(iter(kinds)) or "", "reading there (storage, a decode)")
     n = len(st.workers)
+    of = f" of its {st.loaders}" if st.loaders > n else ""
     return (
-        f"{who([st.loader])} waits in the DataLoader for its next batch, and its "
-        f"{n} DataLoader worker{'s' if n > 1 else ''} ({who(st.workers)}) "
+        f"{who([st.loader])} waits in the DataLoader for its next batch, and {n}{of} "
+        f"DataLoader worker{'s' if n > 1 or of else ''} ({who(st.workers)}) "
         f"{verb(st.workers, 'is', 'are')} inside the dataset's `{st.dataset_frame}`, {how} - "
         "the job is data-starved, not stuck: don't kill it. See where the dataset spends its "
         f"time (`py-spy dump --pid {st.workers[0].pid}`), check the storage or network it "
         "reads, raise num_workers / prefetch_factor or cache the data"
     )
+
+
+def fetch_hung(st: Starved) -> str:
+    """``children_work``: a worker's fetch inside the dataset has had no byte of answer for
+    minutes - the loop waits for a batch that never comes."""
+    w, end = st.hung[0]
+    more = f" (and {len(st.hung) - 1} more worker(s) like it)" if len(st.hung) > 1 else ""
+    quiet = min(end.last_sent_s or 0.0, end.last_recv_s or 0.0)
+    return (
+        f"{who([st.loader])} waits in the DataLoader for its next batch, and DataLoader "
+        f"worker {who([w])} inside the dataset's `{st.dataset_frame}` has waited "
+        f"{age_words(quiet)} for the reply to its request on fd {end.fd} (tcp {end.local} → "
+        f"{end.remote}) without receiving one byte{more}: the fetch hangs, and with no timeout "
+        "(the DataLoader's own is 0 by default) the loop waits for ever. Look at the store "
+        f"at {end.remote}; kill and restart with a timeout on the fetch (and a retry), or "
+        "DataLoader(timeout=...) to turn the hang into an error"
+    )
+
+
+def fetch_hung_reason(end: FdEnd) -> str:
+    """A hung worker as a suspect: whom it waits on, and for how long."""
+    quiet = min(end.last_sent_s or 0.0, end.last_recv_s or 0.0)
+    return f"its fetch from {end.remote} has received nothing for {age_words(quiet)}"
 
 
 def backoff_reason(b: Backoff) -> str:
