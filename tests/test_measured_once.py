@@ -3,9 +3,9 @@ output measures, the ``still_starting`` door, ``alone_in_phase`` and the classif
 tail - each had measured them again), the frameworks' own pauses (read by ``flow_paused``
 and the wait-for graph) and the log rhythm a short capture cannot judge (read by
 ``silence_within_rhythm`` and the hedge of the wait families' decisions). The participants'
-file-lock waits are ``Situation.file_lock_waits`` for the two lock rules (the graph asks per
-process, of its own wider set), the store join and its host's fate ``Situation.store_join``
-and ``store_host`` for two rules and the graph."""
+file-lock waits are ``Situation.file_lock_waits`` for the two lock rules and the graph (which
+asks alone of a process of its own wider set), the store join and its host's fate
+``Situation.store_join`` and ``store_host`` for two rules and the graph."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def _graph_of(
     chain)."""
     try:
         gone = [(d.rank, d.pid, d.line) for d in gone_ranks(ctx) if d.rank is not None]
-        measured = Measured(s.flow_stalls, s.store_join)
+        measured = Measured(s.flow_stalls, s.store_join, s.file_lock_waits)
         graph = wait_graph(ctx.bundle, ctx.procs, ctx.participants, working, gone, measured)
         return graph, ""
     except Exception as exc:

@@ -267,7 +267,9 @@ def _thread_fd_edges(b: _Builder, p: ProcSignals) -> bool:
 def _file_lock_edges(b: _Builder, p: ProcSignals) -> None:
     """A file lock (flock, fcntl): whoever /proc/locks says holds it ends the wait - a process
     of the job, or one outside it (a node of its own, in its state)."""
-    found = lock_waits(b.bundle, [p])
+    measured = b.measured.file_lock_waits if b.measured is not None else ()
+    found = [w for w in measured if w.waiter.key == p.key and not w.polled]
+    found = found or lock_waits(b.bundle, [p])
     if not found:
         return
     w = found[0]

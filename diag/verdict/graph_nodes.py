@@ -26,6 +26,7 @@ from diag.text.roles import framework_role, named
 from diag.text.units import size
 from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import COMPUTE_PCT, ProcSignals
+from diag.verdict.file_locks import LockWait
 from diag.verdict.flow_control import FlowStall
 from diag.verdict.participants import is_rank_helper, serving_ports
 from diag.verdict.proc_classes import per_class
@@ -258,10 +259,12 @@ def _detail(p: ProcSignals, state: NodeState, threads: str) -> str:
 @dataclass(frozen=True)
 class Measured:
     """What ``Situation`` measured once that the wait-for graph draws edges from too: the
-    frameworks' own pauses and the ranks joining a store no process of the capture hosts."""
+    frameworks' own pauses, the ranks joining a store no process of the capture hosts, and
+    the participants' file-lock waits (a process of the graph that is none is asked alone)."""
 
     stalls: Tuple[FlowStall, ...]
     store_join: Optional[StoreJoin]
+    file_lock_waits: Tuple[LockWait, ...] = ()
 
 
 @dataclass
