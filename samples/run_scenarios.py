@@ -785,6 +785,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_reports_failure",),
     ),
     Scenario(
+        "ckpt_save_disk_full",
+        "slow",
+        (),
+        False,
+        "a trainer saves a 4 MiB checkpoint to a 1 MiB tmpfs every 3 s: 1 MiB written, then "
+        "'No space left on device', logged and retried for ever",
+        rules=("output_reports_failure",),
+    ),
+    Scenario(
+        "ckpt_save_disk_room",
+        "progressing",
+        (),
+        False,
+        "the same trainer on a 64 MiB tmpfs: every save succeeds and is logged",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "retry_until_answers",
         "slow",
         (),

@@ -296,6 +296,10 @@ GRAPH_DISAGREES = {
     # the graph a timer ends each sleep (idle); the rules read its log - failures only, none
     # completed - and call it slow until the service answers (output_reports_failure).
     "retry_until_answers",
+    # A checkpoint save retried every 3 s on a full disk: to the graph a timer ends each sleep
+    # (idle); the rules read its log - only "No space left on device" - and call it slow
+    # until space is freed (output_reports_failure).
+    "ckpt_save_disk_full",
     # A thread waits on a lock held across a wait for an event nobody sets, while a watchdog
     # logs timeouts every second: to the graph the watchdog's timer is a door (idle); the
     # rules read a log of failures only beside a thread blocked in every sample (deadlocked).

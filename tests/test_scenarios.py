@@ -99,6 +99,10 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the job sleeps 1 s between tries: to the graph a timer ends it (idle); that its only "
         "output is failures of a service it keeps calling is the rules' judgment (slow)"
     ),
+    "ckpt_save_disk_full": (
+        "the job sleeps 3 s between saves: to the graph a timer ends it (idle); that its only "
+        "output is writes the kernel refuses (a full disk) is the rules' judgment (slow)"
+    ),
     "startup_parked": (
         "a start-up parked between two steps: to the graph every wait ends at a door (a port, "
         "a timer); that the job has not finished starting is the readiness rule's judgment"

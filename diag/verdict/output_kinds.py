@@ -28,9 +28,17 @@ from diag.verdict.startup_signs import parse_tqdm
 LineKind = Literal["completion", "failure", "probe", "other"]
 # What a failure line says went wrong, for the sentence ("6 timeouts, 6 cancellations").
 FailureKind = Literal[
-    "timeout", "cancellation", "refused connection", "failed health check", "HTTP error",
-    "retry", "framework stall", "exception", "failure",
+    "refused write", "timeout", "cancellation", "refused connection", "failed health check",
+    "HTTP error", "retry", "framework stall", "exception", "failure",
 ]  # fmt: skip
+# The kernel's words for a write it refused, as strerror spells them: a full filesystem
+# (ENOSPC), a quota (EDQUOT), a read-only mount (EROFS), a file over its size limit (EFBIG).
+# Bytes a process wrote before the refusal are not kept output: the retry writes them again.
+REFUSED_WRITE = re.compile(
+    r"No space left on device|\bENOSPC\b|Disk quota exceeded|\bEDQUOT\b"
+    r"|Read-only file system|\bEROFS\b|File too large|\bEFBIG\b",
+    re.I,
+)
 
 # An access line's status: uvicorn's and werkzeug's '"GET / HTTP/1.1" 200', gunicorn's and
 # nginx's combined format, Ray Serve's and aiohttp's 'GET /app 200'.
@@ -46,6 +54,7 @@ _PROBE_PATH = re.compile(
 )
 # Generic failure words, most specific first: the first that matches names the line's kind.
 _FAILURES: Tuple[Tuple[FailureKind, re.Pattern[str]], ...] = (
+    ("refused write", REFUSED_WRITE),
     ("timeout", re.compile(r"\btimed?[ -]?out\b|\btimeout\b|deadline exceeded", re.I)),
     (
         "cancellation",
@@ -168,6 +177,13 @@ def tally(lines: Iterable[str]) -> OutputTally:
 def log_tally(lg: LogGrowth) -> OutputTally:
     """What a log's new lines of the capture reported."""
     return tally(lg.new_lines)
+
+
+def refused_writes(lg: LogGrowth) -> bool:
+    """A log whose new lines report only failures, among them writes the kernel refused (a
+    full disk, a quota): what its writers wrote meanwhile is what the next retry writes again."""
+    t = log_tally(lg)
+    return t.failing_only and any(kind == "refused write" for kind, _ in t.kinds)
 
 
 def probes_only(lg: LogGrowth) -> bool:

@@ -221,8 +221,11 @@ TABLE: Tuple[Rule, ...] = (
         and no peer or lock wait (a retry loop backing off), slow - it goes on when what it
         calls answers. The failure rate is in the sentence ("12 failures in 6 s (12
         timeouts), none completed"); failures beside completions stay progressing
-        (``output_moves``) with that rate.""",
-        examples=["retry_until_answers", "batch_timeouts_lock"],
+        (``output_moves``) with that rate. A save retried on a full disk writes bytes each
+        try before the kernel refuses ("No space left on device", a quota, a read-only
+        mount): a process whose log says only that is no writer of output - slow, with the
+        remedy (free space; killing it loses what it tries to save).""",
+        examples=["retry_until_answers", "batch_timeouts_lock", "ckpt_save_disk_full"],
     ),
     rule(
         "answers_requests",

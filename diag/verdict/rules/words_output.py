@@ -57,7 +57,16 @@ def only_failures_blocked(t: OutputTally, span_s: float, blocked: Sequence[ProcS
 
 
 def only_failures_retrying(t: OutputTally, span_s: float) -> str:
-    """``output_reports_failure``, slow: failure is all that moves and nothing is blocked."""
+    """``output_reports_failure``, slow: failure is all that moves and nothing is blocked. A
+    write the kernel refuses (a full disk) ends when someone frees space: the job keeps what
+    it has in memory only while it lives."""
+    if t.kinds and t.kinds[0][0] == "refused write":
+        return (
+            f"its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}; "
+            "the kernel refuses its writes (a full filesystem, a quota or a read-only mount): "
+            "free space where it writes (`df -h` that path) and it goes on at its next retry. "
+            "Don't kill it: what it tries to save may exist only in its memory"
+        )
     return (
         f"its only moving output is failure - {failure_rate(t, span_s)}{_quote(t)}"
         f"; nothing of it is blocked: it keeps trying what its failures name and goes on when "
