@@ -105,3 +105,21 @@ def test_a_loop_only_its_timers_wake_that_logs_nothing_is_idle_with_what_would_t
     verdict = classify(msgspec.structs.replace(stuck, samples=samples))
     assert verdict.state == "idle" and verdict.rule == "waits_for_outside"
     assert "nothing but its own timers can wake" in verdict.summary
+
+
+def test_a_process_holding_a_connection_is_not_one_only_itself_can_wake() -> None:
+    """A socket beyond its wake-up pair (a client idle between two calls to a server): whoever
+    is at the other end may write to it - no wakes_only_itself."""
+    stuck = load_bundle(BUNDLES / "asyncio_event_heartbeat.json")
+    samples = tuple(
+        msgspec.structs.replace(
+            x,
+            processes=tuple(
+                msgspec.structs.replace(ps, socket_fds=(ps.socket_fds or 0) + 1)
+                for ps in x.processes
+            ),
+        )
+        for x in stuck.samples
+    )
+    verdict = classify(msgspec.structs.replace(stuck, samples=samples))
+    assert verdict.rule != "wakes_only_itself"

@@ -60,7 +60,7 @@ from diag.model import (
 )
 from diag.probes.cgroup_cpu import read_host_load
 from diag.probes.discovery import TreeDiscovery
-from diag.probes.fd_ends import JobFds, blocked_fds, job_fd_ends, polled_pipe_fds
+from diag.probes.fd_ends import FdLinks, JobFds, blocked_fds, job_fd_ends, polled_pipe_fds
 from diag.probes.fd_holders import HolderCache, unmatched_waits
 from diag.probes.file_locks import job_file_locks, waits_on_file_lock
 from diag.probes.gpu.probe import GpuProbe
@@ -471,7 +471,12 @@ class Collector:
         if ends is None:
             return samples, (), ""
         samples = [
-            msgspec.structs.replace(s, fd_ends=ends[s.pid][0], fd_ends_more=ends[s.pid][1])
+            msgspec.structs.replace(
+                s,
+                fd_ends=ends[s.pid][0],
+                fd_ends_more=ends[s.pid][1],
+                socket_fds=_socket_count(job[s.pid].links),
+            )
             if s.pid in ends
             else s
             for s in samples
@@ -565,3 +570,10 @@ class Collector:
             stacks_reused=outcome.reused,
             stack_reader=outcome.reader,
         )
+
+
+def _socket_count(links: FdLinks) -> Optional[int]:
+    """The sockets of one readlink pass; None when the pass stopped at its cap."""
+    if links.more:
+        return None
+    return sum(1 for _, link in links.links if link.startswith("socket:"))

@@ -380,6 +380,9 @@ class ProcessSample(Record, frozen=True):
     # ends past the cap, counted, not recorded.
     fd_ends: Tuple[FdEnd, ...] = ()
     fd_ends_more: int = 0
+    # How many sockets it holds (the readlink pass; None: not read, or past its cap): a
+    # process with none but its own wake-up pair has no connection anyone could write to.
+    socket_fds: Optional[int] = None
     # Its cgroup CPU limit, throttling, cpuset, nice and policy (None: not read).
     cpu_limits: Optional[CpuLimits] = None
     # Its memory cgroup's limit, usage, events and faults (None: not read).

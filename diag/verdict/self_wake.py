@@ -5,7 +5,8 @@ another process, stdin, a signal with a handler: someone outside may act. A time
 process itself - a door only while what it wakes may act on the world. This module finds the
 process for which the kernel says nothing but itself can wake it, in every sample:
 
-- no listening port, no client connection;
+- no listening port, no connection: its only sockets (``socket_fds``, the readlink pass) are
+  wake-up pairs it holds both ends of;
 - every thread sleeps on a timer, waits on a private futex (a lock, event or queue of its own
   process: op & 0x80), or - an event loop - in ``epoll_wait`` on an interest list
   (``/proc/PID/fdinfo/EPFD``) that holds only unix sockets whose peer it holds itself (the
@@ -98,6 +99,11 @@ def _closed_sample(ps: ProcessSample) -> Optional[int]:
     ends = {e.fd: e for e in ps.fd_ends}
     own = frozenset(e.inode for e in ps.fd_ends)
     if not all(_waits_on_itself(t, ends, own) for t in ps.threads):
+        return None
+    # No connection anyone could write to: its only sockets are wake-up pairs it holds both
+    # ends of (a client idle between two calls to a server holds one that is not).
+    paired = [e for e in ps.fd_ends if e.kind == "unix" and e.peer_inode in own]
+    if ps.socket_fds is None or ps.socket_fds != len(paired):
         return None
     return len(main.watched_fds or ())
 

@@ -15,13 +15,13 @@ from typing import Any
 
 def append_records(lock: Any, n: int, path: str) -> None:
     i = 0
-    while True:
-        i += 1
-        with lock:
-            with open(path, "a") as log:
+    with open(path, "a", buffering=1) as log:  # held open, line-buffered: the job's log
+        while True:
+            i += 1
+            with lock:
                 log.write(f"writer {n} appended record {i}\n")
-            time.sleep(0.05)
-        time.sleep(0.1)
+                time.sleep(0.05)
+            time.sleep(0.1)
 
 
 def main() -> None:
@@ -35,8 +35,6 @@ def main() -> None:
     ]
     for w in workers:
         w.start()
-    with open(path, "a"):
-        pass
     time.sleep(0.5)
     print("READY", flush=True)
     for w in workers:
