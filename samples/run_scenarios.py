@@ -577,6 +577,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("children_work",),
     ),
     Scenario(
+        "download_trickles",
+        "slow",
+        None,
+        False,
+        "a job waits for its downloader child, which a store outside the job feeds at 4 KiB/s",
+        rules=("works_silently",),
+    ),
+    Scenario(
         "gloo_link_cut",
         "deadlocked",
         ("rank:0",),

@@ -136,6 +136,9 @@ class FdEnd(Record, frozen=True):
     # / last_data_recv, at the sample): how long a request has waited for its reply.
     last_sent_s: Optional[float] = None
     last_recv_s: Optional[float] = None
+    # tcp: bytes received on it so far (tcpi_bytes_received): across samples, whether data
+    # keeps arriving - a socket's recv() is no read() and never shows in the process's rchar.
+    bytes_in: Optional[int] = None
     # tcp: what tcp_info says of delivery, where something is in flight or probed; else None.
     delivery: Optional[TcpDelivery] = None
 

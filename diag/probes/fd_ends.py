@@ -173,7 +173,7 @@ class JobFds(NamedTuple):
     tcp_peers: Mapping[int, int] = {}  # {its TCP socket inode: the other end's, on this host}
     owed: Mapping[int, bool] = {}  # {its TCP socket inode: a reply is owed to it}
     # {its TCP socket inode: ms since data was last sent, last received} (tcp_info)
-    data_ages_ms: Mapping[int, Tuple[int, int]] = {}
+    data_ages_ms: Mapping[int, Tuple[int, int, int]] = {}
     delivery: Mapping[int, TcpDelivery] = {}  # {its TCP socket inode: data in flight, probes}
 
 
@@ -190,7 +190,8 @@ class _Cand(NamedTuple):
     local: str = ""
     remote: str = ""
     owed: Optional[bool] = None
-    ages_ms: Optional[Tuple[int, int]] = None  # tcp: since data last sent, last received
+    # tcp: ms since data last sent, last received; bytes received (tcpi_bytes_received)
+    ages_ms: Optional[Tuple[int, int, int]] = None
     delivery: Optional[TcpDelivery] = None
 
 
@@ -372,5 +373,6 @@ def _end_of(procfs: ProcFS, pid: int, c: _Cand) -> FdEnd:
         owed=c.owed,
         last_sent_s=c.ages_ms[0] / 1000 if c.ages_ms else None,
         last_recv_s=c.ages_ms[1] / 1000 if c.ages_ms else None,
+        bytes_in=c.ages_ms[2] if c.ages_ms else None,
         delivery=c.delivery,
     )

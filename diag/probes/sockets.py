@@ -92,7 +92,7 @@ class SocketView(NamedTuple):
     # {its connected TCP socket inode: a reply is owed to it} (``owed``), where tcp_info says.
     owed: Mapping[int, bool] = {}
     # {its connected TCP socket inode: ms since data last sent, last received} (tcp_info).
-    data_ages_ms: Mapping[int, Tuple[int, int]] = {}
+    data_ages_ms: Mapping[int, Tuple[int, int, int]] = {}  # ... and bytes received
     # {its connected TCP socket inode: delivery} where data is in flight or probed (``delivery``).
     delivery: Mapping[int, TcpDelivery] = {}
 
@@ -248,7 +248,7 @@ def socket_views(procfs: ProcFS, pids: Iterable[int]) -> Dict[int, SocketView]:
             i: o for i in inodes if i in full.conns and (o := owed_reply(full.conns[i])) is not None
         }
         ages = {
-            i: (conn.send_age_ms, conn.recv_age_ms)
+            i: (conn.send_age_ms, conn.recv_age_ms, conn.bytes_in or 0)
             for i in inodes
             if (conn := full.conns.get(i)) is not None
             and conn.send_age_ms is not None

@@ -37,6 +37,7 @@ from diag.verdict.sources import (
 )
 from diag.verdict.startup import StartupPhases, startup_phases
 from diag.verdict.startup_signs import COMPILING
+from diag.verdict.tcp_ends import Receiving, receiving
 from diag.verdict.waits import CHILD, LOCK, PEER, RESULT
 from diag.verdict.work import (
     SERVED_MIN_BYTES,
@@ -80,6 +81,8 @@ class Situation:
     progressing: bool
     workers: List[ProcSignals]
     readers: List[ProcSignals]
+    # Readers fed through the TCP socket their main thread blocks on (``tcp_ends.receiving``).
+    receivers: Dict[Tuple[str, int], Receiving]
     growers: List[ProcSignals]
     working: bool
     peer_waiters: List[ProcSignals]
@@ -128,7 +131,9 @@ def measure(
     dead = [p for p in parts if p.dead]
     leans = frozenset(f.lean for f in findings)
     workers = [p for p in alive if computes(p)]
-    readers = [p for p in alive if reads_input(p)]
+    # Reading its files, or fed through a socket it blocks on (a download that trickles).
+    receivers = {p.key: e for p in alive for e in [receiving(ctx.bundle, p)] if e is not None}
+    readers = [p for p in alive if reads_input(p) or p.key in receivers]
     growers = [p for p in alive if p.rss_delta_bytes >= RSS_MIN_BYTES]
     helped = child_work(ctx.procs, parts)
     quiet = not (workers or readers or growers or helped or WORK in leans)
@@ -180,6 +185,7 @@ def measure(
         progressing=bool(progress_logs or writers or answering or PROGRESS in leans),
         workers=workers,
         readers=readers,
+        receivers=receivers,
         growers=growers,
         working=bool(workers or readers or growers or WORK in leans),
         peer_waiters=[p for p in alive if p.main_family == PEER],
@@ -362,6 +368,7 @@ def working_keys(s: Situation) -> FrozenSet[Tuple[str, int]]:
     answered, a progress log they write, memory growing, children computing for them: the
     graph's "working" nodes, where chains of waits on them end."""
     keys = {p.key for p in [*s.writers, *s.answering, *s.growers]}
+    keys.update(s.receivers)  # fed through the socket it blocks on: a transfer under way
     # A parent working through children the capture sees: its chain goes on to them (they
     # compute); through children already reaped (their CPU in its cutime): it is the work.
     parents = {(q.key[0], q.info.ppid) for q in s.ctx.procs if not q.dead}

@@ -16,6 +16,7 @@ from diag.verdict.evidence import SPIN_PCT
 from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
 from diag.verdict.sources import Context
+from diag.verdict.tcp_ends import Receiving
 from diag.verdict.waits import PEER, STDIN
 from diag.verdict.wording import (
     group_by_wait,
@@ -338,10 +339,12 @@ def work_story(
     alive: Sequence[ProcSignals],
     peer_waiters: Sequence[ProcSignals],
     native: Mapping[Tuple[str, int], str] = {},
+    receivers: Mapping[Tuple[str, int], Receiving] = {},
 ) -> Tuple[str, List[Suspect]]:
     """Someone is working without visible output: name it, and those waiting for it; a
     process whose native threads compute inside one call is named by that call (``native``,
-    from ``diag.verdict.native_work``), not by their comm."""
+    from ``diag.verdict.native_work``), not by their comm; one fed through a socket it blocks
+    on by the connection (``receivers``, from ``diag.verdict.tcp_ends``)."""
     # By key, not ``in`` a list: ProcSignals compare field by field, and at 4,096 workers the
     # list's membership test alone took seconds (every rule is asked, even after one decides).
     busy: List[ProcSignals] = []
@@ -372,6 +375,14 @@ def work_story(
             text = (
                 f"{who([p])} is CPU-bound in `{hot}` ({p.compute_pct:.0f}% of a core "
                 f"in {p.compute_intervals} of {p.intervals} intervals{one_call}{rss})"
+            )
+        elif p.key in receivers:
+            r = receivers[p.key]
+            text = (
+                f"{who([p])} receives {size(r.got_bytes / r.window_s)}/s from {r.end.remote} "
+                f"({size(r.got_bytes)} in {r.window_s:.1f} s, the last "
+                f"{r.end.last_recv_s or 0:.1f} s ago) in {where(p)} - a slow transfer, "
+                "network-bound, not a wait"
             )
         elif p in readers:
             got = max(p.read_delta_bytes, p.file_progress_bytes)

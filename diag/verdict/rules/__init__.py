@@ -299,9 +299,18 @@ TABLE: Tuple[Rule, ...] = (
         motion.works_silently,
         words.WORK_OUTRANKS,
         doc="""Nothing is written, but the job works: CPU outside known waits and poll loops,
-        reads rising, memory growing, a GPU at power. A weight load, a dequantisation, a
-        regex holding the GIL look hung and are not: slow, don't kill it.""",
-        examples=["gloo_load_dequant", "gil_regex", "slow_read", "vllm_startup_engine"],
+        reads rising, memory growing, a GPU at power, or data arriving on the socket a
+        process blocks reading (tcp_info's bytes received growing, the last byte a moment
+        ago: a download that trickles - a recv() is no read(), rchar never shows it). A
+        weight load, a dequantisation, a regex holding the GIL look hung and are not: slow,
+        don't kill it.""",
+        examples=[
+            "gloo_load_dequant",
+            "gil_regex",
+            "slow_read",
+            "vllm_startup_engine",
+            "download_trickles",
+        ],
     ),
     rule(
         "children_work",

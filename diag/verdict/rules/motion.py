@@ -141,7 +141,9 @@ def works_silently(s: Situation) -> Optional[Decision]:
     if not s.working:
         return None
     native = native_calls(s.ctx.bundle, s.workers[:3])  # "in `encode_batch`", not `python`
-    summary, suspects = work_story(s.workers, s.readers, s.growers, s.alive, s.peer_waiters, native)
+    summary, suspects = work_story(
+        s.workers, s.readers, s.growers, s.alive, s.peer_waiters, native, s.receivers
+    )
     return decided("slow", 0.8 if (s.workers or s.readers) else 0.6, summary, suspects)
 
 
