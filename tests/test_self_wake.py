@@ -56,6 +56,7 @@ def test_a_loops_watched_fds_are_looked_up_like_blocked_ones() -> None:
 def test_a_beat_number_on_a_liveness_line_is_a_heartbeat_a_step_is_not() -> None:
     assert is_heartbeat(("07:17:44 alive beat=10", "07:17:44 alive beat=11"))
     assert is_heartbeat(("alive beat=12",), ("alive beat=11",))
+    assert is_heartbeat(('{"event": "heartbeat", "seq": 41}', '{"event": "heartbeat", "seq": 42}'))
     assert not is_heartbeat(("step=5 done", "step=6 done"))
     # a liveness line whose count jumps reports work, not its own lines
     assert not is_heartbeat(("worker alive, served=10", "worker alive, served=14"))

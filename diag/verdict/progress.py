@@ -128,7 +128,8 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
 def _liveness(template: str) -> bool:
     """A template that says a process lives ("alive beat=#", "tick #", "heartbeat seq=#"), not
     a stats report: a number it carries that goes up by one a line counts its own lines."""
-    return bool(_LIVENESS_WORDS.search(template)) and not _STATS_WORDS.search(template)
+    alive = _LIVENESS_WORDS.search(template) or _HEARTBEAT_WORD.search(template)
+    return bool(alive) and not _STATS_WORDS.search(template)
 
 
 def _same_or_counted(a: Tuple[str, ...], b: Tuple[str, ...]) -> bool:
@@ -234,6 +235,9 @@ _LIVENESS_WORDS = re.compile(
     r"\b(?:alive|ping|pong|keep-?alive|healthy|health ?check|tick|still running)\b",
     re.IGNORECASE,
 )
+
+
+_HEARTBEAT_WORD = re.compile(r"\bheart-?beat", re.IGNORECASE)
 
 
 class _Shape(NamedTuple):
