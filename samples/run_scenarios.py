@@ -458,6 +458,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("rank_died",),
     ),
     Scenario(
+        "loader_stall_clock",
+        "deadlocked",
+        None,
+        False,
+        "consumer polls Queue.get(timeout=1) and logs 'no batch for N s' every 5 s; its "
+        "producer process was SIGKILLed (zombie)",
+        rules=("rank_died",),
+    ),
+    Scenario(
+        "loader_steady_batches",
+        "progressing",
+        (),
+        False,
+        "the same consumer, its producer alive: 'got a batch after 2.0 s' for each batch",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "launcher_lost_rank",
         "deadlocked",
         ("rank:1",),

@@ -17,6 +17,7 @@ from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Set, T
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
 from diag.verdict.series_index import process_at
+from diag.verdict.stall_clock import stall_clocks
 from diag.verdict.startup_signs import parse_tqdm
 
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(\.\d+)?")
@@ -107,7 +108,7 @@ def is_heartbeat(new_lines: Tuple[str, ...], before: Tuple[str, ...] = ()) -> bo
     if not lines:
         return False
     shapes = [_shape(line) for line in lines]
-    if _keepalive(lines, shapes):
+    if _keepalive(lines, shapes) or stall_clocks(lines, before):
         return True
     earlier: Dict[str, _Shape] = {}  # template -> its shape the last time before
     for line in before:

@@ -69,7 +69,7 @@ TABLE: Tuple[Rule, ...] = (
         peers are still there and nothing progresses. They wait in a collective or a
         rendezvous for a party that will never come: the job hangs until a timeout, and the
         dead rank (its exit code, the OOM killer, a crash) is the cause.""",
-        examples=["gloo_rank_dies", "vllm_tp2_worker_killed", "zombie_rank"],
+        examples=["gloo_rank_dies", "vllm_tp2_worker_killed", "zombie_rank", "loader_stall_clock"],
     ),
     rule(
         "rank_stopped",
