@@ -298,6 +298,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("results_never_come",),
     ),
     Scenario(
+        "pool_task_opens_fifo",
+        "deadlocked",
+        None,  # the suspect is the pool worker blocked in open(), then the root
+        False,
+        "ProcessPoolExecutor task opens a named pipe no process writes; parent in `Future.result`",
+        rules=("results_never_come",),
+    ),
+    Scenario(
         "process_pool_busy",
         "slow",
         None,

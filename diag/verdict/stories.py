@@ -272,16 +272,11 @@ def _how_stopped(stopped: Sequence[ProcSignals], pids: str) -> Tuple[str, str, s
 def pool_story(
     waiters: Sequence[ProcSignals], alive: Sequence[ProcSignals]
 ) -> Tuple[str, List[Suspect]]:
-    """A process waits for results it handed to a pool, and no worker computes them."""
+    """A process waits for results it handed to a pool, and no worker computes them. A worker
+    blocked opening a named pipe is the end of the chain the kernel names: no process has
+    opened the pipe's other end, and the task goes on only when one does."""
     workers = [p for p in alive if p not in waiters]
     idle = waits_phrase(group_by_wait(workers)[:2]) if workers else ""
-    summary = (
-        f"{who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
-        f"{where(waiters[0])} but nothing computes them"
-        + (f" ({idle})" if idle else "")
-        + " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
-        "worker is blocked; kill and rerun"
-    )
     # Who owes the result: a worker of the job blocked untimed in user code (a Ray actor
     # method in Event.wait, a pool task on a lock) is the end of the chain.
     owing = [
@@ -289,7 +284,25 @@ def pool_story(
         for p in workers
         if p.main_wait is not None and p.main_wait.kind in _LOCKISH and not p.main_wait.timed
     ]
+    fifo = [p for p in workers if p.main_wait is not None and p.main_wait.kind == "fifo-open"]
+    cause = (
+        f" - {who(fifo[:1])}'s task is blocked opening a named pipe (fifo) in {where(fifo[0])}: "
+        "no process has opened its other end, and none of the job will. Start the pipe's "
+        "writer (or fix the path the task opens), or kill and rerun without it"
+        if fifo
+        else " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
+        "worker is blocked; kill and rerun"
+    )
+    summary = (
+        f"{who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
+        f"{where(waiters[0])} but nothing computes them" + (f" ({idle})" if idle else "") + cause
+    )
     suspects = [
+        _suspect(p, f"blocked opening a named pipe (fifo) in {where(p)}: no process opened its "
+                 "other end - the result its caller waits for comes only when one does")
+        for p in fifo[:4]
+    ]  # fmt: skip
+    suspects += [
         _suspect(p, f"blocked in {where(p)}: the result its caller waits for never comes")
         for p in owing[:4]
     ]

@@ -516,8 +516,10 @@ TABLE: Tuple[Rule, ...] = (
         says the work can never be placed (a pack's ``infeasible_lines``: Ray's "No available
         node types can fulfill resource request"), that is the cause: nothing was lost, a
         rerun waits the same, the request or the cluster must change
-        (``diag.verdict.infeasible``).""",
-        examples=["pool_lost_task", "ray_task_never_fits"],
+        (``diag.verdict.infeasible``). A worker blocked opening a named pipe no process
+        opened for writing (the kernel's ``wait_for_partner``) is named as the end of the
+        chain, with the pipe's writer as the remedy.""",
+        examples=["pool_lost_task", "ray_task_never_fits", "pool_task_opens_fifo"],
     ),
     rule(
         "lock_cycle",
