@@ -157,3 +157,14 @@ def test_the_same_fetch_a_minute_young_is_still_a_slow_one(tmp_path: Path) -> No
     v = judge_variant(data, tmp_path)
     assert (v.state, v.rule) == ("slow", "children_work"), v.summary
     assert "data-starved, not stuck" in v.summary
+
+
+def test_recorded_workers_on_a_saturated_host_compute_though_their_share_is_small() -> None:
+    """Two ranks wait on DataLoader workers that compute, captured on a host so loaded that
+    the workers got 12 % and 8 % of a core in a 0.5 s interval (under the 10 % that reads as
+    computing) and spent the rest runnable in the run queue: their demand for a CPU (CPU time
+    plus run-queue delay) says they work. It read 'deadlocked: nothing moves and nothing can
+    wake it' - a healthy job called hung because the host was busy."""
+    v = classify(load_bundle(BUNDLES / "dataloader_workers_saturated.json"))
+    assert (v.state, v.rule) == ("slow", "children_work"), v.summary
+    assert {s.rank for s in v.suspects} == {0, 1}

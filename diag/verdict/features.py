@@ -55,6 +55,10 @@ class ProcSignals:
     compute_pct: float = 0.0
     spin_pct: float = 0.0
     compute_intervals: int = 0  # intervals with compute >= COMPUTE_PCT
+    # Intervals whose main thread wanted a CPU most of the time (ran or waited runnable),
+    # outside any known wait and poll loop: it computes whenever the host gives it a CPU - on
+    # a saturated host at a share under COMPUTE_PCT, still work, not a wait.
+    runnable_intervals: int = 0
     hot_label: str = ""  # the frame where compute burns most
     spin_label: str = ""
     main_wait: Optional[ThreadWait] = None  # main thread at the last alive sample
@@ -149,6 +153,35 @@ def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[Tuple[int, float, Proc
     return out
 
 
+# The share of an interval a main thread wanted a CPU for - ran, or waited runnable in the
+# run queue (schedstat) - at which it is CPU-bound whatever share the host gave it.
+CPU_DEMAND_SHARE = 0.5
+
+
+def _runs_when_it_can(
+    bundle: Bundle,
+    main_a: Optional[ThreadSample],
+    main_b: Optional[ThreadSample],
+    loops: Dict[int, PollLoop],
+    dt_s: float,
+    clk: int,
+) -> bool:
+    """The main thread wanted a CPU for most of the interval - its CPU time plus its
+    run-queue delay (``run_delay_ns``) over ``CPU_DEMAND_SHARE`` of it - runnable at its end,
+    in no poll loop and no known wait: it computes whenever the host lets it. On a saturated
+    host a CPU-bound DataLoader worker got 8 % of a core (under ``COMPUTE_PCT``) and spent the
+    rest of the interval in the run queue; an idle worker woken at the sample wants ~2 %."""
+    if main_a is None or main_b is None or main_b.tid in loops or dt_s <= 0:
+        return False
+    a, b = main_a.run_delay_ns, main_b.run_delay_ns
+    if main_b.state != "R" or a is None or b is None:
+        return False
+    wanted_s = (_ticks(main_b) - _ticks(main_a)) / clk + (b - a) / 1e9
+    if wanted_s < CPU_DEMAND_SHARE * dt_s:
+        return False
+    return thread_wait(bundle, main_b).kind is None
+
+
 def _interval(
     bundle: Bundle,
     sig: ProcSignals,
@@ -211,6 +244,8 @@ def _interval(
     sig.spin_pct += spin * dt_s
     if compute >= COMPUTE_PCT:
         sig.compute_intervals += 1
+    if _runs_when_it_can(bundle, main_a, main_b, loops, dt_s, clk):
+        sig.runnable_intervals += 1
     if main_a is not None and main_b is not None:
         _main_motion(sig, a, main_a, main_b)
 

@@ -325,7 +325,7 @@ def child_work(
     for p in procs:
         if p.info.role in ("rank", "launcher") or p.key in judged:
             continue
-        if p.py_ok and (p.dead or not p.compute_intervals):
+        if p.py_ok and (p.dead or not (p.compute_intervals or p.runnable_intervals)):
             continue
         for ancestor in parent_chain(p):
             parent = by_key[ancestor]
@@ -343,7 +343,10 @@ def child_work(
         pct = sum(pct for _, pct in kids)
         if p.info.role != "launcher" or not launches_ranks:
             pct += p.reaped_children_pct
-        if pct >= HELPER_WORK_PCT:
+        # A child that wanted a CPU most of the time works whatever share a saturated host
+        # gave it (``ProcSignals.runnable_intervals``).
+        starved_kid = any(2 * k.runnable_intervals >= max(1, k.intervals) for k, _ in kids)
+        if pct >= HELPER_WORK_PCT or starved_kid:
             names = sorted({_kid_name(k) for k, _ in kids if k.info.name})
             out.append((p, pct, names))
     return out

@@ -49,6 +49,8 @@ def computes(p: ProcSignals) -> bool:
     if p.intervals == 0:
         return running
     half = max(1, (p.intervals + 1) // 2)
+    if p.runnable_intervals >= half and not p.spin_pct >= COMPUTE_PCT:
+        return True  # wanted a CPU most of the time, outside any wait: a saturated host's work
     if p.compute_pct < COMPUTE_PCT:
         return False
     # Or a main thread last seen running outside any wait while compute burns: work that

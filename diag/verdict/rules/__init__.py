@@ -325,7 +325,12 @@ TABLE: Tuple[Rule, ...] = (
         idle. A worker whose request has had no byte of answer for 2 min or more (tcp_info's
         last-data ages) is no slow fetch but a hung one: with no timeout the loop waits for
         ever - deadlocked, the worker and the store named.""",
-        examples=["build_extension_reaped", "explore_dataloader_slow", "dataloader_fetch_hung"],
+        examples=[
+            "build_extension_reaped",
+            "explore_dataloader_slow",
+            "dataloader_fetch_hung",
+            "dataloader_workers_saturated",
+        ],
     ),
     rule(
         "calls_itself",
