@@ -759,10 +759,10 @@ SCENARIOS: Tuple[Scenario, ...] = (
     Scenario(
         "client_no_reply",
         "deadlocked",
-        ("root",),
+        None,  # the server outside the job that owes the reply (reply_owed names it)
         False,
         "client in a socket read (no timeout) on a server outside the job that never replies",
-        rules=("nothing_can_wake",),
+        rules=("nothing_can_wake", "reply_owed"),
     ),
     # Second red-team round: non-Python children, named server processes, stdin, backoff.
     Scenario(
