@@ -387,6 +387,9 @@ class Pack:
     # and of its threading module (the frames that wrap a thread's own entry function).
     queue_files: Tuple[str, ...] = ()
     thread_files: Tuple[str, ...] = ()
+    # File endings of its worker pools' loops (a DataLoader's worker, multiprocessing.Pool's):
+    # forked siblings running one are pool workers, never ranks by their start order.
+    pool_worker_files: Tuple[str, ...] = ()
     # Interactive debuggers' frames: a process parked there waits for a person at a prompt.
     debugger_frames: FrozenSet[str] = frozenset()
     # How its processes are named (``diag.text.roles``): the title prefix its setproctitle

@@ -16,5 +16,6 @@ PACK = Pack(
     # _MultiProcessingDataLoaderIter._try_get_data / _get_data / _next_data, __next__.
     batch_wait_frames=("._try_get_data", "._get_data", "._next_data", ".__next__"),
     worker_loops=frozenset({"_worker_loop"}),
+    pool_worker_files=("torch/utils/data/_utils/worker.py",),
     sources=("torch 2.6 torch/utils/data/dataloader.py, _utils/worker.py",),
 )

@@ -114,6 +114,7 @@ PACK = Pack(
     rlock_files=("logging/__init__.py",),
     queue_files=("/queue.py",),
     thread_files=("/threading.py",),
+    pool_worker_files=("multiprocessing/pool.py", "concurrent/futures/process.py"),
     # weakref.finalize's call and a WeakValueDictionary's removal callback run finalizers.
     finalizer_frames=(
         FrameSign(

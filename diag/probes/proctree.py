@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple
 
+from diag.frameworks import union
 from diag.probes.env import MAX_ENVIRON_BYTES
 from diag.probes.procfs import ProcFS
 from diag.probes.rank_sources import RankInfo, detect_rank, title_of
@@ -192,11 +193,7 @@ def local_rank_families(
 
 # Frames of worker pools whose members are not ranks (DataLoader, multiprocessing.Pool, a
 # ProcessPoolExecutor): a group of forked siblings running one of these is left unranked.
-POOL_WORKER_FILES: Tuple[str, ...] = (
-    "torch/utils/data/_utils/worker.py",
-    "multiprocessing/pool.py",
-    "concurrent/futures/process.py",
-)
+POOL_WORKER_FILES: Tuple[str, ...] = union.POOL_WORKER_FILES  # the packs' pool_worker_files
 _SPAWN_MAIN = "multiprocessing.spawn import spawn_main"
 
 
