@@ -113,10 +113,9 @@ def host_bundle(shape: Shape, h: int, scenario: str, clock_s: float = 0.0) -> Bu
         )
     ]
     for local, (rank, pid) in enumerate(zip(ranks, pids)):
-        env = story.env(rank, shape.ranks)
+        env = story.env(rank, shape.ranks, devices=per)  # the node's GPUs
         env["LOCAL_RANK"] = str(local)
         env["LOCAL_WORLD_SIZE"] = str(per)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(per))
         infos.append(
             ProcessInfo(
                 pid=pid,

@@ -9,7 +9,7 @@ deserves, and the Flight Recorder / NCCL-log records a real stuck job leaves.
 from __future__ import annotations
 
 import hashlib
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from diag.model import (
     CollectiveRecord,
@@ -88,7 +88,10 @@ PIN_MEMORY = make_stack(
 )
 
 
-def env(rank: int, ranks: int) -> Dict[str, str]:
+def env(rank: int, ranks: int, devices: Optional[int] = None) -> Dict[str, str]:
+    """A rank's environment; ``devices``: the GPUs it sees (default: one a rank, all ranks -
+    a list as long as the job, which at 65,536 ranks made building the inputs quadratic)."""
+    seen = ranks if devices is None else devices
     return {
         "RANK": str(rank),
         "LOCAL_RANK": str(rank),
@@ -97,7 +100,7 @@ def env(rank: int, ranks: int) -> Dict[str, str]:
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": "29500",
         "NCCL_DEBUG": "WARN",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(ranks)),
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(seen)),
         "OMP_NUM_THREADS": "4",
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HF_TOKEN": "[redacted]",
