@@ -818,6 +818,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_reports_failure",),
     ),
     Scenario(
+        "gloo_ckpt_retry_full_disk",
+        "deadlocked",
+        ("rank:0",),
+        True,
+        "3 gloo ranks; rank 0 retries torch.save of a 4 MiB checkpoint to a 1 MiB tmpfs every "
+        "3 s ('checkpoint save failed: ... unexpected pos ...; retrying'), ranks 1,2 in barrier",
+        rules=("peers_wait",),
+    ),
+    Scenario(
+        "gloo_ckpt_saved",
+        "progressing",
+        (),
+        True,
+        "the same ranks and save on a 64 MiB tmpfs: the save succeeds, the ranks train",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "ckpt_save_disk_full",
         "slow",
         (),

@@ -300,6 +300,10 @@ GRAPH_DISAGREES = {
     # (idle); the rules read its log - only "No space left on device" - and call it slow
     # until space is freed (output_reports_failure).
     "ckpt_save_disk_full",
+    # Rank 0 retries a checkpoint save on a full disk every 3 s while ranks 1, 2 wait in a
+    # barrier: to the graph a timer ends each sleep (idle); the rules read the same retry line
+    # again and again - it never resumes (peers_wait: diverged).
+    "gloo_ckpt_retry_full_disk",
     # A thread waits on a lock held across a wait for an event nobody sets, while a watchdog
     # logs timeouts every second: to the graph the watchdog's timer is a door (idle); the
     # rules read a log of failures only beside a thread blocked in every sample (deadlocked).

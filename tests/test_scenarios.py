@@ -99,6 +99,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the job sleeps 1 s between tries: to the graph a timer ends it (idle); that its only "
         "output is failures of a service it keeps calling is the rules' judgment (slow)"
     ),
+    "gloo_ckpt_retry_full_disk": (
+        "rank 0 sleeps 3 s between tries of a save on a full disk: to the graph a timer ends it "
+        "(idle); that it logs the same failed retry again and again is the rules' judgment "
+        "(diverged)"
+    ),
     "ckpt_save_disk_full": (
         "the job sleeps 3 s between saves: to the graph a timer ends it (idle); that its only "
         "output is writes the kernel refuses (a full disk) is the rules' judgment (slow)"

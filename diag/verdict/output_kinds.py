@@ -179,11 +179,18 @@ def log_tally(lg: LogGrowth) -> OutputTally:
     return tally(lg.new_lines)
 
 
-def refused_writes(lg: LogGrowth) -> bool:
-    """A log whose new lines report only failures, among them writes the kernel refused (a
-    full disk, a quota): what its writers wrote meanwhile is what the next retry writes again."""
+def failed_tries(lg: LogGrowth) -> bool:
+    """A log whose new lines report only failures, and say that what failed is tried again
+    ("save failed: ...; retrying in 3s") or that the kernel refused a write (a full disk, a
+    quota): what its writers wrote meanwhile are the failed tries - the next try writes it
+    again - not output. (torch.save on a full disk says "unexpected pos 704 vs 598", not
+    ENOSPC: the retry is what the line has to say.)"""
     t = log_tally(lg)
-    return t.failing_only and any(kind == "refused write" for kind, _ in t.kinds)
+    if not t.failing_only:
+        return False
+    return any(kind == "refused write" for kind, _ in t.kinds) or any(
+        RETRY_WORDS.search(line) for line in lg.new_lines
+    )
 
 
 def probes_only(lg: LogGrowth) -> bool:

@@ -17,7 +17,7 @@ from diag.verdict.flow_control import FlowStall, flow_stalls
 from diag.verdict.host_gone import HostGone, host_gone
 from diag.verdict.log_deaths import LogDeath, log_deaths
 from diag.verdict.machine import CpuHold, cpu_holds
-from diag.verdict.output_kinds import failing_logs, probes_only, refused_writes
+from diag.verdict.output_kinds import failed_tries, failing_logs, probes_only
 from diag.verdict.participants import (
     framework_rank,
     is_helper,
@@ -248,9 +248,10 @@ def _output(
     not_output = {(r.host, r.pid) for r in phases if r.phase == COMPILING}
     drawing = {key for lg in bars for key in lg.writers}
     not_output |= {p.key for p in alive if p.key in drawing and p.write_delta_bytes < BAR_MAX_BYTES}
-    # A process whose log says only that its writes are refused (No space left on device)
-    # wrote what the kernel would not keep: a save retried on a full disk is no output.
-    not_output |= {key for lg in failing if refused_writes(lg) for key in lg.writers}
+    # A process whose log says only that what it does fails and is retried, or that its
+    # writes are refused (No space left on device), wrote failed tries: a save retried on a
+    # full disk is no output.
+    not_output |= {key for lg in failing if failed_tries(lg) for key in lg.writers}
     if quiet:
         not_output |= {p.key for p in alive if _timer_writes(p)}
     writers = [p for p in alive if p.key not in not_output and output_bytes(p, heartbeat_bytes)]

@@ -23,7 +23,8 @@ CKPT_BYTES = 4 << 20
 CLONE_NEWNS = 0x00020000
 
 
-def _own_filesystem(size_mib: int) -> str:
+def own_filesystem(size_mib: int) -> str:
+    """A directory on a filesystem of ``size_mib`` of its own (see the module's docstring)."""
     directory = tempfile.mkdtemp(prefix="diag-ckpt-")
     libc = ctypes.CDLL(None, use_errno=True)
     if os.geteuid() == 0 and libc.unshare(CLONE_NEWNS) == 0:
@@ -39,7 +40,7 @@ def _own_filesystem(size_mib: int) -> str:
 
 def run(size_mib: int) -> None:
     signal.alarm(LIFETIME_S)
-    directory = _own_filesystem(size_mib)
+    directory = own_filesystem(size_mib)
     logging.basicConfig(
         filename=os.path.join(tempfile.mkdtemp(prefix="diag-train-"), "train.log"),
         level=logging.INFO,

@@ -224,7 +224,10 @@ TABLE: Tuple[Rule, ...] = (
         (``output_moves``) with that rate. A save retried on a full disk writes bytes each
         try before the kernel refuses ("No space left on device", a quota, a read-only
         mount): a process whose log says only that is no writer of output - slow, with the
-        remedy (free space; killing it loses what it tries to save).""",
+        remedy (free space; killing it loses what it tries to save). So is a process whose
+        log says only that what it does failed and is retried: its bytes are failed tries, no
+        phase a rank is alone in (``alone_in_phase``) - with peers waiting, the retry's own
+        rows decide (a back-off, or the same retry again and again: diverged).""",
         examples=["retry_until_answers", "batch_timeouts_lock", "ckpt_save_disk_full"],
     ),
     rule(
@@ -507,7 +510,12 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Ranks wait on their peers and nothing moves: the odd rank out - in another
         collective, asleep outside any, at a debugger prompt, or missing - is why, and the
         group never completes its collective.""",
-        examples=["gloo_diverge_sleep", "gloo_mismatched_collective", "torchrun_pdb_rank"],
+        examples=[
+            "gloo_diverge_sleep",
+            "gloo_mismatched_collective",
+            "torchrun_pdb_rank",
+            "gloo_ckpt_retry_full_disk",
+        ],
     ),
     rule(
         "results_never_come",
