@@ -80,12 +80,12 @@ def stuck_by_age(f: FutilePoll) -> bool:
     return period is None or period <= 0 or f.held_s >= STUCK_PERIODS * period
 
 
-def _alive_series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
+def alive_series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
     host, pid = p.key
     return [q for q in process_samples(bundle, host, pid) if q.state not in ("Z", "X")]
 
 
-def _by_tid(series: Sequence[ProcessSample]) -> Dict[int, List[ThreadSample]]:
+def threads_by_tid(series: Sequence[ProcessSample]) -> Dict[int, List[ThreadSample]]:
     """Each thread's samples, for the threads seen in every sample of the series."""
     out: Dict[int, List[ThreadSample]] = {}
     for ps in series:
@@ -94,7 +94,7 @@ def _by_tid(series: Sequence[ProcessSample]) -> Dict[int, List[ThreadSample]]:
     return {tid: ts for tid, ts in out.items() if len(ts) == len(series)}
 
 
-def _polls(bundle: Bundle, ts: Sequence[ThreadSample]) -> Optional[Poller]:
+def timer_poller(bundle: Bundle, ts: Sequence[ThreadSample]) -> Optional[Poller]:
     """The thread sleeps on a short timer in every sample, one stack throughout, and woke
     ``MIN_WAKES`` times or more; None otherwise."""
     if any(t.stack_id is None or t.stack_id != ts[0].stack_id for t in ts):
@@ -111,7 +111,7 @@ def _polls(bundle: Bundle, ts: Sequence[ThreadSample]) -> Optional[Poller]:
     return Poller(name, wakes, where, ts[-1].timeout_s)
 
 
-def _untimed_lock(t: ThreadSample) -> bool:
+def untimed_lock(t: ThreadSample) -> bool:
     return (
         t.syscall == "futex"
         and t.wait_timed is False
@@ -121,7 +121,7 @@ def _untimed_lock(t: ThreadSample) -> bool:
     )
 
 
-def _quiet(p: ProcSignals) -> bool:
+def moved_nothing(p: ProcSignals) -> bool:
     """It read, wrote and served nothing, and opened no door of its own (a port)."""
     return (
         p.read_delta_bytes == 0
@@ -134,17 +134,17 @@ def _quiet(p: ProcSignals) -> bool:
 
 def _pollers_of(bundle: Bundle, p: ProcSignals, skip: Sequence[int] = ()) -> List[Poller]:
     """Every thread of ``p`` not in ``skip`` polls futilely, and there is one at least."""
-    series = _alive_series(bundle, p)
+    series = alive_series(bundle, p)
     if len(series) < 2:
         return []
-    threads = _by_tid(series)
+    threads = threads_by_tid(series)
     if set(threads) != {t.tid for t in series[-1].threads}:
         return []  # threads came or went: something ran
     out: List[Poller] = []
     for tid, ts in threads.items():
         if tid in skip:
             continue
-        found = _polls(bundle, ts)
+        found = timer_poller(bundle, ts)
         if found is None:
             return []
         out.append(found)
@@ -154,7 +154,7 @@ def _pollers_of(bundle: Bundle, p: ProcSignals, skip: Sequence[int] = ()) -> Lis
 def lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     """Threads of ``p`` block untimed on one private lock in every sample, with unchanged
     stacks, and every other thread of it polls futilely."""
-    if not _quiet(p):
+    if not moved_nothing(p):
         return None
     return unless_found_nothing(
         bundle, "lock_polled", p.series_class, lambda: _lock_polled(bundle, p)
@@ -162,16 +162,16 @@ def lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
 
 
 def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
-    series = _alive_series(bundle, p)
+    series = alive_series(bundle, p)
     if len(series) < 2:
         return None
-    threads = _by_tid(series)
+    threads = threads_by_tid(series)
     blocked: Dict[str, List[int]] = {}
     for tid, ts in threads.items():
         # A plain lock's acquire (``with lock:``), not an Event, a Queue or a join: a stop
         # event a signal handler sets, a queue a request fills, are doors of their own.
         if all(
-            _untimed_lock(t)
+            untimed_lock(t)
             and t.stack_id == ts[0].stack_id
             and thread_wait(bundle, t).kind == LOCK_KIND
             for t in ts
@@ -212,7 +212,7 @@ def pipe_polled(
             continue  # it wrote during the capture: the pipe drains
         ends = [e.dst for e in graph.edges if e.src == node_key(w) and e.kind == "pipe"]
         readers = [by_key[k] for k in ends if k in by_key and by_key[k] is not w]
-        if len(readers) != 1 or not _quiet(readers[0]):
+        if len(readers) != 1 or not moved_nothing(readers[0]):
             continue
         polls = _pollers_of(bundle, readers[0])
         if polls:

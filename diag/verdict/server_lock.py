@@ -28,11 +28,11 @@ from diag.model import Bundle, FdEnd, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.futile_poll import (
     LOCK_KIND,
-    _alive_series,
-    _by_tid,
-    _polls,
-    _quiet,
-    _untimed_lock,
+    alive_series,
+    moved_nothing,
+    threads_by_tid,
+    timer_poller,
+    untimed_lock,
 )
 from diag.verdict.thread_wait import thread_wait
 
@@ -59,7 +59,7 @@ def _lock_groups(bundle: Bundle, threads: Dict[int, List[ThreadSample]]) -> Dict
     out: Dict[str, List[int]] = {}
     for tid, ts in threads.items():
         if all(
-            _untimed_lock(t)
+            untimed_lock(t)
             and t.stack_id == ts[0].stack_id
             and thread_wait(bundle, t).kind == LOCK_KIND
             for t in ts
@@ -105,7 +105,7 @@ def _serving(bundle: Bundle, ts: Sequence[ThreadSample], ends: Dict[int, FdEnd],
     """A thread of the server beside the lock's waiters that cannot release it by itself:
     it polls on a timer doing nothing else, accepts on a unix socket, or reads a client's
     connection - a release comes from a client."""
-    if _polls(bundle, ts) is not None:
+    if timer_poller(bundle, ts) is not None:
         return True
     if all(
         t.syscall in _ACCEPTS and t.wait_timed is False and _unix(ends, t.syscall_fd) for t in ts
@@ -126,20 +126,20 @@ def _waits_on(q: ProcSignals, last: ProcessSample, server_inodes: Set[int]) -> b
     if main is None or main.syscall not in _READS or main.wait_timed is not False:
         return False
     e = _unix({x.fd: x for x in last.fd_ends}, main.syscall_fd)
-    return e is not None and e.peer_inode in server_inodes and _quiet(q)
+    return e is not None and e.peer_inode in server_inodes and moved_nothing(q)
 
 
 def _idle(bundle: Bundle, q: ProcSignals) -> bool:
     """Every thread of the client polls on a timer doing nothing else, or waits for its
     children, untimed - it sends no request."""
-    if not _quiet(q):
+    if not moved_nothing(q):
         return False
-    series = _alive_series(bundle, q)
-    threads = _by_tid(series)
+    series = alive_series(bundle, q)
+    threads = threads_by_tid(series)
     if len(series) < 2 or set(threads) != {t.tid for t in series[-1].threads}:
         return False
     return all(
-        _polls(bundle, ts) is not None
+        timer_poller(bundle, ts) is not None
         or all(t.syscall in _REAPS and t.wait_timed is False for t in ts)
         for ts in threads.values()
     )
@@ -148,10 +148,10 @@ def _idle(bundle: Bundle, q: ProcSignals) -> bool:
 def _check(
     bundle: Bundle, s: ProcSignals, live: Sequence[ProcSignals], last_of: Dict[Key, ProcessSample]
 ) -> Optional[ServerLock]:
-    series = _alive_series(bundle, s)
-    if not _quiet(s) or len(series) < 2:
+    series = alive_series(bundle, s)
+    if not moved_nothing(s) or len(series) < 2:
         return None
-    threads = _by_tid(series)
+    threads = threads_by_tid(series)
     if set(threads) != {t.tid for t in series[-1].threads}:
         return None  # threads came or went: it served someone
     groups = _lock_groups(bundle, threads)
@@ -192,7 +192,7 @@ def server_lock(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Server
     live = [p for p in procs if not p.dead]
     last_of: Dict[Key, ProcessSample] = {}
     for q in live:
-        series = _alive_series(bundle, q)
+        series = alive_series(bundle, q)
         if series:
             last_of[q.key] = series[-1]
     for s in live:
