@@ -306,6 +306,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("results_never_come",),
     ),
     Scenario(
+        "asyncio_result_on_loop",
+        "deadlocked",
+        ("root",),
+        False,
+        "an asyncio service's start-up coroutine calls run_coroutine_threadsafe(coro, "
+        "loop).result() on the loop's own thread",
+        rules=("results_never_come",),
+    ),
+    Scenario(
+        "asyncio_result_from_pool",
+        "slow",
+        ("root",),
+        False,
+        "the same coroutine blocks the loop in .result() of a thread pool's future; the "
+        "pool's thread computes",
+        rules=("works_silently",),
+    ),
+    Scenario(
         "process_pool_busy",
         "slow",
         None,

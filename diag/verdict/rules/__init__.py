@@ -531,8 +531,16 @@ TABLE: Tuple[Rule, ...] = (
         rerun waits the same, the request or the cluster must change
         (``diag.verdict.infeasible``). A worker blocked opening a named pipe no process
         opened for writing (the kernel's ``wait_for_partner``) is named as the end of the
-        chain, with the pipe's writer as the remedy.""",
-        examples=["pool_lost_task", "ray_task_never_fits", "pool_task_opens_fifo"],
+        chain, with the pipe's writer as the remedy. An event loop's own thread blocked in
+        ``Future.result`` inside a coroutine, with no other thread to complete it, waits on
+        itself (``diag.verdict.loop_self_wait``: ``run_coroutine_threadsafe(coro,
+        loop).result()`` on that loop) - named so, with the remedy (await the future).""",
+        examples=[
+            "pool_lost_task",
+            "ray_task_never_fits",
+            "pool_task_opens_fifo",
+            "asyncio_result_on_loop",
+        ],
     ),
     rule(
         "lock_cycle",

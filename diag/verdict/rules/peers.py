@@ -10,6 +10,7 @@ from diag.model import Suspect
 from diag.verdict.backoff import backoff_sentence, backoffs
 from diag.verdict.equivalence import odd_classes
 from diag.verdict.infeasible import infeasible
+from diag.verdict.loop_self_wait import loop_waits_on_itself
 from diag.verdict.rendezvous import mismatch, waiting_agents
 from diag.verdict.rules import words, words_infeasible, words_joins
 from diag.verdict.rules.base import Decision, decided
@@ -122,6 +123,12 @@ def results_never_come(s: Situation) -> Optional[Decision]:
                   for p in result_waiters[:4]]  # fmt: skip
         summary = words_infeasible.never_placed(result_waiters, found)
         return decided("deadlocked", 0.8, summary, blamed)
+    for p in result_waiters:
+        coroutine = loop_waits_on_itself(s.ctx.bundle, p)
+        if coroutine is not None:  # the loop's thread waits on a result of its own loop
+            reason = words.loop_waits_on_itself_reason(coroutine)
+            blamed = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
+            return decided("deadlocked", 0.8, words.loop_waits_on_itself(p, coroutine), blamed)
     summary, suspects = pool_story(result_waiters, s.alive)
     return decided("deadlocked", 0.7, summary, suspects)
 
