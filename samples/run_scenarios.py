@@ -853,6 +853,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "gloo_store_port_wrong",
+        "idle",
+        (),
+        True,
+        "ranks 2,3 of 4 given a MASTER_PORT where an HTTP service outside the job answers: "
+        "the store client's ping fails and is retried, logged with c10's native backtrace",
+        rules=("waits_for_nodes_to_join",),
+    ),
+    Scenario(
         "ckpt_save_disk_full",
         "slow",
         (),

@@ -83,3 +83,21 @@ def test_a_health_check_answered_is_neither_progress_nor_failure() -> None:
     assert line_kind('"GET /v1/models HTTP/1.1" 200') == ("completion", None)
     assert tally([health, "request 3 FAILED after 10.0 s: timed out", health]).failing_only
     assert not tally([health, health]).failing_only  # no failure: not a stall either
+
+
+def test_a_native_backtrace_is_part_of_its_failure() -> None:
+    """c10's backtrace lines (the torch pack's ``backtrace_lines``) after a failure, or cut off
+    from their head at the top of a tail, are that failure's - not lines of other news."""
+    lines = [
+        "frame #33: __libc_start_main + 0x85 (0x7f39ddc45305 in /lib/x86_64-linux-gnu/libc.so.6)",
+        "[W1206 08:10:21.594 TCPStore.cpp:340] [c10d] TCP client failed to connect/validate to "
+        "host 127.0.0.1:29517 - retrying (try=2, timeout=1800000ms, delay=1271ms): Ping failed",
+        "Exception raised from ping at torch/csrc/distributed/c10d/TCPStore.cpp:427 (most "
+        "recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x98 (0x7f in libc10.so)",
+        "frame #3: <unknown function> + 0x1630503 (0x7f39c8430503 in libtorch_cpu.so)",
+        "<omitting python frames>",
+        "frame #12: <unknown function> + 0x3d07bb (0x7f39dbdd07bb in libtorch_python.so)",
+    ]
+    t = tally(lines)
+    assert t.failing_only, t

@@ -278,6 +278,9 @@ class Pack:
     heartbeat_lines: Tuple[str, ...] = ()  # stats lines that repeat whether or not work moves
     progress_lines: Tuple[str, ...] = ()  # completions: a step, a request served
     failure_lines: Tuple[str, ...] = ()  # its own spellings of a failure/stall
+    # The lines of its native backtraces that follow a failure line and belong to it (c10's
+    # "frame #3: ..." and "<omitting python frames>"): one failure, not lines of other news.
+    backtrace_lines: Tuple[str, ...] = ()
     # Its own spellings of "I will try again" that the generic retry words miss: a rank
     # asleep after one is backing off (diag.verdict.backoff), not diverged.
     retry_lines: Tuple[str, ...] = ()

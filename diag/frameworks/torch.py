@@ -13,6 +13,10 @@ from diag.frameworks.base import FrameSign, FrameWait, Pack
 PACK = Pack(
     name="PyTorch",
     key="torch",
+    # c10::Error's backtrace (c10/util/Exception.cpp, Backtrace.cpp): after "Exception raised
+    # from F at FILE:LINE (most recent call first):" one line per native frame, and where the
+    # Python frames were left out, a line saying so.
+    backtrace_lines=(r"^frame #\d+: ", r"^<omitting python frames>$"),
     modules=("torch/",),
     frame_waits=(
         FrameWait(

@@ -162,6 +162,7 @@ RETRY_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.retry_lines)
 # (``diag.verdict.output_kinds``): Ray Serve's "cancelling request", gunicorn's WORKER TIMEOUT.
 PROGRESS_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.progress_lines)
 FAILURE_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.failure_lines)
+BACKTRACE_LINE: Pattern[str] = _alternation(s for p in PACKS for s in p.backtrace_lines)
 # Tried in order: the first that matches names the rank (a framework's own spelling first).
 DEATH_RANK_PATTERNS: Tuple[Pattern[str], ...] = tuple(
     re.compile(s) for s in _ordered(p.death_rank_patterns for p in PACKS)

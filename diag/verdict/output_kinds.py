@@ -153,6 +153,8 @@ def tally(lines: Iterable[str]) -> OutputTally:
         line = raw.rsplit("\r", 1)[-1] if "\r" in raw else raw
         if not line.strip():
             continue
+        if union.BACKTRACE_LINE.search(line):
+            continue  # a native backtrace's frame: part of a failure (its head maybe cut off)
         if previous == "failure" and line[:1].isspace():
             continue
         kind, failure = line_kind(line)

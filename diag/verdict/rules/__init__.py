@@ -449,7 +449,7 @@ TABLE: Tuple[Rule, ...] = (
         listens on: the other nodes (or rank 0) have not come, and they end the wait.
         Nothing here is stuck; across merged hosts, agents with different settings that
         will never meet are.""",
-        examples=["explore_rendezvous_missing"],
+        examples=["explore_rendezvous_missing", "gloo_store_port_wrong"],
     ),
     rule(
         "rendezvous_forming",
