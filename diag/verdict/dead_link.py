@@ -30,6 +30,7 @@ from typing import List, Optional, Sequence
 
 from diag.model import Bundle, FdEnd, ProcessSample, TcpDelivery
 from diag.verdict.features import ProcSignals
+from diag.verdict.series_index import process_samples
 from diag.verdict.waits import PEER
 
 # Unacknowledged this long with the timeout backed off this often: not a slow or lossy link
@@ -63,13 +64,8 @@ def unanswered(d: Optional[TcpDelivery]) -> bool:
 
 
 def _series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
-    host, pid = p.key
-    return [
-        ps
-        for s in bundle.samples
-        for ps in s.processes
-        if ps.pid == pid and ps.host == host and ps.status == "alive"
-    ]
+    host, pid = p.key  # found by key: a scan of every sample per rank was ranks x ranks
+    return [ps for ps in process_samples(bundle, host, pid) if ps.status == "alive"]
 
 
 def _blocked_fds(ps: ProcessSample) -> List[int]:

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
+from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import frames_of
 from diag.verdict.waits import stack_wait
 
@@ -76,12 +77,7 @@ def _caller(bundle: Bundle, series: Sequence[ProcessSample]) -> Optional[Tuple[F
 
 def native_call(bundle: Bundle, p: ProcSignals) -> Optional[NativeCall]:
     """The native call a busy process is in, when native threads do its computing."""
-    series = [
-        ps
-        for s in bundle.samples
-        for ps in s.processes
-        if (ps.host, ps.pid) == p.key and ps.status == "alive"
-    ]
+    series = [ps for ps in process_samples(bundle, *p.key) if ps.status == "alive"]
     if len(series) < 2 or series[-1].t_s <= series[0].t_s:
         return None
     span_s, clk = series[-1].t_s - series[0].t_s, bundle.host.clk_tck or 100

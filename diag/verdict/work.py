@@ -21,7 +21,7 @@ read these predicates, never their own copy. Pure functions of ``ProcSignals``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Collection, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Collection, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frames import is_library
 from diag.frameworks import union
@@ -321,10 +321,14 @@ def data_starved(bundle: Bundle, procs: Sequence[ProcSignals]) -> Optional[Starv
     """A process waits for batches while its DataLoader workers are all inside the dataset's
     own code: the input pipeline is the bottleneck (slow), not a wait that never ends."""
     alive = [p for p in procs if not p.dead]
+    children: Dict[Tuple[str, int], List[ProcSignals]] = {}  # once, not a scan per waiter
+    for w in alive:
+        if w.info.ppid is not None:
+            children.setdefault((w.key[0], w.info.ppid), []).append(w)
     for p in alive:
         if not _waits_for_batch(bundle, p):
             continue
-        kids = [w for w in alive if (w.key[0], w.info.ppid) == p.key]
+        kids = children.get(p.key, [])
         loaders = [w for w in kids if not _WORKER_LOOPS.isdisjoint(_frame_names(bundle, w))]
         fetching = [(frame, w) for w in loaders for frame in [_fetching(bundle, w)] if frame]
         # A worker in the dataset on a lock or a queue: maybe a fork-inherited deadlock.
