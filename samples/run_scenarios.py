@@ -1053,6 +1053,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("ray",),
     ),
     Scenario(
+        "ray_actor_cycle",
+        "deadlocked",
+        None,
+        False,
+        "local Ray; actor A's call waits on B's, which calls back into A - each runs one call "
+        "at a time: nested calls wait on each other, nothing died",
+        ("ray",),
+        rules=("results_never_come",),
+    ),
+    Scenario(
+        "ray_actor_calls_back",
+        "progressing",
+        None,
+        False,
+        "the same actors, A allowed two calls at once: round trips back to back, a line every 20",
+        ("ray",),
+    ),
+    Scenario(
         "ray_task_never_fits",
         "deadlocked",
         None,  # the driver waits; the task never had a worker

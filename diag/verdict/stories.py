@@ -269,6 +269,15 @@ def _how_stopped(stopped: Sequence[ProcSignals], pids: str) -> Tuple[str, str, s
     )
 
 
+def _titled(procs: Sequence[ProcSignals]) -> str:
+    """ "pid 7163 (ray::A.ping), pid 7164 (ray::B.pong)": workers by the call their title
+    names, where it differs from the interpreter's."""
+    return ", ".join(
+        f"pid {p.pid}" + (f" ({p.info.name})" if p.info.name not in ("", "python") else "")
+        for p in procs[:4]
+    )
+
+
 def pool_story(
     waiters: Sequence[ProcSignals], alive: Sequence[ProcSignals]
 ) -> Tuple[str, List[Suspect]]:
@@ -285,14 +294,30 @@ def pool_story(
         if p.main_wait is not None and p.main_wait.kind in _LOCKISH and not p.main_wait.timed
     ]
     fifo = [p for p in workers if p.main_wait is not None and p.main_wait.kind == "fifo-open"]
-    cause = (
-        f" - {who(fifo[:1])}'s task is blocked opening a named pipe (fifo) in {where(fifo[0])}: "
-        "no process has opened its other end, and none of the job will. Start the pipe's "
-        "writer (or fix the path the task opens), or kill and rerun without it"
-        if fifo
-        else " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
-        "worker is blocked; kill and rerun"
-    )
+    # Workers that are themselves waiting for results: calls inside calls. A worker runs one
+    # call at a time (an actor without max_concurrency, a pool process), so a call waiting on
+    # another worker's call that waits back - or on a call queued behind itself - never ends.
+    nested = [p for p in waiters if p.info.role == "worker"]
+    if fifo:
+        cause = (
+            f" - {who(fifo[:1])}'s task is blocked opening a named pipe (fifo) in "
+            f"{where(fifo[0])}: no process has opened its other end, and none of the job will. "
+            "Start the pipe's writer (or fix the path the task opens), or kill and rerun "
+            "without it"
+        )
+    elif len(nested) >= 2 and not owing:
+        cause = (
+            f" - {_titled(nested)} are themselves calls waiting for results: each worker runs one "
+            "call at a time, so calls that wait on each other's calls (A calls B, which calls "
+            "back into A) or on a call queued behind themselves never complete - a cycle of "
+            "nested calls, nothing died. Kill and rerun with the inner calls able to run "
+            "(max_concurrency, async actors, or no call back into a busy worker)"
+        )
+    else:
+        cause = (
+            " - a task was lost (a worker killed, e.g. by the OOM killer: check dmesg) or its "
+            "worker is blocked; kill and rerun"
+        )
     summary = (
         f"{who(waiters)} {verb(waiters, 'waits', 'wait')} for results in "
         f"{where(waiters[0])} but nothing computes them" + (f" ({idle})" if idle else "") + cause

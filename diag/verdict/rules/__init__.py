@@ -534,12 +534,16 @@ TABLE: Tuple[Rule, ...] = (
         chain, with the pipe's writer as the remedy. An event loop's own thread blocked in
         ``Future.result`` inside a coroutine, with no other thread to complete it, waits on
         itself (``diag.verdict.loop_self_wait``: ``run_coroutine_threadsafe(coro,
-        loop).result()`` on that loop) - named so, with the remedy (await the future).""",
+        loop).result()`` on that loop) - named so, with the remedy (await the future).
+        Workers that are themselves calls waiting for results (Ray actors in ``ray.get``,
+        each running one call at a time) are nested calls waiting on each other - a cycle,
+        nothing lost: named by their titles.""",
         examples=[
             "pool_lost_task",
             "ray_task_never_fits",
             "pool_task_opens_fifo",
             "asyncio_result_on_loop",
+            "ray_actor_cycle",
         ],
     ),
     rule(
