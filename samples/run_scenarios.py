@@ -324,6 +324,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("works_silently",),
     ),
     Scenario(
+        "pool_rate_limited",
+        "slow",
+        None,  # the suspects are the sleeping workers
+        False,
+        "multiprocessing.Pool maps over a rate-limited API: each task sleeps a 45 s Retry-After; "
+        "parent in `AsyncResult.get`",
+        rules=("results_never_come",),
+    ),
+    Scenario(
         "process_pool_busy",
         "slow",
         None,

@@ -221,6 +221,10 @@ GRAPH_DISAGREES = {
     # Rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a
     # timer ends it (idle); the rules say the group is slow - it resumes, on a clock.
     "gloo_backoff_503",
+    # A pool's workers sleep a rate limit's Retry-After while their caller waits for the
+    # results: to the graph a timer ends each sleep (idle); the rules say the caller's wait is
+    # slow - its results come, on a clock (results_never_come).
+    "pool_rate_limited",
     # ... and rank 1 retries a server that answers 503 for good: to the graph a timer ends
     # each sleep; the rules read the same retry line again and again - it never resumes.
     "gloo_retry_never_ready",

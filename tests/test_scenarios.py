@@ -104,6 +104,10 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "(idle); that it logs the same failed retry again and again is the rules' judgment "
         "(diverged)"
     ),
+    "pool_rate_limited": (
+        "the pool's workers sleep a 45 s Retry-After: to the graph a timer ends each sleep "
+        "(idle); that the caller's results come when they wake is the rules' judgment (slow)"
+    ),
     "ckpt_save_disk_full": (
         "the job sleeps 3 s between saves: to the graph a timer ends it (idle); that its only "
         "output is writes the kernel refuses (a full disk) is the rules' judgment (slow)"

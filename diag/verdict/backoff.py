@@ -171,3 +171,19 @@ def backoff_sentence(backs: Sequence[Backoff], waiters: Sequence[ProcSignals]) -
     if first.line:
         text += f' (its log: "{first.line}")'
     return text
+
+
+def pool_task_backoffs(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[Backoff, ...]:
+    """The pool workers among ``procs`` that run a task (a frame of their pool's worker loop
+    on the stack, the packs' ``pool_worker_files``, and no wait for the next task), when every
+    one of them backs off (``backing_off``); () when none runs a task or one does not."""
+    busy = [p for p in procs if p.main_wait is not None and p.main_wait.kind != "queue"]
+    in_task = [p for p in busy if _in_pool_task(bundle, p)]
+    return backoffs(bundle, in_task) if in_task and len(in_task) == len(busy) else ()
+
+
+def _in_pool_task(bundle: Bundle, p: ProcSignals) -> bool:
+    stack = bundle.stacks.get(p.main_stack_ids[-1] or "") if p.main_stack_ids else None
+    return stack is not None and any(
+        marker in f.filename for f in stack.frames for marker in union.POOL_WORKER_FILES
+    )

@@ -520,7 +520,7 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "results_never_come",
         "peers",
-        ["deadlocked"],
+        ["deadlocked", "slow"],
         peers.results_never_come,
         words.LOST_RESULTS_OUTRANKS,
         doc="""A process waits for pool or future results that no worker computes: a task
@@ -537,13 +537,17 @@ TABLE: Tuple[Rule, ...] = (
         loop).result()`` on that loop) - named so, with the remedy (await the future).
         Workers that are themselves calls waiting for results (Ray actors in ``ray.get``,
         each running one call at a time) are nested calls waiting on each other - a cycle,
-        nothing lost: named by their titles.""",
+        nothing lost: named by their titles.
+        And when every pool worker that runs a task sleeps in a timed wait that ends by
+        itself within a sane back-off (``diag.verdict.backoff``: a rate limit's
+        Retry-After), the results come when they wake: slow, not a lost task.""",
         examples=[
             "pool_lost_task",
             "ray_task_never_fits",
             "pool_task_opens_fifo",
             "asyncio_result_on_loop",
             "ray_actor_cycle",
+            "pool_rate_limited",
         ],
     ),
     rule(

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Optional
 
 from diag.model import Suspect
-from diag.verdict.backoff import backoff_sentence, backoffs
+from diag.verdict.backoff import backoff_sentence, backoffs, pool_task_backoffs
 from diag.verdict.equivalence import odd_classes
 from diag.verdict.infeasible import infeasible
 from diag.verdict.loop_self_wait import loop_waits_on_itself
 from diag.verdict.rendezvous import mismatch, waiting_agents
-from diag.verdict.rules import words, words_infeasible, words_joins
+from diag.verdict.rules import words, words_infeasible, words_joins, words_results
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -126,9 +126,24 @@ def results_never_come(s: Situation) -> Optional[Decision]:
     for p in result_waiters:
         coroutine = loop_waits_on_itself(s.ctx.bundle, p)
         if coroutine is not None:  # the loop's thread waits on a result of its own loop
-            reason = words.loop_waits_on_itself_reason(coroutine)
+            reason = words_results.loop_waits_on_itself_reason(coroutine)
             blamed = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]
-            return decided("deadlocked", 0.8, words.loop_waits_on_itself(p, coroutine), blamed)
+            return decided(
+                "deadlocked", 0.8, words_results.loop_waits_on_itself(p, coroutine), blamed
+            )
+    # The pool's workers that run a task all sleep in a timed wait that ends by itself within
+    # a sane back-off - a rate limit, a Retry-After: the results come when they wake
+    # (``diag.verdict.backoff``: not a sleep slept again and again, nor the same retry logged
+    # again and again).
+    backs = pool_task_backoffs(s.ctx.bundle, [p for p in s.alive if p not in result_waiters])
+    if backs:
+        summary = words_results.pool_backs_off(result_waiters, backs)
+        blamed = [
+            Suspect(pid=b.proc.pid, rank=b.proc.rank, host=b.proc.key[0],
+                    reason=words_results.pool_backoff_reason(b))
+            for b in backs[:4]
+        ]  # fmt: skip
+        return decided("slow", 0.7, summary, blamed)
     summary, suspects = pool_story(result_waiters, s.alive)
     return decided("deadlocked", 0.7, summary, suspects)
 

@@ -688,20 +688,3 @@ NO_RULE_DECIDED = "nothing moves, and the rules could not say more (see the prob
 def rule_failed(rule_id: str, exc: Exception) -> str:
     """A problem line: a row raised and was skipped (the verdict went on without it)."""
     return f"rule {rule_id} failed and was skipped: {type(exc).__name__}: {exc}"[:300]
-
-
-def loop_waits_on_itself(p: ProcSignals, coroutine: str) -> str:
-    """``results_never_come``: an event loop's thread blocks on a result of its own loop."""
-    return (
-        f"{who([p])}'s event loop blocks in `Future.result` inside `{coroutine}`, on its own "
-        "thread: the coroutine or callback that would set that future runs on this same loop, "
-        "which cannot run again until the wait returns - it waits on itself (every other "
-        "request of the loop waits too). Kill it; in the code, `await` the future "
-        "(`asyncio.wrap_future`, or await the coroutine) instead of calling `.result()` in a "
-        "coroutine"
-    )
-
-
-def loop_waits_on_itself_reason(coroutine: str) -> str:
-    """A suspect of ``loop_waits_on_itself``."""
-    return f"its event loop's thread blocks in `Future.result` inside `{coroutine}` on itself"
