@@ -137,6 +137,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "thread_put_holding_lock",
+        "deadlocked",
+        ("root",),
+        False,
+        "a producer thread waits in Queue.put on a full queue holding stats_lock; the consumer "
+        "blocks on stats_lock; the main thread's status loop only sleeps",
+        rules=("timer_cannot_end",),
+    ),
+    Scenario(
+        "thread_put_after_lock",
+        "progressing",
+        (),
+        False,
+        "the same threads, the producer putting after releasing the lock: the consumer logs",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "tcp_handshake_both_recv",
         "deadlocked",
         ("root",),

@@ -268,6 +268,7 @@ GRAPH_DISAGREES = {
     # stack each time, and never moved the other side (timer_cannot_end).
     "child_pipe_polled",
     "lock_held_polling_uploads",
+    "thread_put_holding_lock",
     # An event loop whose only wakes are its heartbeat's timer: to the graph a timer that can
     # end the wait (idle); that nothing else can wake it and each wake only logs that it
     # lives is the rules' reading of its epoll list, signals and log (wakes_only_itself).

@@ -131,6 +131,11 @@ GRAPH_DISAGREES: Dict[str, str] = {
         "the timer may release it (idle); that it woke again and again, the same stack each "
         "time, and the lock never moved is the rules' judgment (timer_cannot_end)"
     ),
+    "thread_put_holding_lock": (
+        "a consumer blocks on a lock whose holder waits in a full queue's put, while the main "
+        "thread polls on a timer: to the graph the timer may release it (idle); that it woke "
+        "again and again and the lock never moved is the rules' judgment (timer_cannot_end)"
+    ),
     "asyncio_event_heartbeat": (
         "the event loop wakes on its heartbeat's timer: to the graph a timer that can end the "
         "wait (idle); that nothing else can wake it (its epoll watches only its own wake-up "

@@ -29,12 +29,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Sequence, Tuple
 
+from diag.frames import is_library
 from diag.model import Bundle, ProcessSample, ThreadSample, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
 from diag.verdict.proc_classes import unless_found_nothing
 from diag.verdict.series_index import process_samples
-from diag.verdict.thread_wait import thread_wait
+from diag.verdict.thread_wait import frames_of, thread_wait
 from diag.verdict.waits import SLEEP
 
 MIN_WAKES = 2  # the thread woke at least this often during the capture: it cycled
@@ -70,6 +71,9 @@ class FutilePoll:
     # ``off_cpu_s``): the lock has been held at least that long. None when not read.
     held_s: Optional[float] = None
     held_since_s: Optional[float] = None  # epoch seconds
+    # lock: the thread parked untimed on a condition in the job's code - the lock's likely
+    # holder - as "thread `producer` in `Condition.wait` ← `producer`"; "" when none.
+    holder: str = ""
 
 
 def stuck_by_age(f: FutilePoll) -> bool:
@@ -151,6 +155,21 @@ def _pollers_of(bundle: Bundle, p: ProcSignals, skip: Sequence[int] = ()) -> Lis
     return out
 
 
+def _parked(bundle: Bundle, ts: Sequence[ThreadSample]) -> bool:
+    """Parked untimed on a condition in every sample, one stack, in the job's own code."""
+    return (
+        bool(ts)
+        and all(
+            t.wait_timed is not True
+            and t.stack_id is not None
+            and t.stack_id == ts[0].stack_id
+            and thread_wait(bundle, t).kind == "condition"
+            for t in ts
+        )
+        and not all(is_library(f) for f in frames_of(bundle, ts[0].stack_id))
+    )
+
+
 def lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     """Threads of ``p`` block untimed on one private lock in every sample, with unchanged
     stacks, and every other thread of it polls futilely."""
@@ -183,7 +202,14 @@ def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
         return None
     tids = max(blocked.values(), key=len)
     others = [tid for tids_ in blocked.values() for tid in tids_]
-    polls = _pollers_of(bundle, p, skip=others)
+    # The lock's likely holder (``lock_holder``): one thread parked untimed through the
+    # series in the job's own code on a condition - a producer inside ``with lock:`` waiting
+    # in ``Queue.put`` for room only a consumer it blocks would make. Only a thread of the
+    # process could notify it, and the others wait on the lock or only poll.
+    parked = [tid for tid, ts in threads.items() if tid not in others and _parked(bundle, ts)]
+    if len(parked) > 1:
+        return None
+    polls = _pollers_of(bundle, p, skip=others + parked)
     if not polls or len(blocked) > 1:
         return None
     first = threads[tids[0]][-1]
@@ -195,7 +221,13 @@ def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     held = max((a for a in ages if a is not None), default=None)
     at = series[-1].t_s
     since = round(at - held, 3) if held is not None and at > 0 else None
-    return FutilePoll("lock", p, tuple(polls), (p,), len(tids), lock_in, held, since)
+    holder = ""
+    if parked:
+        t = threads[parked[0]][-1]
+        hw = thread_wait(bundle, t)
+        name = t.py_thread_name or t.name or str(t.tid)
+        holder = f"thread `{name}` in `{hw.label}`" + (f" ← `{hw.caller}`" if hw.caller else "")
+    return FutilePoll("lock", p, tuple(polls), (p,), len(tids), lock_in, held, since, holder)
 
 
 def pipe_polled(

@@ -683,8 +683,11 @@ TABLE: Tuple[Rule, ...] = (
         holds and never reads (``while proc.poll() is None: sleep()``); threads block untimed
         on one lock while every other thread of their process only polls (it holds the lock
         while waiting for them, or the holder is gone). As for a put on a full queue nobody
-        drains, the timer is no door; a single long sleep (a back-off) still is.""",
-        examples=["child_pipe_polled", "lock_held_polling_uploads"],
+        drains, the timer is no door; a single long sleep (a back-off) still is. A lock whose
+        likely holder (``lock_holder``) is a thread parked untimed on a condition in the
+        job's code - a producer waiting in a full queue's ``put`` inside ``with lock:`` -
+        while the rest only block on the lock or poll, is released by nothing.""",
+        examples=["child_pipe_polled", "lock_held_polling_uploads", "thread_put_holding_lock"],
     ),
     rule(
         "wakes_only_itself",

@@ -38,6 +38,17 @@ def futile_poll(f: FutilePoll) -> str:
             "cannot end that. Kill the job; the fix: read the output while waiting "
             "(`communicate()`, a reader thread) or send it to a file"
         )
+    if f.holder:
+        return (
+            f"{f.blocked_threads} thread(s) of pid {f.poller.pid} block on one lock in "
+            f"{f.lock_in}, untimed{held_for(f)}; its likely holder, {f.holder}, waits "
+            "untimed for a notify only a thread of this process could send - and the others "
+            f"only block on the lock or poll on a timer ({polls} during the capture, the same "
+            "stack each time, doing nothing else). Nothing will release it: kill it "
+            f"(`py-spy dump --pid {f.poller.pid}` first shows who waits where); the fix: do "
+            "not wait (a full queue's `put`, a condition) while holding a lock its consumer "
+            "needs"
+        )
     return (
         f"{f.blocked_threads} thread(s) of pid {f.poller.pid} block on one lock in "
         f"{f.lock_in}, untimed{held_for(f)}, and the only other {others} "
