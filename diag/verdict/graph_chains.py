@@ -253,6 +253,7 @@ def chain_lines(
     reasons: List[str] = []
     line_ends: List[Tuple[str, ...]] = []
     ends: List[str] = []
+    ended: Set[str] = set()  # ends' members: a look-up in the list was chains x ends
     for members in groups.values():
         first = members[0]
         starts = _who([nodes[c.start] for c in members])
@@ -267,12 +268,14 @@ def chain_lines(
             lines.append(f"{head}: {text}")
             reasons.append(first.reason)
             line_ends.append(tuple(first.cycle))
-            ends.extend(k for k in first.cycle if k not in ends)
+            ends.extend(k for k in dict.fromkeys(first.cycle) if k not in ended)
+            ended.update(first.cycle)
             continue
         path = "".join(f" → ({kind}) → {nodes[k].label}" for kind, k in first.steps)
         short = len(members) > 1 and not first.steps
         lines.append(f"{starts}{path}: {_end_text(first, nodes, out, procs, short)}")
         reasons.append(first.reason)
         line_ends.append(tuple(dict.fromkeys(c.end for c in members)))
-        ends.extend(c.end for c in members if c.end not in ends)
+        ends.extend(k for k in dict.fromkeys(c.end for c in members) if k not in ended)
+        ended.update(c.end for c in members)
     return lines[:MAX_CHAINS], reasons[:MAX_CHAINS], line_ends[:MAX_CHAINS], ends
