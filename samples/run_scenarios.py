@@ -1079,6 +1079,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("ray",),
     ),
     Scenario(
+        "checkpoint_poller",
+        "idle",
+        None,
+        False,
+        "an eval job polls a checkpoint directory every second, logging 'waiting for a new "
+        "checkpoint in DIR': no port, its own timer, one repeated line",
+    ),
+    Scenario(
         "ray_actor_cycle",
         "deadlocked",
         None,

@@ -124,3 +124,14 @@ def test_a_process_holding_a_connection_is_not_one_only_itself_can_wake() -> Non
     )
     verdict = classify(msgspec.structs.replace(stuck, samples=samples))
     assert verdict.rule != "wakes_only_itself"
+
+
+def test_a_timer_whose_lines_say_what_it_polls_for_is_no_liveness_beat() -> None:
+    """An eval job polling a checkpoint directory every second, logging 'waiting for a new
+    checkpoint in DIR' (samples/scenarios/checkpoint_poller.py): its own timer, no port, one
+    repeated line - but the line names what it polls for, something diag cannot watch: idle,
+    where the same shape with "alive beat=N" lines is deadlocked."""
+    v = classify(load_bundle(BUNDLES / "checkpoint_poller.json"))
+    assert v.state == "idle" and v.rule != "wakes_only_itself", v.summary
+    beat = classify(load_bundle(BUNDLES / "asyncio_event_heartbeat.json"))
+    assert beat.state == "deadlocked", beat.summary

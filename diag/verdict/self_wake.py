@@ -23,11 +23,15 @@ reports it lives sets nothing. Threads are the same: a main thread on an Event b
 that logs ``alive`` every second. What stays out: a loop watching a socket, a pipe or a
 listening port (an idle server, a subscriber); a process with a SIGTERM/SIGHUP handler (a
 daemon that runs until told); a timer that writes anything but liveness (a cron-like job); a
-silent timer (it may poll a file or a clock: nothing here tells).
+silent timer (it may poll a file or a clock: nothing here tells); and a timer whose lines say
+what it waits or polls for ("waiting for a new checkpoint in /ckpts", "no new file, retrying"):
+those wakes check something diag cannot see - an evaluation job polling a directory for the
+next checkpoint is idle, and had read "deadlocked: kill it".
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
@@ -44,6 +48,13 @@ _NOT_A_DOOR = frozenset({2, 32, 33})
 _FUTEX_PRIVATE = 0x80
 _SLEEPS = frozenset({"nanosleep", "clock_nanosleep"})
 _EPOLL = frozenset({"epoll_wait", "epoll_pwait", "epoll_pwait2"})
+# A line that names what its timer waits or polls for: the wake checks the world (a file, a
+# directory, a service), which no kernel record of the process shows - liveness it is not.
+_POLLS_FOR = re.compile(
+    r"\b(wait(s|ing)? (for|on|until)|poll(s|ing)?|check(s|ing)?|look(s|ing)? for|retry(ing)?|"
+    r"no new|not (yet )?(found|ready|available|there)|nothing (new|to do|yet))\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,8 @@ def self_wake(
     written = [lg for lg in logs if lg.grew and lg.writers & keys]
     if not written or not all(lg.heartbeat for lg in written):
         return None
+    if any(_POLLS_FOR.search(line) for lg in written for line in lg.new_lines):
+        return None  # its timer checks for something diag cannot see: a poll, not liveness
     found: Optional[SelfWake] = None
     for p in alive:
         closed = wakes_only_itself(bundle, p)
