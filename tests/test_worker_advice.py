@@ -54,3 +54,13 @@ def test_a_stuck_worker_beside_one_that_serves_is_named_not_nothing_moves() -> N
     assert len(verdict.suspects) == 1
     # the port's closed connections are counted once, for every process sharing it
     assert verdict.summary.count("connection(s) accepted and closed") == 1
+
+
+def test_a_worker_computing_a_long_request_is_busy_not_stuck() -> None:
+    """gunicorn with two sync workers: one computes a 60 s CPU-bound request while the other
+    answers health checks (recorded). The computing worker holds its request unanswered
+    through the capture, as a stuck one does - but it burns a core: busy with a long request,
+    not 'stuck, restart that worker' (which it read before)."""
+    v = classify(load_bundle(BUNDLES / "gunicorn_long_request.json"))
+    assert v.state == "progressing", v.summary
+    assert "stuck, while the others serve" not in v.summary

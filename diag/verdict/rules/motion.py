@@ -21,7 +21,7 @@ from diag.verdict.stories import (
     progress_story,
     work_story,
 )
-from diag.verdict.work import data_starved
+from diag.verdict.work import computes, data_starved, reads_input
 
 
 def answers_requests(s: Situation) -> Optional[Decision]:
@@ -44,8 +44,13 @@ def answers_requests(s: Situation) -> Optional[Decision]:
 
 def _stuck_workers(s: Situation) -> List[ProcSignals]:
     """Processes holding requests unanswered through the capture on a port that another
-    process of the job answers on: workers of one server, one of them stuck."""
-    stuck = [q for q in s.ctx.procs if not q.dead and q.stale_requests]
+    process of the job answers on: workers of one server, one of them stuck. A worker that
+    computes or reads through the capture is busy with a long request, not stuck."""
+    stuck = [
+        q
+        for q in s.ctx.procs
+        if not q.dead and q.stale_requests and not (computes(q) or reads_input(q))
+    ]
     out = []
     for q in stuck:
         ports = set(q.stale_ports or q.listen_ports)
