@@ -61,3 +61,17 @@ def test_no_arrival_while_a_rank_is_still_outside_the_rendezvous(tmp_path: Path)
     _main_thread(data, -1, rank1)["stack_id"] = outside
     v = judge_variant(data, tmp_path)
     assert v.rule != "rendezvous_forming", v.summary
+
+
+def test_a_world_larger_than_the_ranks_here_says_the_others_must_come(tmp_path: Path) -> None:
+    """WORLD_SIZE 4 with three ranks captured (the fourth on another host, or not started):
+    the arrival is still the start-up advancing, but the sentence does not promise a meeting
+    of ranks that are all present - it says how many are here and what to look for."""
+    data = _data()
+    for p in data["processes"]:
+        if p.get("world_size"):
+            p["world_size"] = 4
+    v = judge_variant(data, tmp_path)
+    assert v.rule == "rendezvous_forming", v.summary
+    assert "3 of its 4 ranks are here - the others must come too" in v.summary
+    assert "all present" not in v.summary

@@ -59,10 +59,22 @@ def rendezvous_forming(found: Sequence[Arrival], ranks: Sequence[ProcSignals]) -
     """``rendezvous_forming``: ranks arrived at the rendezvous during the capture."""
     came = [a.proc for a in found]
     first = found[0]
+    world = max((p.info.world_size or 0 for p in ranks), default=0)
+    here = len({p.rank for p in ranks})
+    if world > here:  # the others on other hosts, or not started: they must come too
+        tail = (
+            f"{here} of its {world} ranks are here - the others must come too (other hosts, "
+            "or not yet started): if they still wait in a few minutes, capture again, and "
+            "look for the missing ranks"
+        )
+    else:
+        tail = (
+            "If they still wait in a minute, capture again: a meeting of ranks that are all "
+            "present completes in seconds"
+        )
     return (
         f"start-up advances - {who(came)} reached `{first.at}` during the "
         f"capture ({'it was' if len(came) == 1 else 'they were'} in `{first.came_from}` at "
         f"the first sample), and {who(ranks)} now {verb(ranks, 'waits', 'wait')} there to "
-        "meet: the rendezvous is forming, no rank diverged. If they still wait in a minute, "
-        "capture again: a meeting of ranks that are all present completes in seconds"
+        f"meet: the rendezvous is forming, no rank diverged. {tail}"
     )
