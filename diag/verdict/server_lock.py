@@ -22,6 +22,7 @@ outside the job is no such picture; nor is a server with a TCP port (clients fro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from diag.model import Bundle, FdEnd, ProcessSample, ThreadSample
@@ -34,6 +35,7 @@ from diag.verdict.futile_poll import (
     timer_poller,
     untimed_lock,
 )
+from diag.verdict.proc_classes import per_class
 from diag.verdict.thread_wait import thread_wait
 
 _READS = frozenset({"read", "recvfrom", "recvmsg"})
@@ -145,19 +147,29 @@ def _idle(bundle: Bundle, q: ProcSignals) -> bool:
     )
 
 
+def _one_lock(
+    bundle: Bundle, series: Sequence[ProcessSample]
+) -> Optional[Tuple[Dict[int, List[ThreadSample]], List[int]]]:
+    """Its threads by tid and those blocked on its one lock; None when threads came or went
+    (it served someone) or its threads block on no lock or on several."""
+    threads = threads_by_tid(series)
+    if set(threads) != {t.tid for t in series[-1].threads}:
+        return None
+    groups = _lock_groups(bundle, threads)
+    return (threads, next(iter(groups.values()))) if len(groups) == 1 else None
+
+
 def _check(
     bundle: Bundle, s: ProcSignals, live: Sequence[ProcSignals], last_of: Dict[Key, ProcessSample]
 ) -> Optional[ServerLock]:
     series = alive_series(bundle, s)
     if not moved_nothing(s) or len(series) < 2:
         return None
-    threads = threads_by_tid(series)
-    if set(threads) != {t.tid for t in series[-1].threads}:
-        return None  # threads came or went: it served someone
-    groups = _lock_groups(bundle, threads)
-    if len(groups) != 1:
+    # Once per class of processes whose series read the same (proc_classes): every thread.
+    found = per_class(bundle, "server_lock", s.key, partial(_one_lock, bundle, series))
+    if found is None:
         return None
-    blocked = next(iter(groups.values()))
+    threads, blocked = found
     last = series[-1]
     ends = {e.fd: e for e in last.fd_ends}
     clients = _clients(s, live, last_of)
