@@ -154,6 +154,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "flock_holder_sleeps",
+        "idle",
+        ("rank:0",),
+        False,
+        "a worker holds a cache's lock file (flock) and sleeps an hour holding it; its "
+        "sibling blocks taking it",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
+        "flock_holder_computes",
+        "slow",
+        ("rank:0",),
+        False,
+        "the same lock file, its holder building the cache in pure Python",
+        rules=("works_silently",),
+    ),
+    Scenario(
         "tcp_handshake_both_recv",
         "deadlocked",
         ("root",),

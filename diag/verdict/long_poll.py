@@ -104,3 +104,13 @@ def workers_sleep(bundle: Bundle, p: ProcSignals) -> Optional[SleepingWorkers]:
 # The waits that leave a server's results to its workers: its accept loop, and workers idle
 # on their task queue.
 _BESIDE = frozenset({"event-loop", "accept", "queue", "poll"})
+
+
+def sleep_wakes_in(bundle: Bundle, p: ProcSignals) -> Optional[float]:
+    """How long until ``p``'s main thread wakes from the timed sleep it was in at its last
+    sample, by the kernel's reading of the sleep's deadline; None when it was in no sleep."""
+    seen = process_samples(bundle, p.key[0], p.pid)
+    main = main_thread(seen[-1]) if seen else None
+    if main is None or thread_wait(bundle, main).kind != SLEEP:
+        return None
+    return main.wakes_in_s

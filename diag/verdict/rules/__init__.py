@@ -716,7 +716,13 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Every wait is one something outside the job can end: a listening port, stdin,
         a signal, a timer. Idle, healthy, waiting for work - unless a start-up phase shows
         and no sign that it is ready does: then slow, still starting.""",
-        examples=["http_idle", "asyncio_idle", "vllm_idle_ready", "ray_idle"],
+        examples=[
+            "http_idle",
+            "asyncio_idle",
+            "vllm_idle_ready",
+            "ray_idle",
+            "flock_holder_sleeps",
+        ],
     ),
     rule(
         "pipe_full",

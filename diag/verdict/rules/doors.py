@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 from diag.model import Suspect, WaitGraph
 from diag.verdict.features import ProcSignals
 from diag.verdict.graph_nodes import node_key
-from diag.verdict.long_poll import long_poll, workers_sleep
+from diag.verdict.long_poll import long_poll, sleep_wakes_in, workers_sleep
 from diag.verdict.participants import (
     door,
     is_helper,
@@ -162,7 +162,8 @@ def _file_lock_in_job(s: Situation) -> Optional[Tuple[str, List[Suspect]]]:
             if q is not None and (door(q, s.ports) or q.timer_threads):
                 reason = words_files.file_lock_reason(w)
                 blame = [Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=reason)]
-                return words_files.file_lock_held_in_job(w, h, q), blame
+                wakes = sleep_wakes_in(s.ctx.bundle, q)
+                return words_files.file_lock_held_in_job(w, h, q, wakes), blame
     polled = [w for w in waits if w.polled and not w.holders]
     if polled and not s.ports:
         return words_files.polled_lock_unseen(polled[0]), []

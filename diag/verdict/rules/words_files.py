@@ -7,11 +7,12 @@ May import the base and ``diag.verdict`` - never a family module of the table.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from diag.frameworks import union
 from diag.verdict.features import ProcSignals
 from diag.verdict.file_locks import LockHolder, LockWait, holder_label
+from diag.verdict.wait_age import age_words
 from diag.verdict.wording import verb, where, who
 
 
@@ -58,12 +59,19 @@ def file_lock_unseen(w: LockWait) -> str:
     )
 
 
-def file_lock_held_in_job(w: LockWait, h: LockHolder, holder: ProcSignals) -> str:
+def file_lock_held_in_job(
+    w: LockWait, h: LockHolder, holder: ProcSignals, wakes_in_s: Optional[float] = None
+) -> str:
     """``waits_for_file_lock``: another process of the job holds the lock and waits on a door
-    (a timer, a port) itself - the waiter goes on when it releases."""
+    (a timer, a port) itself - the waiter goes on when it releases. A holder asleep on a
+    timer says when it wakes (the kernel's deadline), so the reader can tell a short pause
+    from an hour's sleep with the lock held."""
+    how = "it wakes by itself, or a request or a timer wakes it"
+    if wakes_in_s is not None:
+        how = f"asleep: it wakes by itself in ~{age_words(max(1.0, wakes_in_s))}"
     return (
         f"{who([w.waiter])} {_takes(w)}: {holder_label(h)}, of this job, holds it and "
-        f"waits in {where(holder)} (it wakes by itself, or a request or a timer wakes it) - "
+        f"waits in {where(holder)} ({how}) - "
         f"{who([w.waiter])} goes on when it releases the lock. Healthy if it holds it for a "
         "reason (a download, a build it waits for); if it should have let go by now, it is "
         f"the one to look at: `py-spy dump --pid {h.pid}`"
