@@ -14,16 +14,17 @@ peer, working otherwise.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from typing import Dict, Hashable, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
-from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample, main_thread
-from diag.text.roles import framework_role, named
+from diag.model import Bundle, ProcessInfo, ProcessSample, main_thread
+from diag.verdict.intervals import hot_label, interval_deltas
 from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
 from diag.verdict.proc_classes import class_key, record_classes
-from diag.verdict.short_requests import ShortRequests, short_requests
+from diag.verdict.short_requests import short_requests
+from diag.verdict.signals import COMPUTE_PCT, DEAD_STATUSES, ProcSignals
 from diag.verdict.thread_wait import (
     ThreadWait,
     alone_on_own_queue,
@@ -33,116 +34,15 @@ from diag.verdict.thread_wait import (
 )
 from diag.verdict.waits import PEER, family
 
-__all__ = ["ProcSignals", "ThreadWait", "extract", "frames_of", "thread_wait"]
-
-DEAD_STATUSES = ("zombie", "exited")
-COMPUTE_PCT = 10.0  # % of one core: below this a thread is as good as still
-
-
-@dataclass
-class ProcSignals:
-    """Everything the classifier knows about one process across the series."""
-
-    key: Tuple[str, int]
-    info: ProcessInfo
-    samples: List[int] = field(default_factory=list)  # sample indices where it was seen
-    statuses: List[str] = field(default_factory=list)
-    dead_since: Optional[int] = None  # first sample index where it was zombie/exited
-    exit_code: Optional[int] = None
-    intervals: int = 0  # consecutive alive pairs, the number of deltas
-    window_s: float = 0.0  # first to last alive sample
-    cpu_pct: float = 0.0  # mean % of one core over the window
-    compute_pct: float = 0.0
-    spin_pct: float = 0.0
-    compute_intervals: int = 0  # intervals with compute >= COMPUTE_PCT
-    # Intervals whose main thread wanted a CPU most of the time (ran or waited runnable),
-    # outside any known wait and poll loop: it computes whenever the host gives it a CPU - on
-    # a saturated host at a share under COMPUTE_PCT, still work, not a wait.
-    runnable_intervals: int = 0
-    hot_label: str = ""  # the frame where compute burns most
-    spin_label: str = ""
-    main_wait: Optional[ThreadWait] = None  # main thread at the last alive sample
-    main_stack_ids: List[Optional[str]] = field(default_factory=list)
-    # The frame the main thread waited in at each alive sample ("" where it worked).
-    main_wait_labels: List[str] = field(default_factory=list)
-    main_moved: int = 0  # intervals where the main thread's stack changed
-    stacks_moved: int = 0  # thread-intervals where any Python stack changed
-    rss_delta_bytes: int = 0
-    rss_last_bytes: int = 0
-    read_delta_bytes: int = 0  # rchar: every read(), page cache included
-    write_delta_bytes: int = 0  # wchar: pipes, sockets, files
-    write_calls_delta: int = 0  # syscw: write()-family calls over the window
-    listen_ports: Tuple[int, ...] = ()
-    lock_waiters: List[Tuple[int, Optional[str], str]] = field(default_factory=list)
-    main_wakeups: int = 0  # voluntary context switches of the main thread
-    timer_threads: int = 0  # other Python threads that sleep, wait with a timeout, or woke
-    py_ok: bool = False
-    stopped: bool = False  # state T/t (SIGSTOP, a debugger) in every alive sample, or frozen
-    traced: bool = False  # ... in state t every time: held by a tracer, not by SIGSTOP
-    frozen: bool = False  # every thread in its cgroup freezer's wait in every alive sample
-    # CPU of the children it reaped during the window (cutime + cstime), % of one core:
-    # compilers and other short-lived helpers that no sample may catch alive.
-    reaped_children_pct: float = 0.0
-    # Bytes its clients' connections moved (both ways), from tcp_info: served requests.
-    served_delta_bytes: int = 0
-    # Bytes a loader got through its big files during the window: read() offsets (fdinfo
-    # pos) and resident pages of mapped files - an mmap loader's page faults are no rchar.
-    file_progress_bytes: int = 0
-    # Every thread, in every sample, blocked without timeout on a private futex (op & 0x80:
-    # a lock, queue, event of this process) with an unchanged stack: only a thread of this
-    # process could end any of those waits, and all of them wait. It cannot wake by itself.
-    self_blocked: bool = False
-    served_conns: int = 0  # client connections open at the last sample (outside the job)
-    # Connections to its ports accepted and closed between samples (TIME_WAIT): requests too
-    # short for any sample to see (``diag.verdict.short_requests``).
-    short_requests: Optional[ShortRequests] = None
-    # Requests from outside the job that arrived before the window and got no answer in it.
-    stale_requests: int = 0
-    stale_age_s: float = 0.0  # the oldest of them: seconds since its data arrived
-    stale_ports: Tuple[int, ...] = ()
-    # The main thread polled in every sample (``diag.verdict.polling``): its CPU is the wait
-    # it polls on, not work, and ``main_wait`` is that wait.
-    poll: Optional[PollLoop] = None
-    # Client connections from the job's own processes (``ServedConn.internal``), by port:
-    # bytes moved over the window, and (port, age s) of requests unanswered through it. A
-    # harness or an RL loop calling the job's own server - or a framework's RPC channel:
-    # ``diag.verdict.work`` tells which by the port and the server.
-    internal_served_bytes: Dict[int, int] = field(default_factory=dict)
-    internal_stale: List[Tuple[int, float]] = field(default_factory=list)
-    internal_conns: Dict[int, int] = field(default_factory=dict)  # port -> open at the end
-    thread_names: Tuple[str, ...] = ()  # its threads' names (comm) at the last alive sample
-    # Processes of one class read the same in every field of every sample but who they are
-    # (``proc_classes``): a finder's "nothing here" for one holds for all. None: unknown.
-    series_class: Optional[int] = None
-
-    @property
-    def pid(self) -> int:
-        return self.key[1]
-
-    @property
-    def rank(self) -> Optional[int]:
-        return self.info.rank
-
-    @property
-    def dead(self) -> bool:
-        return self.dead_since is not None
-
-    @property
-    def main_family(self) -> Optional[str]:
-        return family(self.main_wait.kind) if self.main_wait else None
-
-    @property
-    def name(self) -> str:
-        """How sentences name it: by its framework's title when it has one ("scheduler TP1",
-        "detokenizer (pid 2206)"), else "rank 3" / "pid 4242" - as ``wording.who`` does."""
-        role = framework_role(self.info.cmdline, self.info.name)
-        if role is not None:
-            return named(role, self.rank, self.pid)
-        return f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
-
-
-def _ticks(t: ThreadSample) -> int:
-    return t.utime_ticks + t.stime_ticks
+__all__ = [
+    "COMPUTE_PCT",
+    "DEAD_STATUSES",
+    "ProcSignals",
+    "ThreadWait",
+    "extract",
+    "frames_of",
+    "thread_wait",
+]
 
 
 def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[Tuple[int, float, ProcessSample]]]:
@@ -151,154 +51,6 @@ def _series(bundle: Bundle) -> Dict[Tuple[str, int], List[Tuple[int, float, Proc
         for ps in sample.processes:
             out.setdefault((ps.host, ps.pid), []).append((sample.index, ps.t_s or sample.t_s, ps))
     return out
-
-
-# The share of an interval a main thread wanted a CPU for - ran, or waited runnable in the
-# run queue (schedstat) - at which it is CPU-bound whatever share the host gave it.
-CPU_DEMAND_SHARE = 0.5
-
-
-def _runs_when_it_can(
-    bundle: Bundle,
-    main_a: Optional[ThreadSample],
-    main_b: Optional[ThreadSample],
-    loops: Dict[int, PollLoop],
-    dt_s: float,
-    clk: int,
-) -> bool:
-    """The main thread wanted a CPU for most of the interval - its CPU time plus its
-    run-queue delay (``run_delay_ns``) over ``CPU_DEMAND_SHARE`` of it - runnable at its end,
-    in no poll loop and no known wait: it computes whenever the host lets it. On a saturated
-    host a CPU-bound DataLoader worker got 8 % of a core (under ``COMPUTE_PCT``) and spent the
-    rest of the interval in the run queue; an idle worker woken at the sample wants ~2 %."""
-    if main_a is None or main_b is None or main_b.tid in loops or dt_s <= 0:
-        return False
-    a, b = main_a.run_delay_ns, main_b.run_delay_ns
-    if main_b.state != "R" or a is None or b is None:
-        return False
-    wanted_s = (_ticks(main_b) - _ticks(main_a)) / clk + (b - a) / 1e9
-    if wanted_s < CPU_DEMAND_SHARE * dt_s:
-        return False
-    return thread_wait(bundle, main_b).kind is None
-
-
-def _interval(
-    bundle: Bundle,
-    sig: ProcSignals,
-    a: ProcessSample,
-    b: ProcessSample,
-    dt_s: float,
-    clk: int,
-    compute_labels: Tuple[Dict[str, float], Dict[str, float]],
-    spin_labels: Dict[str, float],
-    loops: Dict[int, PollLoop],
-) -> None:
-    """Add one interval's CPU, stack and wakeup deltas to ``sig``. A thread in a poll loop
-    (``loops``) spins whatever its stack does: asking for work that is not there is no work."""
-    labels, native_labels = compute_labels
-    before = {t.tid: t for t in a.threads}
-    main_b = main_thread(b)
-    main_a = before.get(main_b.tid) if main_b else None
-    main_wait, main_peer_still = _main_waits_on(bundle, main_a, main_b, loops)
-    compute = spin = 0.0
-    for t in b.threads:
-        prev = before.get(t.tid)
-        if prev is None:
-            continue
-        # Ticks are charged whole: one tick may be a fraction of a millisecond of CPU, which
-        # over a short interval would read as a busy thread. Count a thread's CPU one tick
-        # short (nothing over a long interval, a quantisation artefact over a short one).
-        pct = max(0, _ticks(t) - _ticks(prev) - 1) * 100.0 / clk / dt_s
-        moved = t.stack_id is not None and prev.stack_id != t.stack_id
-        if moved:
-            sig.stacks_moved += 1
-        # A thread that burnt nothing adds only a zero label, and a zero label added after
-        # another can never be the hottest (ties go to the first): skip reading its wait,
-        # which at 4,096 ranks x 300 mostly idle threads is most of the classify time.
-        if pct == 0 and spin_labels and (labels if t.stack_id is not None else native_labels):
-            continue
-        loop = loops.get(t.tid)
-        tw = loop.wait if loop else thread_wait(bundle, t)
-        # A native thread follows its main thread: spinning while that one waits on a peer -
-        # unless it spins in a progress engine itself (NCCL's proxy, a UCX progress thread).
-        engine = loop is not None and loop.wait.native
-        if t.stack_id is None:
-            is_spin = main_peer_still or engine
-        else:
-            is_spin = loop is not None or (tw.kind is not None and not moved)
-        if is_spin:
-            spin += pct
-            follows = main_wait is not None and t.stack_id is None and not engine
-            label = main_wait.label if main_wait is not None and follows else tw.label
-            spin_labels[label] = spin_labels.get(label, 0.0) + pct
-        else:
-            compute += pct
-            label = (tw.caller or tw.label) if tw.kind is not None else tw.label
-            into = labels if t.stack_id is not None else native_labels
-            into[label] = into.get(label, 0.0) + pct
-    total = max(0, _proc_ticks(b) - _proc_ticks(a)) * 100.0 / clk / dt_s
-    # Weighted by the interval's length: a late sample leaves a short interval and a long one,
-    # and the mean over the window is CPU time over wall time, not a mean of rates.
-    sig.cpu_pct += total * dt_s
-    sig.compute_pct += compute * dt_s
-    sig.spin_pct += spin * dt_s
-    if compute >= COMPUTE_PCT:
-        sig.compute_intervals += 1
-    if _runs_when_it_can(bundle, main_a, main_b, loops, dt_s, clk):
-        sig.runnable_intervals += 1
-    if main_a is not None and main_b is not None:
-        _main_motion(sig, a, main_a, main_b)
-
-
-def _main_waits_on(
-    bundle: Bundle,
-    main_a: Optional[ThreadSample],
-    main_b: Optional[ThreadSample],
-    loops: Dict[int, PollLoop],
-) -> Tuple[Optional[ThreadWait], bool]:
-    """The main thread's wait at the interval's end, and whether it sat in one peer wait (or
-    a poll loop) across it: then its native threads burn for that wait, not for work."""
-    main_loop = loops.get(main_b.tid) if main_b else None
-    main_wait = main_loop.wait if main_loop else (thread_wait(bundle, main_b) if main_b else None)
-    main_still = main_a is not None and main_b is not None and main_a.stack_id == main_b.stack_id
-    peer_still = main_still and main_wait is not None and family(main_wait.kind) == PEER
-    if not peer_still and main_a is not None and main_wait is not None:
-        # The same peer wait at both ends, on another line of it (gloo's broadcast waits on
-        # the size, then on the data): its native threads move that collective's bytes.
-        before_wait = thread_wait(bundle, main_a)
-        peer_still = family(main_wait.kind) == PEER and before_wait.label == main_wait.label
-    # Native threads of a poll loop (ZeroMQ's I/O threads, gloo's loop moving the empty
-    # batch) burn for the loop: spin too.
-    return main_wait, peer_still or main_loop is not None
-
-
-def _main_motion(
-    sig: ProcSignals, a: ProcessSample, main_a: ThreadSample, main_b: ThreadSample
-) -> None:
-    """Did the main thread's stack change over the interval, and how often did it wake."""
-    if main_a.stack_id != main_b.stack_id:
-        sig.main_moved += 1
-    if main_a.voluntary_ctxt_switches is not None and main_b.voluntary_ctxt_switches:
-        # py-spy's blocking dump (Python < 3.11) stops and resumes every thread right after
-        # the /proc read at ``a``: two voluntary switches that are diag's, not a wakeup.
-        paused = 2 if a.stack_reader == "py-spy" and not a.stacks_reused else 0
-        sig.main_wakeups += max(
-            0, main_b.voluntary_ctxt_switches - main_a.voluntary_ctxt_switches - paused
-        )
-
-
-def _proc_ticks(ps: ProcessSample) -> int:
-    return ps.utime_ticks + ps.stime_ticks
-
-
-def _hot(py_labels: Dict[str, float], native_labels: Dict[str, float]) -> str:
-    """The frame compute burns in; a Python frame unless native threads dominate by far
-    (gloo's TCP loop burns more than the training step that drives it)."""
-    best_py = max(py_labels, key=lambda k: py_labels[k]) if py_labels else ""
-    best_native = max(native_labels, key=lambda k: native_labels[k]) if native_labels else ""
-    if best_py and (not best_native or py_labels[best_py] >= native_labels[best_native] / 4):
-        return best_py
-    return best_native
 
 
 def extract(bundle: Bundle) -> List[ProcSignals]:
@@ -401,12 +153,12 @@ def _rates(
             continue
         sig.intervals += 1
         span_s += dt_s
-        _interval(bundle, sig, a, b, dt_s, clk, (labels, native_labels), spin_labels, loops)
+        interval_deltas(bundle, sig, a, b, dt_s, clk, (labels, native_labels), spin_labels, loops)
     if span_s > 0:
         sig.cpu_pct /= span_s
         sig.compute_pct /= span_s
         sig.spin_pct /= span_s
-    sig.hot_label = _hot(labels, native_labels)
+    sig.hot_label = hot_label(labels, native_labels)
     if not sig.hot_label and alive:  # one sample: name the frame the main thread is in
         last_main = main_thread(alive[-1][1])
         sig.hot_label = thread_wait(bundle, last_main).label if last_main else ""
