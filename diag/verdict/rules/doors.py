@@ -16,7 +16,7 @@ from diag.verdict.participants import (
     serves,
 )
 from diag.verdict.readiness import not_ready
-from diag.verdict.rules import words, words_files, words_longpoll, words_polls
+from diag.verdict.rules import words_doors, words_files, words_longpoll, words_polls
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.self_wake import wakes_only_itself
 from diag.verdict.situation import (
@@ -33,7 +33,7 @@ def idle_if_ready(s: Situation, confidence: float, summary: str) -> Decision:
     phases = not_ready(s.ctx.bundle, s.ctx.procs, s.startup.phases)
     if not phases:
         return decided("idle", confidence, summary)
-    summary = words.still_starting(s.alive)
+    summary = words_doors.still_starting(s.alive)
     return decided("slow", 0.5, summary)
 
 
@@ -58,7 +58,7 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
         ]
         if not (feeders and s.ports):
             return None
-        summary = words.fed_by_server(s.peer_waiters, feeders, s.ports)
+        summary = words_doors.fed_by_server(s.peer_waiters, feeders, s.ports)
         return idle_if_ready(s, 0.6, summary)
     # A rank that polls for work (an idle scheduler spinning on nothing to receive) is the
     # server's side too: the front end's port brings its requests.
@@ -66,9 +66,9 @@ def server_feeds_ranks(s: Situation) -> Optional[Decision]:
     if not all(serves(p, s.ports) or (p in pollers and s.ports) for p in servers):
         return None
     if pollers:
-        summary = words.server_polls(s.ports, s.alive, pollers)
+        summary = words_doors.server_polls(s.ports, s.alive, pollers)
         return idle_if_ready(s, 0.6, summary)
-    summary = words.server_serves(servers, s.ports, s.alive)
+    summary = words_doors.server_serves(servers, s.ports, s.alive)
     return idle_if_ready(s, 0.6, summary)
 
 
@@ -87,7 +87,7 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
             pid=q.pid,
             rank=q.rank,
             host=q.key[0],
-            reason=words.unanswered_reason(q),
+            reason=words_doors.unanswered_reason(q),
         )
         for q in stuck[:4]
     ]
@@ -96,7 +96,7 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
         # (time.sleep in an async def) - every client waits until it returns, then it goes on.
         stack = s.ctx.bundle.stacks.get(p.main_stack_ids[-1] or "") if p.main_stack_ids else None
         on_loop = stack is not None and runs_coroutines(stack.frames)
-        summary = words.handler_sleeps(p, total, on_loop)
+        summary = words_doors.handler_sleeps(p, total, on_loop)
         return decided("slow", 0.55, summary, suspects)
     polled = long_poll(s.ctx.bundle, p)
     if polled is not None:  # every handler waits with a timeout: a long poll, not a wedge
@@ -106,8 +106,8 @@ def requests_unanswered(s: Situation) -> Optional[Decision]:
         return decided("slow", 0.6, words_longpoll.workers_sleep(p, total, asleep), suspects)
     cycle = _cycle_through(s.graph, p)
     if cycle:  # its handler waits on a service that waits on it: no timeout ends that
-        return decided("deadlocked", 0.8, words.request_cycle(p, total, cycle), suspects)
-    summary = words.requests_unanswered(p, total)
+        return decided("deadlocked", 0.8, words_doors.request_cycle(p, total, cycle), suspects)
+    summary = words_doors.requests_unanswered(p, total)
     return decided("deadlocked", 0.65, summary, suspects)
 
 
@@ -141,7 +141,7 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
         summary, blame = told
         decision = idle_if_ready(s, 0.55, summary)
         return decision if decision.state != "idle" else decided("idle", 0.55, summary, blame)
-    summary = words.waits_for_outside(s.alive, s.ports, on_stdin, on_signal)
+    summary = words_doors.waits_for_outside(s.alive, s.ports, on_stdin, on_signal)
     if not s.ports:
         closed = [p for p in s.alive if wakes_only_itself(s.ctx.bundle, p)]
         if closed:  # its timers are its only door: say what would tell idle from stuck
