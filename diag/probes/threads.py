@@ -445,9 +445,10 @@ def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, 
 # this many per futex word: any waiter's time off the CPU is a floor of how long the lock has
 # been held, so a few per word keep the floor near the longest wait - where reading every
 # waiter of a 300-thread process's one Event took the first sample from 1.45x to 1.62x raw
-# py-spy (bench.run --only snapshot, 8 ranks x 300 threads).
-MAX_LOCK_AGES = 16
-MAX_AGES_PER_WORD = 4
+# py-spy (bench.run --only snapshot, 8 ranks x 300 threads); the first sample's 8-rank row
+# sat at the target's edge with 16.
+MAX_LOCK_AGES = 4
+MAX_AGES_PER_WORD = 2
 
 
 def _lock_waiter(t: ThreadSample) -> bool:
