@@ -180,15 +180,10 @@ def lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
     )
 
 
-def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
-    series = alive_series(bundle, p)
-    if len(series) < 2:
-        return None
-    threads = threads_by_tid(series)
-    blocked: Dict[str, List[int]] = {}
+def lock_groups(bundle: Bundle, threads: Dict[int, List[ThreadSample]]) -> Dict[str, List[int]]:
+    """Threads blocked untimed on one private lock in every sample, by the lock's address."""
+    out: Dict[str, List[int]] = {}
     for tid, ts in threads.items():
-        # A plain lock's acquire (``with lock:``), not an Event, a Queue or a join: a stop
-        # event a signal handler sets, a queue a request fills, are doors of their own.
         if all(
             untimed_lock(t)
             and t.stack_id == ts[0].stack_id
@@ -197,7 +192,18 @@ def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
         ):
             addrs = {t.futex_addr for t in ts}
             if len(addrs) == 1:
-                blocked.setdefault(str(next(iter(addrs))), []).append(tid)
+                out.setdefault(str(next(iter(addrs))), []).append(tid)
+    return out
+
+
+def _lock_polled(bundle: Bundle, p: ProcSignals) -> Optional[FutilePoll]:
+    series = alive_series(bundle, p)
+    if len(series) < 2:
+        return None
+    threads = threads_by_tid(series)
+    # A plain lock's acquire (``with lock:``), not an Event, a Queue or a join: a stop event a
+    # signal handler sets, a queue a request fills, are doors of their own.
+    blocked = lock_groups(bundle, threads)
     if not blocked:
         return None
     tids = max(blocked.values(), key=len)

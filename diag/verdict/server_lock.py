@@ -28,12 +28,11 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from diag.model import Bundle, FdEnd, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.futile_poll import (
-    LOCK_KIND,
     alive_series,
+    lock_groups,
     moved_nothing,
     threads_by_tid,
     timer_poller,
-    untimed_lock,
 )
 from diag.verdict.proc_classes import per_class
 from diag.verdict.thread_wait import thread_wait
@@ -54,22 +53,6 @@ class ServerLock:
     waiters: Tuple[ProcSignals, ...]  # clients waiting on it for a reply
     idle_clients: Tuple[ProcSignals, ...]  # clients that only poll or wait for children
     held_s: Optional[float] = None  # how long its longest waiter has waited: a floor
-
-
-def _lock_groups(bundle: Bundle, threads: Dict[int, List[ThreadSample]]) -> Dict[str, List[int]]:
-    """Threads blocked untimed on one private lock in every sample, by the lock's address."""
-    out: Dict[str, List[int]] = {}
-    for tid, ts in threads.items():
-        if all(
-            untimed_lock(t)
-            and t.stack_id == ts[0].stack_id
-            and thread_wait(bundle, t).kind == LOCK_KIND
-            for t in ts
-        ):
-            addrs = {t.futex_addr for t in ts}
-            if len(addrs) == 1:
-                out.setdefault(str(next(iter(addrs))), []).append(tid)
-    return out
 
 
 def _unix(ends: Dict[int, FdEnd], fd: Optional[int]) -> Optional[FdEnd]:
@@ -155,7 +138,7 @@ def _one_lock(
     threads = threads_by_tid(series)
     if set(threads) != {t.tid for t in series[-1].threads}:
         return None
-    groups = _lock_groups(bundle, threads)
+    groups = lock_groups(bundle, threads)
     return (threads, next(iter(groups.values()))) if len(groups) == 1 else None
 
 
