@@ -506,11 +506,13 @@ class Collector:
         read only when some thread sleeps taking one."""
         waiters: Dict[int, Optional[int]] = {}
         polls = False
+        looked: Set[str] = set()  # stacks already looked at: a job's threads share a few
         for s in samples:
             for t in s.threads if s.status == "alive" else ():
                 if t.state in ("S", "D") and waits_on_file_lock(t.wchan, t.syscall):
                     waiters.setdefault(s.pid, t.syscall_fd)
-                elif not polls and t.stack_id is not None:
+                elif not polls and t.stack_id is not None and t.stack_id not in looked:
+                    looked.add(t.stack_id)
                     stack = self.stacks.get(t.stack_id)
                     polls = stack is not None and bool(polled_lock(stack.frames))
         if not waiters and not polls:

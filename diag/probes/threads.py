@@ -387,9 +387,18 @@ def read_thread(
     if is_kernel_thread(stat):  # its syscall file reads "0 0x0 ...": read(0), not stdin
         sys_info = SyscallInfo(KERNEL_THREAD)
     vol, nonvol = parse_ctxt_switches(status) if status is not None else (None, None)
-    timed = mem is not None and state != "R" and sys_info.syscall in _DEADLINE_CALLS
+    # A call the kernel shows untimed (a futex with no timespec, poll with -1) has no
+    # deadline to read; ``sys_info.timed`` None (restart_syscall, unknown) is read to find out.
+    timed = (
+        mem is not None
+        and state != "R"
+        and sys_info.syscall in _DEADLINE_CALLS
+        and sys_info.timed is not False
+    )
     # The wait's age: of the main thread (the one a verdict names), and of a thread in a
-    # timed call (its deadline's age); one more read for every thread was too dear.
+    # timed call (its deadline's age); one more read for every thread was too dear - every
+    # untimed futex waiter's was 63 of a bench rank's 64 threads (``_with_lock_ages`` reads a
+    # few of them).
     off_cpu = _off_cpu_s(procfs, pid, tid, state, now_ms if main or timed else None)
     due = _NO_DEADLINE
     if timed and mem is not None:
@@ -466,33 +475,38 @@ def _lock_waiter(t: ThreadSample) -> bool:
 def _with_lock_ages(
     procfs: ProcFS, pid: int, threads: List[ThreadSample], now_ms: Optional[float]
 ) -> List[ThreadSample]:
-    """The age of the threads that wait untimed on one futex word two or more at once - a
-    lock's waiters (a pile-up, a lock held through a timer loop): how long a lock has been
-    held is the time its longest waiter has been off the CPU (issue #33). A thread alone on its
-    word (an idle pool thread on its own queue waiter) gets none: one read per thread of a
-    big server was too dear (``read_thread``)."""
+    """The age of a few threads that wait untimed on a private futex word - first those whose
+    word two or more wait on at once (a lock's waiters: a pile-up, a lock held through a timer
+    loop), then lone waiters (one client blocked on a server's lock): how long a lock has been
+    held is the time its longest waiter has been off the CPU (issue #33). At most
+    ``MAX_LOCK_AGES`` a process: one read per thread of a big server was too dear
+    (``read_thread``)."""
     if now_ms is None:
         return threads
     count: Dict[str, int] = {}
     for t in threads:
         if _lock_waiter(t) and t.futex_addr is not None:
             count[t.futex_addr] = count.get(t.futex_addr, 0) + 1
-    budget = MAX_LOCK_AGES
+    if not count:
+        return threads
     read: Dict[str, int] = {}
-    out: List[ThreadSample] = []
-    for t in threads:
-        word = t.futex_addr or ""
-        if (
-            budget
-            and _lock_waiter(t)
-            and count.get(word, 0) >= 2
-            and read.get(word, 0) < MAX_AGES_PER_WORD
-        ):
-            budget -= 1
-            read[word] = read.get(word, 0) + 1
-            age = _off_cpu_s(procfs, pid, t.tid, t.state, now_ms)
-            t = msgspec.structs.replace(t, off_cpu_s=age) if age is not None else t
-        out.append(t)
+    chosen: List[int] = []
+    for shared in (True, False):
+        for i, t in enumerate(threads):
+            word = t.futex_addr or ""
+            if (
+                len(chosen) < MAX_LOCK_AGES
+                and _lock_waiter(t)
+                and (count.get(word, 0) >= 2) == shared
+                and read.get(word, 0) < MAX_AGES_PER_WORD
+            ):
+                read[word] = read.get(word, 0) + 1
+                chosen.append(i)
+    out = list(threads)
+    for i in chosen:
+        t = out[i]
+        age = _off_cpu_s(procfs, pid, t.tid, t.state, now_ms)
+        out[i] = msgspec.structs.replace(t, off_cpu_s=age) if age is not None else t
     return out
 
 
