@@ -15,9 +15,11 @@ Each story runs in a fresh interpreter: the per-host bundles are built, then the
 ``diag merge`` is timed: ``merge_bundles`` over the per-host parts, ``judged`` (the NCCL log
 summary and ``diag.verdict.classify``), the view, the HTML and the Markdown, scrubbed and
 written (``diag.render.outputs.write_reports``). The JSON bundle of the merge is not written
-here (at this size it is ~1 GB of text; its cost is a separate matter). Peak RSS is the
-process's (``ru_maxrss``: the inputs included, as ``diag merge`` holds them too); the RSS after
-building the inputs is given beside it.
+here (at this size it is ~1 GB of text; its cost is a separate matter). The per-host parts
+are built one at a time as the merge folds them (``host_parts``, as ``diag merge`` reads one
+file at a time; the time spent building them is left out of the merge's). Peak RSS is the
+process's (``ru_maxrss``: the one part being built included); ``rss_inputs_mib`` is the RSS
+before the merge starts.
 
     .venv/bin/python -m bench.scale [story] [--profile]
 """
@@ -30,7 +32,7 @@ import resource
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from bench import synth_story as story
 from bench.synth import _gpu, _threads
@@ -204,38 +206,64 @@ def host_bundle(shape: Shape, h: int, scenario: str, clock_s: float = 0.0) -> Bu
     )
 
 
-def make_parts(
-    shape: Shape, which: str
-) -> Tuple[List[HostPart], List[MissingHost], Dict[str, object]]:
-    """The per-host parts of one story, what it left out, and what the report must name."""
+def story_missing(shape: Shape, which: str) -> List[MissingHost]:
+    """The node that produced no bundle in the ``missing`` story (none in the others)."""
+    if which != "missing":
+        return []
+    h = shape.odd_host
+    reason = f"srun: error: {host_name(h)}: task {h}: Communication connection failure"
+    return [MissingHost(name=host_name(h), reason=reason, duration_s=30.0)]
+
+
+def host_parts(shape: Shape, which: str) -> Iterator[HostPart]:
+    """The per-host parts of one story, built one at a time as they are asked for - as ``diag
+    merge`` reads its files - so a merge that folds each as it comes never holds them all."""
     scenario = "diverged" if which == "diverged" else "healthy"
-    parts: List[HostPart] = []
-    missing: List[MissingHost] = []
     for h in range(shape.hosts):
         if which == "missing" and h == shape.odd_host:
-            missing.append(
-                MissingHost(
-                    name=host_name(h),
-                    reason=f"srun: error: {host_name(h)}: task {h}: Communication connection "
-                    "failure",
-                    duration_s=30.0,
-                )
-            )
             continue
         offset = 5.02 if which == "clock" and h == shape.odd_host else ((h * 7919) % 21 - 10) / 1e3
-        parts.append(
-            HostPart(
-                bundle=host_bundle(shape, h, scenario, clock_s=offset),
-                label=host_name(h),
-                clock_offset_s=offset,
-                clock_offset_error_s=0.002,
-                clock_source="srun-stdout",
-            )
+        yield HostPart(
+            bundle=host_bundle(shape, h, scenario, clock_s=offset),
+            label=host_name(h),
+            clock_offset_s=offset,
+            clock_offset_error_s=0.002,
+            clock_source="srun-stdout",
         )
+
+
+def expected(shape: Shape, which: str) -> Dict[str, object]:
+    """What the report must name first: the odd node (and rank), none when healthy."""
     expect: Dict[str, object] = {} if which == "healthy" else {"host": host_name(shape.odd_host)}
     if which == "diverged":
         expect["rank"] = shape.odd_rank
-    return parts, missing, expect
+    return expect
+
+
+def make_parts(
+    shape: Shape, which: str
+) -> Tuple[List[HostPart], List[MissingHost], Dict[str, object]]:
+    """The per-host parts of one story all built (for tests and small sizes), what it left
+    out, and what the report must name."""
+    return list(host_parts(shape, which)), story_missing(shape, which), expected(shape, which)
+
+
+class _Timed:
+    """The parts of a generator, with the time spent building them summed apart (the bench
+    times the merge, not the synthetic job's construction)."""
+
+    def __init__(self, parts: Iterator[HostPart]) -> None:
+        self.parts = parts
+        self.build_s = 0.0
+
+    def __iter__(self) -> Iterator[HostPart]:
+        while True:
+            t = time.perf_counter()
+            part = next(self.parts, None)
+            self.build_s += time.perf_counter() - t
+            if part is None:
+                return
+            yield part
 
 
 def _rss_mib() -> float:
@@ -265,11 +293,9 @@ def run(
     from diag.render.outputs import view_of, write_reports
 
     shape = Shape(hosts, per_host, threads, samples)
-    t0 = time.perf_counter()
-    parts, missing, expect = make_parts(shape, which)
-    build_s = time.perf_counter() - t0
+    missing, expect = story_missing(shape, which), expected(shape, which)
     gc.collect()
-    rss_inputs = _rss_mib()
+    rss_inputs = _rss_mib()  # before the merge: the parts are built as the merge asks
     prof = None
     if profile:
         import cProfile
@@ -277,9 +303,11 @@ def run(
         prof = cProfile.Profile()
         prof.enable()
     times: Dict[str, float] = {}
+    parts = _Timed(host_parts(shape, which))
     t = time.perf_counter()
     merged = merge_bundles(parts, missing)
-    times["merge_s"] = time.perf_counter() - t
+    build_s = parts.build_s
+    times["merge_s"] = time.perf_counter() - t - build_s
     t = time.perf_counter()
     bundle = judged(merged)
     times["classify_s"] = time.perf_counter() - t
@@ -375,8 +403,8 @@ def rows(figures: Dict[str, Dict[str, float]]) -> List[Tuple[str, str, str, Opti
                 "render",
                 "<= 10 s, <= 1.5 GB RSS, HTML <= 10 MB, MD <= 60,000 chars, suspect first",
                 f"{f['total_s']:.2f} s (merge {f['merge_s']:.2f}, classify {f['classify_s']:.2f}, "
-                f"render {f['render_s']:.2f}); peak RSS {f['peak_rss_mib']:,.0f} MiB (inputs "
-                f"{f['rss_inputs_mib']:,.0f}); HTML {f['html_bytes'] / 1e6:.2f} MB, MD "
+                f"render {f['render_s']:.2f}); peak RSS {f['peak_rss_mib']:,.0f} MiB (before the "
+                f"merge {f['rss_inputs_mib']:,.0f}); HTML {f['html_bytes'] / 1e6:.2f} MB, MD "
                 f"{int(f['md_chars']):,} chars; verdict {state}; suspect / odd node in banner "
                 f"{'yes' if f['suspect_in_banner'] else 'no'}, first in MD "
                 f"{'yes' if f['suspect_first_in_md'] else 'no'}",

@@ -50,7 +50,7 @@ def line(story: str, f: Figures, old: Optional[Figures], grew: str) -> str:
         f"| {story}, {int(f['ranks']):,} ranks x {int(f['threads'])} threads x "
         f"{int(f['samples'])} samples | {f['total_s']:.2f} s (merge {f['merge_s']:.2f}, "
         f"classify {f['classify_s']:.2f}, render {f['render_s']:.2f}) | "
-        f"{f['peak_rss_mib']:,.0f} MiB (inputs {f['rss_inputs_mib']:,.0f}) | "
+        f"{f['peak_rss_mib']:,.0f} MiB (before the merge {f['rss_inputs_mib']:,.0f}) | "
         f"{f['html_bytes'] / 1e6:.2f} MB | {state}, {int(f['suspects'])} suspect(s), named first: "
         f"{'yes' if f['suspect_in_banner'] and f['suspect_first_in_md'] else 'no'} | {grew} |"
     )

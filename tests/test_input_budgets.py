@@ -17,7 +17,7 @@ from bench.synth import make_bundle
 from diag.bundle import io
 from diag.bundle.io import load_bundle, write_bundle
 from diag.errors import EXIT_BAD_BUNDLE, DiagError
-from diag.model import ProcessInfo
+from diag.model import Bundle, ProcessInfo
 
 
 def _with_processes(n: int) -> object:
@@ -153,24 +153,67 @@ def test_a_crafted_bundle_that_would_decode_into_gigabytes_is_refused_unparsed(
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "m.json").exists()
 
 
-def test_the_decode_budget_of_a_merge_counts_every_bundle_so_far(
+def test_the_decode_budget_of_a_merge_is_each_bundles_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each bundle alone fits; the merge stops at the one that brings the sum past the budget,
-    before decoding it (not once all are in memory)."""
+    """A merge decodes and folds one bundle at a time (issue 35), so each bundle is held to
+    the decode budget alone: three that each fit merge though their sum does not; one that
+    does not fit is refused before it is decoded and recorded as a host not captured."""
     paths = []
     for host in range(3):
         path = tmp_path / f"h{host}.json"
         write_bundle(make_bundle(ranks=2, threads=4, samples=2), path)
         paths.append(str(path))
     one = io.decode_estimate_bytes(Path(paths[0]).read_bytes())
-    monkeypatch.setattr(io, "MAX_DECODE_BYTES", int(one * 2.5))
+    monkeypatch.setattr(io, "MAX_DECODE_BYTES", int(one * 1.5))
     from diag.commands.merge import run_merge
 
+    merged = run_merge(paths, str(tmp_path / "m")).bundle
+    assert [e.status for e in merged.hosts] == ["ok", "ok", "ok"]
+    big = tmp_path / "big.json"
+    write_bundle(make_bundle(ranks=4, threads=8, samples=4), big)
+    merged = run_merge([*paths, str(big)], str(tmp_path / "m2")).bundle
+    failed = [e for e in merged.hosts if e.status == "failed"]
+    assert [e.name for e in failed] == ["big.json"] and "GiB to decode" in failed[0].reason
+
+
+def _ticks_moved(bundle: Bundle, ticks: int) -> Bundle:
+    """``bundle`` with every thread's user ticks moved: none of its thread records equal."""
+    replace = msgspec.structs.replace
+    samples = tuple(
+        replace(s, processes=tuple(
+            replace(p, threads=tuple(replace(t, utime_ticks=t.utime_ticks + ticks)
+                                     for t in p.threads))
+            for p in s.processes))
+        for s in bundle.samples
+    )  # fmt: skip
+    return replace(bundle, samples=samples)
+
+
+def test_a_merge_counts_the_thread_records_it_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record cap of a merge is on what it holds: the same bundle merged three times holds
+    its thread records once; bundles of other records each add theirs, and the merge stops."""
+    bundle = make_bundle(ranks=2, threads=4, samples=2)
+    records = io.thread_records(bundle)
+    same = []
+    for host in range(3):
+        path = tmp_path / f"h{host}.json"
+        write_bundle(bundle, path)
+        same.append(str(path))
+    monkeypatch.setattr(io, "MAX_THREAD_RECORDS", records * 2)
+    from diag.commands.merge import run_merge
+
+    assert len(run_merge(same, str(tmp_path / "m")).bundle.hosts) == 3
+    other = []
+    for host in range(3):
+        path = tmp_path / f"o{host}.json"
+        write_bundle(_ticks_moved(bundle, 1000 * host), path)
+        other.append(str(path))
     with pytest.raises(io.OverBudget) as info:
-        run_merge(paths, str(tmp_path / "m"))
-    assert "with the bundles before it" in info.value.one_line()
-    assert str(paths[2]) in info.value.one_line()
+        run_merge(other, str(tmp_path / "m2"))
+    assert "the 3 bundles together" in info.value.one_line()
 
 
 def test_a_journal_is_stopped_at_the_line_that_passes_the_record_cap(

@@ -76,7 +76,7 @@ def test_verdict_is_the_same_without_classes(monkeypatch: pytest.MonkeyPatch) ->
         bundle = _merged(story, hosts=5)
         with_classes = classify_module.classify(bundle)
         with monkeypatch.context() as m:
-            m.setattr(features, "class_key", lambda series, info: None)
+            m.setattr(features, "class_key", lambda series, info, shared: None)
             # a new samples tuple: nothing memoised on the first one is asked again
             fresh = msgspec.structs.replace(bundle, samples=tuple(list(bundle.samples)))
             alone = classify_module.classify(fresh)

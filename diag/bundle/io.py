@@ -451,12 +451,12 @@ def decode_estimate_bytes(data: bytes) -> int:
 
 
 class OverBudget(DiagError):
-    """A bundle, or the bundles of one merge together, hold more than diag decodes."""
+    """A bundle, or the bundles of one merge together, hold more than diag reads."""
 
 
 def check_decode(name: str, estimate_bytes: int) -> None:
     """OverBudget (EXIT_BAD_BUNDLE) when decoding ``name`` may take more than
-    ``MAX_DECODE_BYTES`` (one bundle, or all the bundles of one merge together)."""
+    ``MAX_DECODE_BYTES`` (one bundle: a merge decodes one at a time)."""
     if estimate_bytes > MAX_DECODE_BYTES:
         raise OverBudget(
             f"{name} would take ~{estimate_bytes / (1 << 30):.1f} GiB to decode, more than the "
@@ -467,21 +467,14 @@ def check_decode(name: str, estimate_bytes: int) -> None:
 
 
 def load_bundle(path: Union[str, Path]) -> Bundle:
-    """Load a ``.json`` bundle or a ``.jsonl`` journal; errors carry their remedy."""
-    return load_bundle_counted(path)[0]
-
-
-def load_bundle_counted(path: Union[str, Path], before_bytes: int = 0) -> Tuple[Bundle, int]:
-    """The bundle and its decode estimate. Memory is bounded before anything is decoded (the
-    size, then ``decode_estimate_bytes`` plus ``before_bytes``, the estimates of the bundles a
-    merge loaded already) and, for a journal, line by line (``check_budget`` as the samples
-    come)."""
+    """Load a ``.json`` bundle or a ``.jsonl`` journal; errors carry their remedy. Memory is
+    bounded before anything is decoded (the size, then ``decode_estimate_bytes``) and, for a
+    journal, line by line (``check_budget`` as the samples come). A merge decodes one file
+    at a time (``Fold``), so the budget is each file's."""
     source = Path(path)
     data = read_bundle_bytes(source)
-    estimate = decode_estimate_bytes(data)
-    name = f"{source} with the bundles before it" if before_bytes else str(source)
-    check_decode(name, before_bytes + estimate)
-    return _decode(source, data), estimate
+    check_decode(str(source), decode_estimate_bytes(data))
+    return _decode(source, data)
 
 
 def _decode(source: Path, data: bytes) -> Bundle:
@@ -519,6 +512,7 @@ _MAX_TIME_S = 16_725_225_600.0
 # 45 MB bundle of 200,000 processes made ``report`` use 1.9 GiB and ``merge`` 4 GiB over two
 # minutes (issue #25). A real day-long watch of 8 ranks x 64 threads at 30 s holds 1.5 million
 # thread records; a 1,024-node job of 8 ranks and their workers, tens of thousands of processes.
+# A merge counts the thread records it holds: equal ones are held once (``diag.bundle.intern``).
 MAX_PROCESSES = 100_000
 MAX_THREAD_RECORDS = 20_000_000
 

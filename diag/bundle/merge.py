@@ -18,15 +18,20 @@ Rules:
   Sample times stay on each host's own clock.
 - A host that produced no bundle becomes a ``ProbeFailure`` (probe ``host``) and a failed
   ``HostEntry``; the merge is made from the rest.
+- Parts are folded one at a time (``Fold``, issue 35): each host's threads become shared
+  records (``diag.bundle.intern``) as it arrives, and nothing else of it is kept, so a caller
+  that reads or builds one host at a time never holds every host's threads; the merge itself
+  runs once all have come, on the folded parts - the same merge as on the parts themselves.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
 from diag.bundle.gc_pause import collector_paused
+from diag.bundle.intern import Interner
 from diag.errors import EXIT_REMOTE, DiagError
 from diag.model import (
     SCHEMA_VERSION,
@@ -100,10 +105,11 @@ def _rename_hosts(bundle: Bundle, mapping: Dict[str, str]) -> Bundle:
 
 
 def _prepare(
-    parts: Sequence[HostPart], missing: Sequence[MissingHost]
+    parts: Sequence[HostPart], missing: Sequence[MissingHost], interner: Interner
 ) -> Tuple[List[HostPart], List[str]]:
     """Each part's label for its unlabelled records, unique across the merge ("a", "a#2"), and
-    hosts already labelled inside a part renamed where another part holds the same name."""
+    hosts already labelled inside a part renamed where another part holds the same name (a
+    renamed part is a fresh copy: its threads shared again)."""
     taken: Set[str] = {m.name for m in missing}
     out: List[HostPart] = []
     labels: List[str] = []
@@ -115,7 +121,7 @@ def _prepare(
             mapping[host] = _free(host, taken)
             taken.add(mapping[host])
         if any(old != new for old, new in mapping.items()):
-            bundle = _rename_hosts(bundle, mapping)
+            bundle = interner.bundle(_rename_hosts(bundle, mapping))
         base = part.label or bundle.host.hostname or f"host{index}"
         label = mapping[base] if base in mapping else _free(base, taken)
         taken.add(label)
@@ -270,17 +276,47 @@ def _merged_target(parts: Sequence[HostPart], entries: Sequence[HostEntry]) -> T
     )
 
 
-def merge_bundles(parts: Sequence[HostPart], missing: Sequence[MissingHost] = ()) -> Bundle:
+class Fold:
+    """Per-host parts folded as they come: each one's threads shared with the parts before
+    (``Interner``), the part itself dropped by the caller. ``merged`` then merges the folded
+    parts - what ``merge_bundles`` of all the parts at once would give, equal field by field."""
+
+    def __init__(self) -> None:
+        self._parts: List[HostPart] = []
+        self._interner = Interner()
+
+    @property
+    def thread_records(self) -> int:
+        """Distinct thread records held so far (equal ones counted once)."""
+        return self._interner.thread_records
+
+    def add(self, part: HostPart) -> None:
+        self._parts.append(msgspec.structs.replace(part, bundle=self._interner.bundle(part.bundle)))
+
+    def merged(self, missing: Sequence[MissingHost] = ()) -> Bundle:
+        """One bundle from the parts folded so far (``merge_bundles``'s rules)."""
+        with collector_paused():  # every record is copied once: see gc_pause
+            return _merged(self._parts, missing, self._interner)
+
+
+def merge_bundles(parts: Iterable[HostPart], missing: Sequence[MissingHost] = ()) -> Bundle:
     """One bundle from per-host bundles; ``missing`` hosts are recorded, not fatal.
 
+    ``parts`` may be a generator: each part is folded as it comes and not held (``Fold``);
+    ``missing`` is read once ``parts`` is exhausted, so the generator may add to it.
     The first part is the reference host (its ``HostInfo`` becomes ``Bundle.host``). The
     verdict is left empty: the caller classifies the merged bundle across all ranks.
     """
-    with collector_paused():  # every record is copied once: see gc_pause
-        return _merged(parts, missing)
+    fold = Fold()
+    with collector_paused():  # the parts' records are copied as they come: see gc_pause
+        for part in parts:
+            fold.add(part)
+    return fold.merged(missing)
 
 
-def _merged(parts: Sequence[HostPart], missing: Sequence[MissingHost]) -> Bundle:
+def _merged(
+    parts: Sequence[HostPart], missing: Sequence[MissingHost], interner: Interner
+) -> Bundle:
     if not parts:
         names = ", ".join(m.name for m in missing) or "none given"
         reasons = "; ".join(f"{m.name}: {m.reason}" for m in missing)
@@ -289,7 +325,7 @@ def _merged(parts: Sequence[HostPart], missing: Sequence[MissingHost]) -> Bundle
             "check that the nodes are reachable and diag is installed on them",
             EXIT_REMOTE,
         )
-    parts, labels = _prepare(parts, missing)
+    parts, labels = _prepare(parts, missing, interner)
     with_samples = [len(p.bundle.samples) for p in parts if p.bundle.samples]
     kept = min(with_samples) if with_samples else 0
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from diag.bundle.gc_pause import collector_paused
-from diag.bundle.io import OverBudget, check_budget, load_bundle_counted, thread_records
-from diag.bundle.merge import HostPart, MissingHost, merge_bundles
+from diag.bundle.io import check_budget, load_bundle
+from diag.bundle.merge import Fold, HostPart, MissingHost
 from diag.commands.capture import judged
 from diag.commands.outcome import Outcome
 from diag.commands.output_paths import json_output_path
@@ -72,25 +72,27 @@ def run_merge(paths: Sequence[str], out: Optional[str] = None) -> Outcome:
 
 
 def _run_merge(paths: Sequence[str], out: Optional[str]) -> Outcome:
-    parts: List[HostPart] = []
+    """One file read, decoded and folded at a time (issue 35): its threads shared with the
+    hosts before it, the file's own copy dropped before the next is read. So the decode
+    budget (``MAX_DECODE_BYTES``) is each file's own - only one is decoded at once - and the
+    caps on processes and thread records are the merge's, counted as it grows (distinct
+    thread records: equal ones are held once)."""
+    fold = Fold()
     missing: List[MissingHost] = []
     first_error: Optional[DiagError] = None
-    decode_bytes = processes = records = 0
+    folded = processes = 0
     for path in paths:
         try:
-            bundle, estimate = load_bundle_counted(path, decode_bytes)
+            bundle = load_bundle(path)
         except DiagError as exc:
-            if isinstance(exc, OverBudget) and parts:  # the merge's budget, not a lost host
-                raise
             first_error = first_error or exc
             missing.append(MissingHost(name=Path(path).name, reason=exc.one_line()))
             continue
-        parts.append(HostPart(bundle=bundle))
-        # Checked as each one comes, not once all are in memory (issue #32).
-        decode_bytes, processes = decode_bytes + estimate, processes + len(bundle.processes)
-        records += thread_records(bundle)
-        check_budget(f"the {len(parts)} bundles together", processes, records)
-    if not parts and first_error is not None:
+        fold.add(HostPart(bundle=bundle))
+        folded, processes = folded + 1, processes + len(bundle.processes)
+        del bundle
+        check_budget(f"the {folded} bundles together", processes, fold.thread_records)
+    if not folded and first_error is not None:
         raise first_error
     out_path = json_output_path(out, "merged")  # checked before the work, like capture
-    return finish(merge_bundles(parts, missing), str(out_path), "merged", ())
+    return finish(fold.merged(missing), str(out_path), "merged", ())

@@ -22,7 +22,7 @@ from diag.model import Bundle, ProcessInfo, ProcessSample, main_thread
 from diag.verdict.intervals import hot_label, interval_deltas
 from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
-from diag.verdict.proc_classes import class_key, record_classes
+from diag.verdict.proc_classes import SharedThreads, class_key, record_classes
 from diag.verdict.short_requests import short_requests
 from diag.verdict.signals import COMPUTE_PCT, DEAD_STATUSES, ProcSignals
 from diag.verdict.thread_wait import (
@@ -61,9 +61,10 @@ def extract(bundle: Bundle) -> List[ProcSignals]:
     memo: PollMemo = {}  # poll loops by a thread's samples, across processes
     # Processes whose series read the same (``proc_classes``): computed once a class.
     classes: Dict[Hashable, ProcSignals] = {}
+    shared = SharedThreads()
     for key, series in _series(bundle).items():
         info = infos.get(key, ProcessInfo(pid=key[1], host=key[0]))
-        class_of = class_key(series, info)
+        class_of = class_key(series, info, shared)
         same = classes.get(class_of) if class_of is not None else None
         if same is not None:
             out.append(_member(same, key, info))

@@ -12,7 +12,8 @@ give every finder the same input, so the features of one are the features of the
 exact, not an approximation - a rank that differs in one tick of one thread is its own class.
 
 What a key leaves out is what keeps it cheap: hashing a sample's thread tuple is C (msgspec
-structs), ~0.1 us a thread, where one Python pass over the threads costs several times that.
+structs), ~0.1 us a thread, where one Python pass over the threads costs several times that -
+and a merged bundle's equal tuples are one shared tuple, keyed by identity (``SharedThreads``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Callable, Dict, Hashable, List, Optional, Sequence, Set, Tupl
 
 import msgspec
 
-from diag.model import Bundle, ProcessInfo, ProcessSample
+from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample
 
 # (sample index, the sample's time for the series, the process's record), as features reads it.
 Entry = Tuple[int, float, ProcessSample]
@@ -35,14 +36,47 @@ def _gaps(times: List[float]) -> Tuple[float, ...]:
     return (*(b - a for a, b in zip(times, times[1:])), times[-1] - times[0])
 
 
-def class_key(series: Sequence[Entry], info: ProcessInfo) -> Optional[Hashable]:
+class SharedThreads:
+    """Each distinct threads tuple of one bundle, by content, found by identity first: a merge
+    shares equal tuples (``diag.bundle.intern``), so the 16,384 ranks of a class hash their
+    15 million thread records not at all - one tuple of each distinct content is hashed, and
+    any other tuple once, as before. Lives as long as one ``features.extract`` (the bundle
+    holds every tuple meanwhile, so an id stays that tuple's)."""
+
+    def __init__(self) -> None:
+        self._by_id: Dict[int, Tuple[ThreadSample, ...]] = {}
+        self._by_value: Dict[Tuple[ThreadSample, ...], Tuple[ThreadSample, ...]] = {}
+
+    def token(self, threads: Tuple[ThreadSample, ...]) -> int:
+        """The same number for equal tuples, another for unequal ones (TypeError: unhashable)."""
+        shared = self._by_id.get(id(threads))
+        if shared is None:
+            shared = self._by_value.setdefault(threads, threads)
+            self._by_id[id(threads)] = shared
+        return id(shared)
+
+
+def class_key(
+    series: Sequence[Entry], info: ProcessInfo, shared: Optional[SharedThreads] = None
+) -> Optional[Hashable]:
     """What ``features.extract`` reads of one process, identity and host clock left out;
-    None when the series holds something unhashable (then the process is its own class)."""
-    stripped = tuple(msgspec.structs.replace(ps, pid=0, host="", t_s=0.0) for _, _, ps in series)
+    None when the series holds something unhashable (then the process is its own class).
+    ``shared``: the bundle's threads tuples, so equal ones are compared by identity (keys
+    made with one ``shared`` compare with each other only); None: by content."""
+    try:
+        threads = tuple(
+            shared.token(ps.threads) if shared is not None else ps.threads for _, _, ps in series
+        )
+    except TypeError:
+        return None
+    stripped = tuple(
+        msgspec.structs.replace(ps, pid=0, host="", t_s=0.0, threads=()) for _, _, ps in series
+    )
     alive = [(t_s, ps) for _, t_s, ps in series if ps.status == "alive"]
     key = (
         tuple(index for index, _, _ in series),
         stripped,
+        threads,
         _gaps([t_s for t_s, _ in alive]),
         _gaps([ps.t_s or 0.0 for _, ps in alive]),
         info.rank is None,
