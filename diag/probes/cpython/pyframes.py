@@ -42,6 +42,9 @@ from diag.probes.threads import namespace_tids, parse_thread_stat
 _MAX_THREAD_STATES = 10_000  # a longer list is a loop or garbage
 _MAX_DEPTH = 5_000  # links followed in one chain (shim frames included): beyond, garbage
 _MAX_WINDOW_BYTES = 4 << 20
+# A data-stack chunk's header (previous, size, top) and the slot the root chunk skips: a window
+# longer than this holds live frames (CPython's push_chunk / _PyThreadState_PopFrame).
+_CHUNK_EMPTY_BYTES = 32
 
 
 class FrameChainCorrupt(RemoteReadError):
@@ -181,6 +184,7 @@ class StackReader:
         frames: List[Frame] = []
         seen: Set[int] = set()
         outermost_self = 0
+        entered = False  # a frame of the chain lay in the thread's data stack
         while frame:
             if frame in seen or len(seen) >= _MAX_DEPTH:
                 raise FrameChainCorrupt("frame chain cyclic/corrupt (loops or never ends)")
@@ -188,6 +192,7 @@ class StackReader:
                 frames.append(frames_cut_marker())
                 return frames, None
             seen.add(frame)
+            entered = entered or base <= frame < base + len(stack)
             if base <= frame <= end and not (frame - base) & 7:
                 at = frame - base
                 w = at >> 3
@@ -212,6 +217,12 @@ class StackReader:
             frames.append(found)
             outermost_self = self_addr
             frame = previous
+        if len(stack) > _CHUNK_EMPTY_BYTES and not entered:
+            # Frames live in the data stack, yet the chain never reached them: its head was
+            # read mid-call (3.11's new C frame before its ``current_frame`` is set; a
+            # generator's frame just suspended, its back link cleared) - an empty or cut stack
+            # that reads like a real one. Torn: read again.
+            raise RemoteReadError("frame chain misses the thread's live frames (torn read)")
         if frames and frames[-1].name == "Thread._bootstrap" and outermost_self:
             return frames, outermost_self
         return frames, None
