@@ -197,6 +197,53 @@ def test_tp2_rank_0_caught_once_in_the_batch_pick_reads_idle(index: int, tmp_pat
     assert classify(bundle).state == "idle"
 
 
+# -- a sample without a stack, or caught in the loop's decorators ---------------------------------
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_tp1_scheduler_with_one_sample_unread_still_polls(index: int, tmp_path: Path) -> None:
+    """Every reader torn by the busy-polling scheduler in one sample (no stack, py_status
+    failed): that sample says nothing either way, the other two poll. It read "slow: CPU-bound"
+    (samples/bundles/sglang_real_idle_stack_unread.json is such a live capture)."""
+    data = _json("sglang_real_idle")
+    (pid,) = _schedulers(data)
+    proc = next(p for p in data["samples"][index]["processes"] if p["pid"] == pid)
+    proc.update(py_status="failed", stack_reader=None)
+    for thread in proc["threads"]:
+        thread["stack_id"] = None
+    bundle = _load(data, tmp_path)
+    _assert_polls(_signals(bundle)[pid], strays=0)
+    assert classify(bundle).state == "idle"
+
+
+def test_a_thread_never_read_is_no_poll_loop(tmp_path: Path) -> None:
+    data = _json("sglang_real_idle")
+    (pid,) = _schedulers(data)
+    for sample in data["samples"]:
+        proc = next(p for p in sample["processes"] if p["pid"] == pid)
+        proc.update(py_status="failed", stack_reader=None)
+        for thread in proc["threads"]:
+            thread["stack_id"] = None
+    assert _signals(_load(data, tmp_path))[pid].poll is None
+
+
+@pytest.mark.parametrize("wrappers", [DECORATORS[1:], DECORATORS])
+def test_samples_in_the_decorators_of_on_idle_are_the_loop(
+    wrappers: List[Json], tmp_path: Path
+) -> None:
+    """SGLang wraps ``on_idle`` and ``recv_requests`` in two decorators; a sample caught in
+    them, nothing under them yet, is the loop calling its idle hook - no stray, also where no
+    sample shows ``on_idle`` itself (both on_idle samples replaced: only the receive polls).
+    Two such strays in three read "slow: CPU-bound in ..." (sglang_real_idle_in_decorator)."""
+    data = _json("sglang_real_idle")
+    (pid,) = _schedulers(data)
+    for index in (0, 2):
+        _put(data, index, pid, _under_loop(data, index, pid, wrappers, line=2123))
+    bundle = _load(data, tmp_path)
+    _assert_polls(_signals(bundle)[pid], strays=0)
+    assert classify(bundle).state == "idle"
+
+
 # -- contrasts: what the rule does not forgive -----------------------------------------------------
 
 
@@ -208,6 +255,15 @@ def test_a_forward_between_polls_is_work(tmp_path: Path) -> None:
     p = _signals(bundle)[pid]
     assert p.poll is None and computes(p)
     assert classify(bundle).state != "idle"
+
+
+def test_decorators_over_a_forward_are_work(tmp_path: Path) -> None:
+    """A wrapper is bookkeeping only with nothing under it: over a batch's run, it is work."""
+    data = _json("sglang_real_idle")
+    (pid,) = _schedulers(data)
+    for index in (0, 2):
+        _put(data, index, pid, _under_loop(data, index, pid, FORWARD, line=2109))
+    assert _signals(_load(data, tmp_path))[pid].poll is None
 
 
 def test_two_strays_in_three_samples_are_no_majority(tmp_path: Path) -> None:

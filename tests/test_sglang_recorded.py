@@ -63,6 +63,13 @@ SGLANG: Dict[str, Expect] = {
     # py-spy returned one empty stack of the TP 1 scheduler: judged on the samples with one
     # (it read "slow: CPU-bound in get_loads" in a fresh clone's run)
     "sglang_real_idle_empty_stack": Expect(("idle",), "waits_for_outside", None, IDLE),
+    # one sample of the scheduler unread (diag's reader torn three times, then py-spy's torn
+    # interpreter search: py_status "not-python"): judged on the other two (it read "slow:
+    # CPU-bound in ShmLoadSnapshotWriter.write"; a live capture here failed about 1 in 5 so)
+    "sglang_real_idle_stack_unread": Expect(("idle",), "waits_for_outside", None, IDLE),
+    # caught twice entering on_idle through SGLang's decorators (in the wrapper, in its stage
+    # recorder's enter), once in the receive ("slow: CPU-bound in ...Recorder.enter")
+    "sglang_real_idle_in_decorator": Expect(("idle",), "waits_for_outside", None, IDLE),
     "sglang_real_tp2_rank_sigstop": Expect(
         ("deadlocked",), "rank_stopped", "sglang::scheduler_TP1", STOPPED
     ),

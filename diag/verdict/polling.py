@@ -209,20 +209,29 @@ _ACCESSOR = re.compile(r"^_*(?:is|has|get|should|can|check)(?:_|$)|^__getattr", 
 def _near_loop(sig: Sig, outer: Set[Sig]) -> bool:
     """The sample is the loop between two polls: a frame the polls run under, or at most
     ``_BOOKKEEPING_DEPTH`` frames below one, each of them reading a flag (``is_...``,
-    ``get``, ``__getattr__``) - not a ``run_batch`` or a ``forward``, however shallow."""
+    ``get``, ``__getattr__``) or a decorator's wrapper with nothing under it yet (SGLang wraps
+    ``on_idle`` and ``recv_requests`` in two: a sample caught in them is the loop calling its
+    idle hook or its receive) - not a ``run_batch`` or a ``forward``, however shallow."""
     for k in range(_BOOKKEEPING_DEPTH + 1):
         if sig[k:] and sig[k:] in outer:
-            return all(_ACCESSOR.search(short_name(name)) for name, _ in sig[:k])
+            return all(_bookkeeping(short_name(name)) for name, _ in sig[:k])
     return False
+
+
+def _bookkeeping(name: str) -> bool:
+    return bool(_ACCESSOR.search(name)) or name in WRAPPERS
 
 
 def poll_loop(bundle: Bundle, samples: Sequence[Tuple[Optional[str], str]]) -> Optional[PollLoop]:
     """The poll loop one thread shows in its samples - (stack id, kernel state) each, oldest
     first - or None."""
-    if len(samples) < 2 or any(s is None for s, _ in samples):
+    # A thread with no stack in any sample is no Python thread: nothing to read. A sample
+    # whose stack came back empty (the reader caught the thread between frames) or was not
+    # read at all (every reader torn by the running thread: py_status failed, or "not-python"
+    # as py-spy's torn interpreter search read before) says nothing either way: judged on the
+    # others, two at least. One unread sample of an idle SGLang scheduler read "slow: CPU-bound".
+    if len(samples) < 2 or all(s is None for s, _ in samples):
         return None
-    # A sample whose stack came back empty (py-spy caught the thread between frames) says
-    # nothing either way: judged on the others, two at least.
     samples = [s for s in samples if frames_of(bundle, s[0])]
     if len(samples) < 2:
         return None
