@@ -407,6 +407,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("wakes_only_itself",),
     ),
     Scenario(
+        "flag_file_daemon",
+        "idle",
+        (),
+        False,
+        "a one-thread daemon checks for a flag file every second, logs `alive tick=N` and "
+        "sleeps; no port, no fd, no signal handler: its own timer is the poll, nothing waits",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "asyncio_event_set_late",
         "progressing",
         (),

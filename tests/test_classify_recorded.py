@@ -273,6 +273,7 @@ GRAPH_DISAGREES = {
     # end the wait (idle); that nothing else can wake it and each wake only logs that it
     # lives is the rules' reading of its epoll list, signals and log (wakes_only_itself).
     "asyncio_event_heartbeat",
+    "thread_event_heartbeat",
     # A Manager's lock whose holder was killed: to the graph the chain ends at the parent
     # polling on a timer (idle); that no live client can release it is the rules' reading
     # (lock_behind_clients).

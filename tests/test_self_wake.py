@@ -135,3 +135,21 @@ def test_a_timer_whose_lines_say_what_it_polls_for_is_no_liveness_beat() -> None
     assert v.state == "idle" and v.rule != "wakes_only_itself", v.summary
     beat = classify(load_bundle(BUNDLES / "asyncio_event_heartbeat.json"))
     assert beat.state == "deadlocked", beat.summary
+
+
+def test_a_daemon_whose_only_thread_sleeps_on_its_timer_and_beats_is_idle() -> None:
+    """A one-thread daemon checking for a flag file every second and logging ``alive
+    tick=N`` (samples/scenarios/flag_file_daemon.py): closed to the outside like the heartbeat
+    cases, but nothing of it waits on its own code - its only thread sleeps on its timer, each
+    wake is the poll. Idle, said so; the same beat beside a main thread blocked untimed on an
+    Event (thread_event_heartbeat) stays deadlocked."""
+    daemon = load_bundle(BUNDLES / "flag_file_daemon.json")
+    v = classify(daemon)
+    assert v.state == "idle" and v.rule == "waits_for_outside", v.summary
+    assert "none of its threads waits on its own code" in v.summary
+    stuck = classify(load_bundle(BUNDLES / "thread_event_heartbeat.json"))
+    assert stuck.state == "deadlocked" and stuck.rule == "wakes_only_itself", stuck.summary
+    # the daemon's main thread blocked untimed on a lock of its own instead: stuck
+    untimed = {"syscall": "futex", "futex_op": 0x189, "wait_timed": False, "state": "S"}
+    changed = _with_main(daemon, lambda t: msgspec.structs.replace(t, **untimed))
+    assert classify(changed).state == "deadlocked"

@@ -26,7 +26,12 @@ daemon that runs until told); a timer that writes anything but liveness (a cron-
 silent timer (it may poll a file or a clock: nothing here tells); and a timer whose lines say
 what it waits or polls for ("waiting for a new checkpoint in /ckpts", "no new file, retrying"):
 those wakes check something diag cannot see - an evaluation job polling a directory for the
-next checkpoint is idle, and had read "deadlocked: kill it".
+next checkpoint is idle, and had read "deadlocked: kill it". And a process none of whose threads
+waits on anything a timer does not end (``holds_a_waiter``: an untimed lock, event or queue wait,
+or an event loop, whose awaited coroutine is on no stack): every thread sleeps on its own
+timer, so nothing waits on its own code - each wake is the poll itself. A daemon checking for a
+flag file every second and logging ``alive tick=N`` from the same loop is idle; it had read
+"deadlocked: kill it".
 """
 
 from __future__ import annotations
@@ -97,6 +102,28 @@ def _waits_on_itself(t: ThreadSample, ends: Dict[int, FdEnd], own: FrozenSet[int
     return False
 
 
+def _waiter(t: ThreadSample) -> bool:
+    """A thread whose wait no timer of its own ends: an untimed wait on a lock, event or queue
+    of its process, or an event loop (the coroutine it runs awaits is on no stack)."""
+    if t.state != "S":
+        return False
+    if t.syscall == "futex":
+        return (
+            t.wait_timed is not True
+            and t.futex_op is not None
+            and bool(t.futex_op & _FUTEX_PRIVATE)
+        )
+    return t.syscall in _EPOLL
+
+
+def holds_a_waiter(bundle: Bundle, p: ProcSignals) -> bool:
+    """In every sample some thread waits on something a timer does not end. With none - every
+    thread sleeps on its own timer - nothing waits on its own code: each wake is the work
+    (a poll of a file, a clock, a flag), and what it checks diag cannot see."""
+    series = _series(bundle, p)
+    return bool(series) and all(any(_waiter(t) for t in ps.threads) for ps in series)
+
+
 def _closed_sample(ps: ProcessSample) -> Optional[int]:
     """The fds its loop watches when nothing outside can wake the process at this sample,
     else None."""
@@ -159,12 +186,14 @@ def self_wake(
     if any(_POLLS_FOR.search(line) for lg in written for line in lg.new_lines):
         return None  # its timer checks for something diag cannot see: a poll, not liveness
     found: Optional[SelfWake] = None
+    waited = False
     for p in alive:
         closed = wakes_only_itself(bundle, p)
         if closed is None:
             return None
+        waited = waited or holds_a_waiter(bundle, p)
         mine = [lg for lg in written if p.key in lg.writers]
         if found is None and mine:
             lines = [line for line in mine[0].new_lines if line.strip()]
             found = SelfWake(p, closed[0], closed[1], mine[0], lines[-1] if lines else "")
-    return found
+    return found if waited else None

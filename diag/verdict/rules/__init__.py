@@ -698,14 +698,17 @@ TABLE: Tuple[Rule, ...] = (
         doc="""Nothing works, and in every sample nothing but the process itself can wake it
         (``diag.verdict.self_wake``): no port, no connection, no fd it reads or polls but its
         event loop's own wake-up pipe (the epoll interest list, ``/proc/PID/fdinfo``), no
-        signal handler but SIGINT; its threads sleep or wait on its own locks and events. It
+        signal handler but SIGINT; its threads sleep or wait on its own locks and events, and
+        one of them waits on what no timer ends (a lock or event untimed, an event loop). It
         woke during the capture, and its only output was lines that say it lives. An asyncio
         task awaiting an Event or Future that only another task of its loop would set, behind
         a heartbeat task, reads so (the awaiting coroutine is on no stack: the loop's wakes
         and what they write tell). A loop watching a socket or a port, a SIGTERM handler, a
         timer that writes anything else, a silent timer (it may poll a file or a clock) stay
-        doors.""",
-        examples=["asyncio_event_heartbeat"],
+        doors; so does a process whose every thread sleeps on its own timer (a daemon
+        checking for a flag file and logging ``alive tick=N``): nothing of it waits, each
+        wake is its poll.""",
+        examples=["asyncio_event_heartbeat", "thread_event_heartbeat"],
     ),
     rule(
         "waits_for_outside",
@@ -722,6 +725,7 @@ TABLE: Tuple[Rule, ...] = (
             "vllm_idle_ready",
             "ray_idle",
             "flock_holder_sleeps",
+            "flag_file_daemon",
         ],
     ),
     rule(

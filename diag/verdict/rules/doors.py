@@ -18,7 +18,7 @@ from diag.verdict.participants import (
 from diag.verdict.readiness import not_ready
 from diag.verdict.rules import words_doors, words_files, words_longpoll, words_polls
 from diag.verdict.rules.base import Decision, decided
-from diag.verdict.self_wake import wakes_only_itself
+from diag.verdict.self_wake import holds_a_waiter, wakes_only_itself
 from diag.verdict.situation import (
     Situation,
 )
@@ -145,7 +145,9 @@ def waits_for_outside(s: Situation) -> Optional[Decision]:
     if not s.ports:
         closed = [p for p in s.alive if wakes_only_itself(s.ctx.bundle, p)]
         if closed:  # its timers are its only door: say what would tell idle from stuck
-            summary += words_polls.only_own_timers(closed[0])
+            summary += words_polls.only_own_timers(
+                closed[0], holds_a_waiter(s.ctx.bundle, closed[0])
+            )
     return idle_if_ready(s, 0.8 if s.ports else 0.6, summary)
 
 

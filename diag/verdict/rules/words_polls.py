@@ -124,13 +124,24 @@ def self_wake_reason(s: SelfWake) -> str:
     return f"only its own timers wake it ({s.wakes} wakes), and they only log that it lives"
 
 
-def only_own_timers(p: ProcSignals) -> str:
-    """``waits_for_outside``' tail for a process nothing but its own timers can wake, whose
-    wakes write nothing: idle if a timer of it polls something (a file, a clock), stuck if it
-    waits on what only its own code could set - the capture cannot tell, time can."""
-    return (
+def only_own_timers(p: ProcSignals, waiting: bool = True) -> str:
+    """``waits_for_outside``' tail for a process nothing but its own timers can wake: idle if
+    a timer of it polls something (a file, a clock), stuck if it waits on what only its own
+    code could set - the capture cannot tell, time can. With no thread waiting on anything a
+    timer does not end (``waiting`` False), every wake is the poll itself: idle, said so."""
+    head = (
         f"; nothing but its own timers can wake pid {p.pid} (no port, no connection, no fd "
-        "but its own wake-up pipe, no signal handler but SIGINT): if a timer of it polls a "
+        "but its own wake-up pipe, no signal handler but SIGINT)"
+    )
+    if not waiting:
+        return head + (
+            ", and none of its threads waits on its own code (no lock, event or event loop): "
+            "each sleeps on its own timer, so every wake is its poll - of a file, a clock or a "
+            "flag diag cannot see. It goes on when what it polls for comes; its log shows it "
+            "keeps polling"
+        )
+    return head + (
+        ": if a timer of it polls a "
         "file or a clock it goes on by itself, if what it awaits (an asyncio Event or "
         "Future, a lock or event) only its own code could set, it never will. Time tells: "
         "`diag watch` shows whether the wait ever ends (a log line saying it lives while it "
