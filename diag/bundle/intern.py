@@ -15,7 +15,7 @@ something unhashable is kept as it is, never shared.
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import msgspec
 
@@ -30,20 +30,32 @@ class Interner:
     def __init__(self) -> None:
         self._tuples: Dict[Threads, Threads] = {}
         self._threads: Dict[ThreadSample, ThreadSample] = {}
+        # The tuple the same pid had at the same sample index on the host before: ranks of a
+        # job mostly repeat it, and one compare is half of a hash and a compare.
+        self._last: Dict[Tuple[int, int], Threads] = {}
         # Distinct thread records held (what a merge's memory grows with): the budget's count.
         self.thread_records = 0
 
-    def threads(self, threads: Threads) -> Threads:
+    def threads(self, threads: Threads, near: Optional[Tuple[int, int]] = None) -> Threads:
         """The shared tuple equal to ``threads``: a tuple seen before is returned as first
-        seen; a new one is rebuilt from shared records (one hash and one compare a thread)."""
+        seen; a new one is rebuilt from shared records (one hash and one compare a thread).
+        ``near``: where it was seen (sample index, pid) - the tuple last found there is
+        compared first, and a tuple equal to it costs one compare a thread, no hash."""
         if not threads:
             return threads
+        if near is not None:
+            last = self._last.get(near)
+            if last is not None and last == threads:
+                return last
+            shared = self.threads(threads)
+            self._last[near] = shared
+            return shared
         try:
-            found = self._tuples.get(threads)
+            seen = self._tuples.get(threads)
         except TypeError:  # an unhashable value inside: kept as it is
             return threads
-        if found is not None:
-            return found
+        if seen is not None:
+            return seen
         shared = tuple(self._thread(t) for t in threads)
         self._tuples[shared] = shared
         return shared
@@ -54,12 +66,12 @@ class Interner:
             self.thread_records += 1
         return found
 
-    def process(self, ps: ProcessSample) -> ProcessSample:
-        threads = self.threads(ps.threads)
+    def process(self, ps: ProcessSample, index: int = -1) -> ProcessSample:
+        threads = self.threads(ps.threads, (index, ps.pid))
         return ps if threads is ps.threads else msgspec.structs.replace(ps, threads=threads)
 
     def sample(self, sample: Sample) -> Sample:
-        procs = tuple(self.process(ps) for ps in sample.processes)
+        procs = tuple(self.process(ps, sample.index) for ps in sample.processes)
         return msgspec.structs.replace(sample, processes=procs)
 
     def bundle(self, bundle: Bundle) -> Bundle:

@@ -81,6 +81,8 @@ def dead_link(bundle: Bundle, p: ProcSignals) -> Optional[DeadLink]:
     if len(series) < 2:
         return None
     last = series[-1]
+    if not any(e.kind == "tcp" and unanswered(e.delivery) for e in last.fd_ends):
+        return None  # no end to blame: the fds its 300 threads block on need no sort
     blocked = _blocked_fds(last)
     collective = p.main_family == PEER
     if collective:  # every connection of its backend: blocked fds first

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frameworks import union
 from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase
@@ -210,16 +210,38 @@ def _frame(names: Sequence[Tuple[str, str]], want: frozenset[str]) -> Optional[s
     return next((n for n, _ in names if n in want), None)
 
 
+# What the frames of a process's last sample show, by that list of frames: the list is one
+# object per class of processes (``_procs``), so 16,384 ranks of one class scan 300 threads'
+# frames once, not once each. Cleared by ``startup_phases``; a hit is checked by identity.
+_by_names: Dict[Tuple[str, int], Tuple[object, Optional[str]]] = {}
+
+
+def _names_fact(
+    what: str, names: List[Tuple[str, str]], find: Callable[[List[Tuple[str, str]]], Optional[str]]
+) -> Optional[str]:
+    hit = _by_names.get((what, id(names)))
+    if hit is not None and hit[0] is names:
+        return hit[1]
+    found = find(names)
+    _by_names[(what, id(names))] = (names, found)  # holds the list: its id stays its own
+    return found
+
+
+def _compile_frames(names: Sequence[Tuple[str, str]]) -> Optional[str]:
+    for name, filename in names:
+        if any(marker in filename for marker in _COMPILE_FILES):
+            return f"frame `{name}` in {filename.rsplit('/', 2)[-2]}/{filename.rsplit('/', 1)[-1]}"
+    found = _frame(names, _COMPILE_NAMES)
+    return f"frame `{found}`" if found else None
+
+
 def _compile_evidence(p: _Proc) -> Optional[str]:
     if p.children:
         kids = ", ".join(f"{c.name or '?'} (pid {c.pid})" for c in p.children[:3])
         return f"compiler child {kids}"
-    for name, filename in p.names:
-        if any(marker in filename for marker in _COMPILE_FILES):
-            return f"frame `{name}` in {filename.rsplit('/', 2)[-2]}/{filename.rsplit('/', 1)[-1]}"
-    found = _frame(p.names, _COMPILE_NAMES)
+    found = _names_fact("compile", p.names, _compile_frames)
     if found:
-        return f"frame `{found}`"
+        return found
     line = _last_line(p)
     if line and _COMPILE_LOG.search(line):
         return f"log: {line[:80]}"
@@ -235,7 +257,11 @@ def _last_line(p: _Proc) -> str:
 
 
 def _convert_evidence(p: _Proc) -> Optional[str]:
-    for name, filename in p.names:
+    return _names_fact("convert", p.names, _convert_frames)
+
+
+def _convert_frames(names: Sequence[Tuple[str, str]]) -> Optional[str]:
+    for name, filename in names:
         if name in _NOT_CONVERT or any(f in filename for f in _NOT_CONVERT_FILES):
             continue
         if name in _CONVERT_NAMES or name.lower().startswith(_CONVERT_PREFIXES):
@@ -244,7 +270,11 @@ def _convert_evidence(p: _Proc) -> Optional[str]:
 
 
 def _loader_frame(p: _Proc) -> Optional[str]:
-    for name, filename in p.names:
+    return _names_fact("loader", p.names, _loader_frames)
+
+
+def _loader_frames(names: Sequence[Tuple[str, str]]) -> Optional[str]:
+    for name, filename in names:
         if name in _LOADER_NAMES or any(f in filename for f in _LOADER_FILES):
             return name
         for sign, called in union.LOADER_FRAMES:
@@ -303,7 +333,7 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Optional[Tuple[StartupPhase, str]]:
         if bar and not parts:
             parts.append(f"tqdm: {bar.desc}")
         return LOADING, ", ".join(parts)
-    dl = _frame(p.names, _DOWNLOAD_NAMES)
+    dl = _names_fact("download", p.names, lambda n: _frame(n, _DOWNLOAD_NAMES))
     writes = [w for w in _growing_writes(p) if dl or looks_downloaded(w[0].path)]
     if writes or dl or (bar and ("download" in desc or "fetching" in desc or is_weights(desc))):
         if writes:
@@ -312,11 +342,11 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Optional[Tuple[StartupPhase, str]]:
         else:
             text = f"frame `{dl}`" if dl else f"tqdm: {bar.desc if bar else ''}"
         return DOWNLOADING, text
-    init = _frame(p.names, _INIT_NAMES)
+    init = _names_fact("init", p.names, lambda n: _frame(n, _INIT_NAMES))
     wait = p.sig.main_wait
     if init or (wait is not None and wait.kind == "rendezvous"):
         return INIT_COMM, f"frame `{init or (wait.label if wait else '')}`"
-    warm = _frame(p.names, _WARMUP_NAMES)
+    warm = _names_fact("warmup", p.names, lambda n: _frame(n, _WARMUP_NAMES))
     line = _last_line(p)
     if warm or (line and _WARMUP_LOG.search(line)):
         return WARMUP, f"frame `{warm}`" if warm else f"log: {line[:80]}"
@@ -446,6 +476,14 @@ def startup_phases(bundle: Bundle, procs: Sequence[ProcSignals]) -> StartupPhase
     them; and per pid how long its phase has run (when known)."""
     if not bundle.samples:
         return StartupPhases((), {})
+    _by_names.clear()
+    try:
+        return _startup_phases(bundle, procs)
+    finally:
+        _by_names.clear()
+
+
+def _startup_phases(bundle: Bundle, procs: Sequence[ProcSignals]) -> StartupPhases:
     t_last = bundle.samples[-1].t_s
     found: List[RankPhase] = []
     others: List[RankPhase] = []
