@@ -244,6 +244,21 @@ def test_samples_in_the_decorators_of_on_idle_are_the_loop(
     assert classify(bundle).state == "idle"
 
 
+def test_samples_entering_the_receive_step_poll(tmp_path: Path) -> None:
+    """The loop's receive step, ``ingest_requests`` (the SGLang pack's ``poll_frames``), caught
+    running with only the decorators of ``recv_requests`` under it: the loop asking for work.
+    Two such samples beside one in on_idle read "slow: CPU-bound in ...wrapper"
+    (sglang_real_idle_entering_receive)."""
+    data = _json("sglang_real_idle")
+    (pid,) = _schedulers(data)
+    ingest = _frame("Scheduler.ingest_requests", "sglang/srt/managers/scheduler.py", 2205)
+    for index in (1, 2):
+        _put(data, index, pid, _under_loop(data, index, pid, [DECORATORS[1], ingest], 2078))
+    bundle = _load(data, tmp_path)
+    _assert_polls(_signals(bundle)[pid], strays=0)
+    assert classify(bundle).state == "idle"
+
+
 # -- contrasts: what the rule does not forgive -----------------------------------------------------
 
 

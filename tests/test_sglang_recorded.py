@@ -70,6 +70,9 @@ SGLANG: Dict[str, Expect] = {
     # caught twice entering on_idle through SGLang's decorators (in the wrapper, in its stage
     # recorder's enter), once in the receive ("slow: CPU-bound in ...Recorder.enter")
     "sglang_real_idle_in_decorator": Expect(("idle",), "waits_for_outside", None, IDLE),
+    # caught twice entering its receive step (ingest_requests -> the decorators of
+    # recv_requests), once in on_idle ("slow: CPU-bound in ...decorator.<locals>.wrapper")
+    "sglang_real_idle_entering_receive": Expect(("idle",), "waits_for_outside", None, IDLE),
     "sglang_real_tp2_rank_sigstop": Expect(
         ("deadlocked",), "rank_stopped", "sglang::scheduler_TP1", STOPPED
     ),

@@ -261,7 +261,7 @@ class Pack:
     backend_threads: Tuple[str, ...] = ()
     # --- its waits
     idle_frames: FrozenSet[str] = frozenset()  # functions its idle loops wait in
-    poll_frames: FrozenSet[str] = frozenset()  # functions of its poll loops
+    poll_frames: FrozenSet[str] = frozenset()  # its poll loops' receive step, if not recv_*
     poll_files: Tuple[str, ...] = ()  # file fragments of its poll loops
     receive_frames: FrozenSet[str] = frozenset()  # a receive that waits on a peer
     collective_frames: FrozenSet[str] = frozenset()  # collectives (a peer must join)

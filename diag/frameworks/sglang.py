@@ -38,6 +38,9 @@ PACK = Pack(
         CommandRole("API server", "main (HTTP + tokenizer)", module="sglang.launch_server"),
         CommandRole("API server", "main (HTTP + tokenizer)", program="sglang", subcommand="serve"),
     ),
+    # The scheduler loop's receive step (0.5: ``event_loop_*`` -> ``ingest_requests`` -> two
+    # decorators -> ``recv_requests``): a sample caught entering it, in the decorators, polls.
+    poll_frames=frozenset({"ingest_requests"}),
     # Its TP collectives (shared with vLLM's parallel_state, which SGLang vendors).
     frame_waits=(),
     startup_frames=(

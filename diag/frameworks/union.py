@@ -151,6 +151,7 @@ COMPLETION_FRAMES: Tuple[FrameSign, ...] = _signs(PACKS, "completion_frames")
 NONBLOCKING_FRAMES: FrozenSet[str] = _names(p.nonblocking_frames for p in PACKS)
 NONBLOCKING_FILES: Tuple[str, ...] = _ordered(p.nonblocking_files for p in PACKS)
 POLL_FILES: Tuple[str, ...] = _ordered(p.poll_files for p in PACKS)
+POLL_FRAMES: FrozenSet[str] = _names(p.poll_frames for p in PACKS)
 WORK_FILES: Tuple[str, ...] = _ordered(p.work_files for p in PACKS)
 
 # --- logs

@@ -165,6 +165,14 @@ _RECEIVE_DEPTH = 3  # a receive's own helpers (Condition.__exit__ in Queue.get) 
 # The job's own receive step, by name (SGLang's ``recv_requests``, ``poll_queue``), caught
 # running: a loop between two of its receives.
 _RECEIVE_NAME = re.compile(r"^_*(?:recv|receive|poll)(?:_|$)", re.IGNORECASE)
+_RECEIVE_STEPS = union.POLL_FRAMES  # the packs' receive steps named otherwise
+
+
+def _receive_named(frame: Frame) -> bool:
+    name = short_name(frame.name)
+    return bool(_RECEIVE_NAME.search(name)) or name in _RECEIVE_STEPS
+
+
 # How deep under it the running frame may be: SGLang's broadcast of the batch sits 4 frames
 # below ``recv_requests``; a model's forward under an outer ``poll_*`` loop sits far deeper.
 _RECEIVE_STEP_DEPTH = 8
@@ -193,7 +201,7 @@ def sample_markers(frames: Sequence[Frame], running: bool) -> Tuple[Tuple[PollMa
     if known is not None and FAMILY.get(known[0]) == PEER:
         return found  # a pipeline stage's recv_forward in a collective: the peer's wait
     step = frames[:_RECEIVE_STEP_DEPTH]
-    named = next((i for i, f in enumerate(step) if _RECEIVE_NAME.search(short_name(f.name))), -1)
+    named = next((i for i, f in enumerate(step) if _receive_named(f)), -1)
     return (("receive", named), *found) if named >= 0 else found
 
 
@@ -309,7 +317,7 @@ def _receive_step(frames: Sequence[Frame], marks: Tuple[Tuple[PollMarker, int], 
     """Where a poll sample's receive step is: its outermost marker, or a frame named for
     receiving (``recv_requests``) within ``_RECEIVE_STEP_DEPTH`` of the top, if further out."""
     step = frames[:_RECEIVE_STEP_DEPTH]
-    named = [i for i, f in enumerate(step) if _RECEIVE_NAME.search(short_name(f.name))]
+    named = [i for i, f in enumerate(step) if _receive_named(f)]
     return max([i for _, i in marks] + named)
 
 
