@@ -458,6 +458,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("output_moves",),
     ),
     Scenario(
+        "manager_lock_holder_polls",
+        "idle",
+        ("rank:0",),  # the publisher holding the lock, polling
+        False,
+        "the same Manager().Lock() held by a live worker that checks for a marker file every "
+        "second; a second worker blocks in its acquire, the parent joins both",
+        rules=("lock_behind_clients",),
+    ),
+    Scenario(
         "pool_worker_holds_lock",
         "deadlocked",
         ("root",),

@@ -76,3 +76,35 @@ def test_a_process_running_a_server_loop_of_the_job_is_no_rank_candidate() -> No
     assert _serves_siblings(sample, stacks)
     worker = {"s1": Stack(frames=(Frame(name="train", filename="/job/train.py"),))}
     assert not _serves_siblings(sample, worker)
+
+
+def _with_ppid(bundle: Bundle, pid: int, ppid: int) -> Bundle:
+    procs = tuple(
+        msgspec.structs.replace(p, ppid=ppid) if p.pid == pid else p for p in bundle.processes
+    )
+    return msgspec.structs.replace(bundle, processes=procs)
+
+
+def test_a_live_worker_polling_on_a_timer_may_hold_it_idle_and_named() -> None:
+    """A worker holding the Manager Lock while it checks for a marker file every second
+    (samples/scenarios/manager_lock_holder_polls.py): the kernel's picture of the orphaned
+    lock - waiters on the manager, its thread on the lock, one other client asleep on a timer
+    - but that client is no waiter's parent: it may hold the lock and release it at a wake."""
+    bundle = load_bundle(BUNDLES / "manager_lock_holder_polls.json")
+    verdict = classify(bundle)
+    assert verdict.state == "idle" and verdict.rule == "lock_behind_clients", verdict.summary
+    assert [s.rank for s in verdict.suspects] == [0]
+    assert "rank 0 may: it is alive and polls on a timer in `publish`" in verdict.summary
+    # the poller made the waiter's parent: it polls for its worker, not for a release
+    waiter = next(p for p in bundle.processes if p.rank == 1)
+    holder = next(p for p in bundle.processes if p.rank == 0)
+    parented = _with_ppid(bundle, waiter.pid, holder.pid)
+    assert classify(parented).state == "deadlocked"
+    # and the orphaned lock's parent poller, were it no parent of the waiters: may hold it
+    orphaned = _orphaned()
+    root = orphaned.target.root_pid
+    assert root is not None
+    for p in orphaned.processes:
+        if p.rank is not None:
+            orphaned = _with_ppid(orphaned, p.pid, p.pid + 100000)
+    assert classify(orphaned).state == "idle"

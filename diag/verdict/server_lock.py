@@ -15,8 +15,13 @@ unix socket, polls on a timer doing nothing else (``futile_poll``), or reads a c
 one of its clients; and whose every live client (the processes holding the peers of its unix
 sockets, all in the job) waits on it for a reply, or does nothing but poll on a timer or wait
 for its children. No client that runs can send the release: the one that took the lock is
-gone (or waits itself). A client that works, sleeps a long sleep holding the lock, or is
-outside the job is no such picture; nor is a server with a TCP port (clients from anywhere).
+gone (or waits itself) - unless a client polling on a timer is no waiter's parent: a worker
+that took the lock and polls for a file (or a clock) before it releases it looks the same to
+the kernel, and its next wake may release it. The wait can end: ``holders`` names it, and the
+rule reads idle. The waiters' parent polling on a timer polls for them (``while
+any(w.is_alive())``), not for a release. A client that works, sleeps a long sleep holding the
+lock, or is outside the job is no such picture; nor is a server with a TCP port (clients from
+anywhere).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from diag.model import Bundle, FdEnd, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.futile_poll import (
+    Poller,
     alive_series,
     lock_groups,
     moved_nothing,
@@ -53,6 +59,9 @@ class ServerLock:
     waiters: Tuple[ProcSignals, ...]  # clients waiting on it for a reply
     idle_clients: Tuple[ProcSignals, ...]  # clients that only poll or wait for children
     held_s: Optional[float] = None  # how long its longest waiter has waited: a floor
+    # A client that polls on a timer and is no waiter's parent, with its poll: it may hold the
+    # lock and release it at a wake (a worker holding it while it waits for a file) - idle.
+    holders: Tuple[Tuple[ProcSignals, Poller], ...] = ()
 
 
 def _unix(ends: Dict[int, FdEnd], fd: Optional[int]) -> Optional[FdEnd]:
@@ -130,6 +139,13 @@ def _idle(bundle: Bundle, q: ProcSignals) -> bool:
     )
 
 
+def _polls(bundle: Bundle, q: ProcSignals) -> List[Poller]:
+    """The client's threads that poll on a timer: what their wakes check (a file, a clock)
+    diag cannot see - the client may hold the lock and wait for that to release it."""
+    found = (timer_poller(bundle, ts) for ts in threads_by_tid(alive_series(bundle, q)).values())
+    return [f for f in found if f is not None][:1]
+
+
 def _one_lock(
     bundle: Bundle, series: Sequence[ProcessSample]
 ) -> Optional[Tuple[Dict[int, List[ThreadSample]], List[int]]]:
@@ -174,11 +190,21 @@ def _check(
             return None  # a client that runs may release it
     if not waiters:
         return None
+    # A client polling on a timer that is no waiter's parent (polling for its workers) may
+    # hold the lock itself and release it at a wake: the wait can end.
+    parents = {(q.key[0], q.info.ppid) for q in waiters}
+    holders = [(q, found) for q in idle if q.key not in parents for found in _polls(bundle, q)]
     w = thread_wait(bundle, threads[blocked[0]][-1])
     ages = [threads[tid][-1].off_cpu_s for tid in blocked]
     held = max((a for a in ages if a is not None), default=None)
     return ServerLock(
-        s, len(blocked), f"`{w.caller or w.label}`", tuple(waiters), tuple(idle), held
+        s,
+        len(blocked),
+        f"`{w.caller or w.label}`",
+        tuple(waiters),
+        tuple(q for q in idle if all(q is not h for h, _ in holders)),
+        held,
+        tuple(holders[:1]),
     )
 
 

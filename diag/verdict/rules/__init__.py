@@ -586,7 +586,7 @@ TABLE: Tuple[Rule, ...] = (
     rule(
         "lock_behind_clients",
         "locks",
-        ["deadlocked"],
+        ["deadlocked", "idle"],  # idle: a client that polls on a timer may hold it
         locks.lock_behind_clients,
         SERVER_LOCK_OUTRANKS,
         doc="""A server of the job keeps a lock for its clients (a multiprocessing Manager's
@@ -599,8 +599,11 @@ TABLE: Tuple[Rule, ...] = (
         it - the server never releases a lock for a client that went away). It read "idle:
         it wakes on a timer" (the server's shutdown poll, the parent's poll of its workers).
         A client that works, a long sleep holding the lock, a client outside the job or a TCP
-        port stay out.""",
-        examples=["manager_lock_orphaned"],
+        port stay out. A client polling on a timer that is not the waiters' parent (polling
+        for them) may be the holder - a worker that took the lock and checks for a file every
+        second before it releases it looks the same - and its next wake may release it: idle,
+        that client named (it had read "deadlocked: the client that took the lock is gone").""",
+        examples=["manager_lock_orphaned", "manager_lock_holder_polls"],
     ),
     rule(
         "log_reports_death",

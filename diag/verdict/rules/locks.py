@@ -188,12 +188,18 @@ def lock_without_door(s: Situation) -> Optional[Decision]:
 
 def lock_behind_clients(s: Situation) -> Optional[Decision]:
     """A server of the job keeps a lock for its clients, its threads serving the waiting
-    clients block on it, and no live client can send the release (``server_lock``)."""
+    clients block on it, and no live client can send the release (``server_lock``) - or only
+    one that polls on a timer, which may hold it and release it at a wake: idle."""
     if s.progressing or s.working:
         return None
     found = server_lock(s.ctx.bundle, s.ctx.procs)
     if found is None:
         return None
+    if found.holders:  # a client that polls may hold it: the wait can end at its wake
+        q = found.holders[0][0]
+        reason = words_server_lock.holder_polls_reason(found)
+        suspects = [Suspect(pid=q.pid, rank=q.rank, host=q.key[0], reason=reason)]
+        return decided("idle", 0.55, words_server_lock.holder_polls(found), suspects)
     p = found.server
     reason = words_server_lock.server_lock_reason(found)
     suspects = [Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)]

@@ -45,6 +45,33 @@ def server_lock(lock: ServerLock) -> str:
     )
 
 
+def holder_polls(lock: ServerLock) -> str:
+    """``lock_behind_clients``, idle: a live client that polls on a timer may hold the lock
+    and release it at a wake - the waiters go on when it does."""
+    s = lock.server
+    waiters = list(lock.waiters)
+    held = f" (for {age_words(lock.held_s)} at least)" if lock.held_s else ""
+    q, poll = lock.holders[0]
+    every = f", every ~{poll.period_s:.2g} s" if poll.period_s else ""
+    return (
+        f"{who(waiters)} {verb(waiters, 'waits', 'wait')} in {where(waiters[0])} for pid "
+        f"{s.pid} to answer - a server of the job whose {lock.blocked_threads} thread(s) "
+        f"serving them block on one lock in {lock.lock_in}, untimed{held}. Only a client's "
+        f"request can release a lock it keeps, and {who([q])} may: it is alive and polls on "
+        f"a timer in {poll.where} (woke {poll.wakes} times{every}) - a client holding the "
+        "lock while it waits for what diag cannot see (a file, a clock) releases it at the "
+        f"wake that finds it, and {verb(waiters, 'the waiter goes', 'the waiters go')} on. "
+        f"Healthy if {who([q])} should hold the lock that long; if not, it is the one to "
+        f"look at: `py-spy dump --pid {q.pid}`"
+    )
+
+
+def holder_polls_reason(lock: ServerLock) -> str:
+    """The suspect's reason: the client that may hold the lock."""
+    n = len(lock.waiters)
+    return f"polls on a timer and may hold pid {lock.server.pid}'s lock; {n} client(s) wait on it"
+
+
 def server_lock_reason(lock: ServerLock) -> str:
     """A suspect's reason: the server keeping the lock."""
     n = len(lock.waiters)
