@@ -137,8 +137,7 @@ def only_own_timers(p: ProcSignals, waiting: bool = True) -> str:
         return head + (
             ", and none of its threads waits on its own code (no lock, event or event loop): "
             "each sleeps on its own timer, so every wake is its poll - of a file, a clock or a "
-            "flag diag cannot see. It goes on when what it polls for comes; its log shows it "
-            "keeps polling"
+            "flag diag cannot see. It goes on when what it polls for comes"
         )
     return head + (
         ": if a timer of it polls a "
