@@ -11,8 +11,9 @@ from diag.verdict.backoff import backoff_sentence, backoffs, pool_task_backoffs
 from diag.verdict.equivalence import odd_classes
 from diag.verdict.infeasible import infeasible
 from diag.verdict.loop_self_wait import loop_waits_on_itself
+from diag.verdict.output_kinds import log_tally, merged
 from diag.verdict.rendezvous import mismatch, waiting_agents
-from diag.verdict.rules import words, words_infeasible, words_joins, words_results
+from diag.verdict.rules import words, words_infeasible, words_joins, words_output, words_results
 from diag.verdict.rules.base import Decision, decided
 from diag.verdict.situation import (
     Situation,
@@ -108,6 +109,12 @@ def peers_wait(s: Situation) -> Optional[Decision]:
         return None
     odd = odd_classes(s.classes)
     summary, suspects, confidence = peer_story(s.peer_waiters, s.alive, odd, s.classes, s.ctx)
+    # A blamed rank whose log reports only failure (a save retried on a full disk, a service
+    # that answers 503 for good) says why it left the group: quoted, the cause to fix.
+    blamed = {(sp.host, sp.pid) for sp in suspects}
+    failing = [lg for lg in s.failing_logs if lg.writers & blamed]
+    if failing:
+        summary += words_output.diverged_rank_fails(merged(log_tally(lg) for lg in failing))
     return decided("deadlocked", confidence, summary, suspects)
 
 

@@ -121,3 +121,8 @@ def pile_up_chain(pu: PileUp) -> str:
         f"{pu.counts[-1]} threads of pid {pu.key[1]} → (lock) → thread {pu.holder_tid} in "
         f"`{pu.holder_wait}` → ({pu.waits_for}) → {setter}"
     )
+
+
+def diverged_rank_fails(t: OutputTally) -> str:
+    """What ``peers_wait`` adds when the rank it blames logs only failure: why it left."""
+    return f"; its log reports only failure{_quote(t)}"
