@@ -14,9 +14,9 @@ that has nothing to do with the dead thread, so the sentence says what would tel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Set, Tuple
 
-from diag.model import Bundle, ProcessSample, main_thread
+from diag.model import Bundle, ProcessSample, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
 from diag.verdict.pileup import dead_thread
 from diag.verdict.series_index import process_samples
@@ -42,6 +42,20 @@ def _series(bundle: Bundle, p: ProcSignals) -> List[ProcessSample]:
     return [ps for ps in process_samples(bundle, host, pid) if ps.state not in ("Z", "X")]
 
 
+class _Live:
+    """The names of a sample's threads, read only when a log's death line asks (16,384 ranks
+    spinning in a collective, 300 threads each, mostly have none)."""
+
+    def __init__(self, threads: Tuple[ThreadSample, ...]) -> None:
+        self._threads = threads
+        self._names: Optional[Set[str]] = None
+
+    def __contains__(self, name: object) -> bool:
+        if self._names is None:
+            self._names = {t.py_thread_name or t.name for t in self._threads}
+        return name in self._names
+
+
 def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[SpinOnDead]:
     """``p``'s main thread ran the same stack (the same line) at every sample, busy in every
     interval, while its log says one of its threads died; None otherwise."""
@@ -60,8 +74,7 @@ def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[Spi
         ticks = (tb.utime_ticks + tb.stime_ticks) - (ta.utime_ticks + ta.stime_ticks)
         if dt <= 0 or ticks / clk / dt < MIN_SHARE:
             return None
-    live = {t.py_thread_name or t.name for t in series[-1].threads}
-    name, line = dead_thread(bundle, p, live)
+    name, line = dead_thread(bundle, p, _Live(series[-1].threads))
     if not name:
         return None
     last = mains[-1]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import partial
-from typing import Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
+from typing import Container, Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
@@ -126,7 +126,7 @@ def _nobody_works(bundle: Bundle, seq: Sequence[ProcessSample], waiters: Set[int
     return all(n * 2 <= len(seq) for n in working.values())
 
 
-def _dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, str]:
+def _dead_thread(bundle: Bundle, p: ProcSignals, live: Container[str]) -> Tuple[str, str]:
     """A thread the process's logs say died ("Exception in thread warmup:") that is not
     among its live threads: (its name, the line)."""
     # The latest sample's logs first (a stable sort keeps each sample's own order).
@@ -141,7 +141,7 @@ def _dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, s
     return "", ""
 
 
-def dead_thread(bundle: Bundle, p: ProcSignals, live: Set[str]) -> Tuple[str, str]:
+def dead_thread(bundle: Bundle, p: ProcSignals, live: Container[str]) -> Tuple[str, str]:
     """``_dead_thread`` for other causes (a spin on a flag a dead thread was to set,
     ``dead_setter``): one reading of "Exception in thread NAME" for the verdict."""
     return _dead_thread(bundle, p, live)

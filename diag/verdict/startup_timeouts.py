@@ -5,7 +5,7 @@ Slurm's end time), and the warnings an ETA past one of them gives.
 
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frameworks import union
 from diag.frameworks.base import Clock, Pack
@@ -99,11 +99,35 @@ def _timeout(pack: Pack, clock: Clock, info: ProcessInfo) -> Optional[Timeout]:
     )  # fmt: skip
 
 
+# timeouts_of's answers by what ``_timeout`` reads of a process - its name, argv and the env
+# variables the clocks name - so the 16,384 ranks of a job that share them (their env differs
+# in RANK and the like) read the packs' clocks once. Bounded: argv and env are the target's.
+_ANSWERS: Dict[Tuple[object, ...], Tuple[Timeout, ...]] = {}
+_ANSWERS_MAX = 4096
+
+
+_ENV: List[Tuple[str, ...]] = []
+
+
+def _env_read() -> Tuple[str, ...]:
+    """The env variables any pack's clock reads (the packs are fixed at import)."""
+    if not _ENV:
+        names = {c.env for _, c in union.CLOCKS} | {c.enable_env for _, c in union.CLOCKS}
+        _ENV.append(tuple(sorted(n for n in names if n)))
+    return _ENV[0]
+
+
 def timeouts_of(info: ProcessInfo) -> List[Timeout]:
     """The framework timeouts one process's argv and env set (or imply by default): every
     pack's ``clocks``, in pack order."""
-    found = (_timeout(pack, clock, info) for pack, clock in union.CLOCKS)
-    return [t for t in found if t is not None]
+    key = (info.name, tuple(info.cmdline), *(info.env.get(n) for n in _env_read()))
+    found = _ANSWERS.get(key)
+    if found is None:
+        if len(_ANSWERS) >= _ANSWERS_MAX:
+            _ANSWERS.clear()
+        each = (_timeout(pack, clock, info) for pack, clock in union.CLOCKS)
+        found = _ANSWERS[key] = tuple(t for t in each if t is not None)
+    return list(found)
 
 
 def _budget(t: Timeout) -> str:
