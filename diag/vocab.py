@@ -181,6 +181,7 @@ RuleId = Literal[
     "alone_in_phase",
     "silence_within_rhythm",
     "output_moves",
+    "consumes_feed",
     "spins_for_dead_thread",
     "works_silently",
     "children_work",

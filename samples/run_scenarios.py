@@ -672,6 +672,23 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("reply_owed",),
     ),
     Scenario(
+        "subscriber_busy_feed",
+        "progressing",
+        None,
+        False,
+        "a job subscribes to a TCP feed outside it streaming a JSON tick every 5 ms and parses "
+        "each into a running average in memory: no log, no file, recv between ticks",
+        rules=("consumes_feed",),
+    ),
+    Scenario(
+        "subscriber_busy_feed_csv",
+        "progressing",
+        None,
+        False,
+        "the same consumer appends each tick's average to a CSV file",
+        rules=("output_moves",),
+    ),
+    Scenario(
         "dataloader_fetch_hung",
         "deadlocked",
         None,

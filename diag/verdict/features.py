@@ -19,6 +19,7 @@ from typing import Dict, Hashable, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, main_thread
+from diag.verdict.fed_socket import fed_socket
 from diag.verdict.intervals import hot_label, interval_deltas
 from diag.verdict.native_waits import native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
@@ -89,12 +90,29 @@ def _signals(
     sig = ProcSignals(key=key, info=info)
     alive = _statuses(bundle, sig, series)
     loops = poll_loops(bundle, [ps for _, ps in alive], memo) if len(alive) > 1 else {}
+    _drop_fed_receive(loops, [ps for _, ps in alive])
     _collective_spin(bundle, info, [ps for _, ps in alive], loops)
     _native_spins(bundle, [ps for _, ps in alive], loops)
     _rates(bundle, sig, alive, clk, loops)
     if alive:
         _window(bundle, sig, alive, clk, loops)
     return sig
+
+
+# The markers a receive caught running gives: "it returned at once, with nothing".
+_RECEIVE_MARKERS = frozenset({"nonblocking", "receive"})
+
+
+def _drop_fed_receive(loops: Dict[int, PollLoop], alive: List[ProcessSample]) -> None:
+    """A main thread read as a poll loop only because its receive was caught running is no
+    poll loop when tcp_info says data keeps arriving on the socket it blocks reading
+    (``fed_socket``): the receive returned with data - a consumer of a feed, fed."""
+    main = main_thread(alive[-1]) if alive else None
+    loop = loops.get(main.tid) if main is not None else None
+    if main is None or loop is None or not set(loop.markers) <= _RECEIVE_MARKERS:
+        return
+    if fed_socket(alive) is not None:
+        del loops[main.tid]
 
 
 def _member(same: ProcSignals, key: Tuple[str, int], info: ProcessInfo) -> ProcSignals:

@@ -280,6 +280,25 @@ TABLE: Tuple[Rule, ...] = (
         examples=["gloo_train_logs", "stdout_progress", "vllm_load"],
     ),
     rule(
+        "consumes_feed",
+        "motion",
+        ["progressing"],
+        motion.consumes_feed,
+        words_output.CONSUMES_FEED_OUTRANKS,
+        ["deltas"],
+        doc="""Nothing is written, but a process blocks reading a TCP socket on which a feed's
+        messages keep arriving (``diag.verdict.fed_socket``): tcp_info's bytes received grow,
+        the last byte a moment ago, and its reading thread is woken for each - 20 wakes or
+        more over the capture, 1 KiB a wake or less. Useful work here is consuming the feed:
+        each message is read as it arrives and handled before the next (the thread blocks
+        for the next one, so nothing waits unread), at the pace the publisher sends. What it
+        does with them may leave no trace diag sees (a running average in memory); that it
+        keeps up is the job's progress. A transfer's chunks (kilobytes a wake: a download
+        that trickles) stay ``works_silently``'s slow; a consumer that also writes is
+        ``output_moves``'.""",
+        examples=["subscriber_busy_feed"],
+    ),
+    rule(
         "spins_for_dead_thread",
         "deaths",
         ["deadlocked"],

@@ -74,6 +74,23 @@ def alone_in_phase(s: Situation) -> Optional[Decision]:
     return decided("slow", 0.75, lone_sentence(lone), suspects)
 
 
+def consumes_feed(s: Situation) -> Optional[Decision]:
+    """A process blocks reading a TCP socket on which a feed's messages keep arriving - many
+    wakes, a few hundred bytes each (``fed_socket.Fed.messages``) - and no rank waits on a
+    peer: it consumes the feed as the publisher sends it. That is the job's work, whatever it
+    writes: progressing, not "slow: a slow transfer" (a transfer's chunks are kilobytes)."""
+    if s.progressing or s.peer_waiters or s.intervals == 0:
+        return None
+    feeds = [(p, f) for p in s.alive if (f := s.receivers.get(p.key)) and f.messages]
+    if not feeds:
+        return None
+    suspects = [
+        Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=words_output.consumes_feed_reason(f))
+        for p, f in feeds[:4]
+    ]
+    return decided("progressing", 0.7, words_output.consumes_feed(feeds), suspects)
+
+
 def output_moves(s: Situation) -> Optional[Decision]:
     """The job's own output moves (a log that is not a heartbeat, bytes written, data sent)."""
     if not (s.progressing and s.intervals > 0):

@@ -1,16 +1,20 @@
-"""The rules' words for output that reports failure (``output_kinds``) and for a request
-pile-up (``pileup``): a failure rate, a job whose only news is failure, a wedged server.
+"""The rules' words for output that reports failure (``output_kinds``), for a request
+pile-up (``pileup``): a failure rate, a job whose only news is failure, a wedged server; and
+for a feed consumed message by message (``fed_socket``).
 
 May import the base and ``diag.verdict`` - never a family module of the table.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, Tuple
 
+from diag.text.units import size
 from diag.verdict.features import ProcSignals
+from diag.verdict.fed_socket import Fed
 from diag.verdict.output_kinds import OutputTally
 from diag.verdict.pileup import PileUp
+from diag.verdict.wording import where, who
 
 PILE_UP_OUTRANKS = (
     "threads piling up on a lock whose holder waits for what no live thread sets is a wedge, "
@@ -126,3 +130,31 @@ def pile_up_chain(pu: PileUp) -> str:
 def diverged_rank_fails(t: OutputTally) -> str:
     """What ``peers_wait`` adds when the rank it blames logs only failure: why it left."""
     return f"; its log reports only failure{_quote(t)}"
+
+
+CONSUMES_FEED_OUTRANKS = (
+    "a feed consumed message by message is the job's work: progress, not a slow transfer"
+)
+
+
+def consumes_feed(feeds: Sequence[Tuple[ProcSignals, Fed]]) -> str:
+    """``consumes_feed``: who consumes which feed, at what pace, in what size of message."""
+    parts = []
+    for p, f in feeds[:3]:
+        each = f.got_bytes / max(1, f.wakes or 1)
+        parts.append(
+            f"{who([p])} consumes a feed from {f.end.remote} in {where(p)}: woken {f.wakes} "
+            f"times in {f.window_s:.1f} s for {size(f.got_bytes)} (~{each:.0f} B a wake, the "
+            f"last {f.end.last_recv_s or 0:.1f} s ago)"
+        )
+    return (
+        "; ".join(parts)
+        + " - messages read as they arrive, each one woken for and handled before the next "
+        "(it blocks for the next one: nothing waits unread), not a transfer held up by the "
+        "network. The feed's pace is the publisher's"
+    )
+
+
+def consumes_feed_reason(f: Fed) -> str:
+    """A consumer's reason: the feed it keeps up with."""
+    return f"consumes a feed from {f.end.remote} ({size(f.got_bytes / f.window_s)}/s)"
