@@ -340,3 +340,36 @@ def test_a_frame_link_read_mid_call_is_torn_not_an_empty_stack(
         read_stacks(ProcFS(), target.pid)
     dumps, reader = read_python_stacks(target.pid, 20.0, _pyspy())  # py-spy reads it instead
     assert reader == "py-spy" and all(d.frames for d in dumps)
+
+
+def test_py_spy_s_not_python_about_a_torn_cpython_is_an_error(
+    spawn: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """diag's reader placed the CPython and tore on it three times; py-spy, then, failed to find
+    the interpreter in the .data section (its own torn read of a busy-polling SGLang scheduler,
+    1 dump in ~130): an error, retried blocking - not "not a Python process", which dropped that
+    sample's stacks with a note saying the scheduler was not Python."""
+    import diag.probes.stacks as stacks
+
+    target = spawn([sys.executable, str(DATA / "pyspy" / "threads_program.py")])
+    _settled(target.pid)
+
+    def torn(*_: Any, **__: Any) -> None:
+        raise RemoteReadError("object at 0x10 is not a code object")
+
+    monkeypatch.setattr(stacks, "read_stacks", torn)
+    runs = tmp_path / "runs"
+    fake = tmp_path / "py-spy"
+    fake.write_text(
+        f'#!/bin/sh\necho "$@" >> {runs}\n'
+        "echo 'Error: Failed to find a python interpreter in the .data section' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    with pytest.raises(StackError) as err:
+        read_python_stacks(target.pid, 20.0, str(fake))
+    assert err.value.kind == "error" and "torn" in str(err.value), err.value
+    assert "--nonblocking" in runs.read_text().splitlines()[0]
+    assert len(runs.read_text().splitlines()) == 2  # then blocking
+    with pytest.raises(StackError) as err:  # asked of py-spy alone, its word stands
+        read_python_stacks(target.pid, 20.0, str(fake), reader="py-spy")
+    assert err.value.kind == KIND_NOT_PYTHON

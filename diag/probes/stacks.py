@@ -45,7 +45,7 @@ from typing import List, Optional, Tuple
 import msgspec
 
 from diag.probes.cpython.pyframes import FrameChainCorrupt, read_stacks
-from diag.probes.cpython.pymem import NotCPython, RemoteReadError
+from diag.probes.cpython.pymem import NotCPython, RemoteReadError, maps_cpython
 from diag.probes.procfs import ProcFS
 from diag.probes.pyspy_dump import (
     KIND_ERROR,
@@ -272,12 +272,33 @@ def _run_pyspy(pyspy: str, pid: int, nonblocking: bool, timeout_s: float) -> Tup
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
+def _torn_not_python(error: StackError, stderr: str, pid: int) -> StackError:
+    """py-spy's "not a Python process" about a process known to run CPython: its search for the
+    interpreter read the running process mid-change (``Failed to find a python interpreter in
+    the .data section``, 1 dump in ~130 of a busy-polling SGLang scheduler) - an error, retried
+    blocking, never the fact "not Python" (which dropped the sample's stacks without a word)."""
+    if error.kind != KIND_NOT_PYTHON:
+        return error
+    said = next((ln.strip() for ln in stderr.splitlines() if ln.strip()), "no message")
+    return StackError(KIND_ERROR, f"py-spy failed on pid {pid}: {said[:300]} (a torn read)")
+
+
 def dump_stacks(
-    pid: int, timeout_s: float, pyspy: str, procfs: Optional[ProcFS] = None
+    pid: int,
+    timeout_s: float,
+    pyspy: str,
+    procfs: Optional[ProcFS] = None,
+    cpython: bool = False,
 ) -> List[PyThreadDump]:
-    """Dump every Python thread of ``pid`` within ``timeout_s``; raises ``StackError``."""
+    """Dump every Python thread of ``pid`` within ``timeout_s``; raises ``StackError``.
+    ``cpython``: the process is known to run CPython (diag's reader found it)."""
     fs = procfs or ProcFS()
     deadline = time.monotonic() + timeout_s
+
+    def failure(err: str) -> StackError:
+        found = classify_failure(err, pid, fs)
+        return _torn_not_python(found, err, pid) if cpython else found
+
     version = python_version_of(pid, fs)
     nonblocking = version is None or version >= (3, 11)
     rc, out, err = _run_pyspy(pyspy, pid, nonblocking, timeout_s)
@@ -291,12 +312,12 @@ def dump_stacks(
         retry_blocking = True
     elif nonblocking and rc != 0:
         # A torn non-blocking read gives an odd error; known reasons would only repeat.
-        retry_blocking = classify_failure(err, pid, fs).kind == KIND_ERROR
+        retry_blocking = failure(err).kind == KIND_ERROR
     remaining = deadline - time.monotonic()
     if retry_blocking and remaining > 0.05:
         rc, out, err = _run_pyspy(pyspy, pid, False, remaining)
     if rc != 0 or not out.strip():  # empty output: the target exited during the dump
-        raise classify_failure(err, pid, fs)
+        raise failure(err)
     return parse_pyspy_json(out)
 
 
@@ -319,6 +340,7 @@ def read_python_stacks(
     ``active`` False instead of reading every thread's stat).
     """
     fs = procfs or ProcFS()
+    torn = False  # diag's reader placed a CPython and tore on it: py-spy cannot say "not Python"
     if reader != READER_PYSPY:
         corrupt = 0
         for _ in range(_IN_PROCESS_TRIES):
@@ -328,8 +350,10 @@ def read_python_stacks(
                 raise StackError(KIND_NOT_PYTHON, f"not a Python process (pid {pid})") from None
             except FrameChainCorrupt:
                 corrupt += 1
+                torn = True
                 continue
             except RemoteReadError:
+                torn = True
                 continue
             if dumps is None:
                 break  # not a Python this reader knows: py-spy's job
@@ -340,7 +364,7 @@ def read_python_stacks(
                 f"pid {pid}: Python frame chain cyclic/corrupt (loops or never ends, "
                 f"{_IN_PROCESS_TRIES} reads); its stacks are not shown",
             )
-    dumps = dump_stacks(pid, timeout_s, pyspy, fs)
+    dumps = dump_stacks(pid, timeout_s, pyspy, fs, cpython=torn and maps_cpython(fs, pid))
     inner = namespace_tids(fs, pid)  # py-spy gives a container's own thread ids
     if inner:
         dumps = [

@@ -135,6 +135,17 @@ def locate_runtime(procfs: ProcFS, pid: int, memory: RemoteMemory) -> Optional[R
     return None
 
 
+def maps_cpython(procfs: ProcFS, pid: int) -> bool:
+    """A file ``pid`` maps defines ``Py_Initialize``: it runs CPython, whatever a torn read of
+    its memory says (the symbols are the cached ones ``locate_runtime`` parsed)."""
+    maps = procfs.try_read_text(pid, "maps") or ""
+    for path in mapped_python(maps, procfs.readlink(pid, "exe")):
+        symbols = _symbols_of(procfs, pid, path)
+        if symbols is not None and "Py_Initialize" in symbols.values:
+            return True
+    return False
+
+
 def warm_symbols(procfs: ProcFS, pid: int) -> None:
     """Parse the symbols of ``pid``'s Python binaries into the cache, reading no memory: done
     before forking workers, so that each of them does not parse the same file again."""
