@@ -416,6 +416,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_for_outside",),
     ),
     Scenario(
+        "flag_file_daemon_thread",
+        "idle",
+        (),
+        False,
+        "the same poll loop in a thread the main thread starts and joins: the join waits for "
+        "the live thread that wakes",
+        rules=("waits_for_outside",),
+    ),
+    Scenario(
         "asyncio_event_set_late",
         "progressing",
         (),

@@ -153,3 +153,25 @@ def test_a_daemon_whose_only_thread_sleeps_on_its_timer_and_beats_is_idle() -> N
     untimed = {"syscall": "futex", "futex_op": 0x189, "wait_timed": False, "state": "S"}
     changed = _with_main(daemon, lambda t: msgspec.structs.replace(t, **untimed))
     assert classify(changed).state == "deadlocked"
+
+
+def test_a_main_thread_joining_its_polling_thread_is_no_waiter() -> None:
+    """The same daemon's loop in a thread the main thread joins
+    (samples/scenarios/flag_file_daemon_thread.py): the join waits for a live thread of its
+    own, the one that wakes - idle. Were that thread blocked untimed on a lock or event of its
+    own instead, nothing would end the wait: deadlocked."""
+    joined = load_bundle(BUNDLES / "flag_file_daemon_thread.json")
+    v = classify(joined)
+    assert v.state == "idle" and v.rule == "waits_for_outside", v.summary
+    blocked = {"syscall": "futex", "futex_op": 0x189, "wait_timed": False, "state": "S"}
+    samples = []
+    for sample in joined.samples:
+        procs = []
+        for ps in sample.processes:
+            threads = tuple(
+                t if t.tid == ps.pid else msgspec.structs.replace(t, **blocked) for t in ps.threads
+            )
+            procs.append(msgspec.structs.replace(ps, threads=threads))
+        samples.append(msgspec.structs.replace(sample, processes=tuple(procs)))
+    stuck = classify(msgspec.structs.replace(joined, samples=tuple(samples)))
+    assert stuck.state == "deadlocked", stuck.summary

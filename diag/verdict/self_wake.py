@@ -30,8 +30,9 @@ next checkpoint is idle, and had read "deadlocked: kill it". And a process none 
 waits on anything a timer does not end (``holds_a_waiter``: an untimed lock, event or queue wait,
 or an event loop, whose awaited coroutine is on no stack): every thread sleeps on its own
 timer, so nothing waits on its own code - each wake is the poll itself. A daemon checking for a
-flag file every second and logging ``alive tick=N`` from the same loop is idle; it had read
-"deadlocked: kill it".
+flag file every second and logging ``alive tick=N`` from the same loop is idle, and so is
+its main thread joining that loop's thread (a join waits for a live thread of its own, the
+one that wakes); both had read "deadlocked: kill it".
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from diag.model import Bundle, FdEnd, ProcessSample, ThreadSample
 from diag.verdict.features import ProcSignals
 from diag.verdict.progress import LogGrowth
 from diag.verdict.series_index import process_samples
+from diag.verdict.thread_wait import thread_wait
+from diag.vocab import WaitKind
 
 MIN_WAKES = 2  # voluntary context switches of its threads during the capture: a timer fired
 # Handlers no program installs to be woken: SIGINT (every Python process catches it: Ctrl-C
@@ -102,26 +105,30 @@ def _waits_on_itself(t: ThreadSample, ends: Dict[int, FdEnd], own: FrozenSet[int
     return False
 
 
-def _waiter(t: ThreadSample) -> bool:
+_JOIN: WaitKind = "join"
+
+
+def _waiter(bundle: Bundle, t: ThreadSample) -> bool:
     """A thread whose wait no timer of its own ends: an untimed wait on a lock, event or queue
-    of its process, or an event loop (the coroutine it runs awaits is on no stack)."""
+    of its process, or an event loop (the coroutine it runs awaits is on no stack). A join
+    is none: it waits for a live thread of its own to end - the one that wakes, for all the
+    capture shows (``t.start(); t.join()`` on a polling loop)."""
     if t.state != "S":
         return False
-    if t.syscall == "futex":
-        return (
-            t.wait_timed is not True
-            and t.futex_op is not None
-            and bool(t.futex_op & _FUTEX_PRIVATE)
-        )
-    return t.syscall in _EPOLL
+    if t.syscall != "futex":
+        return t.syscall in _EPOLL
+    if t.wait_timed is True or t.futex_op is None or not t.futex_op & _FUTEX_PRIVATE:
+        return False
+    return thread_wait(bundle, t).kind != _JOIN
 
 
 def holds_a_waiter(bundle: Bundle, p: ProcSignals) -> bool:
     """In every sample some thread waits on something a timer does not end. With none - every
-    thread sleeps on its own timer - nothing waits on its own code: each wake is the work
-    (a poll of a file, a clock, a flag), and what it checks diag cannot see."""
+    thread sleeps on its own timer, or joins one that does - nothing waits on its own code:
+    each wake is the work (a poll of a file, a clock, a flag), and what it checks diag cannot
+    see."""
     series = _series(bundle, p)
-    return bool(series) and all(any(_waiter(t) for t in ps.threads) for ps in series)
+    return bool(series) and all(any(_waiter(bundle, t) for t in ps.threads) for ps in series)
 
 
 def _closed_sample(ps: ProcessSample) -> Optional[int]:

@@ -728,7 +728,8 @@ TABLE: Tuple[Rule, ...] = (
         and what they write tell). A loop watching a socket or a port, a SIGTERM handler, a
         timer that writes anything else, a silent timer (it may poll a file or a clock) stay
         doors; so does a process whose every thread sleeps on its own timer (a daemon
-        checking for a flag file and logging ``alive tick=N``): nothing of it waits, each
+        checking for a flag file and logging ``alive tick=N``, or joining the thread
+        that does - a join waits for a live thread of its own): nothing of it waits, each
         wake is its poll.""",
         examples=["asyncio_event_heartbeat", "thread_event_heartbeat"],
     ),
@@ -748,6 +749,7 @@ TABLE: Tuple[Rule, ...] = (
             "ray_idle",
             "flock_holder_sleeps",
             "flag_file_daemon",
+            "flag_file_daemon_thread",
         ],
     ),
     rule(
