@@ -425,6 +425,14 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_for_outside",),
     ),
     Scenario(
+        "asyncio_flag_daemon",
+        "idle",
+        (),
+        False,
+        "the same poll loop as one asyncio task awaiting asyncio.sleep(1): to the kernel and "
+        "py-spy the picture of asyncio_event_heartbeat (reads deadlocked today)",
+    ),
+    Scenario(
         "asyncio_event_set_late",
         "progressing",
         (),
