@@ -346,7 +346,7 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Optional[Tuple[StartupPhase, str]]:
     wait = p.sig.main_wait
     if init or (wait is not None and wait.kind == "rendezvous"):
         return INIT_COMM, f"frame `{init or (wait.label if wait else '')}`"
-    warm = _names_fact("warmup", p.names, lambda n: _frame(n, _WARMUP_NAMES))
+    warm = _names_fact("warm", p.names, lambda n: _frame(n, _WARMUP_NAMES))
     line = _last_line(p)
     if warm or (line and _WARMUP_LOG.search(line)):
         return WARMUP, f"frame `{warm}`" if warm else f"log: {line[:80]}"
