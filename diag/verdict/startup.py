@@ -32,25 +32,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from diag.frameworks import union
 from diag.model import Bundle, LogSample, OpenFile, ProcessInfo, ProcessSample, RankPhase
 from diag.text.units import size
 from diag.verdict.features import ProcSignals, frames_of
+from diag.verdict.startup_frames import (
+    clear_names_facts,
+    compile_frames,
+    convert_frames,
+    frame_named,
+    loader_frames,
+    names_fact,
+)
 from diag.verdict.startup_signs import (
-    _COMPILE_FILES,
     _COMPILE_LOG,
-    _COMPILE_NAMES,
-    _CONVERT_NAMES,
-    _CONVERT_PREFIXES,
     _DOWNLOAD_NAMES,
     _INIT_NAMES,
-    _LOADER_FILES,
-    _LOADER_NAMES,
     _LOG_SUFFIXES,
-    _NOT_CONVERT,
-    _NOT_CONVERT_FILES,
     _WARMUP_LOG,
     _WARMUP_NAMES,
     COMPILERS,
@@ -206,40 +206,11 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
     return out
 
 
-def _frame(names: Sequence[Tuple[str, str]], want: frozenset[str]) -> Optional[str]:
-    return next((n for n, _ in names if n in want), None)
-
-
-# What the frames of a process's last sample show, by that list of frames: the list is one
-# object per class of processes (``_procs``), so 16,384 ranks of one class scan 300 threads'
-# frames once, not once each. Cleared by ``startup_phases``; a hit is checked by identity.
-_by_names: Dict[Tuple[str, int], Tuple[object, Optional[str]]] = {}
-
-
-def _names_fact(
-    what: str, names: List[Tuple[str, str]], find: Callable[[List[Tuple[str, str]]], Optional[str]]
-) -> Optional[str]:
-    hit = _by_names.get((what, id(names)))
-    if hit is not None and hit[0] is names:
-        return hit[1]
-    found = find(names)
-    _by_names[(what, id(names))] = (names, found)  # holds the list: its id stays its own
-    return found
-
-
-def _compile_frames(names: Sequence[Tuple[str, str]]) -> Optional[str]:
-    for name, filename in names:
-        if any(marker in filename for marker in _COMPILE_FILES):
-            return f"frame `{name}` in {filename.rsplit('/', 2)[-2]}/{filename.rsplit('/', 1)[-1]}"
-    found = _frame(names, _COMPILE_NAMES)
-    return f"frame `{found}`" if found else None
-
-
 def _compile_evidence(p: _Proc) -> Optional[str]:
     if p.children:
         kids = ", ".join(f"{c.name or '?'} (pid {c.pid})" for c in p.children[:3])
         return f"compiler child {kids}"
-    found = _names_fact("compile", p.names, _compile_frames)
+    found = names_fact("compile", p.names, compile_frames)
     if found:
         return found
     line = _last_line(p)
@@ -257,30 +228,11 @@ def _last_line(p: _Proc) -> str:
 
 
 def _convert_evidence(p: _Proc) -> Optional[str]:
-    return _names_fact("convert", p.names, _convert_frames)
-
-
-def _convert_frames(names: Sequence[Tuple[str, str]]) -> Optional[str]:
-    for name, filename in names:
-        if name in _NOT_CONVERT or any(f in filename for f in _NOT_CONVERT_FILES):
-            continue
-        if name in _CONVERT_NAMES or name.lower().startswith(_CONVERT_PREFIXES):
-            return f"frame `{name}`"
-    return None
+    return names_fact("convert", p.names, convert_frames)
 
 
 def _loader_frame(p: _Proc) -> Optional[str]:
-    return _names_fact("loader", p.names, _loader_frames)
-
-
-def _loader_frames(names: Sequence[Tuple[str, str]]) -> Optional[str]:
-    for name, filename in names:
-        if name in _LOADER_NAMES or any(f in filename for f in _LOADER_FILES):
-            return name
-        for sign, called in union.LOADER_FRAMES:
-            if union.matches((sign,), name, filename):
-                return called
-    return None
+    return names_fact("loader", p.names, loader_frames)
 
 
 def _weight_files(ps: ProcessSample) -> List[OpenFile]:
@@ -333,7 +285,7 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Optional[Tuple[StartupPhase, str]]:
         if bar and not parts:
             parts.append(f"tqdm: {bar.desc}")
         return LOADING, ", ".join(parts)
-    dl = _names_fact("download", p.names, lambda n: _frame(n, _DOWNLOAD_NAMES))
+    dl = names_fact("download", p.names, lambda n: frame_named(n, _DOWNLOAD_NAMES))
     writes = [w for w in _growing_writes(p) if dl or looks_downloaded(w[0].path)]
     if writes or dl or (bar and ("download" in desc or "fetching" in desc or is_weights(desc))):
         if writes:
@@ -342,11 +294,11 @@ def _phase(p: _Proc, bar: Optional[Tqdm]) -> Optional[Tuple[StartupPhase, str]]:
         else:
             text = f"frame `{dl}`" if dl else f"tqdm: {bar.desc if bar else ''}"
         return DOWNLOADING, text
-    init = _names_fact("init", p.names, lambda n: _frame(n, _INIT_NAMES))
+    init = names_fact("init", p.names, lambda n: frame_named(n, _INIT_NAMES))
     wait = p.sig.main_wait
     if init or (wait is not None and wait.kind == "rendezvous"):
         return INIT_COMM, f"frame `{init or (wait.label if wait else '')}`"
-    warm = _names_fact("warm", p.names, lambda n: _frame(n, _WARMUP_NAMES))
+    warm = names_fact("warm", p.names, lambda n: frame_named(n, _WARMUP_NAMES))
     line = _last_line(p)
     if warm or (line and _WARMUP_LOG.search(line)):
         return WARMUP, f"frame `{warm}`" if warm else f"log: {line[:80]}"
@@ -476,11 +428,11 @@ def startup_phases(bundle: Bundle, procs: Sequence[ProcSignals]) -> StartupPhase
     them; and per pid how long its phase has run (when known)."""
     if not bundle.samples:
         return StartupPhases((), {})
-    _by_names.clear()
+    clear_names_facts()
     try:
         return _startup_phases(bundle, procs)
     finally:
-        _by_names.clear()
+        clear_names_facts()
 
 
 def _startup_phases(bundle: Bundle, procs: Sequence[ProcSignals]) -> StartupPhases:
