@@ -17,16 +17,13 @@ from typing import Any, Callable, Dict, List
 import pytest
 from conftest import PROGRAMS, run_diag
 
-from diag.collect import priority
 from diag.collect.collector import OPTIONAL_PROBES, Collector
 from diag.collect.priority import (
     BOOST_NICE,
     RR_PRIORITY,
     Boost,
     demote_self,
-    others_running,
     policy_from_env,
-    wants_real_time,
 )
 from diag.commands.capture import sample_series
 from diag.model import Sample
@@ -34,11 +31,6 @@ from diag.model import Sample
 needs_sys_nice = pytest.mark.skipif(
     os.geteuid() != 0, reason="raising a priority needs CAP_SYS_NICE (root here)"
 )
-
-
-def _busy_host() -> int:
-    """Other tasks want every core: the workers go real time (``wants_real_time``)."""
-    return 1024
 
 
 def _nice(tid: int) -> int:
@@ -119,7 +111,7 @@ def test_burst_raises_every_thread_and_restores_them_after() -> None:
 def test_workers_run_real_time_bounded_during_the_burst_only() -> None:
     worker = _sleeper()
     try:
-        boost = Boost("rr", others=_busy_host)
+        boost = Boost("rr")
         with boost.burst() as burst:
             burst.add_workers([worker])
             policy = os.sched_getscheduler(worker)
@@ -138,7 +130,7 @@ def test_workers_run_real_time_bounded_during_the_burst_only() -> None:
 @needs_sys_nice
 def test_a_helper_started_in_a_burst_is_put_back_after_it() -> None:
     """The NVML worker outlives the burst that started it: it must not keep the raise."""
-    boost = Boost("rr", others=_busy_host)
+    boost = Boost("rr")
     with boost.burst() as burst:
         helper = _sleeper()  # forked from a raised thread: inherits nice -10
         try:
@@ -181,7 +173,7 @@ def test_without_privilege_the_burst_runs_unboosted_silently() -> None:
         os.setuid(65534)  # drops every capability
         resource.setrlimit(resource.RLIMIT_NICE, (0, 0))
         worker = _sleeper()
-        boost = Boost("rr", others=_busy_host)
+        boost = Boost("rr")
         for _ in range(2):
             with boost.burst() as burst:
                 burst.add_workers([worker])
@@ -199,7 +191,7 @@ def test_without_privilege_the_burst_runs_unboosted_silently() -> None:
 def test_a_niced_diag_is_left_as_it_was_started() -> None:
     def niced() -> int:
         os.setpriority(os.PRIO_PROCESS, 0, 5)
-        boost = Boost("rr", others=_busy_host)
+        boost = Boost("rr")
         with boost.burst() as burst:
             if burst.raised or _nice(0) != 5:
                 return 1
@@ -210,10 +202,7 @@ def test_a_niced_diag_is_left_as_it_was_started() -> None:
 
 @needs_sys_nice
 @pytest.mark.slow
-def test_collector_samples_boosted_and_restores_its_workers(
-    spawn: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(priority, "others_running", _busy_host)
+def test_collector_samples_boosted_and_restores_its_workers(spawn: Any) -> None:
     job = spawn([sys.executable, str(PROGRAMS / "rank_job.py")])
     collector = Collector(job.pid, boost="rr")
     try:
@@ -249,8 +238,7 @@ def test_no_boost_flag_reaches_the_collector(spawn: Any, tmp_path: Path) -> None
         assert done.returncode == 0, done.stderr
         samples = json.loads(out.read_text())["samples"]
         boosts[flag] = samples[0].get("boost", "")
-    # Real time only when other tasks want the cores (``wants_real_time``): this host's load.
-    assert boosts[()] in ("rr", "nice") and boosts[("--no-boost",)] == ""
+    assert boosts == {(): "rr", ("--no-boost",): ""}
 
 
 class _SlowCollector:
@@ -293,29 +281,3 @@ def test_on_time_samples_are_not_lean() -> None:
     fake = _SlowCollector(slow_s=0.0)
     sample_series(fake, count=3, interval_s=0.2)  # type: ignore[arg-type]
     assert all(not c["lean"] and c["late_s"] < 0.1 for c in fake.calls)
-
-
-def test_real_time_only_when_other_tasks_want_the_cores() -> None:
-    # 2 cores, 2 workers: any other runnable task competes with them.
-    assert not wants_real_time(0, workers=2, cores=2)
-    assert wants_real_time(1, workers=2, cores=2)
-    # 224 cores, 8 workers: a few busy schedulers leave cores to spare.
-    assert not wants_real_time(12, workers=8, cores=224)
-    assert wants_real_time(216, workers=8, cores=224)
-    assert wants_real_time(None, workers=2, cores=2)  # load unknown: as before, real time
-    assert others_running() is not None  # /proc/loadavg here
-
-
-@needs_sys_nice
-def test_workers_get_nice_on_a_host_with_cores_to_spare() -> None:
-    worker = _sleeper()
-    try:
-        boost = Boost("rr", others=lambda: 0)
-        with boost.burst() as burst:
-            burst.add_workers([worker])
-            assert os.sched_getscheduler(worker) & ~os.SCHED_RESET_ON_FORK == os.SCHED_OTHER
-            assert _nice(worker) == BOOST_NICE
-            assert burst.label == "nice"
-        assert _nice(worker) == 0
-    finally:
-        _reap(worker)

@@ -11,11 +11,8 @@ What it does (``rr``, the default, chosen by ``bench/saturation.py``):
 
 * The forked shard workers, which do the per-process reads, run ``SCHED_RR`` at the lowest
   real-time priority (``RR_PRIORITY``), with ``SCHED_RESET_ON_FORK`` (a py-spy they start runs
-  at the normal priority) - when other tasks want the cores they would use
-  (``wants_real_time``, from ``/proc/loadavg``'s runnable count at the burst's start); on a
-  host with cores to spare they get nice, like diag's own threads, which real-time workers
-  would otherwise keep off the CPU. Measured beside 8 CPU hogs on 2 cores: a 4-rank sample
-  took ~0.04 s this way, ~0.14 s at the normal priority - and the same ~0.14 s at nice -10: with the
+  at the normal priority). Measured beside 8 CPU hogs on 2 cores: a 4-rank sample took ~0.04 s
+  this way, ~0.14 s at the normal priority - and the same ~0.14 s at nice -10: with the
   kernel's autogroups (a session each) or cgroups, a nice value only orders the threads of one
   group, and the busy processes of a host are rarely in diag's.
 * Every thread of diag itself gets nice ``BOOST_NICE`` (-10): it helps where diag and the
@@ -43,7 +40,7 @@ from __future__ import annotations
 import os
 import resource
 from types import TracebackType
-from typing import Callable, Dict, List, Literal, Mapping, Optional, Sequence, Set, Type
+from typing import Dict, List, Literal, Mapping, Optional, Sequence, Set, Type
 
 BoostPolicy = Literal["nice", "rr", "off"]
 POLICIES: tuple[BoostPolicy, ...] = ("nice", "rr", "off")
@@ -64,29 +61,6 @@ def policy_from_env(env: Optional[Mapping[str, str]] = None) -> BoostPolicy:
         if wanted == policy:
             return policy
     return "rr"
-
-
-def others_running() -> Optional[int]:
-    """Runnable tasks on the host besides the thread asking (``/proc/loadavg``'s fourth field,
-    ``running/total``: read at once, a few bytes); None when it cannot be read."""
-    try:
-        with open("/proc/loadavg", "rb") as fh:
-            fields = fh.read(256).split()
-        return max(int(fields[3].split(b"/", 1)[0]) - 1, 0)
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def wants_real_time(others: Optional[int], workers: int, cores: int) -> bool:
-    """Whether real time buys the workers anything: only when other tasks want the cores that
-    diag's workers and its own thread would use. On a host with cores to spare it buys nothing
-    and costs the sample: two real-time workers on two cores kept diag's own thread (discovery,
-    the socket and log probes, the answers) off the CPU until they were done, which then ran
-    alone - 44-48 ms of an 8-rank first sample where the CPU work was ~31 ms a core
-    (bench.snapshot). Unknown load: real time, as before."""
-    if others is None:
-        return True
-    return others > max(cores - workers - 1, 0)
 
 
 def _own_tids() -> List[int]:
@@ -120,7 +94,6 @@ class Burst:
         self._workers: Set[int] = set()
         self._helpers: Set[int] = set()
         self.rt_workers = 0  # workers put in real time this burst
-        self._rt_wanted: Optional[bool] = None  # decided at the burst's first workers
 
     @property
     def label(self) -> str:
@@ -147,14 +120,11 @@ class Burst:
         nice value of the thread that forked them; a real-time policy is set here)."""
         if not self.raised:
             return
-        if self._rt_wanted is None and pids:
-            cores = os.cpu_count() or 1
-            self._rt_wanted = wants_real_time(self._boost.others(), len(pids), cores)
         for pid in pids:
             if pid in self._workers:
                 continue
             self._workers.add(pid)
-            if self._boost.policy == "rr" and self._boost.rt_denied is None and self._rt_wanted:
+            if self._boost.policy == "rr" and self._boost.rt_denied is None:
                 try:
                     self._boost.bound_rt(pid)
                     policy = os.SCHED_RR | os.SCHED_RESET_ON_FORK
@@ -228,12 +198,8 @@ def _my_child(pid: int) -> bool:
 class Boost:
     """``with boost.burst() as burst: ...; burst.add_workers(pids)`` around each sample."""
 
-    def __init__(
-        self, policy: BoostPolicy = "nice", others: Optional[Callable[[], Optional[int]]] = None
-    ) -> None:
+    def __init__(self, policy: BoostPolicy = "nice") -> None:
         self.policy: BoostPolicy = policy
-        # Other runnable tasks now (``wants_real_time``); the host's, unless a test says.
-        self.others = others if others is not None else lambda: others_running()
         self.denied: Optional[str] = None  # why bursts run unboosted (no privilege...)
         self.rt_denied: Optional[str] = None  # why workers get nice, not real time
         self.bursts_raised = 0
