@@ -36,7 +36,7 @@ from diag.probes.native_location import NativeProbe
 from diag.probes.open_files import read_open_files
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, read_identity
-from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id, truncation_of
+from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id, truncation_of_stacks
 from diag.probes.quiescence import Fingerprint, counters_of, read_counters
 from diag.probes.quiescence import quiet as quiet_counters
 from diag.probes.resources import read_resources
@@ -229,6 +229,7 @@ class ProcessReader:
             )
         running = {c[0] for c in counters or () if c[1] == "R"}
         ids: Dict[Tuple[Frame, ...], str] = {}
+        runs: Dict[str, List[int]] = {}  # by stack id: how many threads run it
         stacks: Dict[str, Tuple[Frame, ...]] = {}
         compact = []
         shortened = 0
@@ -238,6 +239,8 @@ class ProcessReader:
                 sid = ids[d.frames] = stack_id(d.frames)
                 stacks[sid] = shorten_frames(d.frames)  # what the bundle keeps, not 4 KiB names
                 shortened += stacks[sid] is not d.frames
+                runs[sid] = [0]
+            runs[sid][0] += 1
             # "active" as py-spy means it (on a CPU) for diag's own reads.
             active = d.os_thread_id in running if reader == READER_DIAG else d.active
             compact.append(msgspec.structs.replace(d, active=active, frames=(), stack_id=sid))
@@ -247,7 +250,9 @@ class ProcessReader:
             reader=reader,
             quiet=before,
             duration_s=time.monotonic() - started,
-            truncated=_cut_note(truncation_of(dumps), shortened),
+            truncated=_cut_note(
+                truncation_of_stacks({f: runs[i][0] for f, i in ids.items()}, len(dumps)), shortened
+            ),
         )
 
     def warm(self, pids: List[int]) -> None:
