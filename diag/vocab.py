@@ -183,6 +183,7 @@ RuleId = Literal[
     "output_moves",
     "consumes_feed",
     "spins_for_dead_thread",
+    "waits_for_dead_thread",
     "works_silently",
     "children_work",
     "calls_itself",

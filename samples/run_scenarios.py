@@ -1422,6 +1422,37 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("flow_paused",),
     ),
     Scenario(
+        "grpc_handler_dead_loader",
+        "deadlocked",
+        None,  # the suspect is the server child, neither root nor rank
+        False,
+        "a client's gRPC Predict (no deadline) waits on its server, whose handler waits on "
+        "an Event the `model-loader` thread was to set; the thread died ('Exception in "
+        "thread model-loader' in the log)",
+        ("grpc",),
+        rules=("waits_for_dead_thread",),
+    ),
+    Scenario(
+        "lightning_ddp_dead_fetch",
+        "deadlocked",
+        ("rank:1",),
+        True,
+        "Lightning DDP (gloo, 2 ranks): rank 1's training_step waits on an Event its `fetch` "
+        "thread died before setting; rank 0 waits in backward",
+        ("lightning",),
+        rules=("waits_for_dead_thread",),
+    ),
+    Scenario(
+        "lightning_ddp_slow_rank",
+        "slow",
+        ("rank:1",),
+        True,
+        "Lightning DDP (gloo, 2 ranks): rank 1 computes for minutes in one training_step; "
+        "rank 0 waits in backward",
+        ("lightning",),
+        rules=("works_silently",),
+    ),
+    Scenario(
         "dask_worker_paused",
         "slow",
         None,  # the suspect is the paused worker, not the root (tests/test_dask_real.py)

@@ -50,6 +50,19 @@ _PROMPT_LAGGARD = (
     "(a door); that no one will type into it is the rules' judgment (deadlocked, answer it)"
 )
 GRAPH_DISAGREES: Dict[str, str] = {
+    "grpc_handler_dead_loader": (
+        "the server's handler thread waits untimed on an Event beside its completion-queue "
+        "thread (a socket) and a listening port: to the graph those can set it (idle); that "
+        "the thread meant to set it died ('Exception in thread model-loader') is the log's, "
+        "read by the rules (waits_for_dead_thread)"
+    ),
+    "lightning_ddp_dead_fetch": (
+        "rank 1 waits untimed on an Event, rank 0 in backward beside Lightning's "
+        "child-process observer (a timer) and the ranks' listening ports: in some runs the "
+        "graph reads that timer or a port as able to end it (idle; the recording's graph "
+        "agrees: deadlocked); that the thread meant to set the Event died "
+        "('Exception in thread fetch') is the log's, read by the rules (waits_for_dead_thread)"
+    ),
     "torchrun_pdb_rank": _PROMPT_LAGGARD,
     "gloo_backoff_503": (
         "rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a "

@@ -20,7 +20,7 @@ from diag.model import Bundle, ProcessSample, ThreadSample, main_thread
 from diag.verdict.features import ProcSignals
 from diag.verdict.pileup import dead_thread
 from diag.verdict.series_index import process_samples
-from diag.verdict.thread_wait import frames_of
+from diag.verdict.thread_wait import frames_of, thread_wait
 
 MIN_SAMPLES = 3  # the spin is seen on its line at every one of them
 MIN_SHARE = 0.5  # of a core, in every interval
@@ -85,3 +85,64 @@ def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[Spi
     top = frames[0]
     where = f"{top.name} ({top.filename.rsplit('/', 1)[-1]}:{top.line})"
     return SpinOnDead(p, last.py_thread_name or last.name, where, name, line)
+
+
+# What a thread parks on when it waits for another thread to set or release something: an
+# Event or Condition, a lock. A queue's ``get`` is left out: a consumer parked there is how an
+# idle worker waits for its next item from anyone (a socket thread, a request).
+_SETTER_WAITS = frozenset({"condition", "lock"})
+
+
+@dataclass(frozen=True)
+class BlockOnDead:
+    """A thread parked untimed in the job's own code on what another thread sets, and the
+    thread its process's log says died."""
+
+    proc: ProcSignals
+    thread: str
+    frame: str  # "Net.training_step (train.py:22)": the job's frame that waits
+    wait: str  # "Event.wait"
+    dead: str
+    line: str
+
+
+def _parked(bundle: Bundle, series: List[ProcessSample], tid: int) -> Optional[ThreadSample]:
+    """The thread ``tid``'s last sample when it sat untimed on one stack in the job's own code
+    at every sample, its CPU ticks unchanged; None otherwise."""
+    seen = [next((t for t in ps.threads if t.tid == tid), None) for ps in series]
+    if any(t is None or t.stack_id is None for t in seen):
+        return None
+    if len({t.stack_id for t in seen if t is not None}) != 1:
+        return None
+    ticks = {t.utime_ticks + t.stime_ticks for t in seen if t is not None}
+    last = seen[-1]
+    assert last is not None
+    w = thread_wait(bundle, last)
+    if len(ticks) != 1 or w.kind not in _SETTER_WAITS or w.timed is not False or not w.caller:
+        return None
+    return last
+
+
+def block_on_dead(bundle: Bundle, p: ProcSignals) -> Optional[BlockOnDead]:
+    """A thread of ``p`` parked untimed on an Event, Condition or lock in the job's own code,
+    the same stack and no CPU at every sample, while its log says one of its threads died
+    ("Exception in thread loader:") and no live thread has that name: the setter is gone.
+    None otherwise."""
+    series = _series(bundle, p)
+    if len(series) < MIN_SAMPLES or p.stopped:
+        return None
+    for t in series[-1].threads:
+        last = _parked(bundle, series, t.tid)
+        if last is None:
+            continue
+        name, line = dead_thread(bundle, p, _Live(series[-1].threads))
+        if not name:
+            return None
+        w = thread_wait(bundle, last)
+        frames = frames_of(bundle, last.stack_id)
+        own = next((f for f in frames if f.name == w.caller), None)
+        where = w.caller
+        if own is not None:
+            where = f"{own.name} ({own.filename.rsplit('/', 1)[-1]}:{own.line})"
+        return BlockOnDead(p, last.py_thread_name or last.name, where, w.label, name, line)
+    return None

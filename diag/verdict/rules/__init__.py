@@ -55,7 +55,7 @@ from diag.verdict.rules.words_quiet import (
     QUIET_PEER_OUTRANKS,
 )
 from diag.verdict.rules.words_server_lock import SERVER_LOCK_OUTRANKS
-from diag.verdict.rules.words_spin import SPIN_DEAD_OUTRANKS
+from diag.verdict.rules.words_spin import BLOCK_DEAD_OUTRANKS, SPIN_DEAD_OUTRANKS
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
@@ -313,6 +313,22 @@ TABLE: Tuple[Rule, ...] = (
         kill"; it never ends (``diag.verdict.dead_setter``, the dead thread as
         ``pileup.dead_thread`` reads it).""",
         examples=["spin_on_dead_loader"],
+    ),
+    rule(
+        "waits_for_dead_thread",
+        "deaths",
+        ["deadlocked"],
+        deaths.waits_for_dead_thread,
+        BLOCK_DEAD_OUTRANKS,
+        doc="""A thread waits untimed on an Event, a Condition or a lock in the job's own code
+        (``Event.wait()`` in a training step, in an RPC handler), on one stack with no CPU at
+        every sample, while its process's log says one of its threads died ("Exception in
+        thread loader: ...", CPython's excepthook) and no live thread has that name: what it
+        waits for was that thread's to set (``diag.verdict.dead_setter``). A port the job
+        listens on, a watcher thread's timer (Lightning's child-process observer), a server's
+        own loop made it read "idle, waiting for work"; it never ends. A queue's ``get`` is
+        left out - an idle consumer waits there for anyone's next item.""",
+        examples=["grpc_handler_dead_loader", "lightning_ddp_dead_fetch"],
     ),
     rule(
         "works_silently",

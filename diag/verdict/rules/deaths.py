@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from diag.model import Suspect
-from diag.verdict.dead_setter import spin_on_dead
+from diag.verdict.dead_setter import block_on_dead, spin_on_dead
 from diag.verdict.features import ProcSignals
 from diag.verdict.gpu_health import failed_sentence, fatal_gpus
 from diag.verdict.graph_nodes import node_key
@@ -140,6 +140,21 @@ def spins_for_dead_thread(s: Situation) -> Optional[Decision]:
             reason = words_spin.spin_reason(found)
             suspect = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)
             return decided("deadlocked", 0.6, words_spin.spins_for_dead(found), [suspect])
+    return None
+
+
+def waits_for_dead_thread(s: Situation) -> Optional[Decision]:
+    """A thread waits untimed on an Event, Condition or lock in the job's code in every sample
+    while its process's log says a thread of it died (``dead_setter.block_on_dead``): the one
+    that was to set it is gone - whatever ports or timers the job keeps."""
+    if s.progressing:
+        return None
+    for p in s.alive:
+        found = block_on_dead(s.ctx.bundle, p)
+        if found is not None:
+            reason = words_spin.block_reason(found)
+            suspect = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)
+            return decided("deadlocked", 0.6, words_spin.blocks_for_dead(found), [suspect])
     return None
 
 
