@@ -1453,6 +1453,24 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("works_silently",),
     ),
     Scenario(
+        "native_spin_dead_peer",
+        "deadlocked",
+        ("root",),
+        False,
+        "a native busy-poll (C via ctypes, `pause` loop) on a shared-memory flag its peer "
+        "process was to set; the peer crashed before posting and was reaped",
+        ("numpy",),
+    ),
+    Scenario(
+        "native_spin_live_peer",
+        "slow",
+        ("root",),
+        False,
+        "the same native busy-poll; the peer lives and computes for minutes before it posts",
+        ("numpy",),
+        rules=("works_silently",),
+    ),
+    Scenario(
         "dask_worker_paused",
         "slow",
         None,  # the suspect is the paused worker, not the root (tests/test_dask_real.py)
