@@ -1471,6 +1471,15 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("works_silently",),
     ),
     Scenario(
+        "zmq_push_consumer_died",
+        "deadlocked",
+        ("root",),
+        False,
+        "a producer's blocking ZeroMQ PUSH send waits with no peer at all: its one PULL "
+        "consumer (a child) was killed after 3 batches and reaped",
+        ("zmq",),
+    ),
+    Scenario(
         "dask_worker_paused",
         "slow",
         None,  # the suspect is the paused worker, not the root (tests/test_dask_real.py)

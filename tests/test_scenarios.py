@@ -32,6 +32,15 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 # Scenarios whose verdict is wrong today: still in SCENARIOS (they are the spec), expected to
 # fail until the verdict learns the signal named here (#16). Remove an entry once it passes.
 VERDICT_WRONG_TODAY: Dict[str, str] = {
+    "zmq_push_consumer_died": (
+        "a PUSH socket's blocking send with no peer connected at all (its consumer was killed "
+        "and reaped) reads flow_paused's 'slow: ... find why the receiving process stopped "
+        "reading' as zmq_push_stalled (a live consumer not reading) does: the capture shows the "
+        "bound port with no connection, but a producer waiting for its first consumer to "
+        "connect looks the same, and a SIGKILLed reader leaves no TIME_WAIT (its unread data "
+        "makes the kernel reset). Telling needs the consumer's death (a reaped child's exit "
+        "status, a death line) or a connection seen earlier (a watch's history)"
+    ),
     "native_spin_dead_peer": (
         "a C busy-poll (ctypes, a `pause` loop, no syscall) on a shared-memory flag whose setter "
         "process crashed and was reaped reads 'slow: CPU-bound ... one long call - wait, don't "
