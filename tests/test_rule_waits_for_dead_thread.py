@@ -75,3 +75,18 @@ def test_a_rank_computing_beside_it_is_slow() -> None:
     """The contrast: rank 1 computes in its step, no thread died - slow, wait."""
     v = classify(load_bundle(BUNDLES / "lightning_ddp_slow_rank.json"))
     assert v.state == "slow", v.summary
+
+
+def test_a_thread_computing_beside_it_may_set_it(tmp_path: Path) -> None:
+    """Another thread of the server burns a core in every interval (live work that may be the
+    one to set the Event): not this rule - the waiter may be waiting on that work."""
+    data = _raw("grpc_handler_dead_loader")
+    root = data["target"]["root_pid"]
+    for i, sample in enumerate(data["samples"]):
+        for ps in sample["processes"]:
+            if ps["pid"] != root:
+                busy = next(t for t in ps["threads"] if t.get("name") == "grpc_global_tim")
+                busy["utime_ticks"] = busy.get("utime_ticks", 0) + 180 * i
+                busy["state"] = "R"
+    v = _judge(data, tmp_path)
+    assert v.rule != "waits_for_dead_thread", v.summary

@@ -146,8 +146,9 @@ def spins_for_dead_thread(s: Situation) -> Optional[Decision]:
 def waits_for_dead_thread(s: Situation) -> Optional[Decision]:
     """A thread waits untimed on an Event, Condition or lock in the job's code in every sample
     while its process's log says a thread of it died (``dead_setter.block_on_dead``): the one
-    that was to set it is gone - whatever ports or timers the job keeps."""
-    if s.progressing:
+    that was to set it is gone - whatever ports or timers the job keeps. Not while a process
+    of the job computes: a live thread there may be the one that sets it."""
+    if s.progressing or s.workers:
         return None
     for p in s.alive:
         found = block_on_dead(s.ctx.bundle, p)
