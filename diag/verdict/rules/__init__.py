@@ -324,7 +324,8 @@ TABLE: Tuple[Rule, ...] = (
         (``Event.wait()`` in a training step, in an RPC handler), on one stack with no CPU at
         every sample, while its process's log says one of its threads died ("Exception in
         thread loader: ...", CPython's excepthook) and no live thread has that name: what it
-        waits for was that thread's to set (``diag.verdict.dead_setter``). A port the job
+        waits for was that thread's to set (``diag.verdict.dead_setter``) - while nothing in
+        the job works (a live thread computing or reading may be its setter). A port the job
         listens on, a watcher thread's timer (Lightning's child-process observer), a server's
         own loop made it read "idle, waiting for work"; it never ends. A queue's ``get`` is
         left out - an idle consumer waits there for anyone's next item.""",

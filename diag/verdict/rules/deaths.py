@@ -147,8 +147,9 @@ def waits_for_dead_thread(s: Situation) -> Optional[Decision]:
     """A thread waits untimed on an Event, Condition or lock in the job's code in every sample
     while its process's log says a thread of it died (``dead_setter.block_on_dead``): the one
     that was to set it is gone - whatever ports or timers the job keeps. Not while a process
-    of the job computes: a live thread there may be the one that sets it."""
-    if s.progressing or s.workers:
+    of the job works (computes, reads, grows): a live thread there may be the one that sets
+    it."""
+    if s.progressing or s.working:
         return None
     for p in s.alive:
         found = block_on_dead(s.ctx.bundle, p)
