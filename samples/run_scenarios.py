@@ -1480,6 +1480,16 @@ SCENARIOS: Tuple[Scenario, ...] = (
         ("zmq",),
     ),
     Scenario(
+        "shared_log_long_call",
+        "slow",
+        ("root",),
+        False,
+        "one long np.linalg.svd after another on one line, busy; a helper child's `telemetry` "
+        "thread died ('Exception in thread telemetry' in the log both share)",
+        ("numpy",),
+        rules=("works_silently",),
+    ),
+    Scenario(
         "dask_worker_paused",
         "slow",
         None,  # the suspect is the paused worker, not the root (tests/test_dask_real.py)

@@ -66,3 +66,14 @@ def test_a_thread_of_that_name_still_alive_is_no_dead_setter(tmp_path: Path) -> 
 def test_recorded_spin_whose_setter_lives_ends() -> None:
     v = classify(load_bundle(BUNDLES / "spin_until_loaded.json"))
     assert v.state == "progressing", v.summary
+
+
+def test_a_death_line_in_a_log_another_process_writes_is_not_its_own(tmp_path: Path) -> None:
+    """The log is shared (``2> job.log`` inherited by a child): CPython's death line names no
+    process, so the busy process's spin is not read as waiting on that thread."""
+    data = _raw()
+    for sample in data["samples"]:
+        for log in sample["logs"]:
+            log["pids"] = [*log["pids"], 999_999]
+    v = _judge(data, tmp_path)
+    assert (v.state, v.rule) == ("slow", "works_silently"), v.summary

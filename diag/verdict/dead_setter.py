@@ -74,7 +74,9 @@ def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[Spi
         ticks = (tb.utime_ticks + tb.stime_ticks) - (ta.utime_ticks + ta.stime_ticks)
         if dt <= 0 or ticks / clk / dt < MIN_SHARE:
             return None
-    name, line = dead_thread(bundle, p, _Live(series[-1].threads))
+    # Only a log of its own: a busy process beside another's dead thread in a log they share
+    # (``python train.py 2> job.log``) is a long call more likely than a spin on that thread.
+    name, line = dead_thread(bundle, p, _Live(series[-1].threads), alone=True)
     if not name:
         return None
     last = mains[-1]

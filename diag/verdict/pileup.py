@@ -126,12 +126,16 @@ def _nobody_works(bundle: Bundle, seq: Sequence[ProcessSample], waiters: Set[int
     return all(n * 2 <= len(seq) for n in working.values())
 
 
-def _dead_thread(bundle: Bundle, p: ProcSignals, live: Container[str]) -> Tuple[str, str]:
+def _dead_thread(
+    bundle: Bundle, p: ProcSignals, live: Container[str], alone: bool = False
+) -> Tuple[str, str]:
     """A thread the process's logs say died ("Exception in thread warmup:") that is not
-    among its live threads: (its name, the line)."""
+    among its live threads: (its name, the line). ``alone``: only logs no other process
+    writes - CPython's death line names no process, so in a log several share it may be
+    another's thread."""
     # The latest sample's logs first (a stable sort keeps each sample's own order).
     for _, log in sorted(host_logs(bundle, p.key[0]), key=lambda got: -got[0]):
-        if p.pid not in log.pids:
+        if p.pid not in log.pids or (alone and len(set(log.pids)) > 1):
             continue
         lines = (*log.head, *log.tail)
         for i, line in enumerate(lines):
@@ -141,10 +145,12 @@ def _dead_thread(bundle: Bundle, p: ProcSignals, live: Container[str]) -> Tuple[
     return "", ""
 
 
-def dead_thread(bundle: Bundle, p: ProcSignals, live: Container[str]) -> Tuple[str, str]:
+def dead_thread(
+    bundle: Bundle, p: ProcSignals, live: Container[str], alone: bool = False
+) -> Tuple[str, str]:
     """``_dead_thread`` for other causes (a spin on a flag a dead thread was to set,
     ``dead_setter``): one reading of "Exception in thread NAME" for the verdict."""
-    return _dead_thread(bundle, p, live)
+    return _dead_thread(bundle, p, live, alone)
 
 
 def _with_exception(line: str, after: Sequence[str]) -> str:

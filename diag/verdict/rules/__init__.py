@@ -307,8 +307,9 @@ TABLE: Tuple[Rule, ...] = (
         ["deltas"],
         doc="""A thread spins on one line of the job's own code at every sample (a pure-Python
         busy-wait, ``while not self.ready: pass``: no poll frame to see), busy in every
-        interval, while its process's log says one of its threads died ("Exception in thread
-        prefetch: ...", CPython's excepthook) and no live thread has that name: the flag the
+        interval, while its process's log - one no other process writes: the death line names
+        no process - says one of its threads died ("Exception in thread prefetch: ...",
+        CPython's excepthook) and no live thread has that name: the flag the
         spin waits for was that thread's to set. Read as work it said "slow - wait, don't
         kill"; it never ends (``diag.verdict.dead_setter``, the dead thread as
         ``pileup.dead_thread`` reads it).""",
