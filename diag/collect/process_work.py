@@ -40,6 +40,7 @@ from diag.probes.pyspy_dump import PyThreadDump, StackError, stack_id, truncatio
 from diag.probes.quiescence import Fingerprint, counters_of, read_counters
 from diag.probes.quiescence import quiet as quiet_counters
 from diag.probes.resources import read_resources
+from diag.probes.sched_clock import SchedClock
 from diag.probes.stacks import READER_DIAG, read_python_stacks
 from diag.probes.threads import decode_wait_status, read_threads
 
@@ -123,6 +124,8 @@ class ProcessReader:
         # Where running threads are in native code, with the ELF function tables of their
         # libraries cached for the capture: a job's ranks share theirs.
         self.native = NativeProbe(procfs, machine)
+        # Each CPU's scheduler clock (threads' wait ages), its offsets kept across processes.
+        self.clock = SchedClock(procfs)
         self._cpu_limits: Optional[CpuLimitReader] = None  # made at its first use
         self._mem_limits: Optional[MemLimitReader] = None  # likewise
         self._io_limits: Optional[IoLimitReader] = None  # likewise
@@ -163,7 +166,7 @@ class ProcessReader:
         """Its threads, the running ones with their native location (where their CPU goes
         in C: a progress engine polling for a message is a wait), which fails alone under its
         own timeout (``NativeProbe``)."""
-        return self.native.attach(pid, read_threads(self.procfs, pid, self.machine))
+        return self.native.attach(pid, read_threads(self.procfs, pid, self.machine, self.clock))
 
     def _limits(self, pid: int, nice: int, policy: int) -> Optional[CpuLimits]:
         """Its cgroup CPU limit and throttling, nice and policy (``probes.cgroup_cpu``: ~50 us

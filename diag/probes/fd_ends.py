@@ -143,7 +143,7 @@ def polled_pipe_fds(ends: Iterable[FdEnd], threads: Iterable[ThreadSample]) -> L
 def stat_fd_inode(procfs: ProcFS, pid: int, fd: int) -> Optional[int]:
     """st_ino of a fifo an fd names; None when it is not one (or is gone)."""
     try:
-        st = os.stat(procfs.path(pid, "fd", str(fd)))
+        st = os.stat(procfs.spath(pid, "fd", str(fd)))
     except OSError:
         return None
     return st.st_ino if stat_mod.S_ISFIFO(st.st_mode) else None

@@ -50,7 +50,7 @@ def parse_epoll_fdinfo(text: str, cap: int = MAX_WATCHED) -> Tuple[Tuple[int, ..
 def read_watched(procfs: ProcFS, pid: int, epfd: int) -> Optional[Tuple[Tuple[int, ...], int]]:
     """The fds the epoll instance ``epfd`` of ``pid`` watches (see ``parse_epoll_fdinfo``);
     None when unreadable. A list longer than the read cap counts one more than it saw."""
-    data = read_capped(str(procfs.path(pid, "fdinfo", str(epfd))), _FDINFO_CAP_BYTES)
+    data = read_capped(procfs.spath(pid, "fdinfo", str(epfd)), _FDINFO_CAP_BYTES)
     if data is None:
         return None
     fds, more = parse_epoll_fdinfo(data.decode("ascii", "replace"))

@@ -141,12 +141,12 @@ def _open_fds(procfs: ProcFS, pid: int, min_bytes: int) -> List[OpenFile]:
         if target is None or not is_candidate_path(target):
             continue
         try:
-            st = os.stat(procfs.path(pid, "fd", str(fd)))
+            st = os.stat(procfs.spath(pid, "fd", str(fd)))
         except OSError:
             continue
         if not stat.S_ISREG(st.st_mode) or st.st_size < min_bytes:
             continue
-        info = _read_bounded(str(procfs.path(pid, "fdinfo", str(fd))), FDINFO_LIMIT_BYTES)
+        info = _read_bounded(procfs.spath(pid, "fdinfo", str(fd)), FDINFO_LIMIT_BYTES)
         pos, flags = parse_fdinfo(info or "")
         kind = "write" if flags is not None and flags & 0o3 in (1, 2) else "read"
         if (target, kind) in seen:
@@ -170,12 +170,12 @@ def _open_fds(procfs: ProcFS, pid: int, min_bytes: int) -> List[OpenFile]:
 def _mapped(procfs: ProcFS, pid: int, min_bytes: int, limit: int) -> List[OpenFile]:
     if limit <= 0:
         return []
-    maps = _read_bounded(str(procfs.path(pid, "maps")), MAPS_LIMIT_BYTES)
+    maps = _read_bounded(procfs.spath(pid, "maps"), MAPS_LIMIT_BYTES)
     sizes = big_mappings(parse_maps(maps or ""), min_bytes)
     if not sizes:
         return []
     chosen = sorted(sizes, key=lambda p: -sizes[p])[:limit]
-    smaps = _read_bounded(str(procfs.path(pid, "smaps")), SMAPS_LIMIT_BYTES)
+    smaps = _read_bounded(procfs.spath(pid, "smaps"), SMAPS_LIMIT_BYTES)
     rss = parse_smaps_rss(smaps or "", chosen) if smaps is not None else {}
     return [
         OpenFile(

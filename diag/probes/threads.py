@@ -24,6 +24,7 @@ import msgspec
 from diag.model import ThreadSample
 from diag.probes.loop_wakers import epoll_fd, parse_sig_caught, read_watched
 from diag.probes.procfs import ProcFS
+from diag.probes.sched_clock import SchedClock, parse_exec_start_ms
 from diag.probes.wait_deadline import CALLS as _DEADLINE_CALLS
 from diag.probes.wait_deadline import NONE as _NO_DEADLINE
 from diag.probes.wait_deadline import MemReader, deadline
@@ -294,21 +295,6 @@ _THREAD_FILES = ("stat", "wchan", "syscall", "status")
 # verdict names (it waits, it diverged, it is throttled); two more reads for every thread
 # were a third of the first sample at 8 ranks x 300 threads (bench snapshot).
 _MAIN_FILES = (*_THREAD_FILES, "schedstat")
-_EXEC_START = "se.exec_start"
-_SCHED_HEAD_BYTES = 512  # se.exec_start is the first field of /proc/.../sched
-
-
-def parse_exec_start_ms(text: str) -> Optional[float]:
-    """``se.exec_start : 442614.803005`` (ms of the scheduler's clock): when the thread last
-    started running - for a thread off the CPU, the start of its last slice."""
-    at = text.find(_EXEC_START, 0, _SCHED_HEAD_BYTES)
-    if at < 0:
-        return None
-    value = text[at + len(_EXEC_START) :].split(":", 1)[-1].split("\n", 1)[0].strip()
-    try:
-        return float(value)
-    except ValueError:
-        return None
 
 
 def parse_run_delay_ns(text: str) -> Optional[int]:
@@ -316,15 +302,6 @@ def parse_run_delay_ns(text: str) -> Optional[int]:
     spent runnable on a run queue waiting for a CPU (a throttled or starved thread's mark)."""
     parts = text.split()
     return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
-
-
-def sched_now_ms(procfs: ProcFS) -> Optional[float]:
-    """Now, in the scheduler's clock: this (running) thread's own ``se.exec_start``, which the
-    kernel refreshes every tick. It calibrates every other thread's ``se.exec_start`` into an
-    age without assuming which clock the kernel's rq clock follows (it drifts from
-    CLOCK_MONOTONIC by IRQ and steal time). None with an injected /proc (a recorded tree)."""
-    text = procfs.read_global("thread-self", "sched")
-    return parse_exec_start_ms(text) if text is not None else None
 
 
 _PF_KTHREAD = 0x00200000
@@ -341,21 +318,36 @@ def is_kernel_thread(stat: str) -> bool:
         return False
 
 
+def _cpu_of(stat: Optional[str]) -> Optional[int]:
+    """Field 39 of a stat line: the CPU the thread last ran on (whose clock stamped it)."""
+    if stat is None:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    return int(fields[36]) if len(fields) > 36 and fields[36].isdigit() else None
+
+
 def _off_cpu_s(
-    procfs: ProcFS, pid: int, tid: int, state: str, now_ms: Optional[float]
+    procfs: ProcFS,
+    pid: int,
+    tid: int,
+    state: str,
+    clock: Optional[SchedClock],
+    stat: Optional[str] = None,
 ) -> Optional[float]:
     """How long the thread has been off the CPU (0 when it runs): the wait's age from the
-    kernel, known at the first sample however short the capture (issue #33)."""
-    if now_ms is None:
+    kernel, known at the first sample however short the capture (issue #33), against the
+    clock of the CPU it last ran on (``sched_clock``; ``stat`` read here when not given)."""
+    if clock is None:
         return None
     if state == "R":
         return 0.0
-    try:
-        text = procfs.read_task_text(pid, tid, "sched")
-    except OSError:
-        return None
-    start_ms = parse_exec_start_ms(text)
+    names = ("sched",) if stat is not None else ("sched", "stat")
+    texts = procfs.read_task_texts(pid, tid, names)
+    start_ms = parse_exec_start_ms(texts[0]) if texts[0] is not None else None
     if start_ms is None:
+        return None
+    now_ms = clock.now_ms(_cpu_of(stat if stat is not None else texts[1]))
+    if now_ms is None:
         return None
     return round(max(0.0, now_ms - start_ms) / 1000.0, 3)
 
@@ -365,12 +357,12 @@ def read_thread(
     pid: int,
     tid: int,
     machine: str,
-    now_ms: Optional[float] = None,
+    clock: Optional[SchedClock] = None,
     mem: Optional[MemReader] = None,
 ) -> Optional[ThreadSample]:
     """One thread's sample; None if it exited between listing and reading. A file other than
     stat that cannot be read (EACCES without ptrace-read rights) leaves its fields None.
-    ``now_ms``: ``sched_now_ms``, to read how long a waiting thread has been off the CPU;
+    ``clock``: ``SchedClock``, to read how long a waiting thread has been off the CPU;
     ``mem``: the process's memory, to read a timed wait's timeout (``wait_deadline``)."""
     main = tid == pid
     texts = procfs.read_task_texts(pid, tid, _MAIN_FILES if main else _THREAD_FILES)
@@ -399,7 +391,7 @@ def read_thread(
     # timed call (its deadline's age); one more read for every thread was too dear - every
     # untimed futex waiter's was 63 of a bench rank's 64 threads (``_with_lock_ages`` reads a
     # few of them).
-    off_cpu = _off_cpu_s(procfs, pid, tid, state, now_ms if main or timed else None)
+    off_cpu = _off_cpu_s(procfs, pid, tid, state, clock if main or timed else None, stat)
     due = _NO_DEADLINE
     if timed and mem is not None:
         due = deadline(
@@ -435,19 +427,22 @@ def read_thread(
     )
 
 
-def read_threads(procfs: ProcFS, pid: int, machine: str) -> Tuple[ThreadSample, ...]:
-    """Every OS thread of ``pid`` (native ones included), in TID order."""
+def read_threads(
+    procfs: ProcFS, pid: int, machine: str, clock: Optional[SchedClock] = None
+) -> Tuple[ThreadSample, ...]:
+    """Every OS thread of ``pid`` (native ones included), in TID order. ``clock``: the
+    reader's (its CPUs' offsets kept across processes), else one for this read."""
     out: List[ThreadSample] = []
-    now_ms = sched_now_ms(procfs)
-    mem = MemReader(str(procfs.path(pid, "mem")))
+    clock = clock if clock is not None else SchedClock(procfs)
+    mem = MemReader(procfs.spath(pid, "mem"))
     try:
         for tid in procfs.tids(pid):
-            sample = read_thread(procfs, pid, tid, machine, now_ms, mem)
+            sample = read_thread(procfs, pid, tid, machine, clock, mem)
             if sample is not None:
                 out.append(sample)
     finally:
         mem.close()
-    return tuple(_with_lock_ages(procfs, pid, out, now_ms))
+    return tuple(_with_lock_ages(procfs, pid, out, clock))
 
 
 # At most this many lock waiters' ages read per process and sample (one more read each), and
@@ -473,7 +468,7 @@ def _lock_waiter(t: ThreadSample) -> bool:
 
 
 def _with_lock_ages(
-    procfs: ProcFS, pid: int, threads: List[ThreadSample], now_ms: Optional[float]
+    procfs: ProcFS, pid: int, threads: List[ThreadSample], clock: Optional[SchedClock]
 ) -> List[ThreadSample]:
     """The age of a few threads that wait untimed on a private futex word - first those whose
     word two or more wait on at once (a lock's waiters: a pile-up, a lock held through a timer
@@ -481,7 +476,7 @@ def _with_lock_ages(
     held is the time its longest waiter has been off the CPU (issue #33). At most
     ``MAX_LOCK_AGES`` a process: one read per thread of a big server was too dear
     (``read_thread``)."""
-    if now_ms is None:
+    if clock is None:
         return threads
     count: Dict[str, int] = {}
     for t in threads:
@@ -505,7 +500,7 @@ def _with_lock_ages(
     out = list(threads)
     for i in chosen:
         t = out[i]
-        age = _off_cpu_s(procfs, pid, t.tid, t.state, now_ms)
+        age = _off_cpu_s(procfs, pid, t.tid, t.state, clock)
         out[i] = msgspec.structs.replace(t, off_cpu_s=age) if age is not None else t
     return out
 
