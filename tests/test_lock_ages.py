@@ -1,4 +1,4 @@
-"""Which lock waiters get an age (``probes.threads._with_lock_ages``): a few a process, the
+"""Which lock waiters get an age (``probes.thread_ages.with_lock_ages``): a few a process, the
 waiters of a shared futex word first, then lone waiters - never every parked thread."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import List
 from diag.model import ThreadSample
 from diag.probes.procfs import ProcFS
 from diag.probes.sched_clock import SchedClock
-from diag.probes.threads import MAX_AGES_PER_WORD, MAX_LOCK_AGES, _with_lock_ages
+from diag.probes.thread_ages import MAX_AGES_PER_WORD, MAX_LOCK_AGES, with_lock_ages
 
 PID = 4242
 NOW_MS = 100_000.0
@@ -44,7 +44,7 @@ def test_shared_words_first_then_lone_waiters_within_the_cap(tmp_path: Path) -> 
     lone = [_waiter(tid, hex(0x1000 + tid)) for tid in range(1, 7)]  # 6 threads, a word each
     shared = [_waiter(tid, "0x9000") for tid in (20, 21, 22)]  # 3 threads on one lock
     threads = lone + shared
-    out = _with_lock_ages(_tree(tmp_path, threads), PID, threads, _Fixed())
+    out = with_lock_ages(_tree(tmp_path, threads), PID, threads, _Fixed())
     aged = {t.tid: t.off_cpu_s for t in out if t.off_cpu_s is not None}
     assert len(aged) == MAX_LOCK_AGES
     assert sum(tid >= 20 for tid in aged) == MAX_AGES_PER_WORD  # the shared word's, first
@@ -55,4 +55,4 @@ def test_shared_words_first_then_lone_waiters_within_the_cap(tmp_path: Path) -> 
 
 def test_no_waiters_no_reads(tmp_path: Path) -> None:
     running = [ThreadSample(tid=1, name="t", state="R", syscall="running")]
-    assert _with_lock_ages(ProcFS(tmp_path), PID, running, _Fixed()) == running
+    assert with_lock_ages(ProcFS(tmp_path), PID, running, _Fixed()) == running

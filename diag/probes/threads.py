@@ -19,12 +19,11 @@ from __future__ import annotations
 import os
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-import msgspec
-
 from diag.model import ThreadSample
 from diag.probes.loop_wakers import epoll_fd, parse_sig_caught, read_watched
 from diag.probes.procfs import ProcFS
-from diag.probes.sched_clock import SchedClock, parse_exec_start_ms
+from diag.probes.sched_clock import SchedClock
+from diag.probes.thread_ages import off_cpu_s, with_lock_ages
 from diag.probes.wait_deadline import CALLS as _DEADLINE_CALLS
 from diag.probes.wait_deadline import NONE as _NO_DEADLINE
 from diag.probes.wait_deadline import MemReader, deadline
@@ -318,40 +317,6 @@ def is_kernel_thread(stat: str) -> bool:
         return False
 
 
-def _cpu_of(stat: Optional[str]) -> Optional[int]:
-    """Field 39 of a stat line: the CPU the thread last ran on (whose clock stamped it)."""
-    if stat is None:
-        return None
-    fields = stat.rpartition(")")[2].split()
-    return int(fields[36]) if len(fields) > 36 and fields[36].isdigit() else None
-
-
-def _off_cpu_s(
-    procfs: ProcFS,
-    pid: int,
-    tid: int,
-    state: str,
-    clock: Optional[SchedClock],
-    stat: Optional[str] = None,
-) -> Optional[float]:
-    """How long the thread has been off the CPU (0 when it runs): the wait's age from the
-    kernel, known at the first sample however short the capture (issue #33), against the
-    clock of the CPU it last ran on (``sched_clock``; ``stat`` read here when not given)."""
-    if clock is None:
-        return None
-    if state == "R":
-        return 0.0
-    names = ("sched",) if stat is not None else ("sched", "stat")
-    texts = procfs.read_task_texts(pid, tid, names)
-    start_ms = parse_exec_start_ms(texts[0]) if texts[0] is not None else None
-    if start_ms is None:
-        return None
-    now_ms = clock.now_ms(_cpu_of(stat if stat is not None else texts[1]))
-    if now_ms is None:
-        return None
-    return round(max(0.0, now_ms - start_ms) / 1000.0, 3)
-
-
 def read_thread(
     procfs: ProcFS,
     pid: int,
@@ -391,7 +356,7 @@ def read_thread(
     # timed call (its deadline's age); one more read for every thread was too dear - every
     # untimed futex waiter's was 63 of a bench rank's 64 threads (``_with_lock_ages`` reads a
     # few of them).
-    off_cpu = _off_cpu_s(procfs, pid, tid, state, clock if main or timed else None, stat)
+    off_cpu = off_cpu_s(procfs, pid, tid, state, clock if main or timed else None, stat)
     due = _NO_DEADLINE
     if timed and mem is not None:
         due = deadline(
@@ -442,67 +407,7 @@ def read_threads(
                 out.append(sample)
     finally:
         mem.close()
-    return tuple(_with_lock_ages(procfs, pid, out, clock))
-
-
-# At most this many lock waiters' ages read per process and sample (one more read each), and
-# this many per futex word: any waiter's time off the CPU is a floor of how long the lock has
-# been held, so a few per word keep the floor near the longest wait - where reading every
-# waiter of a 300-thread process's one Event took the first sample from 1.45x to 1.62x raw
-# py-spy (bench.run --only snapshot, 8 ranks x 300 threads); the first sample's 8-rank row
-# sat at the target's edge with 16.
-MAX_LOCK_AGES = 4
-MAX_AGES_PER_WORD = 2
-
-
-def _lock_waiter(t: ThreadSample) -> bool:
-    """Blocked untimed on a private futex (a lock, queue or event of its process)."""
-    return (
-        t.syscall == "futex"
-        and t.wait_timed is False
-        and t.off_cpu_s is None
-        and t.futex_addr is not None
-        and t.futex_op is not None
-        and bool(t.futex_op & 0x80)
-    )
-
-
-def _with_lock_ages(
-    procfs: ProcFS, pid: int, threads: List[ThreadSample], clock: Optional[SchedClock]
-) -> List[ThreadSample]:
-    """The age of a few threads that wait untimed on a private futex word - first those whose
-    word two or more wait on at once (a lock's waiters: a pile-up, a lock held through a timer
-    loop), then lone waiters (one client blocked on a server's lock): how long a lock has been
-    held is the time its longest waiter has been off the CPU (issue #33). At most
-    ``MAX_LOCK_AGES`` a process: one read per thread of a big server was too dear
-    (``read_thread``)."""
-    if clock is None:
-        return threads
-    count: Dict[str, int] = {}
-    for t in threads:
-        if _lock_waiter(t) and t.futex_addr is not None:
-            count[t.futex_addr] = count.get(t.futex_addr, 0) + 1
-    if not count:
-        return threads
-    read: Dict[str, int] = {}
-    chosen: List[int] = []
-    for shared in (True, False):
-        for i, t in enumerate(threads):
-            word = t.futex_addr or ""
-            if (
-                len(chosen) < MAX_LOCK_AGES
-                and _lock_waiter(t)
-                and (count.get(word, 0) >= 2) == shared
-                and read.get(word, 0) < MAX_AGES_PER_WORD
-            ):
-                read[word] = read.get(word, 0) + 1
-                chosen.append(i)
-    out = list(threads)
-    for i in chosen:
-        t = out[i]
-        age = _off_cpu_s(procfs, pid, t.tid, t.state, clock)
-        out[i] = msgspec.structs.replace(t, off_cpu_s=age) if age is not None else t
-    return out
+    return tuple(with_lock_ages(procfs, pid, out, clock))
 
 
 def namespace_tids(procfs: ProcFS, pid: int) -> Dict[int, int]:
