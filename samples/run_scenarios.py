@@ -1428,9 +1428,27 @@ SCENARIOS: Tuple[Scenario, ...] = (
         False,
         "a client's gRPC Predict (no deadline) waits on its server, whose handler waits on "
         "an Event the `model-loader` thread was to set; the thread died ('Exception in "
-        "thread model-loader' in the log)",
+        "thread model-loader' in the log client and server share)",
+        ("grpc",),
+    ),
+    Scenario(
+        "grpc_server_log_dead_loader",
+        "deadlocked",
+        None,  # the suspect is the server child, neither root nor rank
+        False,
+        "grpc_handler_dead_loader with the server writing a log of its own, where its "
+        "`model-loader` thread's death shows",
         ("grpc",),
         rules=("waits_for_dead_thread",),
+    ),
+    Scenario(
+        "shared_log_stop_event",
+        "idle",
+        (),
+        False,
+        "an HTTP service, its main thread untimed on a stop Event its SIGTERM handler sets; a "
+        "helper child's `metrics` thread died ('Exception in thread metrics' in the shared log)",
+        rules=("waits_for_outside",),
     ),
     Scenario(
         "lightning_ddp_dead_fetch",
@@ -1440,7 +1458,6 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "Lightning DDP (gloo, 2 ranks): rank 1's training_step waits on an Event its `fetch` "
         "thread died before setting; rank 0 waits in backward",
         ("lightning",),
-        rules=("waits_for_dead_thread",),
     ),
     Scenario(
         "lightning_ddp_slow_rank",

@@ -217,7 +217,7 @@ GRAPH_DISAGREES = {
     # A thread waits untimed on an Event whose setter thread died (the log's "Exception in
     # thread ..."): to the graph a port, a server's own loop or a watcher's timer beside it can
     # set it (idle); the rules read the log - its setter is gone (waits_for_dead_thread).
-    "grpc_handler_dead_loader",
+    "grpc_server_log_dead_loader",
     # Ranks wait in a collective for rank 2, which sleeps in `rebuild_cache`: to the graph a
     # timer can end that sleep; the rules call a rank sleeping outside its group's collective
     # a divergence (it will not come back by itself).

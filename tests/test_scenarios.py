@@ -32,6 +32,19 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None  # a test extra
 # Scenarios whose verdict is wrong today: still in SCENARIOS (they are the spec), expected to
 # fail until the verdict learns the signal named here (#16). Remove an entry once it passes.
 VERDICT_WRONG_TODAY: Dict[str, str] = {
+    "grpc_handler_dead_loader": (
+        "the server's handler waits untimed on an Event its model-loader thread died before "
+        "setting, but client and server share the job's log and CPython's 'Exception in thread "
+        "model-loader' names no process: waits_for_dead_thread takes only a log of the "
+        "waiter's own (an idle service beside another's dead thread, shared_log_stop_event, "
+        "reads the same), so it reads idle (waits_for_outside). Telling needs whose thread "
+        "died: a thread seen alive in an earlier sample, or the traceback's frames"
+    ),
+    "lightning_ddp_dead_fetch": (
+        "rank 1 waits untimed on an Event its fetch thread died before setting; the ranks "
+        "share the job's log (as Lightning's launcher leaves them), and the death line names "
+        "no process - as grpc_handler_dead_loader, it reads idle (waits_for_outside)"
+    ),
     "zmq_push_consumer_died": (
         "a PUSH socket's blocking send with no peer connected at all (its consumer was killed "
         "and reaped) reads flow_paused's 'slow: ... find why the receiving process stopped "
@@ -67,18 +80,11 @@ _PROMPT_LAGGARD = (
     "(a door); that no one will type into it is the rules' judgment (deadlocked, answer it)"
 )
 GRAPH_DISAGREES: Dict[str, str] = {
-    "grpc_handler_dead_loader": (
+    "grpc_server_log_dead_loader": (
         "the server's handler thread waits untimed on an Event beside its completion-queue "
         "thread (a socket) and a listening port: to the graph those can set it (idle); that "
         "the thread meant to set it died ('Exception in thread model-loader') is the log's, "
         "read by the rules (waits_for_dead_thread)"
-    ),
-    "lightning_ddp_dead_fetch": (
-        "rank 1 waits untimed on an Event, rank 0 in backward beside Lightning's "
-        "child-process observer (a timer) and the ranks' listening ports: in some runs the "
-        "graph reads that timer or a port as able to end it (idle; the recording's graph "
-        "agrees: deadlocked); that the thread meant to set the Event died "
-        "('Exception in thread fetch') is the log's, read by the rules (waits_for_dead_thread)"
     ),
     "torchrun_pdb_rank": _PROMPT_LAGGARD,
     "gloo_backoff_503": (

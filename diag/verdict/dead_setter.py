@@ -137,7 +137,10 @@ def block_on_dead(bundle: Bundle, p: ProcSignals) -> Optional[BlockOnDead]:
         last = _parked(bundle, series, t.tid)
         if last is None:
             continue
-        name, line = dead_thread(bundle, p, _Live(series[-1].threads))
+        # Only a log of its own, as for a spin: an idle service's main thread waits on its
+        # stop Event (set by its SIGTERM handler) beside a helper whose thread died in the log
+        # they share - the death line names no process.
+        name, line = dead_thread(bundle, p, _Live(series[-1].threads), alone=True)
         if not name:
             return None
         w = thread_wait(bundle, last)

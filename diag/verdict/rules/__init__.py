@@ -323,14 +323,16 @@ TABLE: Tuple[Rule, ...] = (
         BLOCK_DEAD_OUTRANKS,
         doc="""A thread waits untimed on an Event, a Condition or a lock in the job's own code
         (``Event.wait()`` in a training step, in an RPC handler), on one stack with no CPU at
-        every sample, while its process's log says one of its threads died ("Exception in
-        thread loader: ...", CPython's excepthook) and no live thread has that name: what it
+        every sample, while its process's log - one no other process writes: the death line
+        names no process, and an idle service waiting on its stop Event beside a helper whose
+        thread died in a shared log reads the same - says one of its threads died ("Exception
+        in thread loader: ...", CPython's excepthook) and no live thread has that name: what it
         waits for was that thread's to set (``diag.verdict.dead_setter``) - while nothing in
         the job works (a live thread computing or reading may be its setter). A port the job
-        listens on, a watcher thread's timer (Lightning's child-process observer), a server's
-        own loop made it read "idle, waiting for work"; it never ends. A queue's ``get`` is
+        listens on, a server's own loop made it read "idle, waiting for work"; it never ends.
+        A queue's ``get`` is
         left out - an idle consumer waits there for anyone's next item.""",
-        examples=["grpc_handler_dead_loader", "lightning_ddp_dead_fetch"],
+        examples=["grpc_server_log_dead_loader"],
     ),
     rule(
         "works_silently",
