@@ -56,3 +56,38 @@ def test_each_cpu_has_its_own_offset_and_diag_goes_back_where_it_was() -> None:
     assert all(n is not None for n in nows)
     assert os.sched_getaffinity(0) == allowed  # diag's own thread only moved for a moment
     assert clock.now_ms(10_000) is not None  # a CPU it may not run on: its own clock
+
+
+PAIR = (
+    "import os, sys, time\n"
+    "for cpu in (0, 1):\n"
+    "    if os.fork() == 0:\n"
+    "        os.sched_setaffinity(0, {cpu})\n"
+    "        time.sleep(120)\n"
+    "        os._exit(0)\n"
+    "time.sleep(0.2)\n"
+    "print('READY', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def test_the_collectors_workers_age_threads_of_either_cpu() -> None:
+    """Through the forked workers (which do not move: the Collector posts each CPU's offset
+    with the round's jobs), sleepers pinned to each CPU age the same."""
+    from diag.collect.collector import Collector
+
+    started = start_ready([sys.executable, "-c", PAIR], 30)
+    try:
+        time.sleep(SLEPT_S)
+        collector = Collector(started.pid, pyspy="")
+        try:
+            sample = collector.take_sample(0).sample
+            assert collector._shards.worker_pids, "read by the forked workers"
+        finally:
+            collector.close()
+    finally:
+        started.stop()
+    kids = [p for p in sample.processes if p.pid != started.pid and p.threads]
+    assert len(kids) == 2, sample.processes
+    ages = [t.off_cpu_s for p in kids for t in p.threads if t.tid == p.pid]
+    assert all(a is not None and abs(a - SLEPT_S - 0.2) <= 0.3 for a in ages), ages

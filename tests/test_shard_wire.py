@@ -8,6 +8,7 @@ import os
 from diag.collect.process_work import ProcessResult, ProcessWork
 from diag.collect.shard_wire import (
     TICKET,
+    Round,
     _result_codec,
     post_board,
     post_tickets,
@@ -38,11 +39,11 @@ def test_board_holds_the_latest_round() -> None:
     board = os.memfd_create("test-board")
     try:
         long_round = [ProcessWork(pid=p, identity=True) for p in range(300)]
-        post_board(board, 1, long_round)
-        assert read_board(board) == (1, long_round)
+        post_board(board, 1, long_round, {0: -20864.1, 1: -21901.6})
+        assert read_board(board) == (1, Round(long_round, {0: -20864.1, 1: -21901.6}))
         short_round = [ProcessWork(pid=42)]
         post_board(board, 2, short_round)  # shorter than what was there: the header says
-        assert read_board(board) == (2, short_round)
+        assert read_board(board) == (2, Round(short_round))
     finally:
         os.close(board)
 

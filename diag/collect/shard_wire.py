@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import struct
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import msgspec
 
@@ -27,7 +27,17 @@ TICKET = struct.Struct("<II")  # (round, index in the round's job list)
 _BOARD_HEADER = struct.Struct("<IQ")  # (round, length of the encoded job list)
 # Tickets written per write: below PIPE_BUF (4096), so each write lands whole.
 TICKETS_PER_WRITE = 4096 // TICKET.size
-_jobs_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(List[ProcessWork]))
+
+
+class Round(msgspec.Struct, frozen=True):
+    """A round's board: its jobs, and each CPU's scheduler-clock offset the Collector measured
+    (``probes.sched_clock``: a worker does not move between CPUs to measure them itself)."""
+
+    jobs: List[ProcessWork]
+    cpu_offsets_ms: Dict[int, float] = {}
+
+
+_jobs_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(Round))
 _result_codec = (msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder(ProcessResult))
 
 
@@ -51,16 +61,18 @@ def take_frames(buffer: bytes) -> Tuple[List[ProcessResult], bytes]:
     return results, buffer[at:]
 
 
-def post_board(board: int, round_no: int, jobs: List[ProcessWork]) -> None:
+def post_board(
+    board: int, round_no: int, jobs: List[ProcessWork], offsets: Optional[Dict[int, float]] = None
+) -> None:
     """Write a round's job list where every worker can read it (before any of its tickets)."""
-    payload = _jobs_codec[0].encode(jobs)
+    payload = _jobs_codec[0].encode(Round(jobs, offsets or {}))
     data = memoryview(_BOARD_HEADER.pack(round_no, len(payload)) + payload)
     at = 0
     while at < len(data):
         at += os.pwrite(board, data[at:], at)
 
 
-def read_board(board: int) -> Tuple[int, List[ProcessWork]]:
+def read_board(board: int) -> Tuple[int, Round]:
     head = os.pread(board, _BOARD_HEADER.size, 0)
     round_no, size = _BOARD_HEADER.unpack(head)
     payload = b""
@@ -107,6 +119,7 @@ def serve(reader: ProcessReader, tickets: int, board: int, answers: int) -> None
     for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
         os.closerange(low + 1, high)
     encode = _result_codec[0].encode
+    reader.clock.moves = False  # a real-time worker moved onto a busy CPU waits there
     round_no = -1
     jobs: List[ProcessWork] = []
     while True:
@@ -115,7 +128,9 @@ def serve(reader: ProcessReader, tickets: int, board: int, answers: int) -> None
             return
         wanted, index = TICKET.unpack(ticket)
         if wanted != round_no:
-            round_no, jobs = read_board(board)
+            round_no, posted = read_board(board)
+            jobs = posted.jobs
+            reader.clock.adopt(posted.cpu_offsets_ms)
             if round_no != wanted:  # cannot happen while the Collector keeps its order
                 raise RuntimeError(f"ticket for round {wanted}, board has {round_no}")
         job = jobs[index]

@@ -161,7 +161,9 @@ class ShardPool:
         self._round += 1
         tickets_w, board = self._fds
         try:
-            post_board(board, self._round, posted)
+            # Each CPU's clock offset for the threads' wait ages, measured here while the
+            # workers sleep (``probes.sched_clock``).
+            post_board(board, self._round, posted, self._reader.clock.refresh())
             count = post_tickets(tickets_w, self._round, len(posted))
         except OSError as exc:
             self._break(f"work could not be posted to the workers ({exc.strerror})")

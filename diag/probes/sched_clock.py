@@ -12,8 +12,15 @@ moves to that CPU for a moment (``sched_setaffinity``: diag's thread only, never
 and reads its own ``se.exec_start`` there, stamped when it was switched in.
 
 Each CPU's offset to ``CLOCK_MONOTONIC`` is measured once and kept ``MAX_AGE_S``: it drifts
-by that CPU's steal and IRQ time, a few percent of the time that passes. A CPU diag may not run
-on (a container's cpuset) falls back to the clock of the CPU diag is on - the old reading.
+by that CPU's steal and IRQ time, a small part of the time that passes (0.08 % here). A CPU diag
+may not run on (a container's cpuset) falls back to the clock of the CPU diag is on - the old
+reading.
+
+diag's forked workers do not move: a real-time worker moved onto the CPU where the other one
+runs waits behind it until that one has read its whole share (an 8-rank first sample went
+from ~46 ms to ~71 ms). The Collector measures the offsets between rounds, while its workers
+sleep (``refresh``: every CPU at the first round, then the ``REFRESH_PER_ROUND`` oldest of
+those older than ``REFRESH_S``), and posts them with the round's jobs (``adopt``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,10 @@ from typing import Dict, Optional, Set
 
 from diag.probes.procfs import ProcFS
 
-MAX_AGE_S = 1.0  # an offset is measured again after this
+MAX_AGE_S = 1.0  # an offset is measured again after this (where diag's thread may move)
+REFRESH_S = 5.0  # the Collector measures a CPU's offset again for its workers after this
+REFRESH_PER_ROUND = 16  # at most this many CPUs a round, after the first
+MAX_CPUS = 1024  # CPUs measured at the first round, at most
 _EXEC_START = "se.exec_start"
 _SCHED_HEAD_BYTES = 512  # se.exec_start is the first field of /proc/.../sched
 
@@ -55,11 +65,15 @@ class SchedClock:
         self._offsets: Dict[Optional[int], float] = {}  # cpu -> its clock minus monotonic
         self._measured_at: Dict[Optional[int], float] = {}
         self._refused: Set[int] = set()  # CPUs diag may not run on
+        self.moves = True  # False in a forked worker: it uses the offsets it is given
 
     def now_ms(self, cpu: Optional[int] = None) -> Optional[float]:
         key = cpu if cpu is not None and cpu not in self._refused else None
+        if not self.moves and key not in self._offsets:
+            key = None  # not given: the CPU this worker is on
         now = _now_ms()
-        if key not in self._offsets or now - self._measured_at[key] > MAX_AGE_S * 1000.0:
+        stale = now - self._measured_at.get(key, now) > MAX_AGE_S * 1000.0
+        if key not in self._offsets or (stale and (self.moves or key is None)):
             offset = self._measure(key)
             if offset is None and key is not None:
                 key = None  # that CPU refused: the one diag runs on
@@ -68,6 +82,29 @@ class SchedClock:
                 return None
             self._offsets[key], self._measured_at[key] = offset, now
         return now + self._offsets[key]
+
+    def refresh(self) -> Dict[int, float]:
+        """Measure the offsets due (every CPU diag may use at the first call, then the
+        ``REFRESH_PER_ROUND`` oldest of those over ``REFRESH_S`` old): what ``adopt`` takes."""
+        try:
+            cpus = sorted(os.sched_getaffinity(0))[:MAX_CPUS]
+        except OSError:
+            cpus = []
+        now = _now_ms()
+        due = [c for c in cpus if now - self._measured_at.get(c, -1e18) > REFRESH_S * 1000.0]
+        if any(c in self._offsets for c in cpus):
+            due = sorted(due, key=lambda c: self._measured_at.get(c, -1e18))[:REFRESH_PER_ROUND]
+        for cpu in due:
+            offset = self._measure(cpu)
+            if offset is not None:
+                self._offsets[cpu], self._measured_at[cpu] = offset, _now_ms()
+        return {c: v for c, v in self._offsets.items() if c is not None}
+
+    def adopt(self, offsets: Dict[int, float]) -> None:
+        """Offsets the Collector measured (a worker, which does not move, uses these)."""
+        now = _now_ms()
+        for cpu, offset in offsets.items():
+            self._offsets[cpu], self._measured_at[cpu] = offset, now
 
     def _own_offset(self) -> Optional[float]:
         text = self._procfs.read_global("thread-self", "sched")
