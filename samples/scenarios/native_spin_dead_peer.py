@@ -12,12 +12,14 @@ minutes before it posts; the same spin ends then: slow, wait.
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import subprocess
 import sys
 import tempfile
 import threading
-from multiprocessing import Process, shared_memory
+from multiprocessing import shared_memory
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +34,7 @@ int64_t wait_flag(volatile int64_t *flag, int64_t expect) {
 """
 
 
-def peer(name: str, alive: bool) -> None:
-    shm = shared_memory.SharedMemory(name=name)
-    box = np.ndarray((1,), dtype=np.int64, buffer=shm.buf)
+def peer(box: np.ndarray[Any, Any], alive: bool) -> None:
     if not alive:
         raise SystemExit("peer: CUDA error: out of memory")  # never posts
     total = 0
@@ -57,9 +57,11 @@ def main(alive: bool) -> None:
     lib.wait_flag.restype = ctypes.c_int64
     lib.wait_flag.argtypes = [ctypes.c_void_p, ctypes.c_int64]
     shm = shared_memory.SharedMemory(create=True, size=8)
+    shm.unlink()  # the mapping lives on in both (the peer is forked): nothing left in /dev/shm
     box = np.ndarray((1,), dtype=np.int64, buffer=shm.buf)
     box[0] = 0
-    proc = Process(target=peer, args=(shm.name, alive), name="peer")
+    fork = multiprocessing.get_context("fork")
+    proc = fork.Process(target=peer, args=(box, alive), name="peer")
     proc.start()
     if not alive:
         proc.join()  # reaped: no zombie left to see
