@@ -344,11 +344,15 @@ class Collector:
         stacks) to the workers now, and discover the new processes from what identifies
         them; without workers it is all done in one thread of this process
         (``diag.collect.shards``)."""
+        # Each CPU's scheduler clock, for the workers' wait ages: measured before they are
+        # forked or woken - diag's thread moved onto a CPU where a real-time worker runs
+        # would wait there (``probes.sched_clock``).
+        offsets = self._reader.clock.refresh()
         self._shards.start(tree)
         burst.add_workers(self._shards.worker_pids)
         burst.add_helpers([self.gpu_probe.worker_pid])
         weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
-        pending = self._shards.submit(self._jobs(tree, lean), weights)
+        pending = self._shards.submit(self._jobs(tree, lean), weights, offsets)
         known: Dict[int, Identity] = {}
         if pending.workers:
             self.host_info()  # (read once) while the workers read

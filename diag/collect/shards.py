@@ -147,7 +147,12 @@ class ShardPool:
     def worker_pids(self) -> List[int]:
         return [w.pid for w in self._workers]
 
-    def submit(self, jobs: Sequence[ProcessWork], weights: Dict[int, int]) -> Pending:
+    def submit(
+        self,
+        jobs: Sequence[ProcessWork],
+        weights: Dict[int, int],
+        offsets: Optional[Dict[int, float]] = None,
+    ) -> Pending:
         """Post the round's work: what identifies new processes first (the Collector
         discovers them while the workers go on), then the reads, heaviest process first.
         Without workers (one core, one process, or none could be started) all of it is done
@@ -161,9 +166,8 @@ class ShardPool:
         self._round += 1
         tickets_w, board = self._fds
         try:
-            # Each CPU's clock offset for the threads' wait ages, measured here while the
-            # workers sleep (``probes.sched_clock``).
-            post_board(board, self._round, posted, self._reader.clock.refresh())
+            # ``offsets``: each CPU's clock for the threads' wait ages (``probes.sched_clock``).
+            post_board(board, self._round, posted, offsets)
             count = post_tickets(tickets_w, self._round, len(posted))
         except OSError as exc:
             self._break(f"work could not be posted to the workers ({exc.strerror})")
