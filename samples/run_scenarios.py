@@ -1442,6 +1442,16 @@ SCENARIOS: Tuple[Scenario, ...] = (
         rules=("waits_for_dead_thread",),
     ),
     Scenario(
+        "grpc_client_shared_log_dead_loader",
+        "deadlocked",
+        None,  # the suspect is the server child, neither root nor rank
+        False,
+        "grpc_handler_dead_loader with the client in a file of its own: the log both write "
+        "says `model-loader` died, and only the server runs the file its traceback names",
+        ("grpc",),
+        rules=("waits_for_dead_thread",),
+    ),
+    Scenario(
         "shared_log_stop_event",
         "idle",
         (),

@@ -70,7 +70,8 @@ def test_recorded_spin_whose_setter_lives_ends() -> None:
 
 def test_a_death_line_in_a_log_another_process_writes_is_not_its_own(tmp_path: Path) -> None:
     """The log is shared (``2> job.log`` inherited by a child): CPython's death line names no
-    process, so the busy process's spin is not read as waiting on that thread."""
+    process, and a writer whose stacks diag did not read may run the traceback's files, so
+    the busy process's spin is not read as waiting on that thread (``death_owner``)."""
     data = _raw()
     for sample in data["samples"]:
         for log in sample["logs"]:

@@ -4,7 +4,8 @@ sample, while its log - one no other process writes - says a thread of its proce
 ("Exception in thread model-loader: ...") and no live thread has that name: it never ends,
 where a listening port or a server's own loop made it read "idle, healthy, waiting for work".
 Without the death line, with a live thread of that name, with work beside it, or with the
-death in a log another process writes too (an idle service beside a helper's dead thread),
+death in a log another process writes too (an idle service beside a helper's dead thread)
+unless the waiter's process alone of the writers runs the job's files the traceback names,
 it reads as before.
 """
 
@@ -48,9 +49,10 @@ def test_recorded_grpc_handler_waiting_for_a_dead_loader_is_deadlocked() -> None
 
 def test_a_death_in_a_shared_log_is_not_the_waiters() -> None:
     """An idle service's main thread waits on its stop Event (its SIGTERM handler sets it)
-    beside a helper child whose thread died in the log both write: idle, not 'kill it'. The
-    price: a death in a shared log is nobody's (grpc_handler_dead_loader,
-    lightning_ddp_dead_fetch read idle: VERDICT_WRONG_TODAY)."""
+    beside a helper child whose thread died in the log both write: idle, not 'kill it'. Both
+    run the script the traceback names, so the death is nobody's. The price: writers of one
+    script leave it nobody's (grpc_handler_dead_loader, lightning_ddp_dead_fetch read idle:
+    VERDICT_WRONG_TODAY)."""
     v = classify(load_bundle(BUNDLES / "shared_log_stop_event.json"))
     assert v.state == "idle", v.summary
 
@@ -91,5 +93,72 @@ def test_a_thread_computing_beside_it_may_set_it(tmp_path: Path) -> None:
                 busy = next(t for t in ps["threads"] if t.get("name") == "grpc_global_tim")
                 busy["utime_ticks"] = busy.get("utime_ticks", 0) + 180 * i
                 busy["state"] = "R"
+    v = _judge(data, tmp_path)
+    assert v.rule != "waits_for_dead_thread", v.summary
+
+
+def _share_server_log(data: Json, client_file: str = "") -> None:
+    """The server's log written by the client too (``python client.py 2> job.log``, the
+    server its child); ``client_file``: the client's own code moved to that file."""
+    root = data["target"]["root_pid"]
+    for sample in data["samples"]:
+        for log in sample["logs"]:
+            if log["path"].endswith("server.log"):
+                log["pids"] = sorted({*log["pids"], root})
+    if not client_file:
+        return
+    client_stacks = {
+        t["stack_id"]
+        for sample in data["samples"]
+        for ps in sample["processes"]
+        if ps["pid"] == root
+        for t in ps["threads"]
+        if t.get("stack_id")
+    }
+    for sid in client_stacks:
+        for f in data["stacks"][sid]["frames"]:
+            if f["filename"].endswith("grpc_handler_dead_loader.py"):
+                f["filename"] = client_file
+
+
+def test_a_shared_log_whose_traceback_only_the_waiter_runs_is_its_own(tmp_path: Path) -> None:
+    """The client runs client.py, the server the file the dead thread's traceback names: the
+    death is the server's, though both write the log - deadlocked."""
+    data = _raw("grpc_server_log_dead_loader")
+    _share_server_log(data, client_file="/srv/app/client.py")
+    v = _judge(data, tmp_path)
+    assert (v.state, v.rule) == ("deadlocked", "waits_for_dead_thread"), v.summary
+    assert data["target"]["root_pid"] not in [s.pid for s in v.suspects]
+
+
+def test_a_shared_log_both_writers_run_the_traceback_of_is_nobodys(tmp_path: Path) -> None:
+    """Client and server run the same script (the server re-executes it): the death may be
+    either's - not this rule."""
+    data = _raw("grpc_server_log_dead_loader")
+    _share_server_log(data)
+    v = _judge(data, tmp_path)
+    assert v.rule != "waits_for_dead_thread", v.summary
+
+
+def test_a_shared_log_with_a_writer_unread_is_nobodys(tmp_path: Path) -> None:
+    """A writer whose stacks diag did not read may be the one that ran the traceback's file."""
+    data = _raw("grpc_server_log_dead_loader")
+    _share_server_log(data, client_file="/srv/app/client.py")
+    root = data["target"]["root_pid"]
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            if ps["pid"] == root:
+                for t in ps["threads"]:
+                    t["stack_id"] = None
+    v = _judge(data, tmp_path)
+    assert v.rule != "waits_for_dead_thread", v.summary
+
+
+def test_a_shared_log_whose_traceback_names_only_the_stdlib_is_nobodys(tmp_path: Path) -> None:
+    data = _raw("grpc_server_log_dead_loader")
+    _share_server_log(data, client_file="/srv/app/client.py")
+    _edit_log_lines(
+        data, lambda x: x.replace("samples/scenarios/grpc_handler_dead_loader.py", "lib/x/queue.py")
+    )
     v = _judge(data, tmp_path)
     assert v.rule != "waits_for_dead_thread", v.summary

@@ -35,15 +35,19 @@ VERDICT_WRONG_TODAY: Dict[str, str] = {
     "grpc_handler_dead_loader": (
         "the server's handler waits untimed on an Event its model-loader thread died before "
         "setting, but client and server share the job's log and CPython's 'Exception in thread "
-        "model-loader' names no process: waits_for_dead_thread takes only a log of the "
-        "waiter's own (an idle service beside another's dead thread, shared_log_stop_event, "
-        "reads the same), so it reads idle (waits_for_outside). Telling needs whose thread "
-        "died: a thread seen alive in an earlier sample, or the traceback's frames"
+        "model-loader' names no process: waits_for_dead_thread takes a shared log's death only "
+        "for the one writer running the job's files its traceback names (death_owner), and "
+        "here the server re-executes the client's own script - both run it, as an idle "
+        "service and its helper do (shared_log_stop_event) - so it reads idle "
+        "(waits_for_outside). Telling needs whose thread died: a thread seen alive in an "
+        "earlier sample, or the dead function's qualified name (the traceback prints only "
+        "co_name, 'loader', not 'serve.<locals>.loader')"
     ),
     "lightning_ddp_dead_fetch": (
         "rank 1 waits untimed on an Event its fetch thread died before setting; the ranks "
-        "share the job's log (as Lightning's launcher leaves them), and the death line names "
-        "no process - as grpc_handler_dead_loader, it reads idle (waits_for_outside)"
+        "share the job's log (as Lightning's launcher leaves them) and run one script, so the "
+        "traceback's files are both ranks' (death_owner) - as grpc_handler_dead_loader, it "
+        "reads idle (waits_for_outside)"
     ),
     "zmq_push_consumer_died": (
         "a PUSH socket's blocking send with no peer connected at all (its consumer was killed "
@@ -79,13 +83,15 @@ _PROMPT_LAGGARD = (
     "the group waits for a rank at a prompt on stdin (pdb): to the graph input can still come "
     "(a door); that no one will type into it is the rules' judgment (deadlocked, answer it)"
 )
+_DEAD_LOADER = (
+    "the server's handler thread waits untimed on an Event beside its completion-queue "
+    "thread (a socket) and a listening port: to the graph those can set it (idle); that "
+    "the thread meant to set it died ('Exception in thread model-loader') is the log's, "
+    "read by the rules (waits_for_dead_thread)"
+)
 GRAPH_DISAGREES: Dict[str, str] = {
-    "grpc_server_log_dead_loader": (
-        "the server's handler thread waits untimed on an Event beside its completion-queue "
-        "thread (a socket) and a listening port: to the graph those can set it (idle); that "
-        "the thread meant to set it died ('Exception in thread model-loader') is the log's, "
-        "read by the rules (waits_for_dead_thread)"
-    ),
+    "grpc_server_log_dead_loader": _DEAD_LOADER,
+    "grpc_client_shared_log_dead_loader": _DEAD_LOADER,
     "torchrun_pdb_rank": _PROMPT_LAGGARD,
     "gloo_backoff_503": (
         "rank 1 sleeps in a 45 s back-off while ranks 0, 2 wait in all_reduce: to the graph a "

@@ -74,8 +74,9 @@ def spin_on_dead(bundle: Bundle, p: ProcSignals, clk: int = 100) -> Optional[Spi
         ticks = (tb.utime_ticks + tb.stime_ticks) - (ta.utime_ticks + ta.stime_ticks)
         if dt <= 0 or ticks / clk / dt < MIN_SHARE:
             return None
-    # Only a log of its own: a busy process beside another's dead thread in a log they share
-    # (``python train.py 2> job.log``) is a long call more likely than a spin on that thread.
+    # Only a death of its own (``death_owner``): a busy process beside another's dead thread
+    # in a log they share (``python train.py 2> job.log``) is a long call more likely than a
+    # spin on that thread.
     name, line = dead_thread(bundle, p, _Live(series[-1].threads), alone=True)
     if not name:
         return None
@@ -138,9 +139,9 @@ def block_on_dead(bundle: Bundle, p: ProcSignals) -> Optional[BlockOnDead]:
         return None
     # The death line first: most processes have none, and looking for a parked thread walks
     # every thread of every sample (at 4,096 ranks x 300 threads it was 20 s of a verdict).
-    # Only a log of its own, as for a spin: an idle service's main thread waits on its stop
+    # Only a death of its own, as for a spin: an idle service's main thread waits on its stop
     # Event (set by its SIGTERM handler) beside a helper whose thread died in the log they
-    # share - the death line names no process.
+    # share - the death line names no process; only its traceback's files can say whose.
     name, line = dead_thread(bundle, p, _Live(series[-1].threads), alone=True)
     if not name:
         return None

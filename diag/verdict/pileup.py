@@ -21,6 +21,7 @@ from functools import partial
 from typing import Container, Dict, FrozenSet, List, Literal, Optional, Sequence, Set, Tuple
 
 from diag.model import Bundle, Frame, ProcessSample, ThreadSample
+from diag.verdict.death_owner import death_is_own
 from diag.verdict.features import ProcSignals
 from diag.verdict.proc_classes import unless_found_nothing
 from diag.verdict.series_index import host_logs
@@ -130,18 +131,22 @@ def _dead_thread(
     bundle: Bundle, p: ProcSignals, live: Container[str], alone: bool = False
 ) -> Tuple[str, str]:
     """A thread the process's logs say died ("Exception in thread warmup:") that is not
-    among its live threads: (its name, the line). ``alone``: only logs no other process
-    writes - CPython's death line names no process, so in a log several share it may be
-    another's thread."""
+    among its live threads: (its name, the line). ``alone``: only a death that is this
+    process's - in a log it writes alone, or one it shares where it is the only writer
+    running the job's files the traceback names (``death_owner``): CPython's death line
+    names no process, so in a log several share it may be another's thread."""
     # The latest sample's logs first (a stable sort keeps each sample's own order).
     for _, log in sorted(host_logs(bundle, p.key[0]), key=lambda got: -got[0]):
-        if p.pid not in log.pids or (alone and len(set(log.pids)) > 1):
+        if p.pid not in log.pids:
             continue
         lines = (*log.head, *log.tail)
         for i, line in enumerate(lines):
             m = _THREAD_DIED.search(line)
-            if m and m.group("name") not in live:
-                return m.group("name"), _with_exception(line, lines[i + 1 :])
+            if not m or m.group("name") in live:
+                continue
+            if alone and not death_is_own(bundle, p.key[0], p.pid, log, lines[i + 1 :]):
+                continue
+            return m.group("name"), _with_exception(line, lines[i + 1 :])
     return "", ""
 
 

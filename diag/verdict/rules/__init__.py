@@ -307,11 +307,12 @@ TABLE: Tuple[Rule, ...] = (
         ["deltas"],
         doc="""A thread spins on one line of the job's own code at every sample (a pure-Python
         busy-wait, ``while not self.ready: pass``: no poll frame to see), busy in every
-        interval, while its process's log - one no other process writes: the death line names
-        no process - says one of its threads died ("Exception in thread prefetch: ...",
-        CPython's excepthook) and no live thread has that name: the flag the
-        spin waits for was that thread's to set. Read as work it said "slow - wait, don't
-        kill"; it never ends (``diag.verdict.dead_setter``, the dead thread as
+        interval, while its process's log says one of its threads died ("Exception in thread
+        prefetch: ...", CPython's excepthook) and no live thread has that name - a log no
+        other process writes, or one where it alone of the writers runs the job's files the
+        traceback names (the death line names no process; ``diag.verdict.death_owner``): the
+        flag the spin waits for was that thread's to set. Read as work it said "slow - wait,
+        don't kill"; it never ends (``diag.verdict.dead_setter``, the dead thread as
         ``pileup.dead_thread`` reads it).""",
         examples=["spin_on_dead_loader"],
     ),
@@ -323,10 +324,13 @@ TABLE: Tuple[Rule, ...] = (
         BLOCK_DEAD_OUTRANKS,
         doc="""A thread waits untimed on an Event, a Condition or a lock in the job's own code
         (``Event.wait()`` in a training step, in an RPC handler), on one stack with no CPU at
-        every sample, while its process's log - one no other process writes: the death line
-        names no process, and an idle service waiting on its stop Event beside a helper whose
-        thread died in a shared log reads the same - says one of its threads died ("Exception
-        in thread loader: ...", CPython's excepthook) and no live thread has that name: what it
+        every sample, while its process's log says one of its threads died ("Exception in
+        thread loader: ...", CPython's excepthook) and no live thread has that name - a log no
+        other process writes, or one where it alone of the writers runs the job's files the
+        traceback names (``diag.verdict.death_owner``): the death line names no process, and
+        an idle service waiting on its stop Event beside a helper whose thread died in a
+        shared log reads the same; writers of one script (ranks, a server re-executing its
+        client's file) leave the death nobody's - what it
         waits for was that thread's to set (``diag.verdict.dead_setter``) - while nothing in
         the job works (a live thread computing or reading may be its setter). A port the job
         listens on, a server's own loop made it read "idle, waiting for work"; it never ends.
