@@ -162,3 +162,21 @@ def test_a_shared_log_whose_traceback_names_only_the_stdlib_is_nobodys(tmp_path:
     )
     v = _judge(data, tmp_path)
     assert v.rule != "waits_for_dead_thread", v.summary
+
+
+def test_a_shared_log_held_by_no_python_process_too_is_still_the_waiters(tmp_path: Path) -> None:
+    """An MPI daemon (``orted``) holds the log as well: no Python process, it wrote no CPython
+    traceback - the death is still the server's alone."""
+    data = _raw("grpc_server_log_dead_loader")
+    _share_server_log(data, client_file="/srv/app/client.py")
+    daemon = 424_242
+    for sample in data["samples"]:
+        for log in sample["logs"]:
+            if log["path"].endswith("server.log"):
+                log["pids"] = sorted({*log["pids"], daemon})
+        host = sample["processes"][0].get("host", "")
+        sample["processes"].append(
+            {"pid": daemon, "host": host, "state": "S", "py_status": "not-python", "threads": []}
+        )
+    v = _judge(data, tmp_path)
+    assert (v.state, v.rule) == ("deadlocked", "waits_for_dead_thread"), v.summary

@@ -53,14 +53,16 @@ _runs_memo: List[Tuple[object, Dict[Tuple[str, int], Optional[FrozenSet[str]]]]]
 
 def _runs(bundle: Bundle, host: str, pid: int) -> Optional[FrozenSet[str]]:
     """The job's own files on any of ``pid``'s stacks in any sample; None when no stack of
-    it was read (it may have run them)."""
+    it was read (it may have run them) - none when it is no Python process (a launcher's
+    shell, an MPI daemon holding the log): it wrote no CPython traceback."""
     if not (_runs_memo and _runs_memo[0][0] is bundle.samples):
         _runs_memo[:] = [(bundle.samples, {})]
     memo = _runs_memo[0][1]
     if (host, pid) not in memo:
         files: Set[str] = set()
-        read = False
-        for ps in process_samples(bundle, host, pid):
+        seen = process_samples(bundle, host, pid)
+        read = bool(seen) and all(ps.py_status == "not-python" for ps in seen)
+        for ps in seen:
             for t in ps.threads:
                 if t.stack_id is not None:
                     read = True
