@@ -4,11 +4,12 @@ with no timeout; it listens on nothing and no timer will wake it."""
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
 import urllib.request
+
+from _outside import serve_outside
 
 
 def hung_server(listener: socket.socket) -> None:
@@ -19,17 +20,7 @@ def hung_server(listener: socket.socket) -> None:
 
 def start_daemon() -> int:
     """A server outside the client's process tree (double fork), as a remote service is."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = int(listener.getsockname()[1])
-    if os.fork() == 0:
-        if os.fork() == 0:
-            hung_server(listener)
-        os._exit(0)
-    os.wait()
-    listener.close()
-    return port
+    return serve_outside(hung_server)
 
 
 def generate(port: int) -> bytes:

@@ -19,6 +19,8 @@ import socket
 import tempfile
 import time
 
+from _outside import serve_outside
+
 
 def publish(listener: socket.socket) -> None:
     conn, _ = listener.accept()
@@ -36,17 +38,7 @@ def publish(listener: socket.socket) -> None:
 
 def start_feed() -> int:
     """The publisher outside the job's process tree (double fork)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = int(listener.getsockname()[1])
-    if os.fork() == 0:
-        if os.fork() == 0:
-            publish(listener)
-        os._exit(0)
-    os.wait()
-    listener.close()
-    return port
+    return serve_outside(publish)
 
 
 def run(csv: bool = False) -> None:

@@ -19,6 +19,8 @@ import socket
 import threading
 import time
 
+from _outside import serve_outside
+
 
 def feed(listener: socket.socket, answer: bool, compute: bool = False) -> None:
     conn, _ = listener.accept()
@@ -36,17 +38,7 @@ def feed(listener: socket.socket, answer: bool, compute: bool = False) -> None:
 
 def start_feed(answer: bool, compute: bool = False) -> int:
     """The publisher outside the job's process tree (double fork)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = int(listener.getsockname()[1])
-    if os.fork() == 0:
-        if os.fork() == 0:
-            feed(listener, answer, compute)
-        os._exit(0)
-    os.wait()
-    listener.close()
-    return port
+    return serve_outside(lambda listener: feed(listener, answer, compute))
 
 
 def run(answer: bool, compute: bool = False) -> None:

@@ -24,6 +24,8 @@ import struct
 import threading
 import time
 
+from _outside import serve_outside
+
 SO_ATTACH_FILTER = 26
 _KEEP = []  # the filter program must outlive the setsockopt call's reads
 
@@ -47,17 +49,7 @@ def service(listener: socket.socket, stop: bool) -> None:
 
 def start_service(stop: bool) -> int:
     """The service outside the job's process tree (double fork)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = int(listener.getsockname()[1])
-    if os.fork() == 0:
-        if os.fork() == 0:
-            service(listener, stop)
-        os._exit(0)
-    os.wait()
-    listener.close()
-    return port
+    return serve_outside(lambda listener: service(listener, stop))
 
 
 def run(stop: bool) -> None:
