@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator
 
 from diag.bundle.io import load_bundle
 from diag.model import Bundle, Verdict
@@ -15,11 +15,25 @@ BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"
 Json = Dict[str, Any]
 
 
-def explore_json(name: str) -> Json:
-    """``samples/bundles/explore_<name>.json`` as JSON, without its recorded verdict."""
-    data: Json = json.loads((BUNDLES / f"explore_{name}.json").read_text())
+def recorded_json(name: str) -> Json:
+    """``samples/bundles/<name>.json`` as JSON, without its recorded verdict."""
+    data: Json = json.loads((BUNDLES / f"{name}.json").read_text())
     data.pop("verdict", None)
     return data
+
+
+def explore_json(name: str) -> Json:
+    """``samples/bundles/explore_<name>.json`` as JSON, without its recorded verdict."""
+    return recorded_json(f"explore_{name}")
+
+
+def edit_log_lines(data: Json, change: Callable[[str], str]) -> None:
+    """Every log line (head and tail) of every sample, changed by ``change``."""
+    for sample in data["samples"]:
+        for log in sample["logs"]:
+            for part in ("tail", "head"):
+                if part in log:
+                    log[part] = [change(x) for x in log[part]]
 
 
 def load_variant(data: Json, tmp_path: Path) -> Bundle:

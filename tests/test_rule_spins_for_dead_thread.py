@@ -7,10 +7,10 @@ as before; a spin whose setter is alive ends during the capture (progress).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict
 
+from recorded_variants import edit_log_lines, recorded_json
 from recorded_variants import judge_variant as _judge
 
 from diag.bundle.io import load_bundle
@@ -21,17 +21,7 @@ Json = Dict[str, Any]
 
 
 def _raw() -> Json:
-    data: Json = json.loads((BUNDLES / "spin_on_dead_loader.json").read_text())
-    data.pop("verdict", None)
-    return data
-
-
-def _edit_log_lines(data: Json, change: Any) -> None:
-    for sample in data["samples"]:
-        for log in sample["logs"]:
-            for part in ("tail", "head"):
-                if part in log:
-                    log[part] = [change(x) for x in log[part]]
+    return recorded_json("spin_on_dead_loader")
 
 
 def test_recorded_spin_on_a_dead_setter_is_deadlocked() -> None:
@@ -46,7 +36,7 @@ def test_recorded_spin_on_a_dead_setter_is_deadlocked() -> None:
 
 def test_without_the_death_line_the_spin_is_work(tmp_path: Path) -> None:
     data = _raw()
-    _edit_log_lines(data, lambda x: x.replace("Exception in thread", "Note from thread"))
+    edit_log_lines(data, lambda x: x.replace("Exception in thread", "Note from thread"))
     v = _judge(data, tmp_path)
     assert (v.state, v.rule) == ("slow", "works_silently"), v.summary
 

@@ -11,10 +11,10 @@ it reads as before.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict
 
+from recorded_variants import edit_log_lines, recorded_json
 from recorded_variants import judge_variant as _judge
 
 from diag.bundle.io import load_bundle
@@ -25,17 +25,7 @@ Json = Dict[str, Any]
 
 
 def _raw(name: str) -> Json:
-    data: Json = json.loads((BUNDLES / f"{name}.json").read_text())
-    data.pop("verdict", None)
-    return data
-
-
-def _edit_log_lines(data: Json, change: Any) -> None:
-    for sample in data["samples"]:
-        for log in sample["logs"]:
-            for part in ("tail", "head"):
-                if part in log:
-                    log[part] = [change(x) for x in log[part]]
+    return recorded_json(name)
 
 
 def test_recorded_grpc_handler_waiting_for_a_dead_loader_is_deadlocked() -> None:
@@ -59,7 +49,7 @@ def test_a_death_in_a_shared_log_is_not_the_waiters() -> None:
 
 def test_without_the_death_line_it_reads_as_before(tmp_path: Path) -> None:
     data = _raw("grpc_server_log_dead_loader")
-    _edit_log_lines(data, lambda x: x.replace("Exception in thread", "Note from thread"))
+    edit_log_lines(data, lambda x: x.replace("Exception in thread", "Note from thread"))
     v = _judge(data, tmp_path)
     assert v.rule != "waits_for_dead_thread", v.summary
 
@@ -157,7 +147,7 @@ def test_a_shared_log_with_a_writer_unread_is_nobodys(tmp_path: Path) -> None:
 def test_a_shared_log_whose_traceback_names_only_the_stdlib_is_nobodys(tmp_path: Path) -> None:
     data = _raw("grpc_server_log_dead_loader")
     _share_server_log(data, client_file="/srv/app/client.py")
-    _edit_log_lines(
+    edit_log_lines(
         data, lambda x: x.replace("samples/scenarios/grpc_handler_dead_loader.py", "lib/x/queue.py")
     )
     v = _judge(data, tmp_path)
