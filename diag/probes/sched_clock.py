@@ -11,8 +11,9 @@ the clock of the CPU it last ran on (``processor``, field 39 of its stat line): 
 moves to that CPU for a moment (``sched_setaffinity``: diag's thread only, never the job's)
 and reads its own ``se.exec_start`` there, stamped when it was switched in.
 
-Each CPU's offset to ``CLOCK_MONOTONIC`` is measured once and kept ``MAX_AGE_S``: it drifts
-by that CPU's steal and IRQ time, a small part of the time that passes (0.08 % here). A CPU diag
+Each CPU's offset to ``CLOCK_MONOTONIC`` is measured once and kept ``MAX_AGE_S`` (5 s): it
+drifts by that CPU's steal and IRQ time, a small part of the time that passes (0.08 % here:
+4 ms in 5 s). A CPU diag
 may not run on (a container's cpuset) falls back to the clock of the CPU diag is on - the old
 reading.
 
@@ -31,8 +32,11 @@ from typing import Dict, Optional, Set
 
 from diag.probes.procfs import ProcFS
 
-MAX_AGE_S = 1.0  # an offset is measured again after this (where diag's thread may move)
-REFRESH_S = 5.0  # the Collector measures a CPU's offset again for its workers after this
+# An offset is measured again after this, where diag's thread may move: as long as the
+# Collector's own refresh, so its thread reads with the offsets it posted instead of moving
+# mid-round onto a CPU where a real-time worker runs (it would wait there).
+MAX_AGE_S = 5.0
+REFRESH_S = MAX_AGE_S  # the Collector measures a CPU's offset again for its workers after this
 REFRESH_PER_ROUND = 16  # at most this many CPUs a round, after the first
 MAX_CPUS = 1024  # CPUs measured at the first round, at most
 _EXEC_START = "se.exec_start"
