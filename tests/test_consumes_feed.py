@@ -6,23 +6,16 @@ CSV-writing variant); the contrasts are edits of them and download_trickles."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict
 
-from recorded_variants import judge_variant
+from recorded_variants import judge_variant, recorded_json
 
 from diag.bundle.io import load_bundle
 from diag.verdict.classify import classify
 
 BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"
 Json = Dict[str, Any]
-
-
-def _data(name: str) -> Json:
-    data: Json = json.loads((BUNDLES / f"{name}.json").read_text())
-    data.pop("verdict", None)
-    return data
 
 
 def _mains(data: Json) -> list:  # type: ignore[type-arg]
@@ -45,7 +38,7 @@ def test_the_recorded_consumer_of_a_busy_feed_is_progressing() -> None:
 def test_the_same_bytes_in_few_wakes_are_a_transfer(tmp_path: Path) -> None:
     """The same bytes arriving in kilobyte chunks (the reader woken a few times): a download
     that trickles - slow, as before."""
-    data = _data("subscriber_busy_feed")
+    data = recorded_json("subscriber_busy_feed")
     for i, t in enumerate(_mains(data)):
         t["voluntary_ctxt_switches"] = 100 + 4 * i
     v = judge_variant(data, tmp_path)
@@ -61,7 +54,7 @@ def test_a_consumer_caught_running_in_its_receive_is_fed_not_polling(tmp_path: P
     """The CSV-writing consumer with its main thread caught running in the receive at the
     middle sample: read alone, a receive that returned at once with nothing (a poll loop, its
     writes the loop's chatter); tcp_info says data keeps arriving - it returned with data."""
-    data = _data("subscriber_busy_feed_csv")
+    data = recorded_json("subscriber_busy_feed_csv")
     middle = _mains(data)[1]
     middle.update(state="R", syscall="running", syscall_fd=None, wait_timed=None)
     v = judge_variant(data, tmp_path)
