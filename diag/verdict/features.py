@@ -14,7 +14,6 @@ peer, working otherwise.
 from __future__ import annotations
 
 import copy
-from dataclasses import fields
 from typing import Dict, Hashable, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
@@ -119,11 +118,11 @@ def _member(same: ProcSignals, key: Tuple[str, int], info: ProcessInfo) -> ProcS
     """Another process of ``same``'s class: its features, its own identity, and containers
     of its own (a later step that edits one process's lists must not edit its class's)."""
     out = copy.copy(same)
-    out.key, out.info = key, info
-    for f in fields(out):
-        value = getattr(out, f.name)
+    mine = out.__dict__  # a plain dataclass: its fields are its instance dict (no slots)
+    for name, value in mine.items():
         if isinstance(value, (list, dict)):
-            setattr(out, f.name, type(value)(value))
+            mine[name] = type(value)(value)
+    out.key, out.info = key, info
     return out
 
 
