@@ -43,16 +43,22 @@ def rank_classes(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[RankClass
     """Classes of the given processes, largest first; dead and stackless ones get their own."""
     groups: Dict[str, List[ProcSignals]] = {}
     labels: Dict[str, Tuple[str, Optional[str]]] = {}
+    # A stack id is a content hash: its signature and label are read once, not once a rank.
+    read: Dict[Optional[str], Tuple[str, str]] = {}
     for p in procs:
         if p.dead:
             sig, text, stack_id = "<exited>", "exited / zombie", None
         else:
             stack_id = next((s for s in reversed(p.main_stack_ids) if s), None)
-            frames = frames_of(bundle, stack_id)
-            if frames:
-                sig, text = signature(frames), label(frames)
-            else:
-                sig, text = "<no python stack>", "no Python stack"
+            known = read.get(stack_id)
+            if known is None:
+                frames = frames_of(bundle, stack_id)
+                if frames:
+                    known = signature(frames), label(frames)
+                else:
+                    known = "<no python stack>", "no Python stack"
+                read[stack_id] = known
+            sig, text = known
         groups.setdefault(sig, []).append(p)
         labels[sig] = (text, stack_id)
     ordered = sorted(

@@ -117,6 +117,15 @@ def _is_compiler(info: ProcessInfo) -> bool:
     )
 
 
+def _compiler(info: ProcessInfo, seen: Dict[Tuple[str, Tuple[str, ...]], bool]) -> bool:
+    """``_is_compiler``, once per name and argv: 16,384 ranks run one command line."""
+    key = (info.name, info.cmdline[:4])
+    found = seen.get(key)
+    if found is None:
+        found = seen[key] = _is_compiler(info)
+    return found
+
+
 Kids = Dict[Tuple[str, int], List[ProcessInfo]]
 
 
@@ -158,12 +167,13 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
     series = _series(bundle)
     alive_keys = {(ps.host, ps.pid) for ps in bundle.samples[-1].processes if ps.status == "alive"}
     ranked = any(p.rank is not None for p in procs)
+    compiler: Dict[Tuple[str, Tuple[str, ...]], bool] = {}  # by what _is_compiler reads
     cands = [
         p
         for p in procs
         if not p.dead
         and p.key in series
-        and not _is_compiler(p.info)
+        and not _compiler(p.info, compiler)
         and p.info.role != "helper"
         # A launcher of ranks is not one; a lone root with children (a rank running g++) is.
         and not (p.info.role == "launcher" and ranked)
@@ -191,7 +201,7 @@ def _procs(bundle: Bundle, procs: Sequence[ProcSignals]) -> List[_Proc]:
         children = [
             c
             for c in _descendants(kids, p.key)
-            if _is_compiler(c) and (c.host, c.pid) in alive_keys
+            if _compiler(c, compiler) and (c.host, c.pid) in alive_keys
         ]
         out.append(
             _Proc(
