@@ -13,7 +13,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import msgspec
 
-from diag.model import Bundle, RankPhase, Verdict, history_spans, main_thread
+from diag.model import Bundle, Evidence, RankPhase, Verdict, history_spans, main_thread
 from diag.render import facts, fmt, scale
 from diag.render.extras import build_collectives, build_hosts, build_nccl_logs, build_ras
 from diag.render.index import BundleIndex
@@ -122,7 +122,7 @@ def build_view(
     view = ReportView(
         meta=_meta(index, verdict),
         banner=banner,
-        evidence=_evidence(index, verdict),
+        evidence=_evidence(index, verdict, big),
         timelines=_timelines(part),
         matrix=matrix,
         ranks=ranks,
@@ -130,7 +130,7 @@ def build_view(
         stacks=reg.views(),
         futex_groups=futex_groups,
         futex_note=futex_note,
-        gpu=build_gpu(index),
+        gpu=build_gpu(index, set(part.hosts) if big else None),
         env_common=facts.env_common(index),
         env_diffs=facts.env_diffs(part),
         host_facts=facts.host_facts(bundle),
@@ -275,24 +275,28 @@ def section_anchor(
     return proc.anchor if proc is not None else "ranks"
 
 
-def _evidence(index: BundleIndex, verdict: Optional[Verdict]) -> Tuple[EvidenceView, ...]:
+def _evidence(
+    index: BundleIndex, verdict: Optional[Verdict], big: bool = False
+) -> Tuple[EvidenceView, ...]:
+    """The verdict's evidence, each item linked to its section; at scale folded per signal."""
     if verdict is None:
         return ()
     titles = {p.anchor: p.label for p in index.procs}
-    out = []
-    for ev in verdict.evidence:
+
+    def view(ev: Evidence) -> EvidenceView:
         anchor = section_anchor(index, ev.section, ev.ranks, ev.pids)
-        out.append(
-            EvidenceView(
-                signal=ev.signal,
-                detail=ev.detail,
-                anchor=anchor,
-                section_title=SECTIONS.get(anchor) or titles.get(anchor, anchor),
-                ranks_text=rank_set(ev.ranks) if ev.ranks else "",
-                samples_text=("samples " + fmt.runs(ev.samples)) if ev.samples else "",
-            )
+        return EvidenceView(
+            signal=ev.signal,
+            detail=ev.detail,
+            anchor=anchor,
+            section_title=SECTIONS.get(anchor) or titles.get(anchor, anchor),
+            ranks_text=rank_set(ev.ranks) if ev.ranks else "",
+            samples_text=("samples " + fmt.runs(ev.samples)) if ev.samples else "",
         )
-    return tuple(out)
+
+    if big:
+        return scale.fold_evidence(verdict.evidence, view)
+    return tuple(view(ev) for ev in verdict.evidence)
 
 
 def _rank_table(index: BundleIndex, reg: StackRegistry, matrix: Matrix) -> Tuple[RankSummary, ...]:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import msgspec
 
-from diag.model import Frame, HostEntry, RankClass, Verdict, main_thread
+from diag.model import Evidence, Frame, HostEntry, RankClass, Verdict, main_thread
 from diag.render import fmt
 from diag.render.index import BundleIndex, Key, Proc
 from diag.render.stacks import StackRegistry
@@ -274,29 +274,27 @@ def _clock_offset(entry: Optional[HostEntry], notes: List[str]) -> str:
 # -- evidence ----------------------------------------------------------------------------------
 
 
-def fold_evidence(items: Sequence[EvidenceView]) -> Tuple[EvidenceView, ...]:
-    """Each signal's first few items, then one line for the rest of it."""
-    by_signal: Dict[str, List[EvidenceView]] = {}
+def fold_evidence(
+    items: Sequence[Evidence], view: Callable[[Evidence], EvidenceView]
+) -> Tuple[EvidenceView, ...]:
+    """Each signal's first few items, then one line for the rest of it; only the items kept
+    are drawn (``view``): 16,384 ranks give ~35,000 items, of which a few dozen are shown."""
+    by_signal: Dict[str, List[Evidence]] = {}
     for e in items:
         by_signal.setdefault(e.signal, []).append(e)
     out: List[EvidenceView] = []
-    done: Set[str] = set()
-    for e in items:
-        if e.signal in done:
-            continue
-        done.add(e.signal)
-        group = by_signal[e.signal]
-        out.extend(group[:MAX_EVIDENCE_PER_SIGNAL])
+    for signal, group in by_signal.items():  # in the order each signal first appears
+        out.extend(view(e) for e in group[:MAX_EVIDENCE_PER_SIGNAL])
         rest = group[MAX_EVIDENCE_PER_SIGNAL:]
         if rest:
             out.append(
-                msgspec.structs.replace(
-                    rest[0],
+                EvidenceView(
+                    signal=signal,
                     detail=f"… and {len(rest):,} more like it",
-                    ranks_text="",
-                    samples_text="",
                     anchor="tree",
                     section_title="Call-path tree",
+                    ranks_text="",
+                    samples_text="",
                 )
             )
     return tuple(out)
@@ -343,7 +341,7 @@ def finish(
     )
     shown_hosts = set(part.hosts)
     fields = {name: getattr(view, name) for name in view.__struct_fields__}
-    fields["evidence"] = fold_evidence(view.evidence)
+    # ``evidence`` is folded as it is built (``build._evidence``: ``fold_evidence``).
     fields["logs"] = tuple(
         lg for lg in view.logs if lg.path.split(":", 1)[0] in shown_hosts or ":" not in lg.path
     )
