@@ -48,6 +48,8 @@ def serving_ports(procs: Sequence[ProcSignals]) -> List[int]:
     rank's ephemeral ports (gloo/NCCL listen on one per rank)."""
     ports: Dict[int, bool] = {}  # port -> held by a rank (a rank's store, not the door)
     for p in procs:
+        if not p.listen_ports:  # most ranks of a big job listen on nothing: nothing to read
+            continue
         # A parent of ranks is a "launcher" only while it waits on them; one that serves
         # (an HTTP front end whose workers look like ranks) keeps its port, and so does a
         # framework's API server caught running at the last sample (no wait to read: CI
