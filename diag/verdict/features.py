@@ -13,7 +13,6 @@ peer, working otherwise.
 
 from __future__ import annotations
 
-import copy
 from typing import Dict, Hashable, List, Optional, Tuple
 
 from diag.frames import is_installed_plumbing
@@ -117,8 +116,11 @@ def _drop_fed_receive(loops: Dict[int, PollLoop], alive: List[ProcessSample]) ->
 def _member(same: ProcSignals, key: Tuple[str, int], info: ProcessInfo) -> ProcSignals:
     """Another process of ``same``'s class: its features, its own identity, and containers
     of its own (a later step that edits one process's lists must not edit its class's)."""
-    out = copy.copy(same)
-    mine = out.__dict__  # a plain dataclass: its fields are its instance dict (no slots)
+    # ``copy.copy`` of a plain dataclass (no slots, no __copy__), without its reduce protocol:
+    # its fields are its instance dict.
+    out = object.__new__(type(same))
+    mine = out.__dict__
+    mine.update(same.__dict__)
     for name, value in mine.items():
         if isinstance(value, (list, dict)):
             mine[name] = type(value)(value)
