@@ -184,6 +184,7 @@ RuleId = Literal[
     "consumes_feed",
     "spins_for_dead_thread",
     "waits_for_dead_thread",
+    "spins_with_no_party",
     "works_silently",
     "children_work",
     "calls_itself",

@@ -1487,11 +1487,12 @@ SCENARIOS: Tuple[Scenario, ...] = (
         "a native busy-poll (C via ctypes, `pause` loop) on a shared-memory flag its peer "
         "process was to set; the peer crashed before posting and was reaped",
         ("numpy",),
+        rules=("spins_with_no_party",),
     ),
     Scenario(
         "native_spin_live_peer",
         "slow",
-        ("root",),
+        None,  # the computing peer (a child) is blamed, the spinner named as its waiter
         False,
         "the same native busy-poll; the peer lives and computes for minutes before it posts",
         ("numpy",),

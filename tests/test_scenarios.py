@@ -58,14 +58,6 @@ VERDICT_WRONG_TODAY: Dict[str, str] = {
         "makes the kernel reset). Telling needs the consumer's death (a reaped child's exit "
         "status, a death line) or a connection seen earlier (a watch's history)"
     ),
-    "native_spin_dead_peer": (
-        "a C busy-poll (ctypes, a `pause` loop, no syscall) on a shared-memory flag whose setter "
-        "process crashed and was reaped reads 'slow: CPU-bound ... one long call - wait, don't "
-        "kill', as its live-peer contrast does: no zombie, no death line a pack knows ('peer: "
-        "CUDA error' from SystemExit), and a spin on an unknown symbol looks like compute. "
-        "Telling needs the spinning PC's code (a PAUSE in a loop a few bytes long) or the "
-        "peer's exit (a reaped child's death from the parent's log or its exit status)"
-    ),
     "asyncio_flag_daemon": (
         "one asyncio task polling a flag file and logging 'alive tick=N' is, to the kernel and "
         "py-spy, asyncio_event_heartbeat (a task awaiting a dead setter's Event beside a "

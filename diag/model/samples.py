@@ -200,6 +200,9 @@ class FsWait(Record, frozen=True):
 
 
 NativeSource = Literal["perf", "syscall"]
+# A CPU's spin-wait hint (x86 PAUSE; aarch64 YIELD, WFE, ISB) executed in a tight loop: code
+# that waits for another party's write to memory (``diag.probes.spin_code``).
+SpinHint = Literal["pause", "yield", "wfe", "isb"]
 # Files whose functions every program calls (the C library, the loader): a PC there says
 # little, and is named by its caller; "" is code in no file (the vDSO).
 SYSTEM_LIBRARIES = ("libc.so", "libc-", "libpthread", "ld-linux", "ld-musl", "libdl", "librt")
@@ -230,6 +233,9 @@ class NativeLocation(Record, frozen=True):
     spots: Tuple[NativeSpot, ...] = ()
     pcs: int = 0  # PCs read (perf ticks in a few ms, or the one /proc/PID/task/TID/syscall gave)
     source: NativeSource = "syscall"
+    # The PCs sat in a loop of a few bytes holding this spin-wait hint: a busy-wait for
+    # memory another party writes, whatever library it is in; None when not (or not read).
+    spin_hint: Optional[SpinHint] = None
 
     @property
     def library(self) -> str:

@@ -8,7 +8,9 @@ stopped) or, where perf is refused or the thread did not run in the window, from
 blocked or stopped since (the kernel answers ``running`` for any runnable thread). Each PC maps
 to a library and function (``native_symbols``). A PC inside the C library or the loader
 (``sched_yield``, ``clock_gettime``, a syscall wrapper) says little: the first return address
-on its stack outside them names the caller (``NativeSpot.caller``).
+on its stack outside them names the caller (``NativeSpot.caller``). PCs that cluster in a
+loop of a few bytes get that code read: a spin-wait hint in it (``spin_code``) makes the
+thread a waiter whatever library it is in (``NativeLocation.spin_hint``).
 
 A failure here leaves the threads as they were: the rest of the sample never depends on it.
 """
@@ -48,6 +50,7 @@ from diag.probes.native_symbols import (
     parse_maps,
 )
 from diag.probes.procfs import ProcFS
+from diag.probes.spin_code import spin_hint
 
 BUDGET_S = 0.25  # symbol work a process a sample; past it, locations keep their library only
 MAX_SPOTS = 6
@@ -80,6 +83,10 @@ class _Locator:
             symbol = self.cache.symbol(self.pid, mapping, pc, self.root)
         self.memo[pc] = (library_name(mapping.path), symbol)
         return self.memo[pc]
+
+    def read(self, addr: int, size: int) -> bytes:
+        """``size`` bytes of the process's code at ``addr`` (b"" when unreadable)."""
+        return read_code(self.pid, addr, size, self.root)
 
     def _after_call(self, addr: int) -> bool:
         """Whether the instruction before ``addr`` is a call: what makes a stack word a return
@@ -172,6 +179,9 @@ def attach_native(
             samples, source = _from_syscall(procfs, pid, tid), "syscall"
         if samples:
             found[tid] = _location(loc, samples, source)
+            hint = spin_hint([s.pc for s in samples], loc.read, loc.machine)
+            if hint is not None:
+                found[tid] = msgspec.structs.replace(found[tid], spin_hint=hint)
     if not found:
         return threads
     return tuple(

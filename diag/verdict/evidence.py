@@ -80,7 +80,15 @@ def _process_evidence(p: ProcSignals) -> List[Evidence]:
             f"({p.compute_intervals} of {p.intervals} intervals)"
         )
         out.append(item("cpu", text, section_of(p)))
-    if p.spin_pct >= SPIN_PCT:
+    spin = p.native_spin
+    if p.spin_pct >= SPIN_PCT and spin is not None and spin.hint is not None:
+        place = f"{spin.library}:`{short_label(spin.symbol)}`" if spin.symbol else spin.library
+        text = (
+            f"{p.name} spins {p.spin_pct:.0f}% of a core in a {spin.hint.upper()} loop at "
+            f"{place} for {p.window_s:.0f} s with an unchanged stack: a busy-wait, not progress"
+        )
+        out.append(item("spin", text, section_of(p)))
+    elif p.spin_pct >= SPIN_PCT:
         text = (
             f"{p.name} spins {p.spin_pct:.0f}% of a core in `{short_label(p.spin_label)}` "
             "with an unchanged stack: a wait, not progress"

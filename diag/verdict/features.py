@@ -19,7 +19,7 @@ from diag.frames import is_installed_plumbing
 from diag.model import Bundle, ProcessInfo, ProcessSample, main_thread
 from diag.verdict.fed_socket import fed_socket
 from diag.verdict.intervals import hot_label, interval_deltas
-from diag.verdict.native_waits import native_spin
+from diag.verdict.native_waits import NativeSpin, native_spin
 from diag.verdict.polling import PollLoop, PollMemo, collective_spin, poll_loops
 from diag.verdict.proc_classes import SharedThreads, class_key, record_classes
 from diag.verdict.short_requests import short_requests
@@ -90,10 +90,13 @@ def _signals(
     loops = poll_loops(bundle, [ps for _, ps in alive], memo) if len(alive) > 1 else {}
     _drop_fed_receive(loops, [ps for _, ps in alive])
     _collective_spin(bundle, info, [ps for _, ps in alive], loops)
-    _native_spins(bundle, [ps for _, ps in alive], loops)
+    spins = _native_spins(bundle, [ps for _, ps in alive], loops)
     _rates(bundle, sig, alive, clk, loops)
     if alive:
         _window(bundle, sig, alive, clk, loops)
+        main = main_thread(alive[-1][1])
+        first = next(iter(spins.values()), None)
+        sig.native_spin = spins.get(main.tid, first) if main is not None else first
     return sig
 
 
@@ -241,17 +244,21 @@ def _collective_spin(
         loops[main.tid] = found
 
 
-def _native_spins(bundle: Bundle, alive: List[ProcessSample], loops: Dict[int, PollLoop]) -> None:
+def _native_spins(
+    bundle: Bundle, alive: List[ProcessSample], loops: Dict[int, PollLoop]
+) -> Dict[int, NativeSpin]:
     """Threads spinning in a communication library's progress engine (an MPI receive polling
     in ``opal_progress``, UCX's worker progress, a CUDA synchronize; the packs name them):
     their CPU is the wait for a message, as a Python poll loop's is - a peer wait, so ranks
     that all sit there are deadlocked, not slow. Outranks a loop read as polling for work
-    (``sched_yield`` in the engine looks like one), never a peer wait found already."""
+    (``sched_yield`` in the engine looks like one), never a peer wait found already.
+    Returns the spins it found, by thread."""
+    found: Dict[int, NativeSpin] = {}
     if len(alive) < 2:
-        return
+        return found
     located = {t.tid for ps in alive for t in ps.threads if t.native is not None}
     if not located:
-        return
+        return found
     by_tid = [{t.tid: t for t in ps.threads} for ps in alive]
     for tid in sorted(located):
         have = loops.get(tid)
@@ -266,6 +273,8 @@ def _native_spins(bundle: Bundle, alive: List[ProcessSample], loops: Dict[int, P
         caller = frames[0].name if frames else ""
         wait = ThreadWait("collective", spin.label(), caller, timed=None, native=True)
         loops[tid] = PollLoop(wait=wait, markers=("completion",), samples=len(alive))
+        found[tid] = spin
+    return found
 
 
 FUTEX_PRIVATE = 0x80

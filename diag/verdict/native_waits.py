@@ -2,7 +2,9 @@
 progress engine - an MPI receive polling in ``opal_progress``, UCX's ``ucp_worker_progress``, a
 CUDA synchronize spinning on the host, NCCL's proxy thread - waits for a message; it does not
 compute. The probe records where each running thread's PCs fell (``ThreadSample.native``:
-library and ELF symbol); the packs of ``diag.frameworks`` declare which places are progress
+library and ELF symbol) and whether they sat in a loop of a few bytes holding the CPU's
+spin-wait hint (``NativeLocation.spin_hint``: x86 PAUSE - a busy-wait told by its code, in
+any library); the packs of ``diag.frameworks`` declare which places are progress
 engines (``NativeProgress``); this module matches the two. ``features`` then treats such a
 thread like a Python poll loop on a peer: ranks that all sit there are deadlocked, not slow.
 
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from diag.frameworks import PACKS, NativeProgress
-from diag.model import NativeLocation, NativeSpot, ThreadSample, is_system_library
+from diag.model import NativeLocation, NativeSpot, SpinHint, ThreadSample, is_system_library
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,8 @@ class NativeSpin:
     library: str  # "libopen-pal.so.40.30.2"
     symbol: str  # "opal_progress"; "" when the engine's function has no symbol (a plugin)
     what: str  # "Open MPI's progress engine polls for a message"
-    framework: str  # "MPI (Open MPI, MPICH)"
+    framework: str  # "MPI (Open MPI, MPICH)"; "" for a spin-wait told by its code alone
+    hint: Optional[SpinHint] = None  # the loop's spin-wait hint ("pause"), when the code was read
 
     def label(self) -> str:
         """How a sentence names the place: "libopen-pal's `opal_progress`"."""
@@ -37,6 +40,7 @@ class NativeSpin:
 _ENGINES: Tuple[Tuple[str, NativeProgress], ...] = tuple(
     (pack.name, engine) for pack in PACKS for engine in pack.native
 )
+_HINT_WAIT = "a {} loop of a few bytes polls memory until another party writes it"
 SPIN_SHARE = 0.5  # of a thread's located samples, at least this many in an engine
 
 
@@ -63,19 +67,28 @@ def progress_spots(loc: NativeLocation, thread_name: str = "") -> List[Tuple[Nat
     """The spots of one location that lie in a progress engine, with their hits. A caller
     found on the stack counts only when no PC of the thread was in a named function of its
     own (a PC in libc, or in a static function of a stripped library): a thread computing
-    in ``dgemm_kernel`` is not waiting because a stale return address says so."""
+    in ``dgemm_kernel`` is not waiting because a stale return address says so. Where no
+    engine matches but the PCs sat in a spin-wait loop (``spin_hint``), the function the loop
+    is in: a busy-wait told by its code, whatever library it is in."""
     own_code = any(
         not spot.caller and spot.symbol and not is_system_library(spot.library)
         for spot in loc.spots
     )
     found: List[Tuple[NativeSpin, int]] = []
+    hint = loc.spin_hint
     for spot in loc.spots:
         if spot.caller and own_code:
             continue
         hit = _engine(spot, thread_name)
         if hit is not None:
             framework, engine = hit
-            found.append((NativeSpin(spot.library, spot.symbol, engine.what, framework), spot.hits))
+            spin = NativeSpin(spot.library, spot.symbol, engine.what, framework, hint)
+            found.append((spin, spot.hits))
+    if not found and hint is not None and loc.spots and not loc.spots[0].caller:
+        top = loc.spots[0]  # the function the loop is in: the one most PCs fell in
+        found.append(
+            (NativeSpin(top.library, top.symbol, _HINT_WAIT.format(hint), "", hint), top.hits)
+        )
     return found
 
 

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple
 
 from diag.model import ProcessInfo
 from diag.text.roles import framework_role, named
+from diag.verdict.native_waits import NativeSpin
 from diag.verdict.polling import PollLoop
 from diag.verdict.short_requests import ShortRequests
 from diag.verdict.thread_wait import ThreadWait
@@ -85,6 +86,10 @@ class ProcSignals:
     # The main thread polled in every sample (``diag.verdict.polling``): its CPU is the wait
     # it polls on, not work, and ``main_wait`` is that wait.
     poll: Optional[PollLoop] = None
+    # A thread spinning in native code that waits (``native_waits.native_spin``: a pack's
+    # progress engine, or a spin-wait loop told by its code): the main thread's, else the
+    # first such thread's. Its CPU is ``spin_pct``, not compute.
+    native_spin: Optional[NativeSpin] = None
     # Client connections from the job's own processes (``ServedConn.internal``), by port:
     # bytes moved over the window, and (port, age s) of requests unanswered through it. A
     # harness or an RL loop calling the job's own server - or a framework's RPC channel:

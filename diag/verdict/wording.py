@@ -99,7 +99,11 @@ def _where(p: ProcSignals, shown: Callable[[str], str]) -> str:
     if w.label == POLLED_COLLECTIVE:
         return f"a collective busy-polled from `{caller}` (a gloo worker waits on a peer)"
     if w.kind == "collective" and w.native:  # a progress engine spinning in C (native_waits)
-        spun = f"{w.label}, spinning on a core waiting for a message"
+        spin = p.native_spin
+        if spin is not None and spin.hint is not None and not spin.framework:  # told by code
+            spun = f"{w.label}, spinning on a core in a {spin.hint.upper()} loop, a busy-wait"
+        else:
+            spun = f"{w.label}, spinning on a core waiting for a message"
         return f"{spun} (called from `{caller}`)" if w.caller else spun
     return f"`{label}` ← `{caller}`" if w.caller and w.caller != w.label else f"`{label}`"
 

@@ -1,5 +1,5 @@
-"""deadlocked (diag reads it slow today: VERDICT_WRONG_TODAY): a process waits for its peer's
-"weights ready" word in a shared-memory mailbox with a native busy-poll - a C loop
+"""deadlocked (``spins_with_no_party``: the PAUSE loop's code says it waits): a process waits
+for its peer's "weights ready" word in a shared-memory mailbox with a native busy-poll - a C loop
 (``while (*flag != expect) pause;``) called through ctypes, the GIL released, no syscall -
 the way a communication library's progress engine spins for a message. The peer (a child
 process) crashed before posting ("peer: CUDA error: out of memory" in the log) and was

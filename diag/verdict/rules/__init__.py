@@ -55,7 +55,11 @@ from diag.verdict.rules.words_quiet import (
     QUIET_PEER_OUTRANKS,
 )
 from diag.verdict.rules.words_server_lock import SERVER_LOCK_OUTRANKS
-from diag.verdict.rules.words_spin import BLOCK_DEAD_OUTRANKS, SPIN_DEAD_OUTRANKS
+from diag.verdict.rules.words_spin import (
+    BLOCK_DEAD_OUTRANKS,
+    SPIN_ALONE_OUTRANKS,
+    SPIN_DEAD_OUTRANKS,
+)
 from diag.verdict.situation import Situation
 
 TABLE: Tuple[Rule, ...] = (
@@ -337,6 +341,26 @@ TABLE: Tuple[Rule, ...] = (
         A queue's ``get`` is
         left out - an idle consumer waits there for anyone's next item.""",
         examples=["grpc_server_log_dead_loader"],
+    ),
+    rule(
+        "spins_with_no_party",
+        "peers",
+        ["deadlocked"],
+        peers.spins_with_no_party,
+        SPIN_ALONE_OUTRANKS,
+        ["graph", "deltas"],
+        doc="""A thread burns a core in native code in a spin-wait loop - its PCs sit in a
+        loop a few bytes long that holds the CPU's spin-wait hint (x86 PAUSE; aarch64 YIELD,
+        WFE, ISB), read from its code (``diag.probes.spin_code``) - with the same stack at
+        every sample, while nothing else of the job runs or moves and the wait-for graph finds
+        nothing that could wake it. Such a loop waits for another party to write the word it
+        polls (a peer's flag in shared memory, a message): it does not compute, whatever
+        library it is in. With no live process of the job left to write it - the peer
+        crashed and was reaped, leaving no zombie - it spins for ever. Read as work it said
+        "slow: CPU-bound - wait, don't kill". While another process of the job computes, the
+        spin waits on it: slow (``works_silently``). Ranks of a multi-rank job, and a pack's
+        own progress engines (MPI, UCX, CUDA), are read by the peer rows instead.""",
+        examples=["native_spin_dead_peer"],
     ),
     rule(
         "works_silently",

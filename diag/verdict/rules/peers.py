@@ -1,6 +1,6 @@
 """Peers and collectives: torchrun waiting for its other nodes, a collective record naming the
-rank behind, ranks waiting on a peer, results no worker computes, a GPU spinning at idle
-power."""
+rank behind, ranks waiting on a peer, a native spin-wait no peer of the job can end, results
+no worker computes, a GPU spinning at idle power."""
 
 from __future__ import annotations
 
@@ -9,12 +9,21 @@ from typing import Optional
 from diag.model import Suspect
 from diag.verdict.backoff import backoff_sentence, backoffs, pool_task_backoffs
 from diag.verdict.equivalence import odd_classes
+from diag.verdict.graph_nodes import node_key
 from diag.verdict.infeasible import infeasible
 from diag.verdict.loop_self_wait import loop_waits_on_itself
 from diag.verdict.output_kinds import log_tally, merged
 from diag.verdict.rendezvous import mismatch, waiting_agents
-from diag.verdict.rules import words, words_infeasible, words_joins, words_output, words_results
+from diag.verdict.rules import (
+    words,
+    words_infeasible,
+    words_joins,
+    words_output,
+    words_results,
+    words_spin,
+)
 from diag.verdict.rules.base import Decision, decided
+from diag.verdict.signals import COMPUTE_PCT, ProcSignals
 from diag.verdict.situation import (
     Situation,
 )
@@ -161,3 +170,49 @@ def gpu_spins(s: Situation) -> Optional[Decision]:
         return None
     summary = words.gpu_spins(s.alive)
     return decided("deadlocked", 0.65, summary, [])
+
+
+SPIN_ALONE_PCT = 30.0  # a core's share a spin-wait burns to count (evidence's SPIN_PCT)
+
+
+def _alone(s: Situation, p: ProcSignals) -> bool:
+    """Nothing of the job but ``p``'s spin runs or can wake: no other process of the job
+    (its helpers included: any may write the word) burns CPU or is stopped (a stopped one
+    may be resumed: ``rank_stopped``'s), ``p`` computes nowhere else, and the wait-for graph
+    ends ``p``'s chain at itself, stuck - no thread of it waits on a socket, a port, a pipe
+    from outside or a timer that could set what it polls."""
+    if p.compute_pct >= COMPUTE_PCT:
+        return False
+    others = [q for q in s.ctx.procs if q.key != p.key and not q.dead]  # helpers too
+    if any(q.cpu_pct >= COMPUTE_PCT or q.stopped for q in others):
+        return False
+    g, key = s.graph, node_key(p)
+    if g is None:
+        return False
+    return any(r == "stuck" and key in ends for r, ends in zip(g.reasons, g.line_ends))
+
+
+def spins_with_no_party(s: Situation) -> Optional[Decision]:
+    """A thread spins in a native spin-wait loop - told by its code (a PAUSE in a loop a
+    few bytes long), not by a library a pack knows - at every sample, and nothing else of
+    the job runs or moves: the party that was to write the word it polls can be no live
+    process of the job (a peer that crashed and was reaped leaves no zombie). A declared
+    rank of a multi-rank job is left to ``peers_wait`` (its peers may be on hosts outside
+    the capture, the spin an RDMA poll); a pack's engine (a CUDA synchronize: the device may
+    still compute) is left to the rows that know it."""
+    if s.progressing or s.working:
+        return None
+    for p in s.alive:
+        spin = p.native_spin
+        if spin is None or spin.hint is None or spin.framework or p.spin_pct < SPIN_ALONE_PCT:
+            continue
+        if p.rank is not None and (p.info.world_size or 0) > 1:
+            continue
+        if not _alone(s, p):
+            continue
+        caller = p.main_wait.caller if p.main_wait and p.main_wait.native else ""
+        reason = words_spin.spin_alone_reason(spin, p.window_s)
+        suspect = Suspect(pid=p.pid, rank=p.rank, host=p.key[0], reason=reason)
+        summary = words_spin.spins_with_no_party(p, spin, caller)
+        return decided("deadlocked", 0.7, summary, [suspect])
+    return None
