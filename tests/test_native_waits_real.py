@@ -2,7 +2,8 @@
 communication library's progress engine waits for a message; it does not compute.
 
 - The probe: a thread spinning in a known C function (zlib's ``crc32_z``, called through
-  Python's ``zlib.crc32``) is located in that library and function; an address of our own
+  Python's ``zlib.crc32``) is located in that library and function, and is no spin-wait; a C
+  ``pause`` loop in a library no pack knows is one, by its code; an address of our own
   process (libc's ``getpid``) maps to its ELF symbol.
 - The verdict, on real Open MPI (Debian's openmpi-bin + mpi4py): two ranks deadlocked in the
   progress engine (rank 1 in ``MPI_Recv`` of a message never sent, rank 0 in ``MPI_Barrier``)
@@ -139,6 +140,49 @@ def test_a_thread_spinning_in_a_known_c_function_is_located_there() -> None:
         spots = [s for loc in found for s in loc.spots]
         assert any(s.library.startswith("libz.so") and s.symbol == "crc32_z" for s in spots), found
         assert all(loc.source == "perf" for loc in found)
+        assert all(loc.spin_hint is None for loc in found), found  # a compute loop: no wait
+    finally:
+        started.stop()
+
+
+PAUSE_SPIN = r"""
+import ctypes, os, shutil, subprocess, tempfile
+d = tempfile.mkdtemp(prefix="diag-pause-")
+src, lib = os.path.join(d, "w.c"), os.path.join(d, "libw.so")
+with open(src, "w") as f:
+    f.write("int wait_word(volatile int *w) { while (!*w) __asm__ volatile(\"pause\");"
+            " return *w; }")
+subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src], check=True)
+wait_word = ctypes.CDLL(lib).wait_word
+shutil.rmtree(d)  # mapped still: nothing left behind
+word = ctypes.c_int(0)
+print("READY", flush=True)
+wait_word(ctypes.byref(word))
+"""
+
+
+@needs_perf
+@pytest.mark.skipif(
+    shutil.which("cc") is None or os.uname().machine != "x86_64", reason="needs cc on x86_64"
+)
+def test_a_thread_spinning_in_a_pause_loop_is_told_a_spin_wait_by_its_code() -> None:
+    """A C busy-wait (``while (!*w) pause;``) in a library no pack knows: its PCs sit in a
+    loop of a few bytes with a PAUSE, read from its code (``spin_code``)."""
+    started = start_ready([sys.executable, "-c", PAUSE_SPIN])
+    try:
+        procfs, cache = ProcFS(), SymbolCache()
+        found = []
+        for _ in range(6):
+            threads = attach_native(
+                procfs, started.pid, read_threads(procfs, started.pid, ""), cache
+            )
+            found += [t.native for t in threads if t.native is not None]
+            if len(found) >= 2:
+                break
+        assert found, "no PC of the spinning thread was read"
+        assert all(loc.spin_hint == "pause" for loc in found), found
+        assert found[0].spots[0].library == "libw.so"
+        assert found[0].spots[0].symbol == "wait_word"
     finally:
         started.stop()
 
