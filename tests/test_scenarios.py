@@ -55,8 +55,10 @@ VERDICT_WRONG_TODAY: Dict[str, str] = {
         "reading' as zmq_push_stalled (a live consumer not reading) does: the capture shows the "
         "bound port with no connection, but a producer waiting for its first consumer to "
         "connect looks the same, and a SIGKILLed reader leaves no TIME_WAIT (its unread data "
-        "makes the kernel reset). Telling needs the consumer's death (a reaped child's exit "
-        "status, a death line) or a connection seen earlier (a watch's history)"
+        "makes the kernel reset). The sentence says so (no process connected: its reader died "
+        "or never came, with the CPU of the children it reaped) but the state stays slow. "
+        "Telling needs the consumer's death (a reaped child's exit status, a death line) or a "
+        "connection seen earlier (a watch's history)"
     ),
     "asyncio_flag_daemon": (
         "one asyncio task polling a flag file and logging 'alive tick=N' is, to the kernel and "

@@ -22,7 +22,7 @@ more than the pause threshold of the limit its command line gives is most likely
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Pattern, Sequence, Tuple
 
 from diag.frameworks import PACKS
@@ -71,6 +71,11 @@ class FlowStall:
     used: str = ""
     limit: str = ""
     inferred: bool = False  # from memory against the limit, no pause line seen
+    # A peer reader's pause where the writer holds no connection at all - its every socket a
+    # listener (these ports): no process reads from it, now. Its reader died (killed and
+    # reaped leaves nothing to see) or never connected: the capture cannot tell which.
+    unconnected: Tuple[int, ...] = ()
+    reaped_children_s: float = 0.0  # CPU of the children it reaped (one may have been its reader)
 
 
 def _sample_of(bundle: Bundle, index: int, key: Tuple[str, int]) -> Optional[ProcessSample]:
@@ -112,6 +117,25 @@ def _thread_pause(bundle: Bundle, p: ProcSignals, fp: FlowPause) -> Optional[Tup
     assert common is not None
     tid = min(common)
     return tid, common[tid]
+
+
+def _unconnected(bundle: Bundle, st: FlowStall) -> FlowStall:
+    """``st`` with the ports it listens on when every socket it holds is a listener at the
+    last sample (``socket_fds`` counts them all: a socket whose end was not resolved makes it
+    no case), and the CPU of the children it reaped by then."""
+    p = st.proc
+    last = _sample_of(bundle, p.samples[-1], p.key) if p.samples else None
+    if last is None or not last.listen_ports:
+        return st
+    listeners = [e for e in last.fd_ends if e.kind == "tcp" and not e.remote]
+    if not listeners or last.fd_ends_more or last.socket_fds != len(listeners):
+        return st
+    clk = bundle.host.clk_tck or 100
+    return replace(
+        st,
+        unconnected=tuple(sorted(set(last.listen_ports))),
+        reaped_children_s=last.children_ticks / clk,
+    )
 
 
 def _port(address: str) -> Optional[int]:
@@ -321,7 +345,10 @@ def flow_stalls(bundle: Bundle, procs: Sequence[ProcSignals]) -> Tuple[FlowStall
             if hit is None:
                 continue
             peers, outside = _peers(bundle, p, procs) if fp.party == "peer reader" else ((), ())
-            out.append(FlowStall(p, name, fp, hit[1], hit[0], peers, outside))
+            stall = FlowStall(p, name, fp, hit[1], hit[0], peers, outside)
+            if fp.party == "peer reader" and not peers and not outside:
+                stall = _unconnected(bundle, stall)
+            out.append(stall)
     return tuple(out)
 
 

@@ -70,6 +70,8 @@ def peer_reader_paused(s: FlowStall) -> str:
         ends = f"the party that can end it: {party}"
     elif s.outside:
         ends = f"its peer is not in this capture ({', '.join(s.outside)})"
+    elif s.unconnected:
+        return _no_reader(s)
     else:
         ends = (
             "its peer was not found (a unix socket's peer is recorded only when a thread "
@@ -79,6 +81,25 @@ def peer_reader_paused(s: FlowStall) -> str:
         f"{_pid(s.proc)}: {s.pause.what} - thread {s.tid} waits in `{s.where}` in every "
         f"sample; {ends}. Stalled, not idle: nothing more is sent until it reads. What to do: "
         f"{s.pause.remedy}"
+    )
+
+
+def _no_reader(s: FlowStall) -> str:
+    """A writer with no connection at all: its reader died or never came - said as both."""
+    ports = ", ".join(str(port) for port in s.unconnected)
+    reaped = (
+        f"; it has reaped children that ran ({s.reaped_children_s:.2f} s of CPU): if one was "
+        "its reader, that reader is dead"
+        if s.reaped_children_s > 0
+        else ""
+    )
+    return (
+        f"{_pid(s.proc)}: {s.pause.what} - thread {s.tid} waits in `{s.where}` in every "
+        f"sample, and no process is connected to it at all: its only sockets listen (port "
+        f"{ports}) with no connection. Its reader is gone (a reader killed and reaped leaves "
+        f"nothing to see{reaped}) or has not connected yet - the capture cannot tell which. "
+        "Nothing more is sent until a reader connects. What to do: find its reader - restart "
+        "it if it died (the job's log, the parent's exit handling), start it if it never did"
     )
 
 
