@@ -147,3 +147,24 @@ def test_the_same_job_without_the_limit_progresses(tmp_path: Path) -> None:
     verdict = _capture(tmp_path)["verdict"]
     assert verdict["state"] == "progressing", verdict["summary"]
     assert verdict["rule"] != "memory_pressure"
+
+
+def test_ranks_of_one_group_read_it_once_a_sample(tmp_path: Path, monkeypatch: Any) -> None:
+    """The ranks of a job share a group: within ``GROUP_TTL_S`` (one sample's burst) the
+    second rank gets the figures the first read; the next sample reads them again."""
+    g = tmp_path / "pod"
+    g.mkdir()
+    (g / "memory.max").write_text("67108864\n")
+    (g / "memory.current").write_text("1000\n")
+    for pid in (41, 42):
+        (tmp_path / "proc" / str(pid)).mkdir(parents=True)
+        (tmp_path / "proc" / str(pid) / "cgroup").write_text("0::/pod\n")
+    reader = MemLimitReader(ProcFS(str(tmp_path / "proc")), MemMounts(None, (str(tmp_path), "/")))
+    first = reader.read(41)
+    (g / "memory.current").write_text("2000\n")
+    same = reader.read(42)
+    assert first is not None and same is not None
+    assert first.usage_bytes == same.usage_bytes == 1000
+    monkeypatch.setattr(MemLimitReader, "GROUP_TTL_S", 0.0)
+    later = reader.read(42)
+    assert later is not None and later.usage_bytes == 2000

@@ -20,8 +20,11 @@ from conftest import PROGRAMS, run_diag
 from diag.collect.collector import OPTIONAL_PROBES, Collector
 from diag.collect.priority import (
     BOOST_NICE,
+    COORDINATOR_PRIORITY,
     RR_PRIORITY,
+    RT_SOFT_S,
     Boost,
+    demote_all,
     demote_self,
     policy_from_env,
 )
@@ -281,3 +284,90 @@ def test_on_time_samples_are_not_lean() -> None:
     fake = _SlowCollector(slow_s=0.0)
     sample_series(fake, count=3, interval_s=0.2)  # type: ignore[arg-type]
     assert all(not c["lean"] and c["late_s"] < 0.1 for c in fake.calls)
+
+
+def _policy(tid: int) -> int:
+    return os.sched_getscheduler(tid) & ~os.SCHED_RESET_ON_FORK
+
+
+@needs_sys_nice
+def test_the_coordinator_runs_above_its_workers_during_the_burst_only() -> None:
+    """With real-time workers, diag's own threads run one real-time priority above them (so
+    they take the CPU whenever they have an answer to read), bounded by RLIMIT_RTTIME whose
+    SIGXCPU demotes them; a thread or process started in the burst is not real-time; all of
+    it is put back when the burst ends."""
+    limit_before = resource.getrlimit(resource.RLIMIT_RTTIME)
+    handler_before = signal.getsignal(signal.SIGXCPU)
+    boost = Boost("rr")
+    seen: Dict[str, int] = {}
+    worker = _sleeper()
+    with boost.burst() as burst:
+        assert not burst.coordinating  # no real-time worker yet: nice only
+        burst.add_workers([worker])
+        assert burst.coordinating
+        for tid in _own_nices():
+            assert _policy(tid) == os.SCHED_RR
+            assert os.sched_getscheduler(tid) & os.SCHED_RESET_ON_FORK
+            assert os.sched_getparam(tid).sched_priority == COORDINATOR_PRIORITY > RR_PRIORITY
+        soft, _ = resource.getrlimit(resource.RLIMIT_RTTIME)
+        assert 0 < soft <= 1_000_000
+        assert signal.getsignal(signal.SIGXCPU) is demote_all
+        thread = threading.Thread(
+            target=lambda: seen.update(thread=_policy(threading.get_native_id()))
+        )
+        thread.start()
+        thread.join(5)
+        child = _sleeper()
+        seen["child"] = _policy(child)
+        _reap(child)
+    _reap(worker)
+    assert seen == {"thread": os.SCHED_OTHER, "child": os.SCHED_OTHER}
+    assert {_policy(tid) for tid in _own_nices()} == {os.SCHED_OTHER}
+    assert set(_own_nices().values()) == {0}
+    assert resource.getrlimit(resource.RLIMIT_RTTIME) == limit_before
+    assert signal.getsignal(signal.SIGXCPU) == handler_before
+
+
+@needs_sys_nice
+def test_a_collector_off_the_main_thread_keeps_its_threads_out_of_real_time() -> None:
+    """Python runs signal handlers on the main thread only: elsewhere the RLIMIT_RTTIME bound
+    could not demote anything, so the burst raises nice values only."""
+    out: Dict[str, Any] = {}
+
+    worker = _sleeper()
+
+    def sample() -> None:
+        with Boost("rr").burst() as burst:
+            burst.add_workers([worker])
+            out["coordinating"] = burst.coordinating
+            out["policy"] = _policy(threading.get_native_id())
+            out["raised"] = burst.raised
+
+    thread = threading.Thread(target=sample)
+    thread.start()
+    thread.join(5)
+    _reap(worker)
+    assert out == {"coordinating": False, "policy": os.SCHED_OTHER, "raised": True}
+
+
+@needs_sys_nice
+def test_a_spinning_coordinator_is_demoted_by_the_kernel_bound_and_lives() -> None:
+    """A coordinator thread that would not sleep gets SIGXCPU after RT_SOFT_S of real-time
+    CPU; ``demote_all`` puts every thread back to SCHED_OTHER and diag goes on (no hard
+    kill: diag itself must not be killed by its own bound)."""
+
+    def spin() -> int:
+        worker = _sleeper()
+        with Boost("rr").burst() as burst:
+            burst.add_workers([worker])
+            if not burst.coordinating:
+                return 1
+            end = time.process_time() + RT_SOFT_S + 0.3
+            while time.process_time() < end:
+                pass
+            if _policy(0) != os.SCHED_OTHER:
+                return 2
+        _reap(worker)
+        return 0
+
+    assert _in_child(spin) == 0

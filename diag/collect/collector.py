@@ -70,7 +70,7 @@ from diag.probes.mounts import job_fs_waits, waits_on_filesystem
 from diag.probes.nccl.ras import RasProbe
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, Tree
-from diag.probes.runner import ProbeCall, ProbeResult, run_all
+from diag.probes.runner import ProbeCall, ProbeResult, run_all, standby
 from diag.probes.sockets import SocketView, socket_views
 from diag.probes.stacks import (
     KIND_NOT_PYTHON,
@@ -88,6 +88,11 @@ _STACKS_GRACE_S = 2.0
 # host scan for holders outside the job of an end a thread waits on, and /proc/locks. The
 # verdict reads these from the first and last samples (files) or the latest that has them.
 OPTIONAL_PROBES: Tuple[str, ...] = ("open_files", "fd_holders", "file_locks", "fs_waits")
+
+
+# Probes that run at once on threads of their own (GPU, NCCL RAS, sockets, logs, and the one
+# the later probes take in turn).
+_PROBE_THREADS = 5
 
 
 class _Probed(NamedTuple):
@@ -252,6 +257,9 @@ class Collector:
         long after its scheduled time it starts (recorded); ``lean``: skip the optional probes
         (``OPTIONAL_PROBES``, recorded as skipped) - the caller asks for it when a sample runs
         late on a saturated host, for samples the verdict does not read them from."""
+        # The probes' threads exist before the burst raises diag's threads: one started
+        # during it would run at the normal priority (``collect.priority``).
+        standby(_PROBE_THREADS)
         with self.boost.burst() as burst:
             delta = self._take_sample(index, burst, lean)
             boost = burst.label
@@ -344,13 +352,17 @@ class Collector:
         stacks) to the workers now, and discover the new processes from what identifies
         them; without workers it is all done in one thread of this process
         (``diag.collect.shards``)."""
-        # Each CPU's scheduler clock, for the workers' wait ages: measured before they are
-        # forked or woken - diag's thread moved onto a CPU where a real-time worker runs
-        # would wait there (``probes.sched_clock``).
-        offsets = self._reader.clock.refresh()
+        if self._shards.shares(tree):
+            # diag's threads above the real-time workers, before they are forked: a fork
+            # at the normal priority on a busy host waits for a CPU (``collect.priority``).
+            burst.raise_coordinator()
         self._shards.start(tree)
         burst.add_workers(self._shards.worker_pids)
         burst.add_helpers([self.gpu_probe.worker_pid])
+        # Each CPU's scheduler clock, for the workers' wait ages: measured by diag's thread
+        # before the workers are woken (``probes.sched_clock``) - above them in real time
+        # (``collect.priority``), or with no worker running, it never waits for a CPU.
+        offsets = self._reader.clock.refresh()
         weights = {p.pid: p.num_threads + 1 for p in self._last_samples.values()}
         pending = self._shards.submit(self._jobs(tree, lean), weights, offsets)
         known: Dict[int, Identity] = {}
@@ -563,7 +575,7 @@ class Collector:
             kind = outcome.error.kind if outcome.error is not None else ""
             status = "not-python" if kind == KIND_NOT_PYTHON else "failed"
             return msgspec.structs.replace(sample, py_status=status)
-        threads, interned = join_stacks(sample.threads, outcome.dumps, sample.pid)
+        threads, interned = join_stacks(sample.threads, outcome.dumps, sample.pid, outcome.frames)
         for sid, stack in interned.items():
             if sid not in self.stacks:
                 stack = self._stack_budget.admit(stack)

@@ -18,6 +18,21 @@ What it does (``rr``, the default, chosen by ``bench/saturation.py``):
 * Every thread of diag itself gets nice ``BOOST_NICE`` (-10): it helps where diag and the
   busy work share a group, and a fair scheduler still gives every task its share, so it
   cannot starve anything. (``nice``: only this, for the workers too.)
+* With real-time workers, diag's own threads - the coordinator: it posts the work, reads
+  the answers, runs the socket, log and GPU probes - run ``SCHED_RR`` one priority above
+  them (``COORDINATOR_PRIORITY``), with ``SCHED_RESET_ON_FORK``, from just before the
+  workers are forked or woken until the burst ends. Why: at the normal priority they got no
+  CPU from the moment the workers were woken until the workers were done - on 2 cores the
+  8-rank first sample's timeline showed diag's thread off the CPU from ~6 ms to ~38 ms,
+  then ~10-14 ms of its own work alone (discovery, decoding the answers, the probes) while a
+  core stood idle. One priority above, it preempts a worker whenever it has something to
+  do and sleeps otherwise, so its work overlaps theirs (``bench/snapshot.py``). Its bound:
+  ``RLIMIT_RTTIME`` too (``RT_SOFT_S``; no hard kill - diag itself must not be killed),
+  whose ``SIGXCPU`` (``demote_all``) puts every thread of diag back to ``SCHED_OTHER`` for
+  the rest of the burst. Only the main thread takes signals in Python, so a Collector
+  running on another thread keeps diag's threads out of real time. A thread started during
+  the burst, and every process diag starts (the NVML worker, a py-spy), starts at the
+  normal policy and nice 0 (the Collector starts its probes' threads before the burst).
 
 Why real-time workers cannot starve the job: a worker's burst is bounded three ways. The kernel
 enforces ``RLIMIT_RTTIME`` - real-time CPU without sleeping: ``SIGXCPU`` after ``RT_SOFT_S``,
@@ -39,13 +54,16 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
+import threading
 from types import TracebackType
-from typing import Dict, List, Literal, Mapping, Optional, Sequence, Set, Type
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Set, Tuple, Type
 
 BoostPolicy = Literal["nice", "rr", "off"]
 POLICIES: tuple[BoostPolicy, ...] = ("nice", "rr", "off")
 BOOST_NICE = -10
 RR_PRIORITY = 1  # the lowest real-time priority: above every SCHED_OTHER task, below all RT
+COORDINATOR_PRIORITY = RR_PRIORITY + 1  # diag's own threads, so they preempt its workers
 RT_SOFT_S = 0.2  # real-time CPU without blocking: SIGXCPU, the worker drops to SCHED_OTHER
 RT_HARD_S = 1.0  # the kernel kills the worker (the pool does its share in this process)
 
@@ -75,6 +93,16 @@ def _set_nice(tid: int, value: int) -> None:
     os.setpriority(os.PRIO_PROCESS, tid, value)
 
 
+def demote_all(_signum: int = 0, _frame: object = None) -> None:
+    """The coordinator's ``SIGXCPU`` handler: a thread of diag ran its real-time bound out,
+    so every thread of diag goes back to the normal policy (which one ran out is not told)."""
+    for tid in _own_tids():
+        try:
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+        except OSError:
+            pass
+
+
 def demote_self(_signum: int = 0, _frame: object = None) -> None:
     """A worker's ``SIGXCPU`` handler: its real-time time bound ran out, back to normal."""
     try:
@@ -94,6 +122,9 @@ class Burst:
         self._workers: Set[int] = set()
         self._helpers: Set[int] = set()
         self.rt_workers = 0  # workers put in real time this burst
+        self.coordinating = False  # diag's own threads in real time (``raise_coordinator``)
+        # What ``raise_coordinator`` replaced: the SIGXCPU handler and RLIMIT_RTTIME.
+        self._rt_saved: Optional[Tuple[Any, Tuple[int, int]]] = None
 
     @property
     def label(self) -> str:
@@ -115,6 +146,58 @@ class Burst:
         self.raised = True
         return True
 
+    def raise_coordinator(self) -> None:
+        """diag's own threads (those ``raise_own`` raised) one real-time priority above its
+        workers: called when workers will be used (the Collector, before forking them) and
+        when the first is made real-time (without workers - one process to read - the
+        threads keep the nice value, which a thread they start inherits), bounded by
+        ``RLIMIT_RTTIME`` whose ``SIGXCPU`` demotes them all (the module docstring says why).
+        Only from the main thread, the one Python delivers signals to: elsewhere the bound
+        could not act, so the threads stay at their nice value."""
+        if self.coordinating or not self.raised:
+            return
+        if self._boost.policy != "rr" or self._boost.rt_denied is not None:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            limit = resource.getrlimit(resource.RLIMIT_RTTIME)
+            handler = signal.signal(signal.SIGXCPU, demote_all)
+        except (OSError, ValueError):
+            return
+        soft = int(RT_SOFT_S * 1e6)
+        if limit[1] != resource.RLIM_INFINITY:
+            soft = min(soft, limit[1])
+        self._rt_saved = (handler if handler is not None else signal.SIG_DFL, limit)
+        try:
+            resource.setrlimit(resource.RLIMIT_RTTIME, (soft, limit[1]))
+        except (OSError, ValueError):
+            self._put_back_bound()
+            return
+        policy = os.SCHED_RR | os.SCHED_RESET_ON_FORK
+        for tid in self._saved:
+            try:
+                os.sched_setscheduler(tid, policy, os.sched_param(COORDINATOR_PRIORITY))
+                self.coordinating = True
+            except PermissionError:
+                self._boost.rt_denied = "no privilege for real time (CAP_SYS_NICE)"
+                break
+            except OSError:
+                continue  # the thread ended meanwhile
+        if not self.coordinating:
+            self._put_back_bound()
+
+    def _put_back_bound(self) -> None:
+        if self._rt_saved is None:
+            return
+        handler, limit = self._rt_saved
+        self._rt_saved = None
+        try:
+            resource.setrlimit(resource.RLIMIT_RTTIME, limit)
+        except (OSError, ValueError):
+            pass
+        signal.signal(signal.SIGXCPU, handler)
+
     def add_workers(self, pids: Sequence[int]) -> None:
         """Raise forked workers too (those forked during the burst already inherited the
         nice value of the thread that forked them; a real-time policy is set here)."""
@@ -130,6 +213,7 @@ class Burst:
                     policy = os.SCHED_RR | os.SCHED_RESET_ON_FORK
                     os.sched_setscheduler(pid, policy, os.sched_param(RR_PRIORITY))
                     self.rt_workers += 1
+                    self.raise_coordinator()
                     continue
                 except PermissionError:
                     self._boost.rt_denied = "no privilege for real time (CAP_SYS_NICE)"
@@ -161,9 +245,13 @@ class Burst:
             return
         for tid in _own_tids():
             try:
+                if self.coordinating:
+                    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
                 _set_nice(tid, self._saved.get(tid, self.base_nice))
             except OSError:
                 pass
+        self.coordinating = False
+        self._put_back_bound()
         for pid in self._helpers:
             if not _my_child(pid):
                 continue  # gone, its pid maybe reused: never touch another process

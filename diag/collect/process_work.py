@@ -49,7 +49,8 @@ class StackRead(msgspec.Struct, frozen=True):
     """The outcome of one stack read: dumps, or ``reused``, or an error (``StackError``)."""
 
     # Each thread's frames are in ``stacks`` under its ``stack_id`` (a pipe carries each
-    # distinct stack once, and its id is hashed where the read ran): see ``full_dumps``.
+    # distinct stack once, and its id is hashed where the read ran); ``join_stacks`` puts them
+    # back with each thread.
     dumps: Optional[List[PyThreadDump]] = None
     stacks: Dict[str, Tuple[Frame, ...]] = {}
     reader: Optional[str] = None
@@ -61,16 +62,6 @@ class StackRead(msgspec.Struct, frozen=True):
     duration_s: float = 0.0
     # What the budgets cut (``pyspy_dump.truncation_of``: "truncated: ..."), None if nothing.
     truncated: Optional[str] = None
-
-    def full_dumps(self) -> Optional[List[PyThreadDump]]:
-        """The dumps with their frames back (shared tuples, one per distinct stack)."""
-        if self.dumps is None:
-            return None
-        stacks = self.stacks
-        return [
-            msgspec.structs.replace(d, frames=stacks[d.stack_id]) if d.stack_id in stacks else d
-            for d in self.dumps
-        ]
 
 
 class ProcessWork(msgspec.Struct, frozen=True):

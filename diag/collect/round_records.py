@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from diag.collect.process_work import ProcessResult, StackRead
-from diag.model import ProbeFailure, ProcessSample
+from diag.model import Frame, ProbeFailure, ProcessSample
 from diag.probes.quiescence import Fingerprint
 from diag.probes.stacks import (
     KIND_ERROR,
@@ -27,11 +27,14 @@ QUIET_KINDS = (KIND_NOT_PYTHON, KIND_ZOMBIE, KIND_GONE)
 
 
 class StackOutcome(NamedTuple):
+    # Each dump's frames are in ``frames`` under its ``stack_id`` (as a worker sends them:
+    # rebuilding every dump with its frames was ~1,000 struct copies a sample at 8 ranks).
     dumps: Optional[List[PyThreadDump]]
     error: Optional[StackError]
     reused: bool = False
     reader: Optional[str] = None
     truncated: Optional[str] = None  # what the read's budgets cut ("truncated: ...")
+    frames: Mapping[str, Tuple[Frame, ...]] = {}
 
 
 class QuietDump(NamedTuple):
@@ -40,6 +43,7 @@ class QuietDump(NamedTuple):
     fingerprint: Fingerprint
     dumps: List[PyThreadDump]
     reader: str
+    frames: Mapping[str, Tuple[Frame, ...]]
 
 
 class StackBook:
@@ -58,14 +62,18 @@ class StackBook:
         quiet = self._quiet.pop(pid, None)
         if read.reused and quiet is not None:
             self._quiet[pid] = quiet
-            return StackOutcome(quiet.dumps, None, reused=True, reader=quiet.reader)
-        dumps = read.full_dumps()
+            return StackOutcome(
+                quiet.dumps, None, reused=True, reader=quiet.reader, frames=quiet.frames
+            )
+        dumps = read.dumps
         if dumps is None:
             kind = read.error_kind or KIND_ERROR
             return StackOutcome(None, StackError(kind, read.error or "no stacks were read"))
         if read.quiet is not None:
-            self._quiet[pid] = QuietDump(read.quiet, dumps, read.reader or "")
-        return StackOutcome(dumps, None, reader=read.reader, truncated=read.truncated)
+            self._quiet[pid] = QuietDump(read.quiet, dumps, read.reader or "", read.stacks)
+        return StackOutcome(
+            dumps, None, reader=read.reader, truncated=read.truncated, frames=read.stacks
+        )
 
 
 @dataclass

@@ -113,10 +113,16 @@ class ShardPool:
         # A Collector dropped without close() must not leave its workers until diag exits.
         self._finalizer = weakref.finalize(self, _close_all, self._workers, self._fds)
 
+    def shares(self, pids: List[int]) -> bool:
+        """Whether this round's work goes to workers (running, or forked by ``start``)."""
+        if self.broken is not None:
+            return False
+        return bool(self._workers) or (self._wanted >= 2 and len(pids) >= 2)
+
     def start(self, pids: List[int]) -> None:
         """Fork the workers if there is work to share; without them, ``submit`` keeps all
         the work here."""
-        if self._workers or self.broken is not None or self._wanted < 2 or len(pids) < 2:
+        if self._workers or not self.shares(pids):
             return
         self._reader.warm(pids)
         try:

@@ -181,8 +181,10 @@ def join_stacks(
     threads: Tuple[ThreadSample, ...],
     dumps: List[PyThreadDump],
     pid: Optional[int] = None,
+    frames_of: Mapping[str, Tuple[Frame, ...]] = {},
 ) -> Tuple[Tuple[ThreadSample, ...], Dict[str, Stack]]:
-    """Attach each dump to its OS thread (see the module docstring); intern the stacks."""
+    """Attach each dump to its OS thread (see the module docstring); intern the stacks.
+    ``frames_of``: the frames of dumps that carry only their ``stack_id`` (a worker's read)."""
     joined = list(threads)
     index_of = {t.tid: i for i, t in enumerate(joined)}
     claimed: Set[int] = set()
@@ -190,7 +192,8 @@ def join_stacks(
     unmatched: List[Tuple[PyThreadDump, str]] = []
     for dump in dumps:
         sid = dump.stack_id or stack_id(dump.frames)
-        stacks.setdefault(sid, Stack(frames=dump.frames))
+        if sid not in stacks:
+            stacks[sid] = Stack(frames=frames_of.get(sid, dump.frames))
         i = index_of.get(dump.os_thread_id) if dump.os_thread_id is not None else None
         if i is not None and i not in claimed:
             joined[i] = _with_dump(joined[i], dump, sid)

@@ -118,6 +118,19 @@ class _Runner:
             del done
 
 
+def standby(count: int) -> None:
+    """Have at least ``count`` idle runners waiting. Why: a thread started during a sampling
+    burst runs at the normal priority (``collect.priority`` raises diag's threads with
+    ``SCHED_RESET_ON_FORK``, which a new thread does not keep), so the Collector starts the
+    ones its probes will use before the burst raises them."""
+    with _Runner._lock:
+        missing = count - len(_Runner._idle)
+    for _ in range(missing):
+        runner = _Runner()
+        with _Runner._lock:
+            _Runner._idle.append(runner)
+
+
 def _forget_runners() -> None:
     """A forked child has none of its parent's threads (nor a usable copy of a lock another
     thread may have held): it starts its own."""

@@ -39,6 +39,12 @@ def main() -> None:
     open(log, "a").close()
     base = {k: v for k, v in os.environ.items() if k in ("PATH", "PYTHONPATH", "HOME")}
     old = spawn(OLD, dict(base, RANK="0", WORLD_SIZE="1"))  # a rank: marked in every sample
+    exec_deadline = time.monotonic() + 10
+    while time.monotonic() < exec_deadline:  # READY once A runs its own code, not ours
+        with open(f"/proc/{old}/cmdline", "rb") as fh:
+            if b"old_child_waits" in fh.read():
+                break
+        time.sleep(0.01)
     asked = []
     signal.signal(signal.SIGUSR1, lambda *_: asked.append(1))
     print("READY " + json.dumps({"parent": os.getpid(), "child": old}), flush=True)
