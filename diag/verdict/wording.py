@@ -101,7 +101,7 @@ def _where(p: ProcSignals, shown: Callable[[str], str]) -> str:
     if w.kind == "collective" and w.native:  # a progress engine spinning in C (native_waits)
         spin = p.native_spin
         if spin is not None and spin.hint is not None and not spin.framework:  # told by code
-            spun = f"{w.label}, spinning on a core in a {spin.hint.upper()} loop, a busy-wait"
+            spun = f"{w.label}, a busy-wait in a {spin.hint.upper()} loop"
         else:
             spun = f"{w.label}, spinning on a core waiting for a message"
         return f"{spun} (called from `{caller}`)" if w.caller else spun
