@@ -37,7 +37,8 @@ def test_a_pause_loop_is_a_spin_wait_read_in_one_bounded_read() -> None:
     read = _memory(WAIT_FLAG, BASE, reads)
     assert spin_hint(LOOP * 4, read, "x86_64") == "pause"
     assert len(reads) == 1 and reads[0] <= CODE_MAX_BYTES
-    assert spin_hint([BASE + 0x16], read, "x86_64") == "pause"
+    assert spin_hint([BASE + 0x16] * 3, read, "x86_64") == "pause"
+    assert spin_hint([BASE + 0x16], read, "x86_64") is None  # one PC: where, not a loop
 
 
 def test_a_tight_compute_loop_is_no_spin_wait() -> None:

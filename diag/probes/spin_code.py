@@ -23,6 +23,9 @@ from diag.model import SpinHint
 
 LOOP_MAX_BYTES = 32  # a wait loop: load, compare, branch, the hint, a counter
 CLUSTER_SHARE = 0.75  # of a thread's PCs, at least this many within one loop's span
+# PCs a thread needs for its loop to count: one PC (a thread caught once off its CPU) says
+# where it was, not that it stays there.
+MIN_PCS = 3
 CODE_MAX_BYTES = 2 * LOOP_MAX_BYTES + 8
 
 ReadCode = Callable[[int, int], bytes]  # (address, size) -> bytes, b"" when unreadable
@@ -37,7 +40,7 @@ _ARM_HINTS: Tuple[Tuple[int, SpinHint], ...] = (
 
 def _cluster(pcs: Sequence[int]) -> Optional[Tuple[int, int]]:
     """(lowest, highest) PC of the loop most PCs fell in, or None when they spread wider."""
-    if not pcs:
+    if len(pcs) < MIN_PCS:
         return None
     mode = Counter(pcs).most_common(1)[0][0]
     inside = [pc for pc in pcs if abs(pc - mode) <= LOOP_MAX_BYTES]
@@ -101,7 +104,8 @@ def _hint_in(code: bytes, base: int, lo: int, hi: int, machine: str) -> Optional
 def spin_hint(pcs: Sequence[int], read: ReadCode, machine: str) -> Optional[SpinHint]:
     """The spin-wait hint of the loop ``pcs`` sit in - a backward branch at most
     ``LOOP_MAX_BYTES`` long whose body holds every clustered PC and the hint - or None
-    (PCs spread out, no such loop, memory unreadable, an architecture not known here)."""
+    (fewer than ``MIN_PCS``, PCs spread out, no such loop, memory unreadable, an architecture
+    not known here)."""
     if machine not in ("x86_64", "aarch64"):
         return None
     found = _cluster(pcs)
