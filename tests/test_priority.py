@@ -29,7 +29,10 @@ from diag.collect.priority import (
     policy_from_env,
 )
 from diag.commands.capture import sample_series
-from diag.model import Sample
+from diag.model import Sample, ThreadSample
+from diag.probes import native_location
+from diag.probes.native_location import NativeProbe
+from diag.probes.procfs import ProcFS
 
 needs_sys_nice = pytest.mark.skipif(
     os.geteuid() != 0, reason="raising a priority needs CAP_SYS_NICE (root here)"
@@ -371,3 +374,26 @@ def test_a_spinning_coordinator_is_demoted_by_the_kernel_bound_and_lives() -> No
         return 0
 
     assert _in_child(spin) == 0
+
+
+@needs_sys_nice
+def test_the_native_probe_thread_runs_at_its_real_time_workers_priority() -> None:
+    """A shard worker is real-time with reset-on-fork, so a thread it starts would run at the
+    normal policy and nice 0 - behind a busy job's threads while the worker waits on it (its
+    core idle). The native-location thread takes the waiting thread's priority."""
+
+    def in_worker() -> int:
+        os.sched_setscheduler(0, os.SCHED_RR | os.SCHED_RESET_ON_FORK, os.sched_param(RR_PRIORITY))
+        seen: List[int] = []
+
+        def attach(*args: Any) -> Any:
+            seen.append(os.sched_getscheduler(0) & ~os.SCHED_RESET_ON_FORK)
+            seen.append(os.sched_getparam(0).sched_priority)
+            return args[2]
+
+        native_location.attach_native = attach  # type: ignore[assignment]
+        running = (ThreadSample(tid=os.getpid(), name="x", state="R"),)
+        NativeProbe(ProcFS()).attach(os.getpid(), running)
+        return 0 if seen == [os.SCHED_RR, RR_PRIORITY] else 1
+
+    assert _in_child(in_worker) == 0
