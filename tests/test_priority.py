@@ -397,3 +397,22 @@ def test_the_native_probe_thread_runs_at_its_real_time_workers_priority() -> Non
         return 0 if seen == [os.SCHED_RR, RR_PRIORITY] else 1
 
     assert _in_child(in_worker) == 0
+
+
+@needs_sys_nice
+def test_a_hard_real_time_bound_keeps_diags_own_threads_out_of_real_time() -> None:
+    """Where someone set RLIMIT_RTTIME's hard bound for diag, running past it would kill diag
+    (SIGKILL, not the SIGXCPU that demotes): its own threads stay at their nice value."""
+
+    def bounded() -> int:
+        resource.setrlimit(resource.RLIMIT_RTTIME, (500_000, 2_000_000))
+        worker = _sleeper()
+        with Boost("rr").burst() as burst:
+            burst.add_workers([worker])
+            outcome = 0 if burst.rt_workers == 1 and not burst.coordinating else 1
+            if _policy(0) != os.SCHED_OTHER:
+                outcome = 2
+        _reap(worker)
+        return outcome
+
+    assert _in_child(bounded) == 0

@@ -27,7 +27,8 @@ What it does (``rr``, the default, chosen by ``bench/saturation.py``):
   then ~10-14 ms of its own work alone (discovery, decoding the answers, the probes) while a
   core stood idle. One priority above, it preempts a worker whenever it has something to
   do and sleeps otherwise, so its work overlaps theirs (``bench/snapshot.py``). Its bound:
-  ``RLIMIT_RTTIME`` too (``RT_SOFT_S``; no hard kill - diag itself must not be killed),
+  ``RLIMIT_RTTIME`` too (``RT_SOFT_S``; no hard kill - diag itself must not be killed, so
+  where a hard bound is already set for diag its threads stay out of real time),
   whose ``SIGXCPU`` (``demote_all``) puts every thread of diag back to ``SCHED_OTHER`` for
   the rest of the burst. Only the main thread takes signals in Python, so a Collector
   running on another thread keeps diag's threads out of real time. A thread started during
@@ -162,15 +163,17 @@ class Burst:
             return
         try:
             limit = resource.getrlimit(resource.RLIMIT_RTTIME)
+        except (OSError, ValueError):
+            return
+        if limit[1] != resource.RLIM_INFINITY:
+            return  # a hard bound set for diag would kill it (SIGKILL), not demote it
+        try:
             handler = signal.signal(signal.SIGXCPU, demote_all)
         except (OSError, ValueError):
             return
-        soft = int(RT_SOFT_S * 1e6)
-        if limit[1] != resource.RLIM_INFINITY:
-            soft = min(soft, limit[1])
         self._rt_saved = (handler if handler is not None else signal.SIG_DFL, limit)
         try:
-            resource.setrlimit(resource.RLIMIT_RTTIME, (soft, limit[1]))
+            resource.setrlimit(resource.RLIMIT_RTTIME, (int(RT_SOFT_S * 1e6), limit[1]))
         except (OSError, ValueError):
             self._put_back_bound()
             return
