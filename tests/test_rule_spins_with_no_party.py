@@ -88,3 +88,18 @@ def test_another_process_of_the_job_computing_may_be_the_writer(tmp_path: Path) 
                     t["utime_ticks"] = t.get("utime_ticks", 0) + 400 * i
     v = judge_variant(data, tmp_path)
     assert v.rule != RULE, v.summary
+
+
+def test_a_spinner_that_listens_is_a_server_polling_for_a_client(tmp_path: Path) -> None:
+    """A busy-polling server (an RDMA receive queue, a shared-memory ring it set up for a
+    client) spins for what a party outside the job writes: never deadlocked by this rule."""
+    data = recorded_json("native_spin_dead_peer")
+    root = data["target"]["root_pid"]
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            if ps["pid"] == root:
+                ps["listen_ports"] = [18515]
+    v = judge_variant(data, tmp_path)
+    assert v.rule != RULE, v.summary
+    assert v.state == "idle", v.summary  # a server waiting for work, not a peer wait
+    assert "libspin's `wait_flag`, a busy-wait in a PAUSE loop" in v.summary

@@ -32,6 +32,7 @@ from diag.verdict.thread_wait import (
     thread_wait,
 )
 from diag.verdict.waits import PEER, family
+from diag.vocab import WaitKind
 
 __all__ = [
     "COMPUTE_PCT",
@@ -260,6 +261,7 @@ def _native_spins(
     if not located:
         return found
     by_tid = [{t.tid: t for t in ps.threads} for ps in alive]
+    serves = any(ps.listen_ports or ps.served for ps in alive)
     for tid in sorted(located):
         have = loops.get(tid)
         if have is not None and family(have.wait.kind) == PEER:
@@ -271,7 +273,11 @@ def _native_spins(
         last = series[-1]
         frames = frames_of(bundle, last.stack_id) if last is not None else ()
         caller = frames[0].name if frames else ""
-        wait = ThreadWait("collective", spin.label(), caller, timed=None, native=True)
+        # A busy-wait told only by its code (no pack's engine) in a process that listens
+        # polls for what a client writes (an RDMA queue, a ring it set up for one): a
+        # server's wait, not a peer's.
+        kind: WaitKind = "poll" if not spin.framework and serves else "collective"
+        wait = ThreadWait(kind, spin.label(), caller, timed=None, native=True)
         loops[tid] = PollLoop(wait=wait, markers=("completion",), samples=len(alive))
         found[tid] = spin
     return found

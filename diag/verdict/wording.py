@@ -98,7 +98,7 @@ def _where(p: ProcSignals, shown: Callable[[str], str]) -> str:
         return f"a C call from `{caller}` (a c10d store or `work.wait()`: py-spy sees the caller)"
     if w.label == POLLED_COLLECTIVE:
         return f"a collective busy-polled from `{caller}` (a gloo worker waits on a peer)"
-    if w.kind == "collective" and w.native:  # a progress engine spinning in C (native_waits)
+    if w.kind in ("collective", "poll") and w.native:  # spinning in C (native_waits)
         spin = p.native_spin
         if spin is not None and spin.hint is not None and not spin.framework:  # told by code
             spun = f"{w.label}, a busy-wait in a {spin.hint.upper()} loop"

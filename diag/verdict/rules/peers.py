@@ -180,9 +180,13 @@ def _alone(s: Situation, p: ProcSignals) -> bool:
     (its helpers included: any may write the word) burns CPU or is stopped (a stopped one
     may be resumed: ``rank_stopped``'s), ``p`` computes nowhere else, and the wait-for graph
     ends ``p``'s chain at itself, stuck - no thread of it waits on a socket, a port, a pipe
-    from outside or a timer that could set what it polls."""
+    from outside or a timer that could set what it polls. A process that listens or serves
+    clients is never alone: a busy-polling server (RDMA, a shared-memory ring it set up for a
+    client) spins for what a party outside the job writes."""
     if p.compute_pct >= COMPUTE_PCT:
         return False
+    if p.listen_ports or p.served_conns:
+        return False  # a server: what it polls may be written for a client (RDMA, shm)
     others = [q for q in s.ctx.procs if q.key != p.key and not q.dead]  # helpers too
     if any(q.cpu_pct >= COMPUTE_PCT or q.stopped for q in others):
         return False
