@@ -103,3 +103,18 @@ def test_a_spinner_that_listens_is_a_server_polling_for_a_client(tmp_path: Path)
     assert v.rule != RULE, v.summary
     assert v.state == "idle", v.summary  # a server waiting for work, not a peer wait
     assert "libspin's `wait_flag`, a busy-wait in a PAUSE loop" in v.summary
+
+
+def test_a_listening_rank_of_several_still_waits_on_its_peers(tmp_path: Path) -> None:
+    """Rank 0 of a torchrun job listens (the c10d store): its spin waits on a peer."""
+    data = recorded_json("native_spin_dead_peer")
+    root = data["target"]["root_pid"]
+    for p in data["processes"]:
+        if p["pid"] == root:
+            p["rank"], p["world_size"] = 0, 2
+    for sample in data["samples"]:
+        for ps in sample["processes"]:
+            if ps["pid"] == root:
+                ps["listen_ports"] = [29500]
+    v = judge_variant(data, tmp_path)
+    assert v.state == "deadlocked" and v.rule == "peers_wait", v.summary

@@ -91,7 +91,7 @@ def _signals(
     loops = poll_loops(bundle, [ps for _, ps in alive], memo) if len(alive) > 1 else {}
     _drop_fed_receive(loops, [ps for _, ps in alive])
     _collective_spin(bundle, info, [ps for _, ps in alive], loops)
-    spins = _native_spins(bundle, [ps for _, ps in alive], loops)
+    spins = _native_spins(bundle, [ps for _, ps in alive], loops, _rank_of_many(info))
     _rates(bundle, sig, alive, clk, loops)
     if alive:
         _window(bundle, sig, alive, clk, loops)
@@ -237,7 +237,7 @@ def _collective_spin(
 ) -> None:
     """A declared rank's main thread busy-polling a collective in flight: its poll loop."""
     main = main_thread(alive[-1]) if alive else None
-    multi_rank = info.rank is not None and (info.world_size or 0) > 1
+    multi_rank = _rank_of_many(info)
     if main is None or main.tid in loops or not multi_rank:
         return
     found = collective_spin(bundle, alive, main.tid)
@@ -245,8 +245,12 @@ def _collective_spin(
         loops[main.tid] = found
 
 
+def _rank_of_many(info: ProcessInfo) -> bool:
+    return info.rank is not None and (info.world_size or 0) > 1
+
+
 def _native_spins(
-    bundle: Bundle, alive: List[ProcessSample], loops: Dict[int, PollLoop]
+    bundle: Bundle, alive: List[ProcessSample], loops: Dict[int, PollLoop], rank: bool
 ) -> Dict[int, NativeSpin]:
     """Threads spinning in a communication library's progress engine (an MPI receive polling
     in ``opal_progress``, UCX's worker progress, a CUDA synchronize; the packs name them):
@@ -261,7 +265,7 @@ def _native_spins(
     if not located:
         return found
     by_tid = [{t.tid: t for t in ps.threads} for ps in alive]
-    serves = any(ps.listen_ports or ps.served for ps in alive)
+    serves = not rank and any(ps.listen_ports or ps.served for ps in alive)
     for tid in sorted(located):
         have = loops.get(tid)
         if have is not None and family(have.wait.kind) == PEER:
@@ -275,7 +279,8 @@ def _native_spins(
         caller = frames[0].name if frames else ""
         # A busy-wait told only by its code (no pack's engine) in a process that listens
         # polls for what a client writes (an RDMA queue, a ring it set up for one): a
-        # server's wait, not a peer's.
+        # server's wait, not a peer's - unless it is a rank of several (rank 0 listens for
+        # its peers: the c10d store).
         kind: WaitKind = "poll" if not spin.framework and serves else "collective"
         wait = ThreadWait(kind, spin.label(), caller, timed=None, native=True)
         loops[tid] = PollLoop(wait=wait, markers=("completion",), samples=len(alive))
