@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+import msgspec
+
 from bench import synth_story as story
 from bench.synth import _gpu, _threads
 from bench.synth_story import (
@@ -48,6 +50,7 @@ from bench.synth_story import (
 from diag.bundle.merge import HostPart, MissingHost, merge_bundles
 from diag.model import (
     Bundle,
+    GpuSample,
     HostInfo,
     IoCounters,
     LogSample,
@@ -58,7 +61,7 @@ from diag.model import (
     Target,
 )
 
-STORIES = ("healthy", "diverged", "missing", "clock")
+STORIES = ("healthy", "diverged", "missing", "clock", "straggler")
 INTERVAL_S = 30.0
 
 
@@ -151,12 +154,14 @@ def host_bundle(shape: Shape, h: int, scenario: str, clock_s: float = 0.0) -> Bu
             )
         ]
         for local, (rank, pid) in enumerate(zip(ranks, pids)):
-            odd = scenario == "diverged" and rank == shape.odd_rank
+            odd = scenario in ("diverged", "straggler") and rank == shape.odd_rank
             if scenario == "healthy":
                 main = STEP_STACKS[i % len(STEP_STACKS)]
+            elif scenario == "straggler":  # the odd rank still computes its step's forward
+                main = STEP_STACKS[0] if odd else ALLREDUCE
             else:
                 main = QUEUE_GET if odd else ALLREDUCE
-            spinning = not odd
+            spinning = not odd or scenario == "straggler"
             active = 40 + i if spinning else 40
             ths = _threads(pid, shape.threads, main, spinning, 40 + i, active, stacks)
             ticks = sum(t.utime_ticks for t in ths)
@@ -183,7 +188,7 @@ def host_bundle(shape: Shape, h: int, scenario: str, clock_s: float = 0.0) -> Bu
                 duration_s=0.4,
                 processes=tuple(procs),
                 logs=(_log(shape, h, i, scenario),),
-                gpu=_gpu(pids, i, scenario == "diverged"),
+                gpu=_story_gpu(shape, h, pids, i, scenario),
                 probe_timings_s={"procfs": 0.05, "stacks": 0.04, "nvml": 0.01, "logs": 0.002},
             )
         )
@@ -206,6 +211,20 @@ def host_bundle(shape: Shape, h: int, scenario: str, clock_s: float = 0.0) -> Bu
     )
 
 
+def _story_gpu(shape: Shape, h: int, pids: List[int], index: int, scenario: str) -> GpuSample:
+    """The node's GPUs: busy in a healthy step; in the other stories at full utilisation
+    and idle power (NCCL kernels spinning in the collective) - but for the straggler's own
+    GPU, which computes at full power."""
+    if scenario == "healthy":
+        return _gpu(pids, index, False)
+    stuck = _gpu(pids, index, True)
+    if scenario != "straggler" or h != shape.odd_host:
+        return stuck
+    devices = list(stuck.devices)
+    devices[shape.odd_local] = _gpu(pids, index, False).devices[shape.odd_local]
+    return msgspec.structs.replace(stuck, devices=tuple(devices))
+
+
 def story_missing(shape: Shape, which: str) -> List[MissingHost]:
     """The node that produced no bundle in the ``missing`` story (none in the others)."""
     if which != "missing":
@@ -218,7 +237,7 @@ def story_missing(shape: Shape, which: str) -> List[MissingHost]:
 def host_parts(shape: Shape, which: str) -> Iterator[HostPart]:
     """The per-host parts of one story, built one at a time as they are asked for - as ``diag
     merge`` reads its files - so a merge that folds each as it comes never holds them all."""
-    scenario = "diverged" if which == "diverged" else "healthy"
+    scenario = which if which in ("diverged", "straggler") else "healthy"
     for h in range(shape.hosts):
         if which == "missing" and h == shape.odd_host:
             continue
@@ -235,7 +254,7 @@ def host_parts(shape: Shape, which: str) -> Iterator[HostPart]:
 def expected(shape: Shape, which: str) -> Dict[str, object]:
     """What the report must name first: the odd node (and rank), none when healthy."""
     expect: Dict[str, object] = {} if which == "healthy" else {"host": host_name(shape.odd_host)}
-    if which == "diverged":
+    if which in ("diverged", "straggler"):
         expect["rank"] = shape.odd_rank
     return expect
 

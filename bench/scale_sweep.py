@@ -8,7 +8,7 @@ exponent between two sizes is log(time ratio) / log(rank ratio): 1.0 grows with 
 2.0 with its square.
 
     .venv/bin/python -m bench.scale_sweep --sizes 512:300,2048:300,8192:75 \\
-        --stories healthy,diverged,missing,clock [--old /tmp/scale-old]
+        --stories healthy,diverged,missing,clock,straggler [--old /tmp/scale-old]
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def line(story: str, f: Figures, old: Optional[Figures], grew: str) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="512:300,2048:300", help="hosts:threads,...")
-    parser.add_argument("--stories", default="healthy,diverged,missing,clock")
+    parser.add_argument("--stories", default="healthy,diverged,missing,clock,straggler")
     parser.add_argument("--old", default="", help="a tree with an older diag to compare")
     args = parser.parse_args(argv)
     sizes: List[Tuple[int, int]] = [
