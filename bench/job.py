@@ -8,6 +8,12 @@ Run as a script, this file is the program of each situation; imported, it starts
   "barrier" (an Event), workers parked a few frames deep on Events and queues, a few waking up
   every half second (timers, heartbeats). Nothing spins: a hung job is the case diag is for,
   and 8 spinning ranks on a 2-core machine would measure the scheduler, not diag.
+* ``start_job(ranks, threads, busy=N)``: the same job with ``N`` of each rank's threads
+  spinning (a loop of C-level work, ``sum`` over a range, with the interpreter lock handed
+  over as usual): the common case of a real GPU job, whose ranks each have a thread in state R
+  (an NCCL/CUDA host spin, a busy-polling scheduler). What it measures is the native-location
+  probe's cost (``diag.probes.native_location``: a perf window for every process with a running
+  thread), not the scheduler's, so keep ``N`` small.
 * ``start_counter()``: a CPU-bound target that counts iterations of a fixed unit of Python
   work into a shared 8-byte file (mmap), so its throughput can be read from outside at any
   moment without talking to it; it also has a few parked threads, as a real trainer does.
@@ -63,13 +69,22 @@ def _start_threads(count: int) -> threading.Event:
     return stop
 
 
-def _rank_main(threads: int) -> None:
-    barrier = _start_threads(max(threads - 1, 0))
+def _spin(stop: threading.Event) -> None:
+    """A thread always in state R: C-level work in a loop that never waits."""
+    while not stop.is_set():
+        sum(range(256))
+
+
+def _rank_main(threads: int, busy: int = 0) -> None:
+    busy = min(busy, max(threads - 1, 0))
+    barrier = _start_threads(max(threads - 1 - busy, 0))
+    for i in range(busy):
+        threading.Thread(target=_spin, args=(barrier,), name=f"spin-{i}", daemon=True).start()
     print("hello", flush=True)
     barrier.wait()
 
 
-def _launcher_main(ranks: int, threads: int) -> None:
+def _launcher_main(ranks: int, threads: int, busy: int = 0) -> None:
     children = []
     for rank in range(ranks):
         env = dict(
@@ -81,7 +96,7 @@ def _launcher_main(ranks: int, threads: int) -> None:
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT="29500",
         )
-        argv = [sys.executable, __file__, "rank", str(threads)]
+        argv = [sys.executable, __file__, "rank", str(threads), str(busy)]
         children.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE))
     for child in children:
         assert child.stdout is not None
@@ -179,8 +194,9 @@ class Job(Started):
         return pids
 
 
-def start_job(ranks: int, threads: int = 64) -> Job:
-    started = _start([sys.executable, __file__, "job", str(ranks), str(threads)])
+def start_job(ranks: int, threads: int = 64, busy: int = 0) -> Job:
+    """``busy``: threads of each rank (of its ``threads``) that spin, always in state R."""
+    started = _start([sys.executable, __file__, "job", str(ranks), str(threads), str(busy)])
     return Job(started.proc, started.ready_line)
 
 
@@ -217,13 +233,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     role = args[0] if args else ""
     if role == "job":
-        _launcher_main(int(args[1]), int(args[2]))
+        _launcher_main(int(args[1]), int(args[2]), int(args[3]) if len(args) > 3 else 0)
     elif role == "rank":
-        _rank_main(int(args[1]))
+        _rank_main(int(args[1]), int(args[2]) if len(args) > 2 else 0)
     elif role == "counter":
         _counter_main(args[1], int(args[2]))
     else:
-        raise SystemExit("usage: job.py job RANKS THREADS | rank THREADS | counter PATH THREADS")
+        raise SystemExit(
+            "usage: job.py job RANKS THREADS [BUSY] | rank THREADS [BUSY] | counter PATH THREADS"
+        )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ Per repeat, on the same live job (``bench.job.start_job``):
 The CPU time of the raw dumps is recorded too: N dumps need N x (CPU of one dump) however they
 are scheduled, so on a machine with fewer cores than ranks the best any tool that runs py-spy
 per rank can do is that sum over the core count. ``floor_ratio`` reports that bound.
+
+``--busy N`` (``measure(..., busy=N)``): the job's ranks each have ``N`` threads spinning
+(``bench.job``), so every rank has a thread in state R and each sample pays the native-location
+probe's perf windows - a busy GPU job's case, which the parked job never shows.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def _first_sample(pid: int, pyspy: str, **options: Any) -> Tuple[Collector, Any]
     return collector, collector.take_sample(0)
 
 
-def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]:
+def measure(ranks: int, threads: int = 64, repeats: int = 7, busy: int = 0) -> Dict[str, float]:
     """Seconds (median and min over ``repeats``) and the ratios against the raw baseline."""
     pyspy = find_pyspy()
     if pyspy is None:
@@ -65,7 +69,7 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
     steady: List[float] = []
     diag_cpu: List[float] = []
     probes: Dict[str, List[float]] = {}
-    with start_job(ranks, threads) as job:
+    with start_job(ranks, threads, busy) as job:
         _raw_dump(pyspy, job.rank_pids[0])  # warm the page cache for py-spy and the target
         for _ in range(repeats):
             singles = [timed(partial(_raw_dump, pyspy, pid)) for pid in job.rank_pids]
@@ -104,7 +108,12 @@ def measure(ranks: int, threads: int = 64, repeats: int = 7) -> Dict[str, float]
         "diag_steady_cpu": collect(diag_cpu),
         "raw_cpu_sum": cpu_sum,
     }
-    out: Dict[str, float] = {"ranks": float(ranks), "threads": float(threads), "cores": cores}
+    out: Dict[str, float] = {
+        "ranks": float(ranks),
+        "threads": float(threads),
+        "busy": float(busy),
+        "cores": cores,
+    }
     for name, values in series.items():
         out[f"{name}_median_s"] = values.median
         out[f"{name}_min_s"] = values.min
@@ -134,7 +143,11 @@ def series_of(figures: Dict[str, float], name: str) -> Series:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-    print(describe(measure(n, repeats=int(sys.argv[2]) if len(sys.argv) > 2 else 5)))
+    parser = argparse.ArgumentParser(prog="python -m bench.snapshot")
+    parser.add_argument("ranks", type=int, nargs="?", default=4)
+    parser.add_argument("repeats", type=int, nargs="?", default=5)
+    parser.add_argument("--busy", type=int, default=0, help="spinning threads per rank")
+    args = parser.parse_args()
+    print(describe(measure(args.ranks, repeats=args.repeats, busy=args.busy)))
