@@ -104,6 +104,34 @@ def test_a_stuck_native_read_returns_the_threads_as_read_and_turns_the_probe_off
         release.set()
 
 
+def test_attributions_begun_one_after_another_sleep_their_windows_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``begin`` returns at once and the attribution goes on in its thread: a worker starts
+    the next process's while the last one's perf window runs, so N windows cost about one.
+    A process with no running thread starts nothing and is ready at once."""
+    window_s = 0.2
+
+    def sampled(
+        _procfs: object, _pid: int, threads: Tuple[ThreadSample, ...], *_: object
+    ) -> Tuple[ThreadSample, ...]:
+        time.sleep(window_s)
+        return tuple(msgspec.structs.replace(t, name="located") for t in threads)
+
+    monkeypatch.setattr(native_location, "attach_native", sampled)
+    probe = native_location.NativeProbe(ProcFS())
+    parked = (ThreadSample(tid=9, state="S"),)
+    assert probe.begin(9, parked).ready() and probe.begin(9, parked).result() == parked
+    started = time.monotonic()
+    under_way = [probe.begin(pid, (ThreadSample(tid=pid, state="R"),)) for pid in range(1, 5)]
+    assert time.monotonic() - started < window_s / 2
+    assert not any(a.ready() for a in under_way)
+    assert [a.result()[0].name for a in under_way] == ["located"] * 4
+    assert time.monotonic() - started < 2 * window_s  # 4 windows at once, not 4 in a row
+    assert under_way[0].result() is under_way[0].result()
+    assert probe.hung == 0 and probe.off is None
+
+
 def test_a_library_named_with_control_characters_is_shown_without_them() -> None:
     assert library_name("/tmp/x/lib\x1b[31mevil.so (deleted)") == "lib[31mevil.so"
     assert library_name("/usr/lib/libmpi.so.40") == "libmpi.so.40"

@@ -9,7 +9,9 @@ from diag.collect.process_work import ProcessResult, ProcessWork
 from diag.collect.shard_wire import (
     TICKET,
     Round,
+    _reopen_nonblocking,
     _result_codec,
+    _take_ticket,
     post_board,
     post_tickets,
     read_board,
@@ -62,3 +64,27 @@ def test_answers_are_taken_whole_from_any_split() -> None:
     assert taken == answers[:2] and rest == data[len(data) - len(rest) - 3 : -3]
     more, left = take_frames(rest + data[-3:])
     assert more == answers[2:] and left == b""
+
+
+def test_a_worker_with_answers_under_way_takes_a_ticket_only_if_one_is_there() -> None:
+    """A worker holding processes whose native locations are still sampled takes the next
+    ticket through its own non-blocking open of the pipe: with none there it must not wait
+    (the answers it holds are what the Collector waits for), and the shared end stays
+    blocking for the other workers."""
+    read, write = os.pipe()
+    quick = _reopen_nonblocking(read)
+    assert quick is not None
+    try:
+        assert _take_ticket(quick, read) is None  # empty: no wait
+        assert os.get_blocking(read)
+        post_tickets(write, 3, 2)
+        assert _take_ticket(quick, read) == TICKET.pack(3, 0)
+        assert os.read(read, TICKET.size) == TICKET.pack(3, 1)  # the other end: the next one
+        os.close(write)
+        write = -1
+        assert _take_ticket(quick, read) is None  # closed: the blocking read sees the end
+        assert _take_ticket(None, read) is None  # no second open: never a ticket here
+    finally:
+        for fd in (read, write, quick):
+            if fd >= 0:
+                os.close(fd)

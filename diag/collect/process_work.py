@@ -32,7 +32,7 @@ from diag.probes.cgroup_cpu import CpuLimitReader
 from diag.probes.cgroup_io import IoLimitReader
 from diag.probes.cgroup_mem import MemLimitReader
 from diag.probes.cpython.pymem import warm_symbols
-from diag.probes.native_location import NativeProbe
+from diag.probes.native_location import NativeAttribution, NativeProbe
 from diag.probes.open_files import read_open_files
 from diag.probes.procfs import ProcFS
 from diag.probes.proctree import Identity, read_identity
@@ -122,17 +122,26 @@ class ProcessReader:
         self._io_limits: Optional[IoLimitReader] = None  # likewise
 
     def read_proc(self, pid: int, open_files: bool = True) -> ProcessSample:
+        sample, native = self._read_proc(pid, open_files)
+        return _with_native(sample, native)
+
+    def _read_proc(
+        self, pid: int, open_files: bool = True
+    ) -> Tuple[ProcessSample, Optional[NativeAttribution]]:
+        """The /proc read, its running threads' native locations still under way (``native``:
+        its perf window sleeps while the rest of the process is read)."""
         t_s = time.time()
         try:
             res = read_resources(self.procfs, pid, self.page_size_bytes)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ESRCH):
-                return ProcessSample(pid=pid, host=self.host, t_s=t_s, status="exited")
+                return ProcessSample(pid=pid, host=self.host, t_s=t_s, status="exited"), None
             raise
         zombie = res.stat.state in ("Z", "X", "x")
         if zombie:
             self.exit_codes[pid] = decode_wait_status(res.stat.exit_code)
-        return ProcessSample(
+        native = None if zombie else self._threads(pid)
+        sample = ProcessSample(
             pid=pid,
             host=self.host,
             t_s=t_s,
@@ -145,19 +154,20 @@ class ProcessReader:
             vms_bytes=res.vms_bytes,
             num_threads=res.stat.num_threads,
             io=res.io,
-            threads=() if zombie else self._threads(pid),
+            threads=() if native is None else native.threads_as_read,
             exit_code=self.exit_codes.get(pid),
             open_files=() if zombie or not open_files else self._open_files(pid),
             cpu_limits=None if zombie else self._limits(pid, res.stat.nice, res.stat.policy),
             mem_limits=None if zombie else self._mem(pid),
             io_limits=None if zombie else self._io(pid),
         )
+        return sample, native
 
-    def _threads(self, pid: int) -> Tuple[ThreadSample, ...]:
-        """Its threads, the running ones with their native location (where their CPU goes
-        in C: a progress engine polling for a message is a wait), which fails alone under its
+    def _threads(self, pid: int) -> NativeAttribution:
+        """Its threads, the running ones' native location (where their CPU goes in C: a
+        progress engine polling for a message is a wait) started: it fails alone under its
         own timeout (``NativeProbe``)."""
-        return self.native.attach(pid, read_threads(self.procfs, pid, self.machine, self.clock))
+        return self.native.begin(pid, read_threads(self.procfs, pid, self.machine, self.clock))
 
     def _limits(self, pid: int, nice: int, policy: int) -> Optional[CpuLimits]:
         """Its cgroup CPU limit and throttling, nice and policy (``probes.cgroup_cpu``: ~50 us
@@ -274,9 +284,16 @@ class ProcessReader:
 
     def work(self, job: ProcessWork) -> ProcessResult:
         """Both reads of one process; a failed /proc read is reported, never raised."""
+        return self.begin(job).finish()
+
+    def begin(self, job: ProcessWork) -> WorkUnderWay:
+        """``work`` but for the running threads' native locations, which go on in their own
+        thread (``WorkUnderWay.finish`` waits for them): a worker starts the next process
+        meanwhile, so the perf windows of a busy job's ranks overlap instead of adding up."""
         started = time.monotonic()
+        native: Optional[NativeAttribution] = None
         try:
-            sample: Optional[ProcessSample] = self.read_proc(job.pid, not job.lean)
+            sample, native = self._read_proc(job.pid, not job.lean)
             error = None
         except Exception as exc:  # the runner's rule: a probe's failure is a record
             sample, error = None, f"{type(exc).__name__}: {exc}"
@@ -285,14 +302,51 @@ class ProcessReader:
         if job.stacks and sample is not None and sample.status == "alive":
             # The /proc read just made is the "before" of the dump (same worker, in order).
             stacks = self.read_stacks(job.pid, job.quiet, sample.threads)
+        return WorkUnderWay(self, job.pid, sample, error, proc_s, stacks, native)
+
+
+class WorkUnderWay:
+    """A process's reads done but for its native locations (``ProcessReader.begin``)."""
+
+    def __init__(
+        self,
+        reader: ProcessReader,
+        pid: int,
+        sample: Optional[ProcessSample],
+        error: Optional[str],
+        proc_s: float,
+        stacks: Optional[StackRead],
+        native: Optional[NativeAttribution],
+    ) -> None:
+        self.reader, self.pid, self.sample, self.error = reader, pid, sample, error
+        self.proc_s, self.stacks, self.native = proc_s, stacks, native
+
+    def ready(self) -> bool:
+        """Whether ``finish`` would answer without waiting."""
+        return self.native is None or self.native.ready()
+
+    def finish(self) -> ProcessResult:
+        """The result, the native locations in (waited for up to their own timeout; the
+        wait counts in ``proc_s``, the /proc read's time)."""
+        started = time.monotonic()
+        sample = self.sample if self.sample is None else _with_native(self.sample, self.native)
         return ProcessResult(
-            pid=job.pid,
+            pid=self.pid,
             sample=sample,
-            proc_error=error,
-            native_note=self.native.note(),
-            proc_s=proc_s,
-            stacks=stacks,
+            proc_error=self.error,
+            native_note=self.reader.native.note(),
+            proc_s=self.proc_s + time.monotonic() - started,
+            stacks=self.stacks,
         )
+
+
+def _with_native(sample: ProcessSample, native: Optional[NativeAttribution]) -> ProcessSample:
+    if native is None:
+        return sample
+    threads = native.result()
+    if threads is sample.threads:
+        return sample
+    return msgspec.structs.replace(sample, threads=threads)
 
 
 def _cut_note(note: Optional[str], shortened: int) -> Optional[str]:

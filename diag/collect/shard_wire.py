@@ -8,6 +8,12 @@ Collector to hand out the next job: handing out had made workers idle for millis
 time whenever the Collector's threads held its interpreter lock. A ticket is smaller than
 PIPE_BUF and read whole, so two workers never split one. Each answer goes back as a
 length-prefixed msgpack frame on the worker's own pipe.
+
+A worker holds a process whose running threads' native locations are still being sampled
+(``ProcessReader.begin``: a perf window of 8-24 ms, spent asleep) and takes the next ticket
+meanwhile, if one is there now - through a second, non-blocking open of the ticket pipe, so it
+never waits for a ticket with answers in hand. A busy job's ranks all have a running thread:
+taken one after another, each window left the worker's core idle (8 x 8-24 ms on 2 workers).
 """
 
 from __future__ import annotations
@@ -15,18 +21,22 @@ from __future__ import annotations
 import os
 import signal
 import struct
-from typing import Dict, List, Optional, Tuple
+from collections import deque
+from typing import Deque, Dict, List, Optional, Tuple
 
 import msgspec
 
 from diag.collect.priority import demote_self
-from diag.collect.process_work import ProcessReader, ProcessResult, ProcessWork
+from diag.collect.process_work import ProcessReader, ProcessResult, ProcessWork, WorkUnderWay
 
 _HEADER = struct.Struct("<I")  # an answer's length
 TICKET = struct.Struct("<II")  # (round, index in the round's job list)
 _BOARD_HEADER = struct.Struct("<IQ")  # (round, length of the encoded job list)
 # Tickets written per write: below PIPE_BUF (4096), so each write lands whole.
 TICKETS_PER_WRITE = 4096 // TICKET.size
+# Processes a worker holds with their native locations under way (each has a thread asleep in
+# its perf window): past it, the worker waits for the oldest before taking a ticket.
+MAX_UNDER_WAY = 8
 
 
 class Round(msgspec.Struct, frozen=True):
@@ -120,12 +130,24 @@ def serve(reader: ProcessReader, tickets: int, board: int, answers: int) -> None
         os.closerange(low + 1, high)
     encode = _result_codec[0].encode
     reader.clock.moves = False  # a real-time worker moved onto a busy CPU waits there
+    quick = _reopen_nonblocking(tickets)
     round_no = -1
     jobs: List[ProcessWork] = []
+    under_way: Deque[WorkUnderWay] = deque()
     while True:
-        ticket = _read_exact(tickets, TICKET.size)
+        for done in [w for w in under_way if w.ready()]:
+            under_way.remove(done)
+            write_frame(answers, encode(done.finish()))
+        if under_way and (quick is None or len(under_way) >= MAX_UNDER_WAY):
+            write_frame(answers, encode(under_way.popleft().finish()))
+            continue
+        ticket = _take_ticket(quick, tickets) if under_way else _read_exact(tickets, TICKET.size)
         if ticket is None:
-            return
+            if not under_way:
+                return
+            # No ticket now: wait for the oldest (a closed pipe is seen once all are answered).
+            write_frame(answers, encode(under_way.popleft().finish()))
+            continue
         wanted, index = TICKET.unpack(ticket)
         if wanted != round_no:
             round_no, posted = read_board(board)
@@ -134,5 +156,30 @@ def serve(reader: ProcessReader, tickets: int, board: int, answers: int) -> None
             if round_no != wanted:  # cannot happen while the Collector keeps its order
                 raise RuntimeError(f"ticket for round {wanted}, board has {round_no}")
         job = jobs[index]
-        answer = reader.identify(job) if job.task == "identity" else reader.work(job)
-        write_frame(answers, encode(answer))
+        if job.task == "identity":
+            write_frame(answers, encode(reader.identify(job)))
+        else:
+            under_way.append(reader.begin(job))
+
+
+def _reopen_nonblocking(fd: int) -> Optional[int]:
+    """A second open of the ticket pipe's read end, non-blocking (its own file description:
+    the shared one stays blocking for every worker); None where /proc cannot give one."""
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _take_ticket(quick: Optional[int], tickets: int) -> Optional[bytes]:
+    """The next ticket if one is in the pipe now; None if not (or the pipe is closed)."""
+    if quick is None:
+        return None
+    try:
+        got = os.read(quick, TICKET.size)
+    except OSError:  # BlockingIOError: none now
+        return None
+    if not got or len(got) == TICKET.size:
+        return got or None
+    rest = _read_exact(tickets, TICKET.size - len(got))  # never: tickets are read whole
+    return None if rest is None else got + rest

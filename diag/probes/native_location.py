@@ -225,13 +225,55 @@ def _take_priority(priority: Optional[_Priority]) -> None:
 MAX_HUNG = 2  # attributions given up on before the probe stops for the capture
 
 
+class NativeAttribution:
+    """One process's attribution under way (``NativeProbe.begin``; ``threads_as_read``: the
+    threads it started from, without locations): its thread samples the
+    running threads' PCs - a perf window of a few ms spent asleep - while the caller goes on
+    with the process's other reads, or with the next process's. ``result`` waits for it, up to
+    ``TIMEOUT_S`` from its start."""
+
+    def __init__(
+        self,
+        probe: Optional[NativeProbe],
+        threads: Tuple[ThreadSample, ...],
+        box: List[Tuple[ThreadSample, ...]],
+        worker: Optional[threading.Thread],
+    ) -> None:
+        self._probe, self.threads_as_read, self._box, self._worker = probe, threads, box, worker
+        self._started = time.monotonic()
+        self._done: Optional[Tuple[ThreadSample, ...]] = None if worker else threads
+
+    def ready(self) -> bool:
+        """Whether ``result`` would answer without waiting."""
+        return self._done is not None or bool(self._box)
+
+    def result(self) -> Tuple[ThreadSample, ...]:
+        """The threads with their native locations; as read when the attribution failed or
+        overran (it then counts towards ``MAX_HUNG``). Answers the same when asked again."""
+        if self._done is not None:
+            return self._done
+        assert self._worker is not None and self._probe is not None
+        self._worker.join(max(self._started + TIMEOUT_S - time.monotonic(), 0.0))
+        if self._box:
+            self._done = self._box[0]
+        else:
+            self._probe.gave_up()
+            self._done = self.threads_as_read
+        return self._done
+
+
 class NativeProbe:
     """``attach_native`` for one capture, under ``TIMEOUT_S`` and failing alone: its reads
     (the target's maps, its libraries' symbol tables) can block in the kernel - a map lock
     held by a thread stuck in D state, a library on a stalled NFS or FUSE mount. Such a read
     cannot be interrupted: it is left in a daemon thread and the threads are returned as
     read. After ``MAX_HUNG`` of those the probe is off for the rest of the capture (``off``
-    says why), so a sick host does not collect stuck threads."""
+    says why), so a sick host does not collect stuck threads.
+
+    ``begin`` starts it and ``NativeAttribution.result`` ends it, so a caller overlaps the
+    perf window's sleep with other work (``attach`` is both at once): a busy job's every rank
+    has a running thread, and sampled one process after another, a reader slept 8-24 ms a
+    rank with its core idle."""
 
     def __init__(self, procfs: ProcFS, machine: str = "") -> None:
         self.procfs, self.machine = procfs, machine
@@ -258,9 +300,16 @@ class NativeProbe:
             "spinning in a progress loop (MPI, UCX, CUDA) reads as CPU-bound"
         )
 
-    def attach(self, pid: int, threads: Tuple[ThreadSample, ...]) -> Tuple[ThreadSample, ...]:
+    def gave_up(self) -> None:
+        """One attribution overran ``TIMEOUT_S``: after ``MAX_HUNG`` the probe is off."""
+        self.hung += 1
+        if self.hung >= MAX_HUNG and self.off is None:
+            self.off = f"native locations: {self.hung} reads stuck over {TIMEOUT_S:g} s"
+
+    def begin(self, pid: int, threads: Tuple[ThreadSample, ...]) -> NativeAttribution:
+        """Start the attribution of ``pid``'s running threads in a thread of its own."""
         if self.off is not None or not any(t.state == "R" for t in threads):
-            return threads
+            return NativeAttribution(None, threads, [], None)
         box: List[Tuple[ThreadSample, ...]] = []
         priority = _own_priority()
 
@@ -274,11 +323,9 @@ class NativeProbe:
                 box.append(threads)
 
         worker = threading.Thread(target=work, name="diag-native-pc", daemon=True)
+        pending = NativeAttribution(self, threads, box, worker)
         worker.start()
-        worker.join(TIMEOUT_S)
-        if box:
-            return box[0]
-        self.hung += 1
-        if self.hung >= MAX_HUNG:
-            self.off = f"native locations: {self.hung} reads stuck over {TIMEOUT_S:g} s"
-        return threads
+        return pending
+
+    def attach(self, pid: int, threads: Tuple[ThreadSample, ...]) -> Tuple[ThreadSample, ...]:
+        return self.begin(pid, threads).result()

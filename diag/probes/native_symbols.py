@@ -21,6 +21,7 @@ import bisect
 import os
 import stat
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
@@ -170,6 +171,11 @@ class SymbolCache:
 
     def __init__(self) -> None:
         self._tables: Dict[Tuple[int, int, int, int], Optional[_Table]] = {}
+        # Attributions of several processes run at once (``NativeProbe.begin``) and a job's
+        # ranks share their libraries: one loads a table, the others wait for it (a lock a
+        # file, so a load stuck on one file holds up only the lookups in that file).
+        self._lock = threading.Lock()
+        self._loading: Dict[Tuple[int, int, int, int], threading.Lock] = {}
 
     def symbol(self, pid: int, mapping: Mapping, addr: int, proc_root: str = "/proc") -> str:
         """The function of ``mapping``'s file enclosing ``addr``; "" when none is known."""
@@ -179,11 +185,7 @@ class SymbolCache:
         try:
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-            if key not in self._tables:
-                if len(self._tables) >= CACHE_MAX_FILES:
-                    self._tables.pop(next(iter(self._tables)))
-                self._tables[key] = _load_table(fd)
-            table = self._tables[key]
+            table = self._table(key, fd)
             if table is None:
                 return ""
             return _lookup(fd, table, mapping, addr)
@@ -191,6 +193,21 @@ class SymbolCache:
             return ""
         finally:
             os.close(fd)
+
+    def _table(self, key: Tuple[int, int, int, int], fd: int) -> Optional[_Table]:
+        if key in self._tables:
+            return self._tables.get(key)
+        with self._lock:
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            if key not in self._tables:
+                table = _load_table(fd)
+                with self._lock:
+                    if len(self._tables) >= CACHE_MAX_FILES:
+                        self._tables.pop(next(iter(self._tables)))
+                    self._tables[key] = table
+                    self._loading.pop(key, None)
+            return self._tables.get(key)
 
 
 def _open_mapped(pid: int, mapping: Mapping, proc_root: str) -> Optional[int]:
