@@ -214,6 +214,12 @@ def test_native_futex_waits_inside_ray_are_no_lock_cycle() -> None:
 # Where the wait-for graph alone and the rules read a recording differently, and why the rules
 # are right there (each a judgment the graph cannot make from who-waits-on-whom alone).
 GRAPH_DISAGREES = {
+    # One sample of a healthy training job, its ranks met in all_reduce (or one in its
+    # forward): the graph draws the snapshot's chains (a cycle of peer waits); the verdict
+    # says one snapshot cannot tell a wait that lasts from one that ends (unknown:
+    # classify._sampling_caveats).
+    "gloo_train_one_sample",
+    "gloo_train_one_sample_forward",
     # A thread waits untimed on an Event whose setter thread died (the log's "Exception in
     # thread ..."): to the graph a port, a server's own loop or a watcher's timer beside it can
     # set it (idle); the rules read the log - its setter is gone (waits_for_dead_thread).

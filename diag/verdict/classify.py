@@ -53,9 +53,9 @@ from diag.verdict.sources import Context, EvidenceSource, Finding, run_sources
 from diag.verdict.startup_verdict import startup_parts
 from diag.verdict.stragglers import straggler_parts
 from diag.verdict.wait_age import stopped_age, wait_age
-from diag.verdict.wording import summary_of
+from diag.verdict.wording import group_by_wait, summary_of, waits_phrase
 from diag.verdict.work import with_job_context
-from diag.vocab import PreRuleId, VerdictState
+from diag.vocab import PreRuleId, RuleId, VerdictState
 
 # The evidence sources beyond CPU, stacks, I/O and logs, run in this order (a new source is
 # a ``Context -> Iterable[Finding]`` function added here; nothing registers itself).
@@ -158,7 +158,7 @@ def _qualified(
         warnings = graph_warnings(state, graph)
     parts = ctx.participants
     state, text, confidence, suspects = _sampling_caveats(
-        s, parts, state, text, confidence, suspects, evidence
+        s, parts, state, text, confidence, suspects, evidence, outcome.rule.id
     )
     straggling = straggler_parts(state, ctx.bundle, parts, suspects)  # who the ranks wait for
     text += straggling.tail
@@ -208,6 +208,20 @@ def _stopped_since(outcome: Outcome, ctx: Context) -> Optional[float]:
     return None if age is None else age.since_s
 
 
+# Rules whose "deadlocked" rests on nothing moving among peers that wait on each other: from
+# one sample (no deltas) that is any healthy job's instant in a collective - unless the ranks
+# wait in different collectives (``_crossed``). The others decide from what one sample shows
+# for good: a stopped or dead rank, a death in the log, a lock cycle.
+_NEEDS_MOTION: FrozenSet[RuleId] = frozenset({"peers_wait", "gpu_spins"})
+
+
+def _crossed(s: Situation) -> bool:
+    """Ranks waiting in two different peer waits (``all_reduce`` and ``barrier``): collectives
+    that cannot both complete - a mismatch one sample shows, unlike ranks met in one."""
+    waits = {(p.main_wait.kind, p.main_wait.label) for p in s.peer_waiters if p.main_wait}
+    return len(waits) >= 2
+
+
 def _sampling_caveats(
     s: Situation,
     parts: Sequence[ProcSignals],
@@ -216,12 +230,25 @@ def _sampling_caveats(
     confidence: float,
     suspects: List[Suspect],
     evidence: List[Evidence],
+    rule: RuleId,
 ) -> Tuple[VerdictState, str, float, List[Suspect]]:
     """What the capture's shape takes away: one snapshot of a weak pattern is unknown, one
     sample has no deltas (half the confidence), a capture without Python stacks is less sure.
     ``evidence`` gets the single-sample line."""
     py_ok = any(p.py_ok for p in parts)
-    if s.intervals == 0 and state == "deadlocked" and (confidence < 0.7 or not py_ok):
+    if s.intervals == 0 and state == "deadlocked" and rule in _NEEDS_MOTION and not _crossed(s):
+        # Ranks waiting on each other with "nothing moving" is what a healthy job looks like
+        # at any instant its ranks meet in a collective (a one-sample capture of a healthy
+        # gloo training job read "deadlocked ... kill the job" 5 times in 8): nothing moving
+        # needs a second sample.
+        state, suspects = "unknown", []
+        where = waits_phrase(group_by_wait([p for p in parts if not p.dead]))
+        text = (
+            f"one snapshot: {where} - the ranks of a healthy job meet in their collectives "
+            "every step, and one sample cannot tell a wait that lasts from one that ends: "
+            "take more samples before acting"
+        )
+    elif s.intervals == 0 and state == "deadlocked" and (confidence < 0.7 or not py_ok):
         # One snapshot of a weak pattern (a just-started program, a probe that failed) says
         # where things are, not that they will stay there.
         state, suspects = "unknown", []
