@@ -24,7 +24,7 @@ BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"
 @pytest.mark.parametrize(
     ("name", "where"),
     [
-        ("gloo_train_one_sample", "ranks 0–1 wait in `all_reduce` ← `main`"),
+        ("gloo_train_one_sample", "ranks 0\u20131 wait in `all_reduce` ← `main`"),
         ("gloo_train_one_sample_forward", "rank 0 waits in `Linear.forward`"),
     ],
 )
