@@ -122,21 +122,26 @@ while True:
 """
 
 
+def _spinning_locations(pid: int) -> List[Any]:
+    """The native locations of ``pid``'s running threads, sampled until two are read (at
+    most six tries: a thread is sometimes caught off its CPU)."""
+    procfs, cache = ProcFS(), SymbolCache()
+    found: List[Any] = []
+    for _ in range(6):
+        threads = attach_native(procfs, pid, read_threads(procfs, pid, ""), cache)
+        found += [t.native for t in threads if t.native is not None]
+        if len(found) >= 2:
+            break
+    assert found, "no PC of the spinning thread was read"
+    return found
+
+
 @needs_perf
 def test_a_thread_spinning_in_a_known_c_function_is_located_there() -> None:
     """Python's zlib.crc32 runs zlib's crc32_z: the thread's PCs fall in libz, in crc32_z."""
     started = start_ready([sys.executable, "-c", CRC_SPIN])
     try:
-        procfs, cache = ProcFS(), SymbolCache()
-        found = []
-        for _ in range(6):
-            threads = attach_native(
-                procfs, started.pid, read_threads(procfs, started.pid, ""), cache
-            )
-            found += [t.native for t in threads if t.native is not None]
-            if len(found) >= 2:
-                break
-        assert found, "no PC of the spinning thread was read"
+        found = _spinning_locations(started.pid)
         spots = [s for loc in found for s in loc.spots]
         assert any(s.library.startswith("libz.so") and s.symbol == "crc32_z" for s in spots), found
         assert all(loc.source == "perf" for loc in found)
@@ -170,16 +175,7 @@ def test_a_thread_spinning_in_a_pause_loop_is_told_a_spin_wait_by_its_code() -> 
     loop of a few bytes with a PAUSE, read from its code (``spin_code``)."""
     started = start_ready([sys.executable, "-c", PAUSE_SPIN])
     try:
-        procfs, cache = ProcFS(), SymbolCache()
-        found = []
-        for _ in range(6):
-            threads = attach_native(
-                procfs, started.pid, read_threads(procfs, started.pid, ""), cache
-            )
-            found += [t.native for t in threads if t.native is not None]
-            if len(found) >= 2:
-                break
-        assert found, "no PC of the spinning thread was read"
+        found = _spinning_locations(started.pid)
         assert all(loc.spin_hint == "pause" for loc in found), found
         assert found[0].spots[0].library == "libw.so"
         assert found[0].spots[0].symbol == "wait_word"
