@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 from diag.model import Bundle, Evidence, Suspect, Verdict, WaitGraph
+from diag.verdict.bundle_index import judging
 from diag.verdict.chains import graph_state, graph_warnings, with_chains
 from diag.verdict.collectives import (
     flight_recorder_source,
@@ -80,7 +81,13 @@ def _unknown(bundle: Bundle, rule: PreRuleId, text: str) -> Verdict:
 
 
 def classify(bundle: Bundle) -> Verdict:
-    """The verdict for a bundle; never raises on a well-formed bundle."""
+    """The verdict for a bundle; never raises on a well-formed bundle. What it derives from
+    the bundle once is kept in one index for the verdict's time (``bundle_index``)."""
+    with judging():
+        return _classify(bundle)
+
+
+def _classify(bundle: Bundle) -> Verdict:
     if not bundle.samples:
         return _unknown(bundle, "no_samples", "no samples were taken - nothing to judge")
     procs = with_job_context(extract(bundle))  # poll-loop followers, in-job clients

@@ -16,10 +16,11 @@ re-executes from its own file) or a writer's stacks were not read, it stays nobo
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, Optional, Sequence, Set, Tuple
 
 from diag.frames import is_library
 from diag.model import Bundle, Frame, LogSample
+from diag.verdict.bundle_index import derived
 from diag.verdict.series_index import process_samples
 from diag.verdict.thread_wait import frames_of
 
@@ -46,18 +47,14 @@ def traceback_files(after: Sequence[str]) -> FrozenSet[str]:
     return frozenset(files)
 
 
-# The job's files each writer runs, memoised on the bundle's samples (as ``series_index``
-# does): every rank of a host that shares one log asks about the same writers.
-_runs_memo: List[Tuple[object, Dict[Tuple[str, int], Optional[FrozenSet[str]]]]] = []
-
-
 def _runs(bundle: Bundle, host: str, pid: int) -> Optional[FrozenSet[str]]:
     """The job's own files on any of ``pid``'s stacks in any sample; None when no stack of
     it was read (it may have run them) - none when it is no Python process (a launcher's
     shell, an MPI daemon holding the log): it wrote no CPython traceback."""
-    if not (_runs_memo and _runs_memo[0][0] is bundle.samples):
-        _runs_memo[:] = [(bundle.samples, {})]
-    memo = _runs_memo[0][1]
+    # Kept in the verdict's index: every rank of a host sharing one log asks about its writers.
+    memo: Dict[Tuple[str, int], Optional[FrozenSet[str]]] = derived(
+        "death_owner.runs", bundle.samples, dict
+    )
     if (host, pid) not in memo:
         files: Set[str] = set()
         seen = process_samples(bundle, host, pid)

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 from typing import (
-    Any,
     Callable,
     Dict,
     Iterable,
@@ -35,7 +34,6 @@ from typing import (
     Set,
     Tuple,
     TypeVar,
-    cast,
 )
 
 from diag.model import (
@@ -50,6 +48,7 @@ from diag.model import (
     clock_event_names,
 )
 from diag.text.units import rank_set
+from diag.verdict.bundle_index import derived
 from diag.verdict.gpu import map_devices
 from diag.verdict.sources import Context, Finding
 
@@ -147,18 +146,10 @@ class GpuState:
         return f"is lost (NVML: {self.lost})" if "lost" in self.lost.lower() else None
 
 
-_MEMO: Dict[str, Tuple[Bundle, Any]] = {}  # the last bundle's states and owners
-
-
 def _memo(name: str, bundle: Bundle, compute: Callable[[Bundle], T]) -> T:
     """One pass per bundle however many readers (evidence, record, stragglers, the rule): at
-    4,096 ranks on 512 nodes a mapping of GPUs to processes is not free. Keyed by identity."""
-    hit = _MEMO.get(name)
-    if hit is not None and hit[0] is bundle:
-        return cast(T, hit[1])
-    value = compute(bundle)
-    _MEMO[name] = (bundle, value)
-    return value
+    4,096 ranks on 512 nodes a mapping of GPUs to processes is not free (``bundle_index``)."""
+    return derived(("gpu_health", name), bundle, compute, bundle)
 
 
 def gpu_states(bundle: Bundle) -> Dict[Key, GpuState]:

@@ -23,6 +23,7 @@ from typing import Callable, Dict, Hashable, List, Optional, Sequence, Set, Tupl
 import msgspec
 
 from diag.model import Bundle, ProcessInfo, ProcessSample, ThreadSample
+from diag.verdict.bundle_index import derived, keep, known
 
 # (sample index, the sample's time for the series, the process's record), as features reads it.
 Entry = Tuple[int, float, ProcessSample]
@@ -107,7 +108,6 @@ class _Key:
 
 
 T = TypeVar("T")
-_nothing: List[Tuple[object, Set[Tuple[str, int]]]] = []  # (samples, {(finder, class)})
 
 
 def unless_found_nothing(
@@ -120,9 +120,7 @@ def unless_found_nothing(
     Memoised on the bundle's samples, as ``series_index`` is."""
     if series_class is None:
         return find()
-    if not (_nothing and _nothing[0][0] is bundle.samples):
-        _nothing[:] = [(bundle.samples, set())]
-    seen = _nothing[0][1]
+    seen: Set[Tuple[str, int]] = derived("proc_classes.nothing", bundle.samples, set)
     if (finder, series_class) in seen:
         return None
     found = find()
@@ -131,20 +129,15 @@ def unless_found_nothing(
     return found
 
 
-_classes_of: List[Tuple[object, Dict[Tuple[str, int], int]]] = []  # (samples, {key: class})
-_answers: List[Tuple[object, Dict[Tuple[str, int], object]]] = []  # (samples, {(what, class)})
-
-
 def record_classes(bundle: Bundle, classes: Dict[Tuple[str, int], int]) -> None:
     """The class of each process (host, pid) of ``bundle``, as ``features.extract`` found."""
-    _classes_of[:] = [(bundle.samples, classes)]
+    keep("proc_classes.classes", bundle.samples, classes)
 
 
 def series_class(bundle: Bundle, key: Tuple[str, int]) -> Optional[int]:
     """The class of a process of ``bundle`` (None: not known - its features were not read)."""
-    if _classes_of and _classes_of[0][0] is bundle.samples:
-        return _classes_of[0][1].get(key)
-    return None
+    classes: Optional[Dict[Tuple[str, int], int]] = known("proc_classes.classes", bundle.samples)
+    return classes.get(key) if classes is not None else None
 
 
 def per_class(bundle: Bundle, what: str, key: Tuple[str, int], compute: Callable[[], T]) -> T:
@@ -154,9 +147,7 @@ def per_class(bundle: Bundle, what: str, key: Tuple[str, int], compute: Callable
     cls = series_class(bundle, key)
     if cls is None:
         return compute()
-    if not (_answers and _answers[0][0] is bundle.samples):
-        _answers[:] = [(bundle.samples, {})]
-    memo = _answers[0][1]
+    memo: Dict[Tuple[str, int], object] = derived("proc_classes.answers", bundle.samples, dict)
     if (what, cls) not in memo:
         memo[(what, cls)] = compute()
     return memo[(what, cls)]  # type: ignore[return-value]

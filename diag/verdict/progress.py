@@ -16,6 +16,7 @@ from typing import Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Set, T
 
 from diag.model import Bundle, LogSample
 from diag.text.death_lines import is_death_line
+from diag.verdict.bundle_index import derived
 from diag.verdict.series_index import process_at
 from diag.verdict.stall_clock import stall_clocks
 from diag.verdict.startup_signs import parse_tqdm
@@ -354,18 +355,17 @@ def _writers_dead(bundle: Bundle, host: str, pids: Tuple[int, ...]) -> bool:
     return bool(writers) and all(got and got[0].status in ("zombie", "exited") for got in ends)
 
 
-_ranked_of: List[Tuple[object, Dict[str, Set[int]]]] = []
-
-
 def _ranked_pids(bundle: Bundle) -> Dict[str, Set[int]]:
     """The pids of ranks, by host (once per bundle: asked once per log, i.e. per host)."""
-    if not (_ranked_of and _ranked_of[0][0] is bundle.processes):
-        out: Dict[str, Set[int]] = {}
-        for p in bundle.processes:
-            if p.rank is not None:
-                out.setdefault(p.host, set()).add(p.pid)
-        _ranked_of[:] = [(bundle.processes, out)]
-    return _ranked_of[0][1]
+    return derived("progress.ranked_pids", bundle.processes, _ranks_by_host, bundle)
+
+
+def _ranks_by_host(bundle: Bundle) -> Dict[str, Set[int]]:
+    out: Dict[str, Set[int]] = {}
+    for p in bundle.processes:
+        if p.rank is not None:
+            out.setdefault(p.host, set()).add(p.pid)
+    return out
 
 
 MAX_DEATH_LINES = 32  # distinct death lines kept per log (a crash loop repeats them)

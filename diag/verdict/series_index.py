@@ -11,26 +11,26 @@ from __future__ import annotations
 
 from typing import Dict, List, Sequence, Tuple
 
-from diag.model import Bundle, LogSample, ProcessSample
+from diag.model import Bundle, LogSample, ProcessSample, Sample
+from diag.verdict.bundle_index import derived
 
 Key = Tuple[str, int]  # (host, pid)
 
 _EMPTY: Tuple[ProcessSample, ...] = ()
-_by_key: List[Tuple[object, Dict[Key, List[Tuple[int, ProcessSample]]]]] = []
-_logs: List[Tuple[object, Dict[str, List[Tuple[int, LogSample]]]]] = []
 
 
 def _index(bundle: Bundle) -> Dict[Key, List[Tuple[int, ProcessSample]]]:
     """(sample position, the first record of the process in that sample), per process."""
-    if _by_key and _by_key[0][0] is bundle.samples:
-        return _by_key[0][1]
+    return derived("series_index.processes", bundle.samples, _by_key, bundle.samples)
+
+
+def _by_key(samples: Sequence[Sample]) -> Dict[Key, List[Tuple[int, ProcessSample]]]:
     out: Dict[Key, List[Tuple[int, ProcessSample]]] = {}
-    for i, sample in enumerate(bundle.samples):
+    for i, sample in enumerate(samples):
         for ps in sample.processes:
             seen = out.setdefault((ps.host, ps.pid), [])
             if not seen or seen[-1][0] != i:  # the first record of a sample wins
                 seen.append((i, ps))
-    _by_key[:] = [(bundle.samples, out)]
     return out
 
 
@@ -49,10 +49,12 @@ def process_at(bundle: Bundle, host: str, pid: int, position: int) -> Sequence[P
 
 def host_logs(bundle: Bundle, host: str) -> List[Tuple[int, LogSample]]:
     """(sample position, log) for the logs read on ``host``, oldest sample first."""
-    if not (_logs and _logs[0][0] is bundle.samples):
-        out: Dict[str, List[Tuple[int, LogSample]]] = {}
-        for i, sample in enumerate(bundle.samples):
-            for log in sample.logs:
-                out.setdefault(log.host, []).append((i, log))
-        _logs[:] = [(bundle.samples, out)]
-    return _logs[0][1].get(host, [])
+    return derived("series_index.logs", bundle.samples, _logs_by_host, bundle.samples).get(host, [])
+
+
+def _logs_by_host(samples: Sequence[Sample]) -> Dict[str, List[Tuple[int, LogSample]]]:
+    out: Dict[str, List[Tuple[int, LogSample]]] = {}
+    for i, sample in enumerate(samples):
+        for log in sample.logs:
+            out.setdefault(log.host, []).append((i, log))
+    return out

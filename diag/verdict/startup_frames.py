@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from diag.frameworks import union
+from diag.verdict.bundle_index import derived, forget
 from diag.verdict.startup_signs import (
     _COMPILE_FILES,
     _COMPILE_NAMES,
@@ -25,23 +26,26 @@ from diag.verdict.startup_signs import (
 
 Names = List[Tuple[str, str]]
 
-# (what, id of the list) -> (the list, the answer): the list is held, so its id stays its own
-# while the entry lives; a hit is checked by identity. Cleared by ``startup_phases``.
-_by_names: Dict[Tuple[str, int], Tuple[object, Optional[str]]] = {}
+# (what, id of the list) -> (the list, the answer), in the verdict's index: the list is held,
+# so its id stays its own while the entry lives; a hit is checked by identity. Emptied by
+# ``startup_phases`` around its pass (the lists are that pass's own).
+_FACTS = "startup_frames.facts"
+_SCOPE = object()  # the facts' source: they are of no one bundle part
 
 
 def names_fact(what: str, names: Names, find: Callable[[Names], Optional[str]]) -> Optional[str]:
     """``find(names)``, once per list of frames (and ``what``)."""
-    hit = _by_names.get((what, id(names)))
+    facts: Dict[Tuple[str, int], Tuple[object, Optional[str]]] = derived(_FACTS, _SCOPE, dict)
+    hit = facts.get((what, id(names)))
     if hit is not None and hit[0] is names:
         return hit[1]
     found = find(names)
-    _by_names[(what, id(names))] = (names, found)
+    facts[(what, id(names))] = (names, found)
     return found
 
 
 def clear_names_facts() -> None:
-    _by_names.clear()
+    forget(_FACTS)
 
 
 def frame_named(names: Sequence[Tuple[str, str]], want: frozenset[str]) -> Optional[str]:

@@ -14,7 +14,8 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from diag.frames import is_library
 from diag.frameworks import union
-from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, Stack, ThreadSample
+from diag.model import Bundle, Frame, ProcessInfo, ProcessSample, ThreadSample
+from diag.verdict.bundle_index import derived, keep, known
 from diag.verdict.waits import (
     SLEEP,
     STDIN,
@@ -50,8 +51,6 @@ def frames_of(bundle: Bundle, stack_id: Optional[str]) -> Tuple[Frame, ...]:
 
 
 _MEMO_MAX = 1 << 16
-_memo: Dict[Tuple[object, ...], ThreadWait] = {}
-_memo_of: List[Dict[str, Stack]] = []  # the stacks the memo was filled from (held, not copied)
 
 
 def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
@@ -60,22 +59,21 @@ def thread_wait(bundle: Bundle, thread: ThreadSample) -> ThreadWait:
     Memoised on what it reads (a merged bundle of 4,096 ranks asks about millions of
     threads, most of them alike): the thread's stack id and kernel state, for the bundle's
     stacks (a stack id is a content hash, so a stacks dict that only grew answers the same)."""
-    if not _memo_of or _memo_of[0] is not bundle.stacks or len(_memo) > _MEMO_MAX:
-        _memo.clear()
-        _memo_of[:] = [bundle.stacks]
+    memo: Dict[Tuple[object, ...], ThreadWait] = derived("thread_wait.waits", bundle.stacks, dict)
+    if len(memo) > _MEMO_MAX:
+        memo.clear()
     peers = thread.tid in peer_tids(bundle)
     key = (thread.stack_id, thread.state, thread.wchan, thread.syscall, thread.syscall_fd,
            thread.wait_timed, thread.py_thread_name, thread.name, peers)  # fmt: skip
-    hit = _memo.get(key)
+    hit = memo.get(key)
     if hit is None:
-        hit = _memo[key] = _thread_wait(bundle, thread, peers)
+        hit = memo[key] = _thread_wait(bundle, thread, peers)
     return hit
 
 
 # Threads a collective backend starts (its pack's ``backend_threads``): gloo's, torch's NCCL
 # watchdog and heartbeat, NCCL's own proxy threads, c10d's store.
 _BACKEND_THREADS = union.BACKEND_THREADS
-_peers_of: List[Tuple[object, object, FrozenSet[int]]] = []  # (samples, processes, tids)
 _TID = attrgetter("tid")
 
 
@@ -87,8 +85,15 @@ def peer_tids(bundle: Bundle) -> FrozenSet[int]:
     a lone process's own ``all_reduce()`` has no one to wait for. Keyed by tid: in a merged
     bundle two hosts' tids may clash, and then either one's peers count for both (a process
     that is no rank of a distributed job rarely names its own functions like collectives)."""
-    if _peers_of and _peers_of[0][0] is bundle.samples and _peers_of[0][1] is bundle.processes:
-        return _peers_of[0][2]
+    held: Optional[Tuple[object, FrozenSet[int]]] = known("thread_wait.peer_tids", bundle.samples)
+    if held is not None and held[0] is bundle.processes:
+        return held[1]
+    tids = _peer_tids(bundle)
+    keep("thread_wait.peer_tids", bundle.samples, (bundle.processes, tids))
+    return tids
+
+
+def _peer_tids(bundle: Bundle) -> FrozenSet[int]:
     ranks = {(p.host, p.pid) for p in bundle.processes if _declared_rank(p)}
     comm_stacks: Dict[str, bool] = {}
     with_peers: Set[Tuple[str, int]] = set(ranks)
@@ -107,9 +112,7 @@ def peer_tids(bundle: Bundle) -> FrozenSet[int]:
             if id(threads) not in read and (ps.host, ps.pid) in with_peers:
                 read.add(id(threads))
                 tids.update(map(_TID, threads))
-    found = frozenset(tids)
-    _peers_of[:] = [(bundle.samples, bundle.processes, found)]
-    return found
+    return frozenset(tids)
 
 
 def _declared_rank(info: ProcessInfo) -> bool:
