@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from diag.bundle.io import load_bundle
-from diag.verdict.classify import classify
+from diag.verdict.classify import ONE_SNAPSHOT_CHAINS, classify
 
 BUNDLES = Path(__file__).resolve().parents[1] / "samples" / "bundles"
 
@@ -37,3 +37,6 @@ def test_one_sample_of_ranks_met_in_a_collective_is_unknown(name: str, where: st
     assert where in v.summary
     assert "kill" not in v.summary and not v.suspects
     assert "take more samples before acting" in v.summary
+    # The graph still draws the snapshot's chains ("kill it" of a cycle): qualified.
+    assert v.graph is not None and v.graph.chains
+    assert ONE_SNAPSHOT_CHAINS in v.warnings

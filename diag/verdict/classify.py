@@ -167,6 +167,10 @@ def _qualified(
     state, text, confidence, suspects = _sampling_caveats(
         s, parts, state, text, confidence, suspects, evidence, outcome.rule.id
     )
+    if s.intervals == 0 and state == "unknown" and graph is not None and graph.chains:
+        # The chains say "kill it" of a cycle they found in the one snapshot; the verdict
+        # does not: the report's graph section must not say it unqualified.
+        warnings += (ONE_SNAPSHOT_CHAINS,)
     straggling = straggler_parts(state, ctx.bundle, parts, suspects)  # who the ranks wait for
     text += straggling.tail
     evidence += straggling.evidence
@@ -220,6 +224,12 @@ def _stopped_since(outcome: Outcome, ctx: Context) -> Optional[float]:
 # wait in different collectives (``_crossed``). The others decide from what one sample shows
 # for good: a stopped or dead rank, a death in the log, a lock cycle.
 _NEEDS_MOTION: FrozenSet[RuleId] = frozenset({"peers_wait", "gpu_spins"})
+
+
+ONE_SNAPSHOT_CHAINS = (
+    "one snapshot: the wait-for chains are where each thread was at that instant, not that "
+    "it stays there - take more samples before acting on them"
+)
 
 
 def _crossed(s: Situation) -> bool:
