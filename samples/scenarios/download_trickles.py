@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from _outside import serve_outside
+
 CHUNK = 2048
 EVERY_S = 0.5
 
@@ -47,18 +49,7 @@ def _store(listener: socket.socket) -> None:
 
 
 def start_store() -> int:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    port = int(listener.getsockname()[1])
-    if os.fork() == 0:
-        os.setsid()
-        if os.fork() == 0:
-            _store(listener)
-        os._exit(0)
-    os.wait()
-    listener.close()
-    return port
+    return serve_outside(_store, new_session=True)
 
 
 def main() -> None:

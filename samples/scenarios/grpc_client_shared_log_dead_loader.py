@@ -21,6 +21,9 @@ import grpc
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc_handler_dead_loader.py")
 
 
+# The client's lines below repeat grpc_handler_dead_loader.main's on purpose: importing them
+# from that file would put it on the client's stack, and the point of this scenario is that
+# only the server runs the file its traceback names (``death_owner``).
 def main() -> None:
     work = tempfile.mkdtemp(prefix="diag-grpc-client-")
     log = open(os.path.join(work, "job.log"), "a", buffering=1)  # noqa: SIM115
